@@ -1,0 +1,52 @@
+# FrameLab: the two commands a new user needs are `make run` and `make test`.
+# Only Python >= 3.11 is required; everything else goes into .venv.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PORT   ?= 5000
+N      ?= 50
+
+.PHONY: install install-dev run test lint format loadtest clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The stamp files re-run pip only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+run: install
+	$(BIN)/flask --app webapp db upgrade
+	$(BIN)/framelab study load stimuli/studies/*.yaml
+	PORT=$(PORT) $(BIN)/framelab serve --host 127.0.0.1 --port $(PORT)
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+test: install-dev
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+format: install-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+loadtest: install-dev
+	$(BIN)/python bench/loadtest.py --n $(N)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,66 @@
+"""The ``framelab`` console script: lazily assembles the commands of ``webapp`` and ``analysis``."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# Which package provides which commands. Each package keeps its own ``COMMANDS`` mapping so the
+# command list lives next to the code; this module only merges them.
+_PROVIDERS = {
+    "webapp.cli": "the web platform (pip install framelab)",
+    "analysis.cli": "the research package (pip install 'framelab[analysis]' or '[llm]')",
+}
+
+
+def _specs() -> dict[str, tuple[str, str]]:
+    specs: dict[str, tuple[str, str]] = {}
+    for provider, needs in _PROVIDERS.items():
+        module = importlib.import_module(provider)
+        for name, target in module.COMMANDS.items():
+            specs[name] = (target, needs)
+    return specs
+
+
+def _resolve(target: str) -> click.Command:
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+class _LazyGroup(click.Group):
+    """Import a command's module only when that command runs (or ``--help`` lists it)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_specs())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = _specs().get(cmd_name)
+        if spec is None:
+            return None
+        target, needs = spec
+        try:
+            return _resolve(target)
+        except ImportError as exc:  # an optional extra is missing: say which one
+            if (exc.name or "").split(".")[0] in {"webapp", "analysis", "framelab"}:
+                raise  # our own code is broken: show the real error
+            raise click.ClickException(
+                f"`framelab {cmd_name}` needs {needs}; missing module: {exc.name}"
+            ) from exc
+
+
+@click.group(cls=_LazyGroup)
+@click.version_option(package_name="framelab")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """FrameLab: run framing studies with people and measure what LLM text changes."""
+    from flask.cli import ScriptInfo
+
+    # Web commands use flask.cli.with_appcontext, which finds the app through ScriptInfo.
+    ctx.obj = ScriptInfo(create_app=_create_app)
+
+
+def _create_app():
+    from webapp import create_app
+
+    return create_app()
