@@ -1,0 +1,244 @@
+"""Perspective extraction coverage: how much of a summary is copied from each source passage.
+
+Extractive fragments follow Grusky, Naaman & Artzi (2018), "Newsroom": greedily match each summary
+position to the longest shared token sequence of the passage. Coverage is the share of summary
+tokens inside a fragment; density the mean squared fragment length per summary token. The greedy
+matcher is written here because no maintained package ships it (the Newsroom tool is unmaintained
+and not on PyPI).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.metrics.text import word_tokens
+
+__all__ = [
+    "coverage_by",
+    "extraction_coverage",
+    "fragments",
+    "passage_arousal",
+    "read_vad_lexicon",
+]
+
+
+def fragments(summary: Sequence[str], article: Sequence[str]) -> list[tuple[int, int]]:
+    """Greedy extractive fragments of Grusky et al. (2018), Algorithm 1.
+
+    Parameters
+    ----------
+    summary, article : sequence of str
+        Token sequences.
+
+    Returns
+    -------
+    list of (int, int)
+        ``(start in summary, length)`` of each fragment, in summary order.
+
+    Examples
+    --------
+    >>> fragments("the cat sat on a mat".split(), "a cat sat on the mat".split())
+    [(0, 1), (1, 3), (4, 1), (5, 1)]
+    """
+    where: dict[str, list[int]] = defaultdict(list)
+    for j, tok in enumerate(article):
+        where[tok].append(j)
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(summary):
+        best, next_j = 0, 0
+        for j in where.get(summary[i], ()):
+            # After a match the algorithm resumes the article scan past it.
+            if j < next_j:
+                continue
+            length = 0
+            while (
+                i + length < len(summary)
+                and j + length < len(article)
+                and summary[i + length] == article[j + length]
+            ):
+                length += 1
+            best = max(best, length)
+            next_j = j + length
+        if best:
+            out.append((i, best))
+        i += max(best, 1)
+    return out
+
+
+def read_vad_lexicon(path: str | Path) -> dict[str, float]:
+    """Read the arousal column of an NRC VAD lexicon file (tab-separated word, V, A, D).
+
+    A header row is recognised when its second field is not a number; with a header the
+    ``arousal`` column is found by name, otherwise it is the third column. Multi-word entries are
+    kept but only single words can match tokens.
+
+    Returns
+    -------
+    dict
+        Lower-case term -> arousal.
+    """
+    lexicon: dict[str, float] = {}
+    column = 2
+    with Path(path).open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < 3:
+                continue
+            if number == 0:
+                try:
+                    float(fields[1])
+                except ValueError:
+                    names = [f.strip().lower() for f in fields]
+                    column = names.index("arousal") if "arousal" in names else 2
+                    continue
+            lexicon[fields[0].strip().lower()] = float(fields[column])
+    return lexicon
+
+
+def passage_arousal(tokens: Sequence[str], lexicon: Mapping[str, float]) -> float:
+    """Mean arousal of the tokens found in the lexicon (NaN when none is)."""
+    values = [lexicon[t] for t in tokens if t in lexicon]
+    return float(np.mean(values)) if values else math.nan
+
+
+def _passage_text(passage: Any) -> tuple[str, Any]:
+    if isinstance(passage, Mapping):
+        return str(passage.get("text", "")), passage.get("side", passage.get("perspective"))
+    return str(passage), None
+
+
+def extraction_coverage(
+    data: pd.DataFrame,
+    *,
+    passages: str = "passages",
+    summary: str = "summary",
+    lexicon: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
+    """Fragment coverage and density of each summary against each of its source passages.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per summary; ``passages`` holds a list of passage texts or of objects with
+        ``text`` (and optionally ``side``). Other columns are kept.
+    passages, summary : str
+        Column names.
+    lexicon : mapping, optional
+        Term -> arousal (:func:`read_vad_lexicon`); without it ``arousal`` is NaN.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (summary, passage): the other input columns, ``passage`` (1-based position),
+        ``n_passages``, ``relative_position`` (``(passage - 0.5) / n_passages``), ``side``,
+        ``n_tokens`` (passage word tokens), ``coverage``, ``density`` (Grusky et al.) and
+        ``coverage_unique`` (share of summary tokens inside a fragment whose term occurs in no
+        other passage of the same input), ``arousal`` (mean lexicon arousal of the passage).
+        Tokens are :func:`analysis.metrics.text.word_tokens`.
+    """
+    keep = [c for c in data.columns if c not in (passages, summary)]
+    rows: list[dict[str, Any]] = []
+    for rec in data.to_dict(orient="records"):
+        items = rec[passages]
+        if isinstance(items, str):
+            items = [items]
+        texts, sides = zip(*(_passage_text(p) for p in items), strict=True) if items else ((), ())
+        toks = [word_tokens(t) for t in texts]
+        summ = word_tokens("" if rec[summary] is None else str(rec[summary]))
+        vocab = [set(t) for t in toks]
+        for k, tokens in enumerate(toks):
+            others = set().union(*(v for m, v in enumerate(vocab) if m != k))
+            frags = fragments(summ, tokens)
+            n = len(summ)
+            unique = sum(1 for s, ln in frags for t in summ[s : s + ln] if t not in others)
+            rows.append(
+                {
+                    **{c: rec[c] for c in keep},
+                    "passage": k + 1,
+                    "n_passages": len(toks),
+                    "relative_position": (k + 0.5) / len(toks),
+                    "side": sides[k],
+                    "n_tokens": len(tokens),
+                    "coverage": sum(ln for _, ln in frags) / n if n else math.nan,
+                    "density": sum(ln * ln for _, ln in frags) / n if n else math.nan,
+                    "coverage_unique": unique / n if n else math.nan,
+                    "arousal": passage_arousal(tokens, lexicon) if lexicon else math.nan,
+                }
+            )
+    columns = [*keep, "passage", "n_passages", "relative_position", "side", "n_tokens"]
+    return pd.DataFrame(
+        rows, columns=[*columns, "coverage", "density", "coverage_unique", "arousal"]
+    )
+
+
+_BY = {
+    "position": ("passage", "coverage"),
+    "length": ("n_tokens", "coverage_unique"),
+    "arousal": ("arousal", "coverage"),
+}
+
+
+def coverage_by(
+    table: pd.DataFrame,
+    *,
+    by: str = "position",
+    n_bins: int = 5,
+    group: Sequence[str] = ("model",),
+    value: str | None = None,
+) -> pd.DataFrame:
+    """Mean extraction coverage by passage position, length percentile or arousal percentile.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Output of :func:`extraction_coverage`.
+    by : {"position", "length", "arousal"}
+        ``position``: the passage's position (1-based). ``length``: percentile bin of the passage's
+        token count, with coverage counted only on terms unique to that passage
+        (``coverage_unique``). ``arousal``: percentile bin of the passage's mean arousal
+        (passages without lexicon words are left out).
+    n_bins : int, default 5
+        Percentile bins of equal width (5 gives 0–20, …, 80–100); ignored for ``position``.
+    group : sequence of str, default ("model",)
+        Grouping columns (absent ones are ignored).
+    value : str, optional
+        Override the coverage column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``group`` columns, ``by``, ``bin`` (position, or percentile bin 1..n_bins),
+        ``pct_low``, ``pct_high`` (percentile range; NaN for position), ``n`` (passages),
+        ``coverage`` (mean of the chosen coverage column) and ``value`` (that column's name).
+        Percentiles are ranks over all passages in ``table`` (ties share their mean rank).
+    """
+    if by not in _BY:
+        raise ValueError(f"by must be one of {sorted(_BY)}, got {by!r}")
+    source, default_value = _BY[by]
+    value = value or default_value
+    df = table.dropna(subset=[source]).copy()
+    if by == "position":
+        df["bin"] = df[source].astype(int)
+        df["pct_low"] = df["pct_high"] = math.nan
+    else:
+        pct = df[source].rank(method="average", pct=True)
+        df["bin"] = np.clip(np.ceil(pct * n_bins).astype(int), 1, n_bins)
+        df["pct_low"] = (df["bin"] - 1) * 100 / n_bins
+        df["pct_high"] = df["bin"] * 100 / n_bins
+    keys = [c for c in group if c in df.columns]
+    out = (
+        df.groupby([*keys, "bin", "pct_low", "pct_high"], dropna=False, sort=True)[value]
+        .agg(n="size", coverage="mean")
+        .reset_index()
+    )
+    out.insert(len(keys), "by", by)
+    out["value"] = value
+    return out

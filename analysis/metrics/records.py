@@ -1,0 +1,125 @@
+"""Read generation records (``docs/generation.md``) or any CSV/JSONL/Parquet with the same fields.
+
+One reader for the metrics: every line becomes one row; the keys of the nested ``input`` object
+become ``input.<key>`` columns (one level deep), so a summary's source text is ``input.text`` and a
+judged summary's summarizer is ``input.model``. Metric functions then take column names, which the
+CLI lets users map.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["column", "flatten_record", "read_records", "rename_fields", "select_task"]
+
+
+def flatten_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy a record and lift the keys of its ``input`` object to ``input.<key>``.
+
+    Examples
+    --------
+    >>> flatten_record({"item_id": "a", "input": {"text": "t"}, "output": "o"})
+    {'item_id': 'a', 'input': {'text': 't'}, 'output': 'o', 'input.text': 't'}
+    """
+    row = dict(record)
+    nested = row.get("input")
+    if isinstance(nested, str) and nested.startswith("{"):
+        # CSV exports carry the input object as a JSON string.
+        try:
+            nested = json.loads(nested)
+            row["input"] = nested
+        except json.JSONDecodeError:
+            pass
+    if isinstance(nested, Mapping):
+        for key, value in nested.items():
+            row.setdefault(f"input.{key}", value)
+    return row
+
+
+def _read_one(path: Path) -> list[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix in {".jsonl", ".ndjson", ".json"}:
+        rows = []
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        return rows
+    if suffix == ".csv":
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    elif suffix == ".parquet":
+        frame = pd.read_parquet(path)
+    else:
+        raise ValueError(f"{path}: unknown file type {suffix!r} (use .jsonl, .csv or .parquet)")
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_dict(orient="records")
+
+
+def read_records(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """Read one or more record files into one flat DataFrame.
+
+    Parameters
+    ----------
+    paths : path or iterable of paths
+        ``.jsonl`` (one JSON object per line), ``.csv`` or ``.parquet`` files.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per record with the record's fields as columns, ``input.<key>`` columns for the
+        keys of a nested ``input`` object, and ``source_file``.
+    """
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    rows: list[dict[str, Any]] = []
+    for raw in paths:
+        path = Path(raw)
+        for record in _read_one(path):
+            row = flatten_record(record)
+            row["source_file"] = str(path)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def column(data: pd.DataFrame, name: str) -> str:
+    """Resolve a field name to a column: ``name`` itself, else ``input.<name>``.
+
+    Raises
+    ------
+    KeyError
+        When neither exists; the message lists the available columns.
+    """
+    if name in data.columns:
+        return name
+    if f"input.{name}" in data.columns:
+        return f"input.{name}"
+    available = ", ".join(map(str, data.columns))
+    raise KeyError(f"field {name!r} not found (nor input.{name}); available: {available}")
+
+
+def rename_fields(data: pd.DataFrame, fields: Mapping[str, str]) -> pd.DataFrame:
+    """Return ``data`` with the columns named by ``fields`` values copied to the keys.
+
+    ``fields`` maps the canonical name a metric expects to the field that holds it in this file,
+    resolved with :func:`column`; canonical names that are already present are kept.
+    """
+    out = data.copy()
+    for canonical, field in fields.items():
+        out[canonical] = out[column(out, field)]
+    return out
+
+
+def select_task(data: pd.DataFrame, task: str) -> pd.DataFrame:
+    """Rows of one generation task (all rows when the file has no ``task`` column)."""
+    if "task" not in data.columns:
+        return data
+    return data.loc[data["task"] == task].reset_index(drop=True)
