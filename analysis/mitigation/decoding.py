@@ -1,0 +1,694 @@
+"""Decoding-family mitigations as ``transformers`` logits processors.
+
+Each method is a ``LogitsProcessor`` (``__call__(input_ids, scores) -> scores``) plus a small frozen
+dataclass *factory* that the generation engine calls once per batch with a
+:class:`analysis.llm.backends.base.BatchContext` (see ``docs/generation.md``). The factory's
+``repr`` names the method and its hyperparameters, so the engine's template hash (which records
+the factories) changes when a hyperparameter changes and results are never mixed.
+
+None of these methods exists in ``transformers`` (only generic warpers do), so they are written
+here; TF-IDF comes from scikit-learn and sentiment valences from VADER.
+
+All processors read the source document of each row (the text being summarised) through
+:func:`source_text` and the output generated so far as ``input_ids[:, prompt_length:]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_DEBIAS_PREFIX",
+    "BalancedCoverageFactory",
+    "ExplanationGuardFactory",
+    "ForcedBalancedCoverage",
+    "LocalExplanationGuard",
+    "Mirostat",
+    "MirostatFactory",
+    "PartCoverage",
+    "RejectionSampling",
+    "RejectionSamplingFactory",
+    "SelfDebiasDecoding",
+    "SelfDebiasFactory",
+    "WeightedTokenDecoding",
+    "WeightedTokenFactory",
+    "middle_keywords",
+    "negative_words",
+    "single_token_ids",
+    "source_text",
+]
+
+# The bias-naming prefix of Self-Debias Decoding: it describes the biases the method removes
+# (positional neglect of the middle, sentiment flips) so that the biased pass makes them likely.
+DEFAULT_DEBIAS_PREFIX = (
+    "The following summary ignores the middle of the text, repeats only its beginning, "
+    "and flips its sentiment:\n"
+)
+
+
+def source_text(request: Any) -> str:
+    """Return the source document of a request: its ``text``, else its last user message.
+
+    The mitigation runner puts the source into ``Request.text``; a request built by other code
+    still works when the source is the content of its last user message.
+    """
+    text = getattr(request, "text", "") or ""
+    if text:
+        return text
+    for message in reversed(getattr(request, "messages", ()) or ()):
+        if message.get("role") == "user":
+            return message.get("content", "")
+    return ""
+
+
+def _decode_rows(tokenizer: Any, input_ids: Any, prompt_length: int) -> list[str]:
+    """Decode the tokens generated so far in each row (special tokens dropped)."""
+    rows = input_ids[:, prompt_length:].tolist()
+    return [tokenizer.decode(row, skip_special_tokens=True) for row in rows]
+
+
+class PartCoverage:
+    """TF-IDF cosine similarity of a text to the beginning, middle and end third of a source.
+
+    The thirds are cut by whitespace tokens exactly as the primacy metric cuts them
+    (:func:`analysis.metrics.text.split_parts`), so "covered" here means what ψpri measures,
+    with TF-IDF (cheap enough to recompute at every decoding step) instead of embeddings.
+
+    Parameters
+    ----------
+    source : str
+        The source document (at least three whitespace tokens).
+    """
+
+    def __init__(self, source: str) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        from analysis.metrics.text import split_parts
+
+        self.parts = split_parts(source, 3, unit="tokens")
+        self.vectorizer = TfidfVectorizer().fit(self.parts)
+        self._parts = self.vectorizer.transform(self.parts)  # rows are L2-normalised
+
+    def __call__(self, text: str) -> np.ndarray:
+        """Return ``[s_b, s_m, s_e]`` for ``text`` (zeros for text with no known term)."""
+        vec = self.vectorizer.transform([text])
+        return np.asarray((self._parts @ vec.T).toarray()).ravel()
+
+    def terms(self, part: int) -> set[str]:
+        """Return the vocabulary terms that occur in one part (0 = beginning, 2 = end)."""
+        analyzer = self.vectorizer.build_analyzer()
+        return set(analyzer(self.parts[part]))
+
+
+def single_token_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
+    """Token IDs of the words that are a single token, with or without a leading space.
+
+    Only whole-word tokens are steered: scaling the first piece of a multi-piece word would also
+    scale every other word that starts with that piece.
+    """
+    ids: set[int] = set()
+    for word in words:
+        for variant in (word, " " + word, word.capitalize(), " " + word.capitalize()):
+            pieces = tokenizer.encode(variant, add_special_tokens=False)
+            if len(pieces) == 1:
+                ids.add(int(pieces[0]))
+    return sorted(ids)
+
+
+def _part_token_ids(tokenizer: Any, text: str) -> set[int]:
+    return set(tokenizer.encode(text, add_special_tokens=False))
+
+
+# --------------------------------------------------------------------------- Forced Balanced Coverage
+
+
+class ForcedBalancedCoverage:
+    """Boost tokens of under-covered source thirds until beginning and end are balanced.
+
+    At every step the output so far is compared with the three thirds of its source
+    (:class:`PartCoverage`). While ``|s_b - s_e| > tolerance``, every third whose similarity is
+    below the best one by more than ``tolerance`` is under-covered, and ``log(gamma)`` is added to
+    the logits of the tokens that occur in an under-covered third but in no covered third
+    (multiplying their probability by ``gamma`` before renormalisation).
+
+    Parameters
+    ----------
+    sources : sequence of str
+        One source document per batch row.
+    tokenizer : transformers tokenizer
+        Decodes the output so far and tokenizes the thirds.
+    prompt_length : int
+        Length of the (left-padded) prompt; later positions are the output.
+    gamma : float, default 1.5
+        Probability multiplier of under-covered tokens.
+    tolerance : float, default 0.05
+        Balance reached when ``|s_b - s_e| <= tolerance``.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[str],
+        tokenizer: Any,
+        prompt_length: int,
+        *,
+        gamma: float = 1.5,
+        tolerance: float = 0.05,
+    ) -> None:
+        if gamma <= 0:
+            raise ValueError(f"gamma must be positive, got {gamma}")
+        self.tokenizer = tokenizer
+        self.prompt_length = prompt_length
+        self.log_gamma = math.log(gamma)
+        self.tolerance = tolerance
+        self.coverage = [PartCoverage(s) for s in sources]
+        self.part_ids = [
+            [_part_token_ids(tokenizer, p) for p in cov.parts] for cov in self.coverage
+        ]
+        self.boosted_parts: list[list[int]] = []  # per step, for diagnostics and tests
+
+    def under_covered(self, sims: np.ndarray) -> list[int]:
+        """Return the thirds to boost for similarities ``[s_b, s_m, s_e]`` (empty when balanced)."""
+        if abs(sims[0] - sims[2]) <= self.tolerance:
+            return []
+        best = float(np.max(sims))
+        return [j for j in range(3) if sims[j] < best - self.tolerance]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        texts = _decode_rows(self.tokenizer, input_ids, self.prompt_length)
+        scores = scores.clone()
+        step: list[int] = []
+        for row, text in enumerate(texts):
+            parts = self.under_covered(self.coverage[row](text))
+            step.extend(parts)
+            if not parts:
+                continue
+            covered = set().union(*(self.part_ids[row][j] for j in range(3) if j not in parts))
+            boost = set().union(*(self.part_ids[row][j] for j in parts)) - covered
+            idx = torch.tensor(sorted(i for i in boost if i < scores.shape[-1]), dtype=torch.long)
+            scores[row, idx] += self.log_gamma
+        self.boosted_parts.append(step)
+        return scores
+
+
+@dataclass(frozen=True)
+class BalancedCoverageFactory:
+    """Build :class:`ForcedBalancedCoverage` for one batch of the engine."""
+
+    gamma: float = 1.5
+    tolerance: float = 0.05
+
+    def __call__(self, ctx: Any) -> ForcedBalancedCoverage:
+        return ForcedBalancedCoverage(
+            [source_text(r) for r in ctx.requests],
+            ctx.tokenizer,
+            int(ctx.input_ids.shape[1]),
+            gamma=self.gamma,
+            tolerance=self.tolerance,
+        )
+
+
+# --------------------------------------------------------------------------- Weighted Token Decoding
+
+
+def negative_words(threshold: float = -1.0) -> list[str]:
+    """Alphabetic words of the VADER lexicon with a mean valence at or below ``threshold``.
+
+    VADER valences run from -4 (most negative) to +4; -1.0 keeps clearly negative words
+    (``bad`` -2.5, ``dirty`` -1.9) and leaves mild ones (``ordinary`` -0.6) alone.
+    """
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    lexicon = SentimentIntensityAnalyzer().lexicon
+    return sorted(w for w, v in lexicon.items() if w.isalpha() and v <= threshold)
+
+
+def middle_keywords(source: str, k: int = 10) -> list[str]:
+    """The ``k`` terms with the highest TF-IDF weight in the middle third of ``source``.
+
+    IDF is computed over the three thirds, so terms that also fill the beginning and end rank low.
+    Ties are broken alphabetically so the list is deterministic.
+    """
+    cov = PartCoverage(source)
+    weights = cov._parts[1].toarray().ravel()
+    vocab = cov.vectorizer.get_feature_names_out()
+    order = sorted(range(len(vocab)), key=lambda i: (-weights[i], vocab[i]))
+    return [str(vocab[i]) for i in order[:k] if weights[i] > 0]
+
+
+class WeightedTokenDecoding:
+    """Multiply the probability of listed tokens by fixed factors.
+
+    Adds ``log(factor)`` to each listed token's logit, so after renormalisation the ratio of its
+    probability to any unlisted token's is multiplied by exactly ``factor``.
+
+    Parameters
+    ----------
+    weights : sequence of dict
+        One ``{token_id: factor}`` mapping per batch row.
+    """
+
+    def __init__(self, weights: Sequence[dict[int, float]]) -> None:
+        self.weights = list(weights)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        scores = scores.clone()
+        for row, mapping in enumerate(self.weights):
+            if not mapping:
+                continue
+            ids = torch.tensor(list(mapping), dtype=torch.long)
+            logs = torch.tensor([math.log(f) for f in mapping.values()], dtype=scores.dtype)
+            scores[row, ids] += logs.to(scores.device)
+        return scores
+
+
+@dataclass(frozen=True)
+class WeightedTokenFactory:
+    """Build :class:`WeightedTokenDecoding`: negative words × ``negative``, middle keywords ×
+    ``middle``."""
+
+    negative: float = 0.3
+    middle: float = 2.0
+    n_keywords: int = 10
+    valence_threshold: float = -1.0
+
+    def weights(self, tokenizer: Any, source: str, negative_ids: Sequence[int]) -> dict[int, float]:
+        """Return ``{token_id: factor}`` for one source (a middle keyword wins over negativity)."""
+        mapping = dict.fromkeys(negative_ids, self.negative)
+        keywords = middle_keywords(source, self.n_keywords)
+        for tid in single_token_ids(tokenizer, keywords):
+            mapping[tid] = self.middle
+        return mapping
+
+    def __call__(self, ctx: Any) -> WeightedTokenDecoding:
+        negative_ids = single_token_ids(ctx.tokenizer, negative_words(self.valence_threshold))
+        return WeightedTokenDecoding(
+            [self.weights(ctx.tokenizer, source_text(r), negative_ids) for r in ctx.requests]
+        )
+
+
+# --------------------------------------------------------------------------- Mirostat
+
+
+class Mirostat:
+    """Mirostat (v2) truncation with feedback on the observed surprise.
+
+    At step ``t`` tokens whose surprise ``-log p`` exceeds ``mu_t`` are removed (the most likely
+    token always stays) and the rest renormalised; the token then drawn has the observed surprise
+    ``s_t = -log p_t`` under that truncated distribution, and ``mu_{t+1} = mu_t - eta (s_t -
+    target)``. ``mu`` starts at ``2 * target`` (Basu et al., 2021). Surprise is in nats.
+
+    The processor must be the last change to the distribution before sampling: use it with
+    ``do_sample=True`` and neutral warpers (``temperature=1.0``, ``top_k=0``, ``top_p=1.0``).
+    It reads the token drawn at step ``t`` from ``input_ids`` at step ``t + 1``.
+
+    Parameters
+    ----------
+    batch_size : int
+        Rows in the batch.
+    target : float, default 2.0
+        Target surprise ``mu*`` (nats).
+    eta : float, default 0.1
+        Learning rate of the feedback.
+    """
+
+    def __init__(self, batch_size: int, *, target: float = 2.0, eta: float = 0.1) -> None:
+        self.target = target
+        self.eta = eta
+        self.mu = np.full(batch_size, 2.0 * target)
+        self._previous: Any = None  # truncated log-probabilities of the last step
+        self.observed: list[np.ndarray] = []  # observed surprise per step, per row
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self._previous is not None:
+            chosen = input_ids[:, -1].to(self._previous.device)
+            surprise = -self._previous.gather(1, chosen[:, None]).squeeze(1).double().cpu()
+            surprise = surprise.numpy()
+            self.observed.append(surprise)
+            self.mu = self.mu - self.eta * (surprise - self.target)
+        logp = torch.log_softmax(scores.float(), dim=-1)
+        mu = torch.tensor(self.mu, dtype=logp.dtype, device=logp.device)[:, None]
+        keep = -logp <= mu
+        keep[torch.arange(len(keep)), logp.argmax(dim=-1)] = True
+        truncated = logp.masked_fill(~keep, -math.inf)
+        self._previous = torch.log_softmax(truncated, dim=-1)
+        return self._previous.to(scores.dtype)
+
+
+@dataclass(frozen=True)
+class MirostatFactory:
+    """Build :class:`Mirostat` for one batch."""
+
+    target: float = 2.0
+    eta: float = 0.1
+
+    def __call__(self, ctx: Any) -> Mirostat:
+        return Mirostat(int(ctx.input_ids.shape[0]), target=self.target, eta=self.eta)
+
+
+# --------------------------------------------------------------------------- candidate filters
+
+
+class _CandidateFilter:
+    """Shared mechanics of methods that veto top-k candidates by a text-level criterion."""
+
+    def __init__(self, tokenizer: Any, prompt_length: int, top_k: int) -> None:
+        self.tokenizer = tokenizer
+        self.prompt_length = prompt_length
+        self.top_k = top_k
+        self.rejected: list[tuple[int, int, int]] = []  # (step, row, token) for diagnostics
+        self.step = 0
+
+    def _with(self, input_ids: Any, row: int, token: int) -> str:
+        ids = input_ids[row, self.prompt_length :].tolist() + [int(token)]
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _restrict(self, scores: Any, row: int, keep: Sequence[int]) -> None:
+        """Leave only ``keep`` possible in ``row`` (the sampler then resamples among them)."""
+        import torch
+
+        mask = torch.ones(scores.shape[-1], dtype=torch.bool, device=scores.device)
+        mask[torch.tensor(list(keep), dtype=torch.long, device=scores.device)] = False
+        scores[row, mask] = -math.inf
+
+
+class RejectionSampling(_CandidateFilter):
+    """Drop the top token when it would increase chunk imbalance; resample within the top-k.
+
+    Imbalance is the spread ``max(s) - min(s)`` of the output's TF-IDF similarities to the three
+    thirds of its source (:class:`PartCoverage`). When appending the most likely token would
+    raise it, that token is removed and the next token comes from the other ``top_k - 1``
+    candidates (greedy decoding takes the second best; sampling draws among them).
+
+    Parameters
+    ----------
+    sources : sequence of str
+        One source per row.
+    tokenizer, prompt_length
+        As in :class:`ForcedBalancedCoverage`.
+    top_k : int, default 5
+        Candidates considered.
+    """
+
+    def __init__(
+        self, sources: Sequence[str], tokenizer: Any, prompt_length: int, *, top_k: int = 5
+    ) -> None:
+        super().__init__(tokenizer, prompt_length, top_k)
+        self.coverage = [PartCoverage(s) for s in sources]
+
+    def imbalance(self, row: int, text: str) -> float:
+        """Return ``max(s) - min(s)`` of ``text`` against the thirds of row ``row``'s source."""
+        sims = self.coverage[row](text)
+        return float(sims.max() - sims.min())
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        scores = scores.clone()
+        top = scores.topk(min(self.top_k, scores.shape[-1]), dim=-1).indices.tolist()
+        texts = _decode_rows(self.tokenizer, input_ids, self.prompt_length)
+        for row, candidates in enumerate(top):
+            now = self.imbalance(row, texts[row])
+            after = self.imbalance(row, self._with(input_ids, row, candidates[0]))
+            if after > now + 1e-12 and len(candidates) > 1:
+                self.rejected.append((self.step, row, candidates[0]))
+                self._restrict(scores, row, candidates[1:])
+        self.step += 1
+        return scores
+
+
+@dataclass(frozen=True)
+class RejectionSamplingFactory:
+    """Build :class:`RejectionSampling` for one batch."""
+
+    top_k: int = 5
+
+    def __call__(self, ctx: Any) -> RejectionSampling:
+        return RejectionSampling(
+            [source_text(r) for r in ctx.requests],
+            ctx.tokenizer,
+            int(ctx.input_ids.shape[1]),
+            top_k=self.top_k,
+        )
+
+
+def _vader_compound(text: str, analyzer: Any) -> float:
+    return float(analyzer.polarity_scores(text)["compound"])
+
+
+class LocalExplanationGuard(_CandidateFilter):
+    """Every ``check_every`` steps, veto candidates that deepen a detected bias.
+
+    A rule-based detector explains the output so far:
+
+    - *ignoring middle*: at least ``min_words`` words and ``s_m + alpha < max(s_b, s_e)`` (TF-IDF
+      similarities to the source thirds, the ψpri rule applied to the middle);
+    - *flipping sentiment*: the VADER compound scores of source and output have opposite signs,
+      both at least ``0.05`` in magnitude (VADER's own neutral band).
+
+    When a check step finds a violation, each top-k candidate is scored by the violation it
+    leaves (middle gap ``max(s_b, s_e) - s_m``; sentiment ``-sign(source) * compound(output)``);
+    candidates that make a violated score worse are rejected and the next token is resampled
+    from the rest of the top-k (if all would be rejected, the least bad one is kept). Generation
+    cannot take back tokens already emitted, so "reject" acts on the token being chosen.
+
+    Parameters
+    ----------
+    sources : sequence of str
+        One source per row.
+    tokenizer, prompt_length
+        As in :class:`ForcedBalancedCoverage`.
+    check_every : int, default 5
+        Steps between checks.
+    top_k : int, default 5
+        Candidates considered at a check.
+    alpha : float, default 0.05
+        Margin of the ignoring-middle rule.
+    min_words : int, default 10
+        Output length below which the ignoring-middle rule is not applied.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[str],
+        tokenizer: Any,
+        prompt_length: int,
+        *,
+        check_every: int = 5,
+        top_k: int = 5,
+        alpha: float = 0.05,
+        min_words: int = 10,
+    ) -> None:
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+        super().__init__(tokenizer, prompt_length, top_k)
+        self.check_every = check_every
+        self.alpha = alpha
+        self.min_words = min_words
+        self.coverage = [PartCoverage(s) for s in sources]
+        self.analyzer = SentimentIntensityAnalyzer()
+        self.source_sign = [int(np.sign(_round_neutral(self._compound(s)))) for s in sources]
+        self.flags: list[tuple[int, int, str]] = []  # (step, row, violation)
+
+    def _compound(self, text: str) -> float:
+        return _vader_compound(text, self.analyzer)
+
+    def detect(self, row: int, text: str) -> dict[str, float]:
+        """Return the violations of ``text`` with their scores (empty when the output is fine)."""
+        found: dict[str, float] = {}
+        if len(text.split()) >= self.min_words:
+            s_b, s_m, s_e = self.coverage[row](text)
+            if s_m + self.alpha < max(s_b, s_e):
+                found["ignoring_middle"] = float(max(s_b, s_e) - s_m)
+        sign = self.source_sign[row]
+        compound = _round_neutral(self._compound(text))
+        if sign and compound and np.sign(compound) != sign:
+            found["flipping_sentiment"] = float(-sign * compound)
+        return found
+
+    def _badness(self, row: int, text: str, kinds: Sequence[str]) -> tuple[float, ...]:
+        out = []
+        for kind in kinds:
+            if kind == "ignoring_middle":
+                s_b, s_m, s_e = self.coverage[row](text)
+                out.append(float(max(s_b, s_e) - s_m))
+            else:
+                out.append(float(-self.source_sign[row] * self._compound(text)))
+        return tuple(out)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        step, self.step = self.step, self.step + 1
+        if step == 0 or step % self.check_every:
+            return scores
+        scores = scores.clone()
+        top = scores.topk(min(self.top_k, scores.shape[-1]), dim=-1).indices.tolist()
+        texts = _decode_rows(self.tokenizer, input_ids, self.prompt_length)
+        for row, candidates in enumerate(top):
+            found = self.detect(row, texts[row])
+            if not found:
+                continue
+            kinds = sorted(found)
+            self.flags.extend((step, row, k) for k in kinds)
+            now = self._badness(row, texts[row], kinds)
+            bad = {c: self._badness(row, self._with(input_ids, row, c), kinds) for c in candidates}
+            keep = [c for c in candidates if all(b <= n + 1e-12 for b, n in zip(bad[c], now))]
+            if not keep:
+                keep = [min(candidates, key=lambda c: sum(bad[c]))]
+            self.rejected.extend((step, row, c) for c in candidates if c not in keep)
+            self._restrict(scores, row, keep)
+        return scores
+
+
+def _round_neutral(compound: float) -> float:
+    """Map VADER compounds inside the neutral band ``(-0.05, 0.05)`` to 0."""
+    return 0.0 if abs(compound) < 0.05 else compound
+
+
+@dataclass(frozen=True)
+class ExplanationGuardFactory:
+    """Build :class:`LocalExplanationGuard` for one batch."""
+
+    check_every: int = 5
+    top_k: int = 5
+    alpha: float = 0.05
+    min_words: int = 10
+
+    def __call__(self, ctx: Any) -> LocalExplanationGuard:
+        return LocalExplanationGuard(
+            [source_text(r) for r in ctx.requests],
+            ctx.tokenizer,
+            int(ctx.input_ids.shape[1]),
+            check_every=self.check_every,
+            top_k=self.top_k,
+            alpha=self.alpha,
+            min_words=self.min_words,
+        )
+
+
+# --------------------------------------------------------------------------- Self-Debias Decoding
+
+
+class SelfDebiasDecoding:
+    """Self-debiasing (Schick et al., 2021) against a bias-naming prefix.
+
+    A second pass runs the same model on ``prefix + prompt + output so far``, where the prefix
+    names the biases to avoid; ``Δ = p_main - p_bias`` per token, and tokens the biased pass
+    prefers (``Δ < 0``) are scaled by ``exp(λΔ)``. The processor returns
+    ``log p_main + λ min(Δ, 0)``: the log of the scaled, not yet renormalised, probabilities.
+
+    The biased pass is recomputed every ``refresh_every`` steps and its distribution reused in
+    between (``refresh_every=1`` is exact self-debiasing at twice the decoding cost).
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model generating (its weights serve the biased pass).
+    tokenizer : transformers tokenizer
+        Tokenizes the prefix.
+    input_ids, attention_mask : torch.Tensor
+        The left-padded prompt batch.
+    prefix : str
+        The bias-naming prefix; longer than ``max_prefix_tokens`` tokens it is cut (and logged).
+    decay : float, default 10.0
+        λ.
+    refresh_every : int, default 4
+        Steps between biased passes.
+    max_prefix_tokens : int, default 29
+        The prefix stays under 30 tokens so it does not dominate short prompts.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        input_ids: Any,
+        attention_mask: Any,
+        *,
+        prefix: str = DEFAULT_DEBIAS_PREFIX,
+        decay: float = 10.0,
+        refresh_every: int = 4,
+        max_prefix_tokens: int = 29,
+    ) -> None:
+        self.model = model
+        self.decay = decay
+        self.refresh_every = max(1, refresh_every)
+        prefix_ids = tokenizer.encode(prefix, add_special_tokens=False)
+        if len(prefix_ids) > max_prefix_tokens:
+            log.warning(
+                "self-debias prefix has %d tokens; keeping the first %d",
+                len(prefix_ids),
+                max_prefix_tokens,
+            )
+            prefix_ids = prefix_ids[:max_prefix_tokens]
+        self.prefix_ids = prefix_ids
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.prompts = [
+            row[mask.bool()].tolist() for row, mask in zip(input_ids, attention_mask, strict=True)
+        ]
+        self.prompt_length = int(input_ids.shape[1])
+        self.step = 0
+        self._p_bias: Any = None
+        self.n_biased_passes = 0
+
+    def biased_probs(self, input_ids: Any) -> Any:
+        """Run the biased pass: next-token probabilities given ``prefix + prompt + output``."""
+        import torch
+
+        outputs = input_ids[:, self.prompt_length :].tolist()
+        seqs = [self.prefix_ids + p + o for p, o in zip(self.prompts, outputs, strict=True)]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):  # left padding, like the main pass
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+        device = input_ids.device
+        ids, mask = ids.to(device), mask.to(device)
+        # Positions count real tokens only, as generate() does for left-padded rows.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+        self.n_biased_passes += 1
+        return torch.softmax(logits[:, -1, :].float(), dim=-1)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self._p_bias is None or self.step % self.refresh_every == 0:
+            self._p_bias = self.biased_probs(input_ids)
+        self.step += 1
+        log_main = torch.log_softmax(scores.float(), dim=-1)
+        p_bias = self._p_bias[:, : scores.shape[-1]].to(scores.device)
+        delta = log_main.exp() - p_bias
+        return (log_main + self.decay * delta.clamp(max=0.0)).to(scores.dtype)
+
+
+@dataclass(frozen=True)
+class SelfDebiasFactory:
+    """Build :class:`SelfDebiasDecoding` for one batch."""
+
+    decay: float = 10.0
+    refresh_every: int = 4
+    prefix: str = DEFAULT_DEBIAS_PREFIX
+
+    def __call__(self, ctx: Any) -> SelfDebiasDecoding:
+        return SelfDebiasDecoding(
+            ctx.model,
+            ctx.tokenizer,
+            ctx.input_ids,
+            ctx.attention_mask,
+            prefix=self.prefix,
+            decay=self.decay,
+            refresh_every=self.refresh_every,
+        )
