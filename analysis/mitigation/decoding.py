@@ -127,7 +127,7 @@ def _part_token_ids(tokenizer: Any, text: str) -> set[int]:
     return set(tokenizer.encode(text, add_special_tokens=False))
 
 
-# --------------------------------------------------------------------------- Forced Balanced Coverage
+# --- Forced Balanced Coverage
 
 
 class ForcedBalancedCoverage:
@@ -217,7 +217,7 @@ class BalancedCoverageFactory:
         )
 
 
-# --------------------------------------------------------------------------- Weighted Token Decoding
+# --- Weighted Token Decoding
 
 
 def negative_words(threshold: float = -1.0) -> list[str]:
@@ -298,7 +298,7 @@ class WeightedTokenFactory:
         )
 
 
-# --------------------------------------------------------------------------- Mirostat
+# --- Mirostat
 
 
 class Mirostat:
@@ -359,7 +359,7 @@ class MirostatFactory:
         return Mirostat(int(ctx.input_ids.shape[0]), target=self.target, eta=self.eta)
 
 
-# --------------------------------------------------------------------------- candidate filters
+# --- candidate filters
 
 
 class _CandidateFilter:
@@ -542,7 +542,11 @@ class LocalExplanationGuard(_CandidateFilter):
             self.flags.extend((step, row, k) for k in kinds)
             now = self._badness(row, texts[row], kinds)
             bad = {c: self._badness(row, self._with(input_ids, row, c), kinds) for c in candidates}
-            keep = [c for c in candidates if all(b <= n + 1e-12 for b, n in zip(bad[c], now))]
+            keep = [
+                c
+                for c in candidates
+                if all(b <= n + 1e-12 for b, n in zip(bad[c], now, strict=True))
+            ]
             if not keep:
                 keep = [min(candidates, key=lambda c: sum(bad[c]))]
             self.rejected.extend((step, row, c) for c in candidates if c not in keep)
@@ -576,7 +580,7 @@ class ExplanationGuardFactory:
         )
 
 
-# --------------------------------------------------------------------------- Self-Debias Decoding
+# --- Self-Debias Decoding
 
 
 class SelfDebiasDecoding:
