@@ -1,0 +1,249 @@
+"""Explicit, reported exclusion rules for choice and annotation data.
+
+Each rule is a named predicate. A row is excluded by the first rule (in the order listed) that
+matches it, so every excluded row carries exactly one reason and the counts add up.
+Participant-level rules (status, quiz, attention, speed) remove all of that participant's rows;
+the duplicate rule removes repeated rows only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "AnnotationRules",
+    "ChoiceRules",
+    "exclude_annotations",
+    "exclude_choice",
+    "exclusion_summary",
+]
+
+
+@dataclass(frozen=True)
+class ChoiceRules:
+    """Which exclusion rules apply to choice data, in the order they are checked.
+
+    Attributes
+    ----------
+    require_completed : bool
+        Drop participants whose ``status`` is recorded and is not ``completed``.
+    require_quiz : bool
+        Drop participants with ``quiz_passed == 0`` (an empty cell means "not recorded": kept).
+    require_attention : bool
+        Drop participants with ``attention_passed == 0`` (empty: the study had no checks; kept).
+    drop_duplicates : bool
+        Keep only the first row of a repeated (participant, pair).
+    min_duration_s : float or None
+        Drop participants faster than this many seconds in total.
+    min_duration_frac_median : float or None
+        Drop participants faster than this fraction of the median completion time (implausibly
+        fast relative to the sample; 0.3 by default, a common screening threshold).
+    """
+
+    require_completed: bool = True
+    require_quiz: bool = True
+    require_attention: bool = True
+    drop_duplicates: bool = True
+    min_duration_s: float | None = None
+    min_duration_frac_median: float | None = 0.3
+
+    def as_dict(self) -> dict[str, object]:
+        """Return the rules as a plain dict (for ``results.json``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AnnotationRules:
+    """Which exclusion rules apply to annotation labels, in the order they are checked.
+
+    Attributes
+    ----------
+    drop_surplus : bool
+        Drop labels that arrived after their reservation expired (``surplus == 1``).
+    drop_gold : bool
+        Drop gold/attention items from the analysis (they have a known answer, no base framing).
+    min_gold_accuracy : float or None
+        Drop all labels of annotators whose share of correct gold answers is below this.
+    drop_duplicates : bool
+        Keep only the first label of a repeated (annotator, item).
+    """
+
+    drop_surplus: bool = True
+    drop_gold: bool = True
+    min_gold_accuracy: float | None = None
+    drop_duplicates: bool = True
+
+    def as_dict(self) -> dict[str, object]:
+        """Return the rules as a plain dict (for ``results.json``)."""
+        return asdict(self)
+
+
+def _split(data: pd.DataFrame, reasons: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+    excluded = data[reasons.notna()].copy()
+    excluded["reason"] = reasons[reasons.notna()]
+    return data[reasons.isna()].copy(), excluded
+
+
+def _assign(reasons: pd.Series, mask: pd.Series, reason: str) -> None:
+    # First matching rule wins: only rows without a reason yet get this one.
+    reasons[mask.fillna(False).astype(bool) & reasons.isna()] = reason
+
+
+def _order(data: pd.DataFrame) -> pd.DataFrame:
+    if "trial_index" in data.columns:
+        return data.sort_values("trial_index", kind="stable")
+    return data
+
+
+def exclude_choice(
+    data: pd.DataFrame,
+    rules: ChoiceRules | None = None,
+    *,
+    subject: str = "participant_id",
+    pair: str = "pair_id",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Apply the choice exclusion rules.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per choice trial (``analysis.io.load_choice``).
+    rules : ChoiceRules, optional
+        Defaults to ``ChoiceRules()``.
+    subject, pair : str
+        Participant and pair columns.
+
+    Returns
+    -------
+    kept : pandas.DataFrame
+        Rows that pass every rule, in the input order.
+    excluded : pandas.DataFrame
+        The other rows with an added ``reason`` column: ``status not completed``,
+        ``failed comprehension quiz``, ``failed attention check``, ``implausibly fast`` or
+        ``duplicate trial``.
+    """
+    import pandas as pd
+
+    rules = rules or ChoiceRules()
+    reasons = pd.Series(None, index=data.index, dtype=object)
+    if rules.require_completed and "status" in data.columns:
+        status = data["status"]
+        _assign(reasons, status.notna() & (status != "completed"), "status not completed")
+    if rules.require_quiz and "quiz_passed" in data.columns:
+        _assign(reasons, pd.to_numeric(data["quiz_passed"]) == 0, "failed comprehension quiz")
+    if rules.require_attention and "attention_passed" in data.columns:
+        _assign(reasons, pd.to_numeric(data["attention_passed"]) == 0, "failed attention check")
+    if "duration_s" in data.columns:
+        per_person = data.groupby(subject)["duration_s"].first().astype(float)
+        limits = []
+        if rules.min_duration_s is not None:
+            limits.append(rules.min_duration_s)
+        if rules.min_duration_frac_median is not None and per_person.notna().any():
+            limits.append(rules.min_duration_frac_median * float(per_person.median()))
+        if limits:
+            too_fast = per_person[per_person < max(limits)].index
+            _assign(reasons, data[subject].isin(too_fast), "implausibly fast")
+    if rules.drop_duplicates:
+        ordered = _order(data)
+        dup = ordered.duplicated([subject, pair], keep="first").reindex(data.index)
+        _assign(reasons, dup, "duplicate trial")
+    return _split(data, reasons)
+
+
+def exclude_annotations(
+    data: pd.DataFrame,
+    rules: AnnotationRules | None = None,
+    *,
+    rater: str = "participant_id",
+    item: str = "item_id",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Apply the annotation exclusion rules.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per label (``analysis.io.load_annotations`` or ``load_mturk``).
+    rules : AnnotationRules, optional
+        Defaults to ``AnnotationRules()``.
+    rater, item : str
+        Annotator and item columns.
+
+    Returns
+    -------
+    kept : pandas.DataFrame
+        Labels that enter the analysis.
+    excluded : pandas.DataFrame
+        The other labels with a ``reason``: ``surplus label``, ``gold item``,
+        ``low gold accuracy`` or ``duplicate label``.
+    """
+    import pandas as pd
+
+    rules = rules or AnnotationRules()
+    reasons = pd.Series(None, index=data.index, dtype=object)
+    if rules.drop_surplus and "surplus" in data.columns:
+        _assign(reasons, pd.to_numeric(data["surplus"]) == 1, "surplus label")
+    is_gold = (
+        pd.to_numeric(data["is_gold"]) == 1
+        if "is_gold" in data.columns
+        else pd.Series(False, index=data.index)
+    )
+    if rules.min_gold_accuracy is not None and "gold_correct" in data.columns:
+        gold = data[is_gold.fillna(False)]
+        accuracy = pd.to_numeric(gold["gold_correct"]).groupby(gold[rater]).mean()
+        low = accuracy[accuracy < rules.min_gold_accuracy].index
+        _assign(reasons, data[rater].isin(low), "low gold accuracy")
+    if rules.drop_gold:
+        _assign(reasons, is_gold, "gold item")
+    if rules.drop_duplicates:
+        ordered = _order(data)
+        dup = ordered.duplicated([rater, item], keep="first").reindex(data.index)
+        _assign(reasons, dup, "duplicate label")
+    return _split(data, reasons)
+
+
+def exclusion_summary(
+    data: pd.DataFrame, excluded: pd.DataFrame, *, subject: str = "participant_id"
+) -> pd.DataFrame:
+    """Count excluded rows and participants per reason.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        All rows before exclusion.
+    excluded : pandas.DataFrame
+        The ``excluded`` output of :func:`exclude_choice` or :func:`exclude_annotations`.
+    subject : str
+        Participant column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per reason (in rule order) plus a ``total`` row, with ``n_rows``,
+        ``n_participants`` (participants who lost at least one row for this reason) and
+        ``share_rows`` (of all input rows).
+    """
+    import pandas as pd
+
+    rows = []
+    for reason, group in excluded.groupby("reason", sort=False):
+        rows.append(
+            {
+                "reason": reason,
+                "n_rows": len(group),
+                "n_participants": group[subject].nunique(),
+            }
+        )
+    rows.append(
+        {
+            "reason": "total",
+            "n_rows": len(excluded),
+            "n_participants": excluded[subject].nunique() if len(excluded) else 0,
+        }
+    )
+    out = pd.DataFrame(rows, columns=["reason", "n_rows", "n_participants"])
+    out["share_rows"] = out["n_rows"] / len(data) if len(data) else float("nan")
+    return out

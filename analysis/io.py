@@ -1,0 +1,456 @@
+"""The one reader of the analysis package: platform exports, tidy CSVs, MTurk batches, models.
+
+Every loader validates at the boundary (``docs/export.md`` is the contract) and raises
+:class:`ExportFormatError` naming the offending columns, so a wrong file fails here with a readable
+message rather than deep inside a model fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "ANNOTATION_LONG_COLUMNS",
+    "CHOICE_LONG_COLUMNS",
+    "ITEMS_COLUMNS",
+    "MODEL_LABELS",
+    "TIDY_CHOICE_OPTIONAL",
+    "TIDY_CHOICE_REQUIRED",
+    "ExportFormatError",
+    "load_annotations",
+    "load_choice",
+    "load_export",
+    "load_mturk",
+    "load_predictions",
+    "read_table",
+]
+
+# Column -> kind: "str", "int", "float", "bool" (0/1), or a tuple of allowed (lower-case) values.
+# Copied from docs/export.md; change both together.
+PARTICIPANT_STATUSES = ("started", "screened_out", "completed", "returned", "timed_out")
+CHOICE_LONG_COLUMNS: dict[str, object] = {
+    "study_slug": "str",
+    "participant_id": "str",
+    "platform": ("prolific", "mturk", "link"),
+    "status": PARTICIPANT_STATUSES,
+    "sequence": ("A", "B"),
+    "seed": "int",
+    "trial_index": "int",
+    "pair_id": "str",
+    "product_type": "str",
+    "format": ("original", "summary"),
+    "target_side": ("left", "right"),
+    "chosen_side": ("left", "right"),
+    "chose_target": "bool",
+    "other_price_usd": "float",
+    "wtp_premium_usd": "float",
+    "wtp_premium_pct": "float",
+    "rt_ms": "int",
+    "wtp_rt_ms": "int",
+    "server_rt_ms": "int",
+    "answered_at": "str",
+    "quiz_passed": "bool",
+    "quiz_attempts": "int",
+    "attention_passed": "bool",
+    "duration_s": "float",
+}
+SENTIMENTS = ("positive", "negative", "neutral")
+ANNOTATION_LONG_COLUMNS: dict[str, object] = {
+    "study_slug": "str",
+    "participant_id": "str",
+    "platform": ("prolific", "mturk", "link", "mturk_batch"),
+    "status": PARTICIPANT_STATUSES,
+    "item_id": "str",
+    "label": SENTIMENTS,
+    "base_sentiment": ("positive", "negative"),
+    "is_gold": "bool",
+    "gold_correct": "bool",
+    "surplus": "bool",
+    "trial_index": "int",
+    "rt_ms": "int",
+    "answered_at": "str",
+}
+ITEMS_COLUMNS: dict[str, object] = {
+    "study_slug": "str",
+    "item_id": "str",
+    "text": "str",
+    "base_sentiment": ("positive", "negative"),
+    "n_labels": "int",
+    "n_surplus": "int",
+    "n_reserved": "int",
+    "needed": "int",
+    "shift_count": "int",
+}
+TIDY_CHOICE_REQUIRED: dict[str, object] = {
+    "participant_id": "str",
+    "pair_id": "str",
+    "format": ("original", "summary"),
+    "chose_target": "bool",
+    "wtp_premium_pct": "float",
+}
+TIDY_CHOICE_OPTIONAL: dict[str, object] = {
+    "status": PARTICIPANT_STATUSES,
+    "quiz_passed": "bool",
+    "attention_passed": "bool",
+    "duration_s": "float",
+}
+MODEL_LABELS = ("positive", "negative", "neutral", "other")
+PREDICTION_COLUMNS: dict[str, object] = {"item_id": "str", "model": "str", "label": MODEL_LABELS}
+
+# Columns whose values must never be empty (identifiers and the outcome itself).
+_NON_EMPTY = {"participant_id", "pair_id", "item_id", "format", "chose_target", "label", "model"}
+
+
+class ExportFormatError(ValueError):
+    """A file does not follow the documented format; the message names the offending columns."""
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV or Parquet file with every column as read (no type guessing for identifiers).
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.csv`` (UTF-8, header row) or ``.parquet``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The file's columns unchanged.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix.lower() in {".parquet", ".pq"}:
+        return pd.read_parquet(path)
+    # Read as strings first: IDs such as "007" must survive, and validation converts typed columns.
+    return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+
+
+def _coerce(df: pd.DataFrame, schema: dict[str, object], source: str) -> pd.DataFrame:
+    """Convert columns to their documented types; collect every bad column before raising."""
+    import numpy as np
+    import pandas as pd
+
+    problems: list[str] = []
+    out = df.copy()
+    for col, kind in schema.items():
+        if col not in out.columns:
+            continue
+        raw = out[col]
+        present = raw.notna()
+        if col in _NON_EMPTY and not present.all():
+            problems.append(f"{col!r}: {int((~present).sum())} empty cell(s)")
+        if kind == "str":
+            out[col] = pd.Series(
+                [str(v) if ok else None for v, ok in zip(raw, present, strict=True)],
+                index=raw.index,
+                dtype=object,
+            )
+        elif kind in ("int", "float", "bool"):
+            num = pd.to_numeric(raw, errors="coerce")
+            bad = present & num.isna()
+            if bad.any():
+                examples = ", ".join(repr(v) for v in raw[bad].unique()[:3])
+                problems.append(f"{col!r}: not numeric ({examples})")
+                continue
+            if kind == "bool" and not num.dropna().isin([0, 1]).all():
+                examples = ", ".join(repr(v) for v in raw[present & ~num.isin([0, 1])].unique()[:3])
+                problems.append(f"{col!r}: must be 0/1 ({examples})")
+                continue
+            if kind == "float":
+                out[col] = num.astype(float)
+            else:
+                frac = present & (np.floor(num) != num)
+                if frac.any():
+                    problems.append(f"{col!r}: not an integer ({raw[frac].iloc[0]!r})")
+                    continue
+                out[col] = num.astype("Int64")
+        else:
+            allowed = tuple(kind)  # type: ignore[arg-type]
+            # Categories are documented lower-case; accept case variants from hand-made files.
+            lowered = raw.where(~present, raw.astype(str).str.strip())
+            if all(a == a.lower() for a in allowed):
+                lowered = lowered.where(~present, lowered.str.lower())
+            bad = present & ~lowered.isin(allowed)
+            if bad.any():
+                examples = ", ".join(repr(v) for v in raw[bad].unique()[:3])
+                problems.append(f"{col!r}: unexpected value(s) {examples}; allowed {list(allowed)}")
+                continue
+            out[col] = lowered.astype(object).where(present, None)
+    if problems:
+        raise ExportFormatError(f"{source}: invalid column(s): " + "; ".join(problems))
+    return out
+
+
+def _check_columns(
+    df: pd.DataFrame,
+    required: Iterable[str],
+    source: str,
+    *,
+    known: Iterable[str] = (),
+) -> None:
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        known_set = set(required) | set(known)
+        unexpected = [
+            c for c in df.columns if c not in known_set and not str(c).startswith("item_")
+        ]
+        hint = f"; unexpected column(s): {unexpected}" if unexpected else ""
+        raise ExportFormatError(f"{source}: missing column(s): {missing}{hint}")
+
+
+def _detect_kind(columns: Sequence[str]) -> str:
+    cols = set(columns)
+    if "chose_target" in cols:
+        return "choice"
+    if "label" in cols:
+        return "annotation"
+    if "shift_count" in cols or "text" in cols:
+        return "items"
+    raise ExportFormatError(
+        "cannot tell the export's kind: expected `chose_target` (choice long), "
+        f"`label` (annotation long) or `shift_count` (items); columns are {list(columns)}"
+    )
+
+
+_SCHEMAS = {
+    "choice": CHOICE_LONG_COLUMNS,
+    "annotation": ANNOTATION_LONG_COLUMNS,
+    "items": ITEMS_COLUMNS,
+}
+
+
+def load_export(path: str | Path, kind: str | None = None) -> pd.DataFrame:
+    """Load and validate a platform export (``framelab export``) against ``docs/export.md``.
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV or Parquet written by the platform.
+    kind : {"choice", "annotation", "items"}, optional
+        Which table the file holds; detected from its columns when omitted.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every documented column, typed: identifiers and timestamps as ``object`` strings, counts as
+        nullable ``Int64``, booleans as ``Int64`` 0/1, amounts as ``float``, categories lower-case.
+        Extra columns (e.g. ``item_*`` from an item CSV) are kept as read.
+
+    Raises
+    ------
+    ExportFormatError
+        A documented column is missing (the message names it) or holds values outside its type.
+    """
+    df = read_table(path)
+    kind = kind or _detect_kind(list(df.columns))
+    if kind not in _SCHEMAS:
+        raise ValueError(f"unknown export kind {kind!r}; use one of {sorted(_SCHEMAS)}")
+    schema = _SCHEMAS[kind]
+    source = f"{Path(path).name} ({kind} export)"
+    _check_columns(df, schema, source)
+    return _coerce(df, schema, source)
+
+
+def load_choice(path: str | Path) -> pd.DataFrame:
+    """Load choice data: the platform's long export or the minimal tidy CSV.
+
+    A file with ``study_slug`` is validated as the platform's long export; anything else must have
+    the tidy columns ``participant_id, pair_id, format, chose_target, wtp_premium_pct`` (plus, if
+    present, ``status, quiz_passed, attention_passed, duration_s``).
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV or Parquet.
+
+    Returns
+    -------
+    pandas.DataFrame
+        At least the tidy columns, typed; the optional ones are present (all empty when the file
+        lacks them) so exclusion rules can tell "not recorded" from "failed".
+
+    Raises
+    ------
+    ExportFormatError
+        Missing or invalid columns, named in the message.
+    """
+    import pandas as pd
+
+    df = read_table(path)
+    if "study_slug" in df.columns:
+        return load_export(path, "choice")
+    source = f"{Path(path).name} (tidy choice CSV)"
+    _check_columns(df, TIDY_CHOICE_REQUIRED, source, known=TIDY_CHOICE_OPTIONAL)
+    out = _coerce(df, {**TIDY_CHOICE_REQUIRED, **TIDY_CHOICE_OPTIONAL}, source)
+    for col, kind in TIDY_CHOICE_OPTIONAL.items():
+        if col not in out.columns:
+            out[col] = pd.Series(None, index=out.index, dtype=float if kind == "float" else object)
+    return out
+
+
+def load_annotations(path: str | Path) -> pd.DataFrame:
+    """Load and validate the platform's annotation long export (one row per label).
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV or Parquet from ``framelab export SLUG --format long``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of ``ANNOTATION_LONG_COLUMNS``, typed as in :func:`load_export`.
+    """
+    return load_export(path, "annotation")
+
+
+def _pseudonym(worker_id: str) -> str:
+    # Worker IDs identify people across requesters; keep only a stable one-way pseudonym.
+    return "w_" + hashlib.sha256(worker_id.encode("utf-8")).hexdigest()[:16]
+
+
+def load_mturk(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    item_col: str = "Input.ID",
+    label_col: str = "Answer.sentiment.label",
+    base_col: str = "Input.answer",
+    worker_col: str = "WorkerId",
+    status_col: str = "AssignmentStatus",
+    keep_rejected: bool = False,
+) -> pd.DataFrame:
+    """Load one or more MTurk batch-results CSVs into the annotation long shape.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        Batch results downloaded from the requester site; concatenated in order.
+    item_col, label_col, base_col : str
+        Columns holding the item ID, the worker's label and the item's base sentiment. Labels and
+        base sentiments are matched case-insensitively (``Positive`` = ``positive``).
+    worker_col : str
+        Worker ID column; replaced by a pseudonym (``w_`` + 16 hex digits of SHA-256).
+    status_col : str
+        Assignment status column; ``Rejected`` assignments are dropped unless ``keep_rejected``.
+        Ignored when the file has no such column.
+    keep_rejected : bool
+        Keep rejected assignments.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``participant_id, item_id, label, base_sentiment, platform`` (``mturk_batch``),
+        ``status`` (``completed``), ``is_gold`` (0), ``surplus`` (0) and ``source_file``.
+
+    Raises
+    ------
+    ExportFormatError
+        A mapped column is missing (named with the file) or a label is not
+        positive/negative/neutral.
+    """
+    import pandas as pd
+
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    if not paths:
+        raise ValueError("no MTurk batch file given")
+    frames = []
+    for path in paths:
+        raw = read_table(path)
+        source = f"{Path(path).name} (MTurk batch)"
+        _check_columns(raw, [item_col, label_col, base_col, worker_col], source)
+        if status_col in raw.columns and not keep_rejected:
+            raw = raw[raw[status_col].fillna("").str.strip().str.lower() != "rejected"]
+        frame = pd.DataFrame(
+            {
+                "participant_id": raw[worker_col].map(
+                    lambda w: _pseudonym(str(w)) if isinstance(w, str) else None
+                ),
+                "item_id": raw[item_col],
+                "label": raw[label_col],
+                "base_sentiment": raw[base_col],
+            }
+        )
+        frame = _coerce(
+            frame,
+            {
+                "participant_id": "str",
+                "item_id": "str",
+                "label": SENTIMENTS,
+                "base_sentiment": ("positive", "negative"),
+            },
+            f"{source}, mapped from {item_col!r}/{label_col!r}/{base_col!r}",
+        )
+        frame["source_file"] = Path(path).name
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True)
+    out["platform"] = "mturk_batch"
+    out["status"] = "completed"
+    out["is_gold"] = 0
+    out["surplus"] = 0
+    return out
+
+
+def load_predictions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """Load model framing judgments: CSV ``item_id, model, label`` or ``framelab generate`` JSONL.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        CSV/Parquet files with ``item_id, model, label`` (labels
+        ``positive|negative|neutral|other``, case-insensitive), or JSONL generation records
+        (``docs/generation.md``) of the ``judge-framing`` task, whose ``item_id``, ``model``
+        and ``label`` fields are used.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``item_id, model, label``; one row per (model, item) — a repeated pair is an error.
+
+    Raises
+    ------
+    ExportFormatError
+        Missing columns, unknown labels or duplicated (model, item) pairs.
+    """
+    import pandas as pd
+
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    frames = []
+    for path in paths:
+        path = Path(path)
+        if path.suffix.lower() == ".jsonl":
+            records = []
+            with path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    if line.strip():
+                        rec = json.loads(line)
+                        if rec.get("task", "judge-framing") == "judge-framing":
+                            records.append(rec)
+            raw = pd.DataFrame(records, columns=list(PREDICTION_COLUMNS))
+            raw = raw.astype(object).where(raw.notna(), None)
+        else:
+            raw = read_table(path)
+        source = f"{path.name} (model judgments)"
+        _check_columns(raw, PREDICTION_COLUMNS, source)
+        frames.append(_coerce(raw[list(PREDICTION_COLUMNS)], PREDICTION_COLUMNS, source))
+    out = pd.concat(frames, ignore_index=True)
+    dup = out.duplicated(["model", "item_id"], keep=False)
+    if dup.any():
+        first = out[dup].iloc[0]
+        raise ExportFormatError(
+            f"model judgments: {int(dup.sum())} rows repeat a (model, item_id) pair, e.g. "
+            f"({first['model']!r}, {first['item_id']!r})"
+        )
+    return out
