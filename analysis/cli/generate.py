@@ -1,0 +1,202 @@
+"""``framelab generate TASK``: run one LLM task over an input file into a resumable JSONL."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+TASK_HELP = {
+    "summarize": "Summarize each text (baseline prompt; --template words-100: about 100 words).",
+    "reframe": "Add an opposite-sentiment prefix/suffix to each statement (WildFrame one-shot).",
+    "judge-framing": "Label the framing of each text Positive/Negative/Neutral (--backend vader "
+    "for the lexicon baseline).",
+    "fact-check": "Answer True/False for each statement (--template confidence adds a tag).",
+    "perspective-summary": "One-sentence left/right summaries of mixed passages, both orders.",
+    "judge-pair": "Pick the better of a human and a generated summary, in both orders.",
+}
+
+
+def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--backend",
+            type=click.Choice(["transformers", "openai", "vader"]),
+            default="transformers",
+            show_default=True,
+        ),
+        click.option("--model", help="Checkpoint directory (transformers) or served model name."),
+        click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False)),
+        click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False)),
+        click.option(
+            "--loader",
+            type=click.Choice(["generic", "amazon", "mediasum", "wildframe", "polisum"]),
+            default="generic",
+            show_default=True,
+            help="Input layout.",
+        ),
+        click.option("--map", "mappings", multiple=True, help="FIELD=COLUMN, repeatable."),
+        click.option("--id-field", help="Column with item IDs (default item_id or id)."),
+        click.option(
+            "--text-field",
+            default="text",
+            show_default=True,
+            help="Field with the text; dotted paths reach into nested records (input.text).",
+        ),
+        click.option("--dataset", help="Dataset name for items without one."),
+        click.option("--limit", type=int, help="Only the first N items."),
+        click.option(
+            "--template", help="Prompt template name (see `framelab generate templates`)."
+        ),
+        click.option("--method", default="baseline", show_default=True),
+        click.option("--max-new-tokens", type=int, default=500, show_default=True),
+        click.option("--batch-size", type=int, default=16, show_default=True),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--sample/--greedy", default=False, help="Sampling instead of greedy."),
+        click.option("--temperature", type=float),
+        click.option("--top-p", type=float),
+        click.option("--device", default="auto", show_default=True),
+        click.option("--dtype", default="auto", show_default=True),
+        click.option("--attn", default="sdpa", show_default=True, help="attn_implementation."),
+        click.option("--revision", help="Model revision (transformers)."),
+        click.option("--gguf-file", help="GGUF file inside --model (needs the gguf package)."),
+        click.option("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1."),
+        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True),
+        click.option("--concurrency", type=int, default=8, show_default=True),
+        click.option("--timeout", type=float, default=120.0, show_default=True),
+        click.option("--max-retries", type=int, default=6, show_default=True),
+        click.option("--no-progress", is_flag=True, help="No progress bar."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _make_command(task: str) -> click.Command:
+    extra: list[Callable[..., Any]] = []
+    if task == "reframe":
+        extra.append(
+            click.option(
+                "--position",
+                "positions",
+                type=click.Choice(["prefix", "suffix"]),
+                multiple=True,
+                help="Frame positions (default both).",
+            )
+        )
+    if task == "perspective-summary":
+        extra += [
+            click.option("--left-field", default="left", show_default=True),
+            click.option("--right-field", default="right", show_default=True),
+        ]
+    if task == "judge-pair":
+        extra += [
+            click.option("--human-field", default="human_summary", show_default=True),
+            click.option("--generated-field", default="generated_summary", show_default=True),
+        ]
+
+    def command(**kw: Any) -> None:
+        _run(task, kw)
+
+    command.__doc__ = TASK_HELP[task]
+    for option in extra:
+        command = option(command)
+    return click.command(name=task)(_common_options(command))
+
+
+def _run(task: str, kw: dict[str, Any]) -> None:
+    """Load inputs, build the backend, run the task and report what happened."""
+    from analysis.llm.backends import GenerationSettings, make_backend
+    from analysis.llm.loaders import LoaderError, load, parse_mapping
+    from analysis.llm.tasks import TaskInputError, TaskOptions, run_task
+
+    try:
+        items = load(
+            kw["loader"],
+            kw["input_path"],
+            mapping=parse_mapping(kw["mappings"]),
+            id_field=kw["id_field"],
+            dataset=kw["dataset"],
+            limit=kw["limit"],
+        )
+    except LoaderError as exc:
+        raise click.ClickException(str(exc)) from exc
+    settings = GenerationSettings(
+        max_new_tokens=kw["max_new_tokens"],
+        do_sample=kw["sample"],
+        temperature=kw["temperature"],
+        top_p=kw["top_p"],
+        seed=kw["seed"],
+        batch_size=kw["batch_size"],
+    )
+    backend_options: dict[str, Any] = {}
+    if kw["backend"] == "transformers":
+        backend_options = {
+            "device": kw["device"],
+            "dtype": kw["dtype"],
+            "attn_implementation": kw["attn"],
+            "revision": kw["revision"],
+            "gguf_file": kw["gguf_file"],
+        }
+    elif kw["backend"] == "openai":
+        backend_options = {
+            "base_url": kw["base_url"],
+            "api_key_env": kw["api_key_env"],
+            "concurrency": kw["concurrency"],
+            "timeout": kw["timeout"],
+            "max_retries": kw["max_retries"],
+        }
+    options = TaskOptions(
+        text_field=kw["text_field"],
+        dataset=kw["dataset"],
+        positions=tuple(kw.get("positions") or ("prefix", "suffix")),
+        left_field=kw.get("left_field", "left"),
+        right_field=kw.get("right_field", "right"),
+        human_field=kw.get("human_field", "human_summary"),
+        generated_field=kw.get("generated_field", "generated_summary"),
+    )
+    try:
+        backend = make_backend(kw["backend"], kw["model"], settings, **backend_options)
+        summary = run_task(
+            task,
+            items,
+            backend,
+            kw["out_path"],
+            template=kw["template"],
+            method=kw["method"],
+            options=options,
+            progress=not kw["no_progress"],
+            argv=sys.argv,
+        )
+    except (TaskInputError, KeyError, ValueError) as exc:
+        raise click.ClickException(str(exc).strip("'\"")) from exc
+    click.echo(summary.describe())
+    click.echo(f"manifest: {summary.manifest}")
+    if summary.n_failed:
+        for error in summary.errors[:5]:
+            click.echo(f"  failed: {error}", err=True)
+        sys.exit(1)
+
+
+@click.group()
+def generate() -> None:
+    """Generate LLM stimuli: one verb per task, resumable JSONL out (docs/generation.md)."""
+
+
+for _task in TASK_HELP:
+    generate.add_command(_make_command(_task))
+
+
+@generate.command("templates")
+@click.option("--task", help="Only this task's templates.")
+@click.option("--show", is_flag=True, help="Print the template text.")
+def templates_command(task: str | None, show: bool) -> None:
+    """List the named prompt templates."""
+    from analysis.llm.templates import list_templates
+
+    for tpl in list_templates(task):
+        click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}")
+        if show:
+            click.echo("    " + tpl.user.replace("\n", "\n    "))

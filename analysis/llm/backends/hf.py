@@ -1,0 +1,261 @@
+"""The ``transformers`` backend: a local checkpoint, batched greedy generation on one device."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from analysis.llm.backends.base import BatchContext, Completion, GenerationSettings, Request
+
+log = logging.getLogger(__name__)
+
+
+class TransformersBackend:
+    """Generate with ``AutoModelForCausalLM`` in left-padded, length-sorted batches.
+
+    Parameters
+    ----------
+    model : str
+        A local checkpoint directory (or a hub ID already in the local cache: nothing is downloaded
+        when ``HF_HUB_OFFLINE=1``).
+    settings : GenerationSettings
+        Decoding settings; ``settings.batch_size`` prompts go through one ``generate()`` call.
+    device : str
+        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"`` …
+    dtype : str
+        ``"auto"`` (bfloat16 on CUDA, float32 on CPU), ``"bfloat16"``, ``"float16"``, ``"float32"``.
+    attn_implementation : str
+        ``"sdpa"`` by default; mitigation methods that read attention weights need ``"eager"``.
+    revision, gguf_file : str, optional
+        Passed to ``from_pretrained`` (``gguf_file`` loads a GGUF checkpoint; needs ``gguf``).
+    generate_kwargs : dict, optional
+        Extra keyword arguments for every ``model.generate`` call (e.g. ``num_beams``).
+
+    Notes
+    -----
+    Extension points for mitigation methods: ``settings.logits_processors`` (factories called
+    once per batch with a :class:`BatchContext`), ``generate_kwargs``, and
+    :meth:`generate_batch`, which a subclass may override (e.g. to generate several candidates
+    with attention outputs and re-rank them). ``self.model`` and ``self.tokenizer`` are public.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: str,
+        settings: GenerationSettings | None = None,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        attn_implementation: str = "sdpa",
+        revision: str | None = None,
+        gguf_file: str | None = None,
+        generate_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.model_id = model
+        self.settings = settings or GenerationSettings()
+        self.device_spec = device
+        self.dtype_spec = dtype
+        self.attn_implementation = attn_implementation
+        self.revision = revision
+        self.gguf_file = gguf_file
+        self.generate_kwargs = dict(generate_kwargs or {})
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._device: str | None = None
+
+    @classmethod
+    def from_loaded(
+        cls, model: Any, tokenizer: Any, settings: GenerationSettings | None = None, **kwargs: Any
+    ) -> TransformersBackend:
+        """Wrap an already loaded model and tokenizer (benchmarks, random-weight models)."""
+        backend = cls(getattr(model, "name_or_path", "") or "in-memory", settings, **kwargs)
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        backend._model, backend._tokenizer = model, tokenizer
+        backend._device = str(next(model.parameters()).device)
+        backend._dtype_name = str(next(model.parameters()).dtype).removeprefix("torch.")
+        return backend
+
+    @property
+    def model(self) -> Any:
+        """The loaded ``PreTrainedModel`` (loaded on first use)."""
+        self._load()
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The loaded tokenizer, left-padding, with a pad token."""
+        self._load()
+        return self._tokenizer
+
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = self.device_spec
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype_name = self.dtype_spec
+        if dtype_name == "auto":
+            dtype_name = "bfloat16" if device.startswith("cuda") else "float32"
+        dtype = getattr(torch, dtype_name)
+        kwargs: dict[str, Any] = {"revision": self.revision}
+        if self.gguf_file:
+            kwargs["gguf_file"] = self.gguf_file
+        tokenizer = AutoTokenizer.from_pretrained(self.model_id, **kwargs)
+        # Decoder-only models must be left-padded in a batch, or new tokens follow pad tokens.
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model = AutoModelForCausalLM.from_pretrained(
+            self.model_id, dtype=dtype, attn_implementation=self.attn_implementation, **kwargs
+        )
+        model.to(device)
+        model.eval()
+        self._model, self._tokenizer, self._device = model, tokenizer, device
+        self._dtype_name = dtype_name
+
+    def format_prompt(self, messages: Sequence[dict[str, str]]) -> str:
+        """Render chat messages with the model's chat template (or a plain layout without one)."""
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            return tok.apply_chat_template(
+                list(messages), tokenize=False, add_generation_prompt=True
+            )
+        parts = [m["content"] for m in messages]
+        return "\n\n".join(parts) + "\n\n"
+
+    def _generation_config(self) -> Any:
+        from transformers import GenerationConfig
+
+        s = self.settings
+        base = self.model.generation_config
+        eos = base.eos_token_id if base.eos_token_id is not None else self.tokenizer.eos_token_id
+        # A fresh config rather than the checkpoint's: instruct checkpoints ship sampling defaults
+        # (temperature 0.6, top_p 0.9) that would silently override greedy decoding.
+        return GenerationConfig(
+            max_new_tokens=s.max_new_tokens,
+            min_new_tokens=s.min_new_tokens,
+            do_sample=s.do_sample,
+            temperature=s.temperature if s.do_sample else None,
+            top_p=s.top_p if s.do_sample else None,
+            top_k=None,
+            eos_token_id=eos,
+            pad_token_id=self.tokenizer.pad_token_id,
+            bos_token_id=base.bos_token_id,
+        )
+
+    def generate(self, requests: Iterable[Request]) -> Iterator[tuple[Request, Completion]]:
+        """Yield completions batch by batch, longest prompts first.
+
+        Sorting by length keeps padding (wasted compute) small, and putting the longest batch
+        first makes an out-of-memory error happen at once; on CUDA OOM the batch is split in two.
+        """
+        from transformers import set_seed
+
+        reqs = list(requests)
+        if not reqs:
+            return
+        tok = self.tokenizer
+        set_seed(self.settings.seed)
+        prompts = [self.format_prompt(r.messages) for r in reqs]
+        lengths = [len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"]]
+        order = sorted(range(len(reqs)), key=lambda i: -lengths[i])
+        bs = max(1, self.settings.batch_size)
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            yield from self._generate_split([reqs[i] for i in idx], [prompts[i] for i in idx])
+
+    def _generate_split(
+        self, reqs: list[Request], prompts: list[str]
+    ) -> Iterator[tuple[Request, Completion]]:
+        import torch
+
+        try:
+            completions = self.generate_batch(reqs, prompts)
+        except torch.cuda.OutOfMemoryError:
+            if len(reqs) == 1:
+                raise
+            torch.cuda.empty_cache()
+            half = len(reqs) // 2
+            log.warning("CUDA out of memory at batch %d; splitting", len(reqs))
+            yield from self._generate_split(reqs[:half], prompts[:half])
+            yield from self._generate_split(reqs[half:], prompts[half:])
+            return
+        yield from zip(reqs, completions, strict=True)
+
+    def generate_batch(self, reqs: Sequence[Request], prompts: Sequence[str]) -> list[Completion]:
+        """Run one ``model.generate`` call on a left-padded batch and decode the new tokens."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        tok, model = self.tokenizer, self.model
+        enc = tok(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = enc.to(self._device)
+        ctx = BatchContext(reqs, enc["input_ids"], enc["attention_mask"], tok, model)
+        processors = LogitsProcessorList(f(ctx) for f in self.settings.logits_processors)
+        with torch.inference_mode():
+            out = model.generate(
+                **enc,
+                generation_config=self._generation_config(),
+                logits_processor=processors,
+                **self.generate_kwargs,
+            )
+        sequences = out.sequences if hasattr(out, "sequences") else out
+        new = sequences[:, enc["input_ids"].shape[1] :].cpu()
+        n_prompt = enc["attention_mask"].sum(dim=1).tolist()
+        eos = self._generation_config().eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos])
+        completions = []
+        for row, n_in in zip(new.tolist(), n_prompt, strict=True):
+            n_out = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
+            text = tok.decode(row[:n_out], skip_special_tokens=True).strip()
+            completions.append(Completion(text, int(n_in), n_out))
+        return completions
+
+    def info(self) -> dict[str, Any]:
+        """Describe model, revision, dtype, device and attention for the manifest."""
+        import torch
+        import transformers
+
+        loaded = self._model is not None  # a run with nothing to do never loads the model
+        return {
+            "backend": self.name,
+            "model": self.model_id,
+            "model_revision": self.revision
+            or (_local_revision(self.model_id, self._model) if loaded else None),
+            "gguf_file": self.gguf_file,
+            "dtype": self._dtype_name if loaded else self.dtype_spec,
+            "device": self._device if loaded else self.device_spec,
+            "device_name": (
+                torch.cuda.get_device_name(self._device)
+                if self._device and self._device.startswith("cuda")
+                else "cpu"
+            ),
+            "attn_implementation": self.attn_implementation,
+            "batch_size": self.settings.batch_size,
+            "generate_kwargs": self.generate_kwargs,
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        }
+
+
+def _local_revision(model_id: str, model: Any) -> str | None:
+    """Identify a checkpoint: the hub commit when known, else a hash of the local files' sizes."""
+    commit = getattr(model.config, "_commit_hash", None)
+    if commit:
+        return commit
+    path = Path(model_id)
+    if not path.is_dir():
+        return None
+    listing = sorted((p.name, p.stat().st_size) for p in path.iterdir() if p.is_file())
+    digest = hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
+    return f"local-{digest}"
