@@ -1,0 +1,115 @@
+"""All 18 methods (and the baselines) run end to end on the tiny model through the store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.mitigation.registry import METHODS
+from analysis.mitigation.runner import passes_path, run_method
+
+DOCS = [
+    {
+        "item_id": "d1",
+        "dataset": "reviews",
+        "text": "The headphones are wonderful and the sound is great.\n\n"
+        "The battery lasts a long time. Support answered quickly.\n\n"
+        "The price was fair. I love them and would buy again.",
+    },
+    {
+        "item_id": "d2",
+        "dataset": "reviews",
+        "text": "Sadly, the hotel was dirty. The staff were rude. The flight was on time. "
+        "The price was fair and shipping fast. I would not go back.",
+    },
+]
+FACTS = [
+    {
+        "item_id": "f1",
+        "text": "The flight was on time.",
+        "pair_id": "p1",
+        "truth": True,
+        "date": "2023-01-05",
+    },
+    {
+        "item_id": "f2",
+        "text": "The flight was not on time.",
+        "pair_id": "p1",
+        "truth": False,
+        "date": "2023-01-05",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_model_dir):
+    from analysis.llm.backends import GenerationSettings, make_backend
+
+    settings = GenerationSettings(max_new_tokens=6, batch_size=4)
+    return make_backend("transformers", str(tiny_model_dir), settings, device="cpu")
+
+
+def _lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", ["baseline", *METHODS])
+def test_method_runs_and_resumes(backend, tmp_path, name):
+    spec = METHODS.get(name)
+    task = spec.task if spec else "summarize"
+    items = FACTS if task == "fact-check" else DOCS
+    params = {"cutoff": "2023-06-30"} if name == "knowledge-boundary" else None
+    out = tmp_path / "out.jsonl"
+    run = run_method(name, items, backend, out, params=params, progress=False)
+    assert run.n_generated == len(items) and run.n_failed == 0
+    assert run.n_calls == len(items) * (spec.passes if spec else 1)
+    records = _lines(out)
+    assert [r["item_id"] for r in records] == [i["item_id"] for i in items]
+    for r in records:
+        assert r["method"] == name and r["task"] == task
+        assert r["model"] == str(backend.model_id)
+        assert r["input"]["text"] in {i["text"] for i in items}
+        assert isinstance(r["output"], str)
+        if task == "fact-check":
+            assert r["label"] in {"true", "false", "other"}
+    again = run_method(name, items, backend, out, params=params, progress=False)
+    assert again.n_generated == 0 and again.n_calls == 0
+    assert len(_lines(out)) == len(items)
+
+
+def test_interrupted_multi_pass_method_reuses_finished_passes(backend, tmp_path):
+    out = tmp_path / "out.jsonl"
+    run_method("self-help-debias", DOCS, backend, out, progress=False)
+    out.unlink()  # the final records are lost; the passes survive
+    run = run_method("self-help-debias", DOCS, backend, out, progress=False)
+    assert run.n_calls == 0 and run.n_calls_reused == 3 * len(DOCS)
+    assert len(_lines(out)) == len(DOCS)
+    assert len(_lines(passes_path(out))) == 3 * len(DOCS)
+
+
+def test_hyperparameters_change_the_hash(backend, tmp_path):
+    out = tmp_path / "out.jsonl"
+    run_method("position-shuffle", DOCS, backend, out, progress=False)
+    run = run_method("position-shuffle", DOCS, backend, out, params={"seed": 7}, progress=False)
+    assert run.n_generated == len(DOCS)
+    hashes = {r["template_hash"] for r in _lines(out)}
+    assert len(hashes) == 2
+    assert {tuple(r["hyperparameters"].items()) for r in _lines(out)} == {
+        (("seed", 42),),
+        (("seed", 7),),
+    }
+
+
+def test_decoding_method_needs_transformers(tmp_path):
+    class Fake:
+        name = "openai"
+        model_id = "x"
+
+    with pytest.raises(ValueError, match="needs the transformers backend"):
+        run_method("mirostat", DOCS, Fake(), tmp_path / "o.jsonl", progress=False)
+
+
+def test_knowledge_boundary_needs_a_cutoff(backend, tmp_path):
+    with pytest.raises(ValueError, match="cutoff"):
+        run_method("knowledge-boundary", FACTS, backend, tmp_path / "o.jsonl", progress=False)
