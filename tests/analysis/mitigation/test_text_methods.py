@@ -1,0 +1,148 @@
+"""Chunk, shuffle, attention-sort, prompt templates and the registry."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from analysis.mitigation import chunking, prompts, registry
+from analysis.mitigation.rerank import attention_sort, paragraph_attention
+
+
+def test_chunks_have_floor_of_a_third_of_the_tokens():
+    text = " ".join(f"w{i}" for i in range(11))
+    chunks = chunking.chunk_document(text)
+    sizes = [len(c.split()) for c in chunks]
+    assert sizes == [3, 3, 5]  # floor(11 / 3) = 3; the last chunk keeps the remainder
+    assert " ".join(chunks) == text
+
+
+def test_chunking_refuses_a_too_short_document():
+    with pytest.raises(ValueError, match="fewer than 3 chunks"):
+        chunking.chunk_document("one two")
+
+
+@pytest.mark.parametrize("target", [0, 1, 2, 10, 50, 99, 100, 101, 250, 333])
+def test_weighted_budgets_sum_to_the_target(target):
+    budgets = chunking.weighted_budgets(target)
+    assert sum(budgets) == target
+    assert max(abs(b - target * w) for b, w in zip(budgets, chunking.WEIGHTS, strict=True)) < 1
+
+
+def test_weighted_budgets_of_100_words_are_33_34_33():
+    assert chunking.weighted_budgets(100) == [33, 34, 33]
+
+
+def test_shuffle_is_deterministic_with_seed_42():
+    text = "One. Two. Three. Four. Five. Six. Seven. Eight."
+    first = chunking.shuffle_sentences(text)
+    assert first == chunking.shuffle_sentences(text, seed=42)
+    assert sorted(first.split()) == sorted(text.split())  # a permutation of the sentences
+    assert first != text
+    # The permutation is the one random.Random(42) applies to eight positions.
+    order = list(range(8))
+    random.Random(42).shuffle(order)
+    sentences = text.split(" ")
+    assert first == " ".join(sentences[i] for i in order)
+    assert chunking.shuffle_sentences(text, seed=7) != first
+
+
+def test_paragraphs_fall_back_to_sentences():
+    assert chunking.paragraphs("A b.\n\nC d.") == ["A b.", "C d."]
+    assert chunking.paragraphs("A b. C d.") == ["A b.", "C d."]
+
+
+def test_extract_section_handles_decorated_and_missing_markers():
+    assert prompts.extract_section("x\n**FINAL_SUMMARY**: the end") == ("the end", True)
+    assert prompts.extract_section("Reasoning.\nAnswer: False", "Answer") == ("False", True)
+    assert prompts.extract_section("plain") == ("plain", False)
+
+
+def test_templates_are_registered_with_the_engine():
+    from analysis.llm.templates import get_template
+
+    tpl = get_template("fact-check", "mitigate-knowledge-boundary")
+    text = tpl.messages(text="S.", cutoff="2023-04-30")[-1]["content"]
+    assert "2023-04-30" in text and "S." in text
+    assert prompts.template("summarize", "cloze") is prompts.CLOZE
+    for name in ("BEGIN", "MIDDLE", "END", "FINAL_SUMMARY"):
+        assert name in prompts.CLOZE.user
+
+
+def test_registry_has_the_18_methods_of_the_seed_study():
+    methods = registry.METHODS
+    assert len(methods) == 18
+    families = [m.family for m in methods.values()]
+    assert {f: families.count(f) for f in registry.FAMILIES} == {
+        "prompt": 5,
+        "fact-checking": 3,
+        "chunk": 2,
+        "re-rank": 2,
+        "decoding": 6,
+    }
+    assert sum(m.task == "summarize" for m in methods.values()) == 15
+    for m in methods.values():
+        if m.family == "decoding" or m.name == "attention-sort":
+            assert m.backends == ("transformers",)
+        else:
+            assert set(m.backends) == {"transformers", "openai"}
+    defaults = {n: m.defaults() for n, m in methods.items()}
+    assert defaults["balanced-coverage"] == {"gamma": 1.5, "tolerance": 0.05}
+    assert defaults["weighted-tokens"]["negative"] == 0.3
+    assert defaults["weighted-tokens"]["middle"] == 2.0
+    assert defaults["mirostat"] == {"target": 2.0, "eta": 0.1}
+    assert defaults["rejection-sampling"] == {"top_k": 5}
+    assert defaults["self-debias"] == {"decay": 10.0, "refresh_every": 4}
+    assert defaults["explanation-guard"]["check_every"] == 5
+    assert defaults["position-shuffle"] == {"seed": 42}
+    assert defaults["attention-sort"] == {"iterations": 2}
+    assert defaults["self-help-debias"] == {"rewrite_max_new_tokens": 300}
+    assert defaults["partial-summaries"] == {"n_chunks": 3}
+
+
+def test_resolve_params_converts_and_rejects_unknown_names():
+    spec = registry.get_method("mirostat")
+    assert registry.resolve_params(spec, {"target": "3"}) == {"target": 3.0, "eta": 0.1}
+    with pytest.raises(ValueError, match="has no hyperparameter 'mu'"):
+        registry.resolve_params(spec, {"mu": 1})
+    with pytest.raises(KeyError, match="unknown mitigation method"):
+        registry.get_method("nope")
+
+
+def test_method_table_lists_every_method():
+    table = registry.method_table()
+    assert len(table) == 18
+    assert list(table.columns[:6]) == [
+        "method", "family", "task", "target_bias", "hyperparameters", "backends",
+    ]
+    row = table.set_index("method").loc["mirostat"]
+    assert row["hyperparameters"] == "target=2.0, eta=0.1"
+
+
+def test_paragraph_attention_sums_to_the_attention_on_the_units(tiny):
+    model, tok = tiny
+    units = ["The battery lasts a long time.", "The price was fair."]
+    prompt = "Summarize:\n" + "\n\n".join(units) + "\nSummary:"
+    scores = paragraph_attention(model, tok, prompt, units)
+    assert scores.shape == (2,) and np.all(scores > 0) and np.all(scores < 1)
+
+
+def test_attention_sort_orders_units_from_least_to_most_attended(tiny):
+    model, tok = tiny
+    text = "Alpha bravo charlie.\n\nThe battery lasts a long time.\n\nI love them.\n\nKilo lima."
+
+    def render(doc: str) -> str:
+        return "Summarize:\n" + doc + "\nSummary:"
+
+    reordered, history = attention_sort(model, tok, text, render, iterations=2)
+    units = chunking.paragraphs(text)
+    assert sorted(chunking.paragraphs(reordered)) == sorted(units)
+    first = history[0]
+    expected = [units[i] for i in np.argsort(first, kind="stable")]
+    second_order = [expected[i] for i in np.argsort(history[1], kind="stable")]
+    assert chunking.paragraphs(reordered) == second_order
+    assert len(history) == 2
+    # The model is back on its original attention implementation afterwards.
+    assert model.config._attn_implementation == "eager"
