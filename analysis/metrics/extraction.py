@@ -25,6 +25,7 @@ __all__ = [
     "extraction_coverage",
     "fragments",
     "passage_arousal",
+    "perspective_inputs",
     "read_vad_lexicon",
 ]
 
@@ -242,3 +243,56 @@ def coverage_by(
     out.insert(len(keys), "by", by)
     out["value"] = value
     return out
+
+
+def perspective_inputs(
+    records: pd.DataFrame,
+    *,
+    left: str = "left",
+    right: str = "right",
+    order: str = "order",
+    summary: str = "output",
+) -> pd.DataFrame:
+    """Passages and summaries of ``perspective-summary`` generation records.
+
+    The engine shows the left and right texts interleaved unit by unit (paragraphs, or sentences
+    of a single paragraph), left first or right first as ``order`` says; the passages here are
+    those units in the order shown, each tagged with its side, so passage position means position
+    in the prompt. ``analysis.llm.tasks.mix_passages`` is reused so the units are exactly the
+    ones the model saw.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``item_id``, ``dataset``, ``model``, ``method``, ``perspective``, ``order``,
+        ``passages`` (list of ``{"text", "side"}``) and ``summary``.
+    """
+    from analysis.llm.tasks import mix_passages
+    from analysis.metrics.records import column, select_task
+
+    rows = select_task(records, "perspective-summary")
+    out = []
+    for rec in rows.to_dict(orient="records"):
+        texts = {"left": str(rec[column(rows, left)]), "right": str(rec[column(rows, right)])}
+        shown = str(rec.get(order) or "left_first").removesuffix("_first")
+        first, second = (shown, "right" if shown == "left" else "left")
+        # Unit counts per side, from the same splitter the prompt used.
+        counts = [len(mix_passages(texts[s], "").split("\n\n")) for s in (first, second)]
+        units = mix_passages(texts[first], texts[second]).split("\n\n")
+        pairs = list(zip((first, second), counts, strict=True))
+        sides = [s for i in range(max(counts)) for s, c in pairs if i < c]
+        if len(sides) != len(units):
+            raise ValueError(f"item {rec.get('item_id')!r}: could not recover passage sides")
+        out.append(
+            {
+                "item_id": str(rec.get("item_id")),
+                "dataset": rec.get("dataset"),
+                "model": rec.get("model"),
+                "method": rec.get("method"),
+                "perspective": rec.get("perspective"),
+                "order": rec.get(order),
+                "passages": [{"text": u, "side": s} for u, s in zip(units, sides, strict=True)],
+                "summary": rec[column(rows, summary)],
+            }
+        )
+    return pd.DataFrame(out)

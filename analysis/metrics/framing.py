@@ -18,6 +18,7 @@ __all__ = [
     "FRAMING_GROUPS",
     "LABELS",
     "TRANSITIONS",
+    "TRANSITION_COLUMNS",
     "framing_change",
     "framing_mean_of_means",
     "join_framing",
@@ -40,6 +41,9 @@ _SHORT = {"positive": "pos", "negative": "neg", "neutral": "neu"}
 
 def _transition_column(src: str, dst: str) -> str:
     return f"{_SHORT[src]}_to_{_SHORT[dst]}_pct"
+
+
+TRANSITION_COLUMNS = tuple(_transition_column(*t) for t in TRANSITIONS)
 
 
 def _get(data: pd.DataFrame, name: str) -> pd.Series:
@@ -161,7 +165,7 @@ def framing_change(
             row[_transition_column(src, dst)] = 100 * count / n if n else np.nan
         rows.append(row)
     columns = [*keys, "n", "n_other", "n_changed", "phi_frame"]
-    return pd.DataFrame(rows, columns=columns + [_transition_column(*t) for t in TRANSITIONS])
+    return pd.DataFrame(rows, columns=columns + list(TRANSITION_COLUMNS))
 
 
 def framing_mean_of_means(
@@ -183,7 +187,7 @@ def framing_mean_of_means(
         One row per remaining group: those columns, ``n_pairs`` (groups averaged), ``phi_frame``
         and the six ``*_pct`` transition columns (each the mean of the per-group values).
     """
-    value_cols = ["phi_frame"] + [_transition_column(*t) for t in TRANSITIONS]
+    value_cols = ["phi_frame", *TRANSITION_COLUMNS]
     rest = [c for c in FRAMING_GROUPS if c in table.columns and c not in over]
     if rest:
         grouped = table.groupby(rest, dropna=False, sort=True)

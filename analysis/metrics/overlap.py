@@ -19,6 +19,7 @@ __all__ = [
     "length_filter",
     "outcome_shares",
     "overlap_similarity",
+    "pair_judgments",
 ]
 
 OUTCOMES = ("GT", "Generated", "tied-chose-first", "tied-chose-last", "other")
@@ -217,3 +218,41 @@ def outcome_shares(
                     }
                 )
     return pd.DataFrame(rows, columns=[*keys, "bin_low", "bin_high", "outcome", "n", "share"])
+
+
+def pair_judgments(
+    records: pd.DataFrame,
+    *,
+    order: str = "order",
+    reference: str = "human_summary",
+    generated: str = "generated_summary",
+) -> pd.DataFrame:
+    """Verdicts of ``judge-pair`` generation records in the shape :func:`judge_outcomes` takes.
+
+    The generation engine shows each pair twice, with ``order`` ``gt_first`` or
+    ``generated_first``, and labels the verdict ``gt``, ``generated`` or ``other``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``item_id``, ``model`` (the judge), ``first``, ``second`` (``gt``/``generated``),
+        ``label``, ``reference`` and ``generated`` (the two summaries' texts).
+    """
+    from analysis.metrics.records import column, select_task
+
+    rows = select_task(records, "judge-pair")
+    first = rows[column(rows, order)].astype(str).str.removesuffix("_first")
+    if not first.isin(["gt", "generated"]).all():
+        bad = sorted(set(first) - {"gt", "generated"})
+        raise ValueError(f"order must be gt_first or generated_first, found {bad}")
+    return pd.DataFrame(
+        {
+            "item_id": rows["item_id"].astype(str),
+            "model": rows["model"],
+            "first": first,
+            "second": np.where(first == "gt", "generated", "gt"),
+            "label": rows["label"],
+            "reference": rows[column(rows, reference)],
+            "generated": rows[column(rows, generated)],
+        }
+    ).reset_index(drop=True)

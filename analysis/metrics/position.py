@@ -22,6 +22,7 @@ __all__ = [
     "check_k",
     "map_sentences",
     "position_bias",
+    "position_input_from_records",
     "positional_distribution",
     "summary_positions",
     "summary_rouge",
@@ -294,3 +295,41 @@ def summary_rouge(
             }
         )
     return pd.DataFrame(rows, columns=["system", "n", "rouge1", "rouge2", "rougeL"])
+
+
+def position_input_from_records(
+    records: pd.DataFrame,
+    *,
+    gold: str = "gold",
+    source: str = "text",
+    summary: str = "output",
+) -> pd.DataFrame:
+    """The position-bias input (one row per article) from ``summarize`` records.
+
+    Each summarize record contributes its model's summary (system name ``model``, or
+    ``model/method`` for a mitigation method); the article is the source text and the gold summary
+    the input's ``gold`` field.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``id``, ``article``, ``gold``, ``summaries`` (mapping system -> summary).
+    """
+    from analysis.metrics.records import column, select_task
+
+    rows = select_task(records, "summarize")
+    gold_col, source_col, summary_col = (column(rows, f) for f in (gold, source, summary))
+    articles: dict[str, dict[str, Any]] = {}
+    for rec in rows.to_dict(orient="records"):
+        dataset = rec.get("dataset")
+        # Missing values arrive as None or NaN, depending on the other files read alongside.
+        key = f"{dataset}/{rec['item_id']}" if isinstance(dataset, str) else str(rec["item_id"])
+        entry = articles.setdefault(
+            key, {"id": key, "article": rec[source_col], "gold": rec[gold_col], "summaries": {}}
+        )
+        method = rec.get("method")
+        system = str(rec.get("model"))
+        if isinstance(method, str) and method != "baseline":
+            system = f"{system}/{method}"
+        entry["summaries"][system] = rec[summary_col]
+    return pd.DataFrame(list(articles.values()), columns=["id", "article", "gold", "summaries"])

@@ -15,7 +15,14 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["column", "flatten_record", "read_records", "rename_fields", "select_task"]
+__all__ = [
+    "column",
+    "flatten_record",
+    "read_records",
+    "rename_fields",
+    "select_task",
+    "summary_pairs",
+]
 
 
 def flatten_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,3 +130,40 @@ def select_task(data: pd.DataFrame, task: str) -> pd.DataFrame:
     if "task" not in data.columns:
         return data
     return data.loc[data["task"] == task].reset_index(drop=True)
+
+
+def _optional(data: pd.DataFrame, name: str) -> pd.Series:
+    try:
+        return data[column(data, name)]
+    except KeyError:
+        return pd.Series([None] * len(data), index=data.index, dtype=object)
+
+
+def summary_pairs(
+    records: pd.DataFrame, *, source: str = "text", summary: str = "output"
+) -> pd.DataFrame:
+    """(source, summary) pairs from ``summarize`` records (or any file with those fields).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        As read by :func:`read_records`.
+    source, summary : str
+        Fields with the source text (default ``text``, found as ``input.text``) and the summary.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``item_id``, ``dataset``, ``model``, ``method``, ``source``, ``summary``.
+    """
+    rows = select_task(records, "summarize")
+    return pd.DataFrame(
+        {
+            "item_id": _optional(rows, "item_id").astype(str),
+            "dataset": _optional(rows, "dataset"),
+            "model": _optional(rows, "model"),
+            "method": _optional(rows, "method"),
+            "source": rows[column(rows, source)],
+            "summary": rows[column(rows, summary)],
+        }
+    ).reset_index(drop=True)
