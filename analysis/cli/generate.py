@@ -200,3 +200,73 @@ def templates_command(task: str | None, show: bool) -> None:
         click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}")
         if show:
             click.echo("    " + tpl.user.replace("\n", "\n    "))
+
+
+@generate.command("product-pairs")
+@click.option("--rows", type=click.Path(exists=True, dir_okay=False), help="One row per review.")
+@click.option("--summaries", type=click.Path(exists=True, dir_okay=False))
+@click.option("--source-judgments", type=click.Path(exists=True, dir_okay=False))
+@click.option("--summary-judgments", type=click.Path(exists=True, dir_okay=False))
+@click.option("--map", "mappings", multiple=True, help="FIELD=COLUMN for --rows, repeatable.")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="e.g. stimuli")
+@click.option("--slug", required=True, help="Study slug and file stem.")
+@click.option("--title", default="Choosing between products", show_default=True)
+@click.option("--n-pairs", type=int, help="At most this many pairs.")
+def product_pairs_command(
+    rows: str | None,
+    summaries: str | None,
+    source_judgments: str | None,
+    summary_judgments: str | None,
+    mappings: tuple[str, ...],
+    out_dir: str,
+    slug: str,
+    title: str,
+    n_pairs: int | None,
+) -> None:
+    """Build a product-pair stimulus set and its study YAML from judged summaries.
+
+    Give either --rows (review, summary, review_framing, summary_framing, product_type,
+    manufacturer, price_usd per row) or the three outputs of `framelab generate`: summarize,
+    judge-framing on the reviews and judge-framing on the summaries (--text-field output).
+    """
+    from analysis.llm.builders import BuildError, build_product_pairs, join_generations
+    from analysis.llm.loaders import LoaderError, parse_mapping, read_items
+    from analysis.llm.store import read_records
+
+    try:
+        if rows:
+            table = read_items(rows, mapping=parse_mapping(mappings))
+        elif summaries and source_judgments and summary_judgments:
+            table = join_generations(
+                read_records(summaries),
+                read_records(source_judgments),
+                read_records(summary_judgments),
+            )
+        else:
+            raise click.UsageError(
+                "give --rows, or --summaries with --source-judgments and --summary-judgments"
+            )
+        result = build_product_pairs(table, out_dir, slug=slug, title=title, n_pairs=n_pairs)
+    except (BuildError, LoaderError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{len(result.pairs)} pairs -> {result.pairs_path}")
+    click.echo(f"study -> {result.study_path} (load with: framelab study load {result.study_path})")
+    for product_type, reason in result.skipped.items():
+        click.echo(f"  skipped {product_type}: {reason}")
+
+
+@generate.command("annotation-items")
+@click.option("--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--keep-changed", is_flag=True, help="Keep reframings that altered the statement.")
+def annotation_items_command(input_path: str, out_path: str, keep_changed: bool) -> None:
+    """Turn `framelab generate reframe` output into a sentiment_annotation item CSV."""
+    from analysis.llm.builders import BuildError, annotation_items, write_items_csv
+    from analysis.llm.store import read_records
+
+    try:
+        items, dropped = annotation_items(read_records(input_path), keep_changed=keep_changed)
+    except (BuildError, KeyError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    path = write_items_csv(items, out_path)
+    click.echo(f"{len(items)} items -> {path} ({dropped} reframings dropped)")
