@@ -115,7 +115,12 @@ def test_method_table_lists_every_method():
     table = registry.method_table()
     assert len(table) == 18
     assert list(table.columns[:6]) == [
-        "method", "family", "task", "target_bias", "hyperparameters", "backends",
+        "method",
+        "family",
+        "task",
+        "target_bias",
+        "hyperparameters",
+        "backends",
     ]
     row = table.set_index("method").loc["mirostat"]
     assert row["hyperparameters"] == "target=2.0, eta=0.1"
