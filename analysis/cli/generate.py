@@ -38,6 +38,17 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Input layout.",
         ),
         click.option("--map", "mappings", multiple=True, help="FIELD=COLUMN, repeatable."),
+        click.option(
+            "--meta", "meta_path", help="Amazon product metadata JSONL (--loader amazon)."
+        ),
+        click.option("--category", help="Amazon category filter (needs --meta)."),
+        click.option(
+            "--max-input-tokens",
+            type=int,
+            default=4000,
+            show_default=True,
+            help="Amazon: drop longer reviews; with --limit N the N longest are kept.",
+        ),
         click.option("--id-field", help="Column with item IDs (default item_id or id)."),
         click.option(
             "--text-field",
@@ -112,6 +123,13 @@ def _run(task: str, kw: dict[str, Any]) -> None:
     from analysis.llm.loaders import LoaderError, load, parse_mapping
     from analysis.llm.tasks import TaskInputError, TaskOptions, run_task
 
+    extra: dict[str, Any] = {}
+    if kw["loader"] == "amazon":
+        extra = {
+            "meta_path": kw["meta_path"],
+            "category": kw["category"],
+            "max_tokens": kw["max_input_tokens"],
+        }
     try:
         items = load(
             kw["loader"],
@@ -120,6 +138,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
             id_field=kw["id_field"],
             dataset=kw["dataset"],
             limit=kw["limit"],
+            **extra,
         )
     except LoaderError as exc:
         raise click.ClickException(str(exc)) from exc
