@@ -39,6 +39,19 @@ def parse_truth(value: object) -> bool:
     raise ValueError(f"not a truth value: {value!r}")
 
 
+def _answers(data: pd.DataFrame, *, model: str, truth: str, label: str) -> pd.DataFrame:
+    """Model, truth value, normalised label and correctness of each answer."""
+    df = pd.DataFrame(
+        {
+            "model": data[model].astype(str).to_numpy(),
+            "truth": [parse_truth(v) for v in data[truth]],
+            "label": data[label].astype(str).str.strip().str.lower().to_numpy(),
+        }
+    )
+    df["correct"] = np.where(df["truth"], df["label"] == "true", df["label"] == "false")
+    return df
+
+
 def _prepare(
     data: pd.DataFrame,
     *,
@@ -49,15 +62,8 @@ def _prepare(
     date_col: str,
     label: str,
 ) -> pd.DataFrame:
-    df = pd.DataFrame(
-        {
-            "model": data[model].astype(str),
-            "pair_id": data[pair].astype(str),
-            "truth": [parse_truth(v) for v in data[truth]],
-            "label": data[label].astype(str).str.strip().str.lower(),
-        }
-    )
-    df["correct"] = np.where(df["truth"], df["label"] == "true", df["label"] == "false")
+    df = _answers(data, model=model, truth=truth, label=label)
+    df["pair_id"] = data[pair].astype(str).to_numpy()
     df["period"] = "all"
     if cutoffs:
         when = pd.to_datetime(data[date_col], utc=True).dt.tz_localize(None).to_numpy()
@@ -168,17 +174,9 @@ def confidence_breakdown(
         (``high``, ``low`` or ``none`` when untagged), ``n``, ``share`` (of the model's items
         with that truth value) and ``accuracy``.
     """
-    df = pd.DataFrame(
-        {
-            "model": data[model].astype(str),
-            "truth": [parse_truth(v) for v in data[truth]],
-            "label": data[label].astype(str).str.strip().str.lower(),
-            "confidence": data[confidence].fillna("none").astype(str).str.lower()
-            if confidence in data.columns
-            else "none",
-        }
-    )
-    df["correct"] = np.where(df["truth"], df["label"] == "true", df["label"] == "false")
+    df = _answers(data, model=model, truth=truth, label=label)
+    tags = data[confidence] if confidence in data.columns else pd.Series("none", index=data.index)
+    df["confidence"] = tags.fillna("none").astype(str).str.lower().to_numpy()
     out = (
         df.groupby(["model", "truth", "confidence"], sort=True)
         .agg(n=("correct", "size"), accuracy=("correct", "mean"))

@@ -18,22 +18,10 @@ from analysis.metrics.position import (
     systems_long,
 )
 
+_NATO = "alpha bravo charlie delta echo foxtrot golf hotel india juliet"
+WORDS = _NATO.split()
 # Ten sentences with distinct vocabularies, so each summary sentence maps unambiguously.
-ARTICLE_10 = " ".join(
-    f"{w.capitalize()} {w}s {w}ed here."
-    for w in [
-        "alpha",
-        "bravo",
-        "charlie",
-        "delta",
-        "echo",
-        "foxtrot",
-        "golf",
-        "hotel",
-        "india",
-        "juliet",
-    ]
-)
+ARTICLE_10 = " ".join(f"{w.capitalize()} {w}s {w}ed here." for w in WORDS)
 
 
 def _frame(gold: str, systems: dict[str, str], article: str = ARTICLE_10) -> pd.DataFrame:
@@ -73,18 +61,7 @@ def test_positions_on_n10_k3():
 
 def test_wasserstein_matches_scipy_on_many_articles():
     rng = np.random.default_rng(7)
-    words = [
-        "alpha",
-        "bravo",
-        "charlie",
-        "delta",
-        "echo",
-        "foxtrot",
-        "golf",
-        "hotel",
-        "india",
-        "juliet",
-    ]
+    words = WORDS
     rows = []
     for i in range(20):
         pick_gold = rng.choice(10, size=2, replace=False)
