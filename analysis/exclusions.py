@@ -23,6 +23,20 @@ __all__ = [
 ]
 
 
+# Every reason, in the order the rules are checked (choice rules, then annotation rules).
+REASONS = (
+    "status not completed",
+    "failed comprehension quiz",
+    "failed attention check",
+    "implausibly fast",
+    "duplicate trial",
+    "surplus label",
+    "low gold accuracy",
+    "gold item",
+    "duplicate label",
+)
+
+
 @dataclass(frozen=True)
 class ChoiceRules:
     """Which exclusion rules apply to choice data, in the order they are checked.
@@ -229,7 +243,10 @@ def exclusion_summary(
     import pandas as pd
 
     rows = []
-    for reason, group in excluded.groupby("reason", sort=False):
+    # Report reasons in the order the rules are checked, whatever order the rows came in.
+    order = {reason: i for i, reason in enumerate(REASONS)}
+    groups = sorted(excluded.groupby("reason"), key=lambda kv: order.get(kv[0], len(order)))
+    for reason, group in groups:
         rows.append(
             {
                 "reason": reason,

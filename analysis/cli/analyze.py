@@ -1,0 +1,274 @@
+"""``framelab analyze``: the statistics of the human data, written as a report folder."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+OPTIMIZERS = ("lbfgs", "bfgs", "powell", "cg", "nm")
+
+
+@click.group()
+def analyze() -> None:
+    """Analyse human data: choice studies and sentiment-annotation studies."""
+
+
+def _command_line() -> str:
+    return "framelab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _fail(exc: Exception) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
+@analyze.command("choice")
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder (created).",
+)
+@click.option(
+    "--wtp-log", is_flag=True, help="Model log(1 + premium/100) instead of the premium in percent."
+)
+@click.option(
+    "--wtp-model",
+    type=click.Choice(["auto", "crossed", "pair_fixed"]),
+    default="auto",
+    show_default=True,
+    help="WTP mixed model; auto picks by size (see docs/analysis.md).",
+)
+@click.option(
+    "--max-crossed-cells",
+    type=int,
+    default=None,
+    help="Size budget n_obs x (participants + pairs) of the crossed fit [default: 1,000,000].",
+)
+@click.option(
+    "--optimizer",
+    "optimizers",
+    multiple=True,
+    type=click.Choice(OPTIMIZERS),
+    help="Mixed-model optimizer(s), tried in order [default: lbfgs, bfgs, powell].",
+)
+@click.option(
+    "--padjust",
+    default="holm",
+    show_default=True,
+    type=click.Choice(["holm", "bonferroni", "fdr_bh", "fdr_by", "hommel", "sidak"]),
+    help="Correction across pairs.",
+)
+@click.option("--keep-incomplete", is_flag=True, help="Do not exclude non-completed participants.")
+@click.option(
+    "--keep-failed-quiz", is_flag=True, help="Do not exclude failed comprehension quizzes."
+)
+@click.option(
+    "--keep-failed-attention", is_flag=True, help="Do not exclude failed attention checks."
+)
+@click.option(
+    "--keep-duplicates", is_flag=True, help="Do not drop repeated (participant, pair) rows."
+)
+@click.option(
+    "--min-duration-s",
+    type=float,
+    default=None,
+    help="Exclude participants faster than this many seconds.",
+)
+@click.option(
+    "--min-duration-frac",
+    type=float,
+    default=0.3,
+    show_default=True,
+    help="Exclude participants faster than this fraction of the median duration (0 disables).",
+)
+@click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
+@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+def choice_command(
+    input_path: str,
+    out_dir: str,
+    wtp_log: bool,
+    wtp_model: str,
+    max_crossed_cells: int | None,
+    optimizers: tuple[str, ...],
+    padjust: str,
+    keep_incomplete: bool,
+    keep_failed_quiz: bool,
+    keep_failed_attention: bool,
+    keep_duplicates: bool,
+    min_duration_s: float | None,
+    min_duration_frac: float,
+    no_gee: bool,
+    no_figures: bool,
+) -> None:
+    """Analyse a choice study: the platform's long export or a tidy CSV (INPUT)."""
+    from analysis.exclusions import ChoiceRules
+    from analysis.io import ExportFormatError, load_choice
+    from analysis.report.pipeline import analyze_choice
+    from analysis.report.writer import write_results
+    from analysis.stats.wtp import ConvergenceError
+
+    rules = ChoiceRules(
+        require_completed=not keep_incomplete,
+        require_quiz=not keep_failed_quiz,
+        require_attention=not keep_failed_attention,
+        drop_duplicates=not keep_duplicates,
+        min_duration_s=min_duration_s,
+        min_duration_frac_median=min_duration_frac or None,
+    )
+    try:
+        data = load_choice(input_path)
+        results = analyze_choice(
+            data,
+            rules=rules,
+            padjust=padjust,
+            wtp_transform="log" if wtp_log else None,
+            wtp_model=wtp_model,
+            max_crossed_cells=max_crossed_cells,
+            optimizers=optimizers or None,
+            clustered=not no_gee,
+        )
+    except (ExportFormatError, ConvergenceError, ValueError) as exc:
+        raise _fail(exc) from exc
+    results.meta["input"] = str(Path(input_path).resolve())
+    written = write_results(
+        results,
+        out_dir,
+        title=f"Choice study: {Path(input_path).name}",
+        command=_command_line(),
+        figures=not no_figures,
+    )
+    chi = results.tables["chi2"].iloc[0]
+    click.echo(
+        f"{results.meta['n_participants_analysed']} participants, "
+        f"{results.meta['n_rows_analysed']} choices analysed; "
+        f"chi2 (Yates) = {chi['chi2']:.3f}, p = {chi['p_val']:.3g}"
+    )
+    if "wtp_model" in results.tables:
+        row = results.tables["wtp_model"].iloc[0]
+        click.echo(
+            f"WTP ({row['model']}, {row['optimizer']}): {row['estimate']:+.3f} "
+            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], z = {row['statistic']:.3f}"
+        )
+    click.echo(f"wrote {len(written)} files to {out_dir} (open report.html)")
+
+
+@analyze.command("annotations")
+@click.option(
+    "--export",
+    "export_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The platform's annotation long export.",
+)
+@click.option(
+    "--mturk",
+    "mturk_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="MTurk batch-results CSV (repeatable).",
+)
+@click.option("--item-col", default="Input.ID", show_default=True, help="MTurk item ID column.")
+@click.option(
+    "--label-col",
+    default="Answer.sentiment.label",
+    show_default=True,
+    help="MTurk label column (case-insensitive values).",
+)
+@click.option(
+    "--base-col", default="Input.answer", show_default=True, help="MTurk base-sentiment column."
+)
+@click.option("--worker-col", default="WorkerId", show_default=True, help="MTurk worker column.")
+@click.option(
+    "--predictions",
+    "prediction_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Model judgments: CSV item_id,model,label or judge-framing JSONL (repeatable).",
+)
+@click.option(
+    "--model-shift",
+    "model_shift",
+    multiple=True,
+    default=("opposite",),
+    type=click.Choice(["opposite", "neutral", "other"]),
+    show_default=True,
+    help="What counts as a model shift (repeatable).",
+)
+@click.option(
+    "--min-gold-accuracy",
+    type=float,
+    default=None,
+    help="Exclude annotators below this share of correct gold answers.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder (created).",
+)
+@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+def annotations_command(
+    export_path: str | None,
+    mturk_paths: tuple[str, ...],
+    item_col: str,
+    label_col: str,
+    base_col: str,
+    worker_col: str,
+    prediction_paths: tuple[str, ...],
+    model_shift: tuple[str, ...],
+    min_gold_accuracy: float | None,
+    out_dir: str,
+    no_figures: bool,
+) -> None:
+    """Analyse a sentiment-annotation study (platform export or MTurk batches) and models."""
+    from analysis.exclusions import AnnotationRules
+    from analysis.io import ExportFormatError, load_annotations, load_mturk, load_predictions
+    from analysis.report.pipeline import analyze_annotations
+    from analysis.report.writer import write_results
+
+    if bool(export_path) == bool(mturk_paths):
+        raise click.UsageError("give either --export FILE or one or more --mturk FILE")
+    try:
+        if export_path:
+            labels = load_annotations(export_path)
+            source = Path(export_path).name
+        else:
+            labels = load_mturk(
+                list(mturk_paths),
+                item_col=item_col,
+                label_col=label_col,
+                base_col=base_col,
+                worker_col=worker_col,
+            )
+            source = ", ".join(Path(p).name for p in mturk_paths)
+        predictions = load_predictions(list(prediction_paths)) if prediction_paths else None
+        results = analyze_annotations(
+            labels,
+            predictions,
+            rules=AnnotationRules(min_gold_accuracy=min_gold_accuracy),
+            model_shift_labels=model_shift,
+        )
+    except (ExportFormatError, ValueError) as exc:
+        raise _fail(exc) from exc
+    results.meta["input"] = source
+    written = write_results(
+        results,
+        out_dir,
+        title=f"Annotation study: {source}",
+        command=_command_line(),
+        figures=not no_figures,
+    )
+    kappa = results.tables["agreement"].iloc[0]
+    click.echo(
+        f"{results.meta['n_items']} items, {results.meta['n_annotators']} annotators; "
+        f"Fleiss' kappa = {kappa['estimate']:.3f}"
+    )
+    if "human_model" in results.tables:
+        for _, row in results.tables["human_model"].iterrows():
+            click.echo(f"  {row['model']}: r = {row['estimate']:.3f} (p = {row['p_val']:.3g})")
+    click.echo(f"wrote {len(written)} files to {out_dir} (open report.html)")

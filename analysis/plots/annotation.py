@@ -1,0 +1,159 @@
+"""Figures of the annotation study: shift-count distribution, majority-shift rates, human-model
+correlations and the model x model heatmap.
+
+Each function takes a table from ``analysis.stats.annotation`` / ``analysis.stats.correlation``
+and an optional ``ax`` and returns the ``Axes``; nothing here fits, shows or saves.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analysis.plots.choice import _axes, _errors, significance_stars
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "plot_human_model_correlation",
+    "plot_majority_shift",
+    "plot_model_heatmap",
+    "plot_shift_distribution",
+]
+
+
+def plot_shift_distribution(dist: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Share of items with 0..K human shifts, with 95% Wilson CIs.
+
+    Parameters
+    ----------
+    dist : pandas.DataFrame
+        Output of :func:`analysis.stats.annotation.shift_distribution`.
+    ax : matplotlib Axes, optional
+        Where to draw.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    ax = _axes(ax, (5.0, 3.8))
+    ax.bar(
+        dist["shift_count"].astype(int),
+        dist["estimate"],
+        yerr=_errors(dist["estimate"], dist["ci_low"], dist["ci_high"]),
+        capsize=3,
+        color="#55A868",
+    )
+    ax.set_xticks(dist["shift_count"].astype(int))
+    ax.set_xlabel("annotators whose label differs from the base sentiment")
+    ax.set_ylabel("share of items")
+    ax.set_title(f"Shift-count distribution (n = {int(dist['n_items'].sum())} items)")
+    return ax
+
+
+def plot_majority_shift(rates: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Grouped bars of shift rates by base sentiment for humans (majority) and each model.
+
+    Parameters
+    ----------
+    rates : pandas.DataFrame
+        Rows with ``source`` (``humans`` or a model), ``base_sentiment``, ``estimate``,
+        ``ci_low``, ``ci_high``: :func:`~analysis.stats.annotation.majority_shift_rates`
+        concatenated with :func:`~analysis.stats.annotation.model_shift_rates`.
+    ax : matplotlib Axes, optional
+        Where to draw.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    import numpy as np
+
+    sources = list(dict.fromkeys(rates["source"]))
+    groups = list(dict.fromkeys(rates["base_sentiment"]))
+    ax = _axes(ax, (max(5.0, 1.2 * len(groups) * len(sources) / 2 + 3), 4.0))
+    width = 0.8 / max(len(sources), 1)
+    x = np.arange(len(groups))
+    for i, source in enumerate(sources):
+        sel = rates[rates["source"] == source].set_index("base_sentiment").reindex(groups)
+        ax.bar(
+            x + (i - (len(sources) - 1) / 2) * width,
+            sel["estimate"],
+            width,
+            yerr=_errors(sel["estimate"], sel["ci_low"], sel["ci_high"]),
+            capsize=3,
+            label=str(source),
+        )
+    ax.set_xticks(x, groups)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("base sentiment")
+    ax.set_ylabel("share of items shifted")
+    ax.set_title("Majority shift (humans) and model shift by base sentiment, 95% CIs")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_human_model_correlation(corr: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Bars of Pearson r between the human shift count and each model's shift, 95% CIs, stars.
+
+    Parameters
+    ----------
+    corr : pandas.DataFrame
+        Output of :func:`analysis.stats.correlation.human_model_correlation`.
+    ax : matplotlib Axes, optional
+        Where to draw.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    ax = _axes(ax, (max(4.0, 0.9 * len(corr) + 2), 4.0))
+    names = corr["model"].astype(str).tolist()
+    ax.bar(
+        names,
+        corr["estimate"],
+        yerr=_errors(corr["estimate"], corr["ci_low"], corr["ci_high"]),
+        capsize=4,
+        color="#8172B2",
+    )
+    for i, (high, p) in enumerate(zip(corr["ci_high"], corr["p_val"], strict=True)):
+        stars = significance_stars(p)
+        if stars:
+            ax.text(i, float(high) + 0.02, stars, ha="center", va="bottom")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylim(min(-0.1, float(corr["ci_low"].min()) - 0.05), 1.05)
+    ax.set_ylabel("Pearson r with human shift count")
+    ax.tick_params(axis="x", rotation=30)
+    ax.set_title("Human-model agreement on framing shifts")
+    return ax
+
+
+def plot_model_heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Heatmap of model x model Pearson correlations of shift indicators.
+
+    Parameters
+    ----------
+    matrix : pandas.DataFrame
+        Output of :func:`analysis.stats.correlation.model_correlation_matrix` (long form).
+    ax : matplotlib Axes, optional
+        Where to draw.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    wide = matrix.pivot(index="model_a", columns="model_b", values="estimate")
+    n = len(wide)
+    ax = _axes(ax, (1.0 * n + 3, 0.9 * n + 2))
+    image = ax.imshow(wide.to_numpy(float), vmin=-1, vmax=1, cmap="RdBu_r")
+    ax.set_xticks(range(n), wide.columns.astype(str), rotation=45, ha="right")
+    ax.set_yticks(range(n), wide.index.astype(str))
+    for i in range(n):
+        for j in range(n):
+            value = wide.iloc[i, j]
+            if value == value:
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="Pearson r")
+    ax.set_title("Model x model correlation of shifts")
+    return ax

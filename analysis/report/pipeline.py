@@ -1,0 +1,290 @@
+"""Compute all tables of a choice or annotation study report (pure: no files, no printing)."""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from analysis.exclusions import AnnotationRules, ChoiceRules
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Results", "analyze_annotations", "analyze_choice", "library_versions"]
+
+
+@dataclass
+class Results:
+    """Everything a report shows.
+
+    Attributes
+    ----------
+    kind : str
+        ``choice`` or ``annotations``.
+    tables : dict of str to DataFrame
+        Named result tables (each written as ``<name>.csv`` and into ``results.json``).
+    meta : dict
+        Inputs, rules, model specifications, which model ran and why, library versions, timings.
+    """
+
+    kind: str
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+
+
+def library_versions() -> dict[str, str]:
+    """Return the versions of the libraries that computed the numbers (for the report)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in (
+        "framelab",
+        "numpy",
+        "pandas",
+        "scipy",
+        "statsmodels",
+        "krippendorff",
+        "matplotlib",
+    ):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+CHOICE_SPECS = {
+    "selection_rates": "share of trials choosing the target per format; Wilson score 95% CI",
+    "chi2": (
+        "Pearson chi-square test of the 2x2 table format x chose_target, with Yates' continuity "
+        "correction (primary; as R chisq.test / scipy chi2_contingency) and without; df = 1; "
+        "Cramer's V from the uncorrected statistic"
+    ),
+    "effects": (
+        "risk difference summary - original (Newcombe hybrid score CI, score test); odds ratio "
+        "(Woolf logit CI, Wald test)"
+    ),
+    "by_pair": (
+        "per pair: rates with Wilson CIs; risk difference (Newcombe CI); Yates chi-square, or "
+        "Fisher's exact test when an expected count < 5; p-values adjusted across pairs"
+    ),
+    "clustered": (
+        "GEE logistic regression chose_target ~ format, clusters = participants, exchangeable "
+        "working correlation, robust sandwich SEs (statsmodels GEE): robustness check for the "
+        "repeated choices within participants"
+    ),
+    "wtp_model": (
+        "linear mixed model (statsmodels MixedLM, REML): crossed random intercepts for "
+        "participant and pair (one group, two variance components), or pair as fixed effect + "
+        "participant random intercept when the dense crossed fit is too large; Wald z test"
+    ),
+    "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
+}
+
+
+def analyze_choice(
+    data: pd.DataFrame,
+    *,
+    rules: ChoiceRules | None = None,
+    padjust: str = "holm",
+    wtp_transform: str | None = None,
+    wtp_model: str = "auto",
+    max_crossed_cells: int | None = None,
+    optimizers: Sequence[str] | None = None,
+    clustered: bool = True,
+) -> Results:
+    """Run the whole choice analysis on trial-level data.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        ``analysis.io.load_choice`` output (long export or tidy CSV).
+    rules : ChoiceRules, optional
+        Exclusion rules (default ``ChoiceRules()``).
+    padjust : str
+        Multiple-comparison correction across pairs.
+    wtp_transform : {None, "log"}
+        Premium in percent, or ``log(1 + pct/100)``.
+    wtp_model : {"auto", "crossed", "pair_fixed"}
+        Mixed model for WTP (see :func:`analysis.stats.wtp.wtp_mixed`).
+    max_crossed_cells : int, optional
+        Size budget for the crossed fit.
+    optimizers : sequence of str, optional
+        Mixed-model optimizers, tried in order.
+    clustered : bool
+        Also fit the GEE robustness model.
+
+    Returns
+    -------
+    Results
+        Tables ``exclusions``, ``selection_rates``, ``chi2``, ``effects``, ``by_pair``,
+        ``clustered``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts, rules,
+        specifications, versions and per-step timings.
+    """
+    from analysis.exclusions import exclude_choice, exclusion_summary
+    from analysis.stats import choice, wtp
+
+    timings: dict[str, float] = {}
+
+    def timed(name, fn, *args, **kwargs):
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        timings[name] = time.perf_counter() - start
+        return out
+
+    rules = rules or ChoiceRules()
+    kept, excluded = timed("exclusions", exclude_choice, data, rules)
+    if kept.empty:
+        raise ValueError("every row was excluded; nothing to analyse (see the exclusion rules)")
+    res = Results(kind="choice")
+    res.tables["exclusions"] = exclusion_summary(data, excluded)
+    res.tables["selection_rates"] = timed("selection_rates", choice.selection_rates, kept)
+    res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept)
+    res.tables["effects"] = timed("effects", choice.choice_effects, kept)
+    res.tables["by_pair"] = timed("by_pair", choice.choice_by_pair, kept, padjust=padjust)
+    if clustered:
+        res.tables["clustered"] = timed("clustered", choice.choice_clustered, kept)
+    wtp_rows = kept[kept["wtp_premium_pct"].notna()]
+    wtp_kwargs: dict[str, object] = {"transform": wtp_transform, "model": wtp_model}
+    if max_crossed_cells is not None:
+        wtp_kwargs["max_crossed_cells"] = max_crossed_cells
+    if optimizers:
+        wtp_kwargs["optimizers"] = tuple(optimizers)
+    if len(wtp_rows):
+        res.tables["wtp_by_format"] = timed("wtp_by_format", wtp.wtp_by_format, wtp_rows)
+        res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
+    res.meta = {
+        "n_rows_input": len(data),
+        "n_participants_input": int(data["participant_id"].nunique()),
+        "n_rows_analysed": len(kept),
+        "n_participants_analysed": int(kept["participant_id"].nunique()),
+        "n_pairs": int(kept["pair_id"].nunique()),
+        "n_rows_with_wtp": len(wtp_rows),
+        "exclusion_rules": rules.as_dict(),
+        "padjust": padjust,
+        "specifications": CHOICE_SPECS,
+        "versions": library_versions(),
+        "timings_s": timings,
+    }
+    if "wtp_model" in res.tables:
+        row = res.tables["wtp_model"].iloc[0]
+        res.meta["wtp_model_ran"] = {
+            "model": row["model"],
+            "formula": row["formula"],
+            "reason": row["reason"],
+            "optimizer": row["optimizer"],
+            "notes": row["notes"],
+        }
+    return res
+
+
+ANNOTATION_SPECS = {
+    "items": (
+        "per item: shift_count = labels different from the base sentiment (0..K), "
+        "majority_shift = shift_count >= ceil(K/2)"
+    ),
+    "shift_distribution": "share of items with 0..K shifts (items with the modal K); Wilson CIs",
+    "majority_shift": "share of items with a majority shift by base sentiment; Wilson CIs",
+    "annotators": (
+        "per annotator: flip rate (labels != base) and agreement with the majority label of the "
+        "other annotators on the same item (items with a tie among the others are skipped)"
+    ),
+    "agreement": (
+        "Fleiss' kappa (z under kappa = 0, SE of Fleiss, Nee & Landis 1979, as irr::kappam.fleiss; "
+        "percentile bootstrap CI over items) and Krippendorff's alpha, nominal (krippendorff "
+        "package; bootstrap CI over items)"
+    ),
+    "model_shift_rates": "share of items each model shifts by base sentiment; Wilson CIs",
+    "human_model": (
+        "per model: Pearson r between the human shift count and the model's 0/1 shift "
+        "(Fisher-z CI, t-test p, as R cor.test) and Spearman rho"
+    ),
+    "model_matrix": "Pearson r between every pair of models' shift indicators (common items)",
+}
+
+
+def analyze_annotations(
+    labels: pd.DataFrame,
+    predictions: pd.DataFrame | None = None,
+    *,
+    rules: AnnotationRules | None = None,
+    model_shift_labels: Sequence[str] = ("opposite",),
+) -> Results:
+    """Run the whole annotation analysis.
+
+    Parameters
+    ----------
+    labels : pandas.DataFrame
+        One row per label (``load_annotations`` or ``load_mturk``).
+    predictions : pandas.DataFrame, optional
+        ``item_id, model, label`` (``load_predictions``).
+    rules : AnnotationRules, optional
+        Exclusion rules.
+    model_shift_labels : sequence of str
+        What counts as a model shift (see :func:`analysis.stats.annotation.model_shifts`).
+
+    Returns
+    -------
+    Results
+        Tables ``exclusions``, ``items``, ``shift_distribution``, ``majority_shift``,
+        ``annotators``, ``agreement`` and, with predictions, ``model_shifts``,
+        ``model_shift_rates``, ``human_model``, ``model_matrix``.
+    """
+    import pandas as pd
+
+    from analysis.exclusions import exclude_annotations, exclusion_summary
+    from analysis.stats import agreement, annotation, correlation
+
+    rules = rules or AnnotationRules()
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    kept, excluded = exclude_annotations(labels, rules)
+    if kept.empty:
+        raise ValueError("every label was excluded; nothing to analyse")
+    res = Results(kind="annotations")
+    res.tables["exclusions"] = exclusion_summary(labels, excluded)
+    items = annotation.shift_counts(kept)
+    res.tables["items"] = items
+    res.tables["shift_distribution"] = annotation.shift_distribution(items)
+    res.tables["majority_shift"] = annotation.majority_shift_rates(items)
+    res.tables["annotators"] = annotation.annotator_stats(kept)
+    kappa = agreement.fleiss_kappa(kept).assign(statistic="fleiss_kappa")
+    alpha = agreement.krippendorff_alpha(kept, level="nominal").assign(
+        statistic="krippendorff_alpha_nominal"
+    )
+    res.tables["agreement"] = pd.concat([kappa, alpha], ignore_index=True)[
+        ["statistic", "estimate", "ci_low", "ci_high", "p_val", "n_items", "n_raters"]
+    ]
+    timings["humans"] = time.perf_counter() - start
+    models: list[str] = []
+    if predictions is not None and len(predictions):
+        start = time.perf_counter()
+        shifts = annotation.model_shifts(predictions, items, shift_labels=model_shift_labels)
+        res.tables["model_shifts"] = shifts
+        res.tables["model_shift_rates"] = annotation.model_shift_rates(shifts)
+        res.tables["human_model"] = correlation.human_model_correlation(shifts)
+        res.tables["model_matrix"] = correlation.model_correlation_matrix(shifts)
+        models = sorted(shifts["model"].unique())
+        missing = sorted(set(predictions["item_id"]) - set(items["item_id"]))
+        timings["models"] = time.perf_counter() - start
+    else:
+        missing = []
+    k = items["n_labels"]
+    res.meta = {
+        "n_labels_input": len(labels),
+        "n_labels_analysed": len(kept),
+        "n_items": len(items),
+        "n_annotators": int(kept["participant_id"].nunique()),
+        "labels_per_item": {"min": int(k.min()), "max": int(k.max()), "mode": int(k.mode()[0])},
+        "models": models,
+        "model_shift_labels": list(model_shift_labels),
+        "prediction_items_without_human_labels": len(missing),
+        "exclusion_rules": rules.as_dict(),
+        "specifications": ANNOTATION_SPECS,
+        "versions": library_versions(),
+        "timings_s": timings,
+    }
+    return res

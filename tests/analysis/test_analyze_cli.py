@@ -1,0 +1,275 @@
+"""``framelab analyze choice|annotations`` end to end on simulated exports, plus the figures."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from analysis.simulate import simulate_annotation_study, simulate_choice_study
+from framelab.cli import main
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def choice_export(tmp_path):
+    data = simulate_choice_study(
+        n_participants=60, n_pairs=10, seed=11, share_incomplete=0.05, share_failed_quiz=0.05
+    )
+    path = tmp_path / "choice_long.csv"
+    data.to_csv(path, index=False)
+    return path, data
+
+
+def test_choice_report_from_long_export(runner, choice_export, tmp_path):
+    from analysis.exclusions import exclude_choice
+    from analysis.stats.choice import chi2_choice
+    from analysis.stats.wtp import wtp_mixed
+
+    path, data = choice_export
+    out = tmp_path / "report"
+    result = runner.invoke(main, ["analyze", "choice", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "chi2 (Yates)" in result.output and "WTP (crossed" in result.output
+    for name in (
+        "results.json",
+        "report.html",
+        "chi2.csv",
+        "by_pair.csv",
+        "wtp_model.csv",
+        "exclusions.csv",
+        "clustered.csv",
+        "pair_rates.png",
+        "format_rates.png",
+        "wtp.png",
+    ):
+        assert (out / name).stat().st_size > 0, name
+
+    payload = json.loads((out / "results.json").read_text())
+    kept, _ = exclude_choice(data)
+    # Same numbers as calling the statistics directly, at full precision.
+    direct_chi = chi2_choice(kept).iloc[0]
+    assert payload["tables"]["chi2"][0]["chi2"] == float(direct_chi["chi2"])
+    assert payload["tables"]["chi2"][0]["test"] == "pearson_yates"
+    direct_wtp = wtp_mixed(kept).iloc[0]
+    assert payload["tables"]["wtp_model"][0]["estimate"] == pytest.approx(
+        direct_wtp["estimate"], rel=1e-9
+    )
+    exclusions = {row["reason"]: row["n_participants"] for row in payload["tables"]["exclusions"]}
+    assert exclusions == {"status not completed": 3, "failed comprehension quiz": 3, "total": 6}
+    assert payload["meta"]["n_participants_analysed"] == 54
+    assert payload["meta"]["wtp_model_ran"]["model"] == "crossed"
+    assert payload["meta"]["versions"]["statsmodels"]
+
+    html = (out / "report.html").read_text()
+    assert "Model that ran: crossed" in html and "statsmodels" in html
+    assert '<img src="pair_rates.png"' in html and "failed comprehension quiz" in html
+    csv = pd.read_csv(out / "by_pair.csv")
+    assert len(csv) == 10 and {"p_adj", "rate_summary"} <= set(csv.columns)
+
+
+def test_choice_report_from_tidy_csv_with_options(runner, choice_export, tmp_path):
+    _, data = choice_export
+    tidy = tmp_path / "tidy.csv"
+    data[["participant_id", "pair_id", "format", "chose_target", "wtp_premium_pct"]].to_csv(
+        tidy, index=False
+    )
+    out = tmp_path / "tidy_report"
+    result = runner.invoke(
+        main,
+        [
+            "analyze",
+            "choice",
+            str(tidy),
+            "--out",
+            str(out),
+            "--wtp-log",
+            "--wtp-model",
+            "pair_fixed",
+            "--no-gee",
+            "--no-figures",
+            "--padjust",
+            "fdr_bh",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads((out / "results.json").read_text())
+    row = payload["tables"]["wtp_model"][0]
+    assert row["model"] == "pair_fixed" and row["transform"] == "log"
+    assert "clustered" not in payload["tables"]
+    assert payload["meta"]["n_rows_analysed"] == len(data)  # nothing to exclude on
+    assert not list(out.glob("*.png"))
+
+
+def test_choice_rejects_bad_input_naming_columns(runner, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("participant_id,pair_id,format,choice\n1,a,original,1\n", encoding="utf-8")
+    result = runner.invoke(main, ["analyze", "choice", str(bad), "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0
+    assert "chose_target" in result.output and "wtp_premium_pct" in result.output
+
+
+def test_annotation_report_from_export_and_predictions(runner, tmp_path):
+    labels, preds = simulate_annotation_study(n_items=80, seed=4)
+    labels.loc[0, "surplus"] = 1
+    export, predictions = tmp_path / "labels.csv", tmp_path / "preds.csv"
+    labels.to_csv(export, index=False)
+    preds.to_csv(predictions, index=False)
+    out = tmp_path / "ann"
+    result = runner.invoke(
+        main,
+        [
+            "analyze",
+            "annotations",
+            "--export",
+            str(export),
+            "--predictions",
+            str(predictions),
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "Fleiss' kappa" in result.output and "model-a: r =" in result.output
+    payload = json.loads((out / "results.json").read_text())
+    tables = payload["tables"]
+    assert {
+        "items",
+        "shift_distribution",
+        "majority_shift",
+        "agreement",
+        "annotators",
+        "human_model",
+        "model_matrix",
+        "model_shift_rates",
+    } <= set(tables)
+    assert tables["exclusions"][0] == {
+        "reason": "surplus label",
+        "n_rows": 1,
+        "n_participants": 1,
+        "share_rows": 1 / 400,
+    }
+    assert sum(r["n_items"] for r in tables["shift_distribution"]) == 79  # one item has 4 labels
+    for name in (
+        "shift_distribution.png",
+        "majority_shift.png",
+        "human_model.png",
+        "model_heatmap.png",
+        "report.html",
+    ):
+        assert (out / name).exists(), name
+
+
+def test_annotation_report_from_mturk_batches(runner, tmp_path):
+    labels, preds = simulate_annotation_study(n_items=30, seed=5)
+    batch = pd.DataFrame(
+        {
+            "HITId": labels["item_id"],
+            "WorkerId": labels["participant_id"].str.upper(),
+            "AssignmentStatus": "Approved",
+            "Input.item": labels["item_id"],
+            "Input.base": labels["base_sentiment"].str.title(),
+            "Answer.label": labels["label"].str.upper(),
+        }
+    )
+    first, second = tmp_path / "b1.csv", tmp_path / "b2.csv"
+    batch.iloc[:75].to_csv(first, index=False)
+    batch.iloc[75:].to_csv(second, index=False)
+    preds_path = tmp_path / "preds.csv"
+    preds.to_csv(preds_path, index=False)
+    out = tmp_path / "mturk"
+    result = runner.invoke(
+        main,
+        [
+            "analyze",
+            "annotations",
+            "--mturk",
+            str(first),
+            "--mturk",
+            str(second),
+            "--item-col",
+            "Input.item",
+            "--label-col",
+            "Answer.label",
+            "--base-col",
+            "Input.base",
+            "--predictions",
+            str(preds_path),
+            "--model-shift",
+            "opposite",
+            "--model-shift",
+            "neutral",
+            "--out",
+            str(out),
+            "--no-figures",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["meta"]["n_items"] == 30 and payload["meta"]["n_labels_analysed"] == 150
+    assert payload["meta"]["model_shift_labels"] == ["opposite", "neutral"]
+    items = pd.read_csv(out / "items.csv")
+    expected = (labels["label"] != labels["base_sentiment"]).groupby(labels["item_id"]).sum()
+    assert items.set_index("item_id")["shift_count"].to_dict() == expected.to_dict()
+
+
+def test_annotations_needs_exactly_one_source(runner, tmp_path):
+    result = runner.invoke(main, ["analyze", "annotations", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "either --export" in result.output
+
+
+def test_plots_draw_bars_intervals_and_stars():
+    import matplotlib.pyplot as plt
+
+    from analysis.plots.annotation import plot_human_model_correlation, plot_model_heatmap
+    from analysis.plots.choice import plot_pair_rates, significance_stars
+    from analysis.stats.choice import choice_by_pair
+
+    assert [significance_stars(p) for p in (0.2, 0.04, 0.009, 0.0001, float("nan"))] == [
+        "",
+        "*",
+        "**",
+        "***",
+        "",
+    ]
+    by_pair = choice_by_pair(simulate_choice_study(n_participants=200, n_pairs=4, seed=0))
+    fig, ax = plt.subplots()
+    assert plot_pair_rates(by_pair, ax=ax) is ax
+    assert len(ax.patches) == 8  # 4 pairs x 2 formats
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == [significance_stars(p) for p in by_pair["p_adj"] if significance_stars(p)]
+    plt.close(fig)
+
+    corr = pd.DataFrame(
+        {
+            "model": ["a", "b"],
+            "estimate": [0.6, 0.1],
+            "ci_low": [0.4, -0.1],
+            "ci_high": [0.75, 0.3],
+            "p_val": [1e-5, 0.4],
+        }
+    )
+    fig, ax = plt.subplots()
+    plot_human_model_correlation(corr, ax=ax)
+    assert [t.get_text() for t in ax.texts] == ["***"]
+    plt.close(fig)
+    matrix = pd.DataFrame(
+        {
+            "model_a": ["a", "a", "b", "b"],
+            "model_b": ["a", "b", "a", "b"],
+            "estimate": [1.0, 0.3, 0.3, 1.0],
+        }
+    )
+    fig, ax = plt.subplots()
+    plot_model_heatmap(matrix, ax=ax)
+    assert sorted(t.get_text() for t in ax.texts) == ["0.30", "0.30", "1.00", "1.00"]
+    plt.close(fig)

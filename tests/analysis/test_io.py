@@ -1,0 +1,168 @@
+"""The readers: platform exports, tidy CSVs, MTurk batches and model judgments."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from analysis.io import (
+    CHOICE_LONG_COLUMNS,
+    ExportFormatError,
+    load_annotations,
+    load_choice,
+    load_export,
+    load_mturk,
+    load_predictions,
+)
+from analysis.simulate import simulate_annotation_study, simulate_choice_study
+
+
+@pytest.fixture
+def choice_csv(tmp_path):
+    path = tmp_path / "choice.csv"
+    simulate_choice_study(n_participants=6, n_pairs=10, seed=0).to_csv(path, index=False)
+    return path
+
+
+def test_long_choice_export_round_trips_with_types(choice_csv):
+    data = load_export(choice_csv)
+    assert list(data.columns) == list(CHOICE_LONG_COLUMNS)
+    assert data["chose_target"].isin([0, 1]).all()
+    assert data["wtp_premium_pct"].dtype == float
+    assert set(data["format"]) == {"original", "summary"}
+    assert data["participant_id"].str.startswith("p_").all()
+    assert load_choice(choice_csv).shape == data.shape
+
+
+def test_long_export_parquet(tmp_path):
+    path = tmp_path / "choice.parquet"
+    simulate_choice_study(n_participants=3, n_pairs=4, seed=1).to_parquet(path)
+    assert len(load_choice(path)) == 12
+
+
+def test_missing_and_renamed_columns_are_named(choice_csv, tmp_path):
+    df = pd.read_csv(choice_csv).rename(columns={"wtp_premium_pct": "wtp_pct"})
+    df = df.drop(columns=["rt_ms"])
+    bad = tmp_path / "bad.csv"
+    df.to_csv(bad, index=False)
+    with pytest.raises(ExportFormatError) as info:
+        load_export(bad, "choice")
+    message = str(info.value)
+    assert "'wtp_premium_pct'" in message and "'rt_ms'" in message
+    assert "unexpected column(s): ['wtp_pct']" in message
+
+
+def test_wrong_values_are_named(choice_csv, tmp_path):
+    df = pd.read_csv(choice_csv, dtype=str)
+    df.loc[0, "format"] = "tldr"
+    df.loc[1, "chose_target"] = "2"
+    df.loc[2, "wtp_premium_pct"] = "ten"
+    bad = tmp_path / "bad.csv"
+    df.to_csv(bad, index=False)
+    with pytest.raises(ExportFormatError) as info:
+        load_choice(bad)
+    message = str(info.value)
+    assert "'format'" in message and "'tldr'" in message
+    assert "'chose_target': must be 0/1" in message
+    assert "'wtp_premium_pct': not numeric ('ten')" in message
+
+
+def test_tidy_choice_csv_with_optional_columns_absent(tmp_path):
+    path = tmp_path / "tidy.csv"
+    path.write_text(
+        "participant_id,pair_id,format,chose_target,wtp_premium_pct\n"
+        "007,p1,Original,1,10.5\n007,p2,summary,0,\n008,p1,summary,1,3\n",
+        encoding="utf-8",
+    )
+    data = load_choice(path)
+    assert data["participant_id"].tolist() == ["007", "007", "008"]  # leading zeros kept
+    assert data["format"].tolist() == ["original", "summary", "summary"]
+    assert pd.isna(data.loc[1, "wtp_premium_pct"])
+    assert {"status", "quiz_passed", "attention_passed", "duration_s"} <= set(data.columns)
+    assert data["status"].isna().all()
+
+
+def test_tidy_choice_csv_missing_required(tmp_path):
+    path = tmp_path / "tidy.csv"
+    path.write_text("participant_id,pair,format,chose_target\n1,a,original,1\n", encoding="utf-8")
+    with pytest.raises(ExportFormatError, match=r"missing column\(s\): \['pair_id', 'wtp_premium"):
+        load_choice(path)
+
+
+def test_annotation_export(tmp_path):
+    labels, _ = simulate_annotation_study(n_items=10, seed=0)
+    path = tmp_path / "labels.csv"
+    labels.to_csv(path, index=False)
+    data = load_annotations(path)
+    assert len(data) == 50
+    assert set(data["label"]) <= {"positive", "negative", "neutral"}
+    assert data["gold_correct"].isna().all()
+
+
+def write_mturk(path, rows):
+    header = [
+        "HITId",
+        "WorkerId",
+        "AssignmentStatus",
+        "Input.ID",
+        "Input.text",
+        "Input.answer",
+        "Answer.sentiment.label",
+    ]
+    pd.DataFrame(rows, columns=header).to_csv(path, index=False)
+
+
+def test_mturk_batches_with_mapping_and_case(tmp_path):
+    first, second = tmp_path / "batch1.csv", tmp_path / "batch2.csv"
+    write_mturk(
+        first,
+        [
+            ("h1", "A1B2", "Approved", "17", "good, sadly", "Positive", "Negative"),
+            ("h1", "A9", "Rejected", "17", "good, sadly", "Positive", "Positive"),
+        ],
+    )
+    write_mturk(second, [("h2", "A1B2", "Submitted", "18", "bad", "negative", "NEUTRAL")])
+    data = load_mturk([first, second])
+    assert data["item_id"].tolist() == ["17", "18"]  # the rejected assignment is dropped
+    assert data["label"].tolist() == ["negative", "neutral"]
+    assert data["base_sentiment"].tolist() == ["positive", "negative"]
+    assert data["participant_id"].nunique() == 1
+    assert not data["participant_id"].str.contains("A1B2").any()  # worker IDs pseudonymised
+    assert (data["platform"] == "mturk_batch").all()
+    assert len(load_mturk(first, keep_rejected=True)) == 2
+
+
+def test_mturk_custom_columns_and_errors(tmp_path):
+    path = tmp_path / "b.csv"
+    pd.DataFrame(
+        {"WorkerId": ["w"], "Input.item": ["x"], "Answer.s": ["happy"], "Input.base": ["positive"]}
+    ).to_csv(path, index=False)
+    with pytest.raises(ExportFormatError, match=r"missing column\(s\): \['Input.ID'"):
+        load_mturk(path)
+    with pytest.raises(ExportFormatError, match="'label': unexpected value"):
+        load_mturk(path, item_col="Input.item", label_col="Answer.s", base_col="Input.base")
+
+
+def test_predictions_csv_and_jsonl(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("item_id,model,label\n1,gpt,Positive\n2,gpt,other\n", encoding="utf-8")
+    jsonl = tmp_path / "judge.jsonl"
+    records = [
+        {"item_id": "1", "model": "llama", "task": "judge-framing", "label": "negative"},
+        {"item_id": "1", "model": "llama", "task": "summarize", "label": None},
+    ]
+    jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    data = load_predictions([csv, jsonl])
+    assert data.to_dict("records") == [
+        {"item_id": "1", "model": "gpt", "label": "positive"},
+        {"item_id": "2", "model": "gpt", "label": "other"},
+        {"item_id": "1", "model": "llama", "label": "negative"},
+    ]
+    with pytest.raises(ExportFormatError, match="repeat a"):
+        load_predictions([csv, csv])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item,model,label\n1,gpt,positive\n", encoding="utf-8")
+    with pytest.raises(ExportFormatError, match=r"\['item_id'\]"):
+        load_predictions(bad)
