@@ -60,17 +60,20 @@ def main() -> None:
             sys.exit(f"command failed:\n{proc.stdout}\n{proc.stderr}")
         meta = json.loads((out / "results.json").read_text())["meta"]
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    cpus = os.cpu_count()
+    print(f"machine: {platform.machine()}, {cpus} CPUs, Python {platform.python_version()}")
     print(f"study: {args.participants} participants x {args.pairs} pairs = {len(data)} rows")
     print(f"simulate + write CSV: {simulate_s:.1f} s (not part of the report)")
-    print(f"command: framelab analyze choice choice_long.csv --out report")
+    print("command: framelab analyze choice choice_long.csv --out report")
     print(proc.stdout.strip())
     print(f"WALL TIME of the command: {wall:.1f} s")
     print("per step (inside the command):")
     for step, seconds in meta["timings_s"].items():
         print(f"  {step:16s} {seconds:6.2f} s")
-    print(f"WTP model that ran: {meta['wtp_model_ran']['model']} "
-          f"({meta['wtp_model_ran']['optimizer']})")
+    print(
+        f"WTP model that ran: {meta['wtp_model_ran']['model']} "
+        f"({meta['wtp_model_ran']['optimizer']})"
+    )
 
 
 if __name__ == "__main__":
