@@ -15,11 +15,12 @@ All processors read the source document of each row (the text being summarised) 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -127,6 +128,25 @@ def _part_token_ids(tokenizer: Any, text: str) -> set[int]:
     return set(tokenizer.encode(text, add_special_tokens=False))
 
 
+@dataclass(frozen=True)
+class _SourceFactory:
+    """A factory of a processor built from the batch's sources, tokenizer and prompt length.
+
+    Subclasses name the processor class and declare its hyperparameters as fields; every field
+    is passed on as a keyword argument.
+    """
+
+    processor: ClassVar[type]
+
+    def __call__(self, ctx: Any) -> Any:
+        return self.processor(
+            [source_text(r) for r in ctx.requests],
+            ctx.tokenizer,
+            int(ctx.input_ids.shape[1]),
+            **dataclasses.asdict(self),
+        )
+
+
 # --- Forced Balanced Coverage
 
 
@@ -201,20 +221,12 @@ class ForcedBalancedCoverage:
 
 
 @dataclass(frozen=True)
-class BalancedCoverageFactory:
+class BalancedCoverageFactory(_SourceFactory):
     """Build :class:`ForcedBalancedCoverage` for one batch of the engine."""
 
+    processor = ForcedBalancedCoverage
     gamma: float = 1.5
     tolerance: float = 0.05
-
-    def __call__(self, ctx: Any) -> ForcedBalancedCoverage:
-        return ForcedBalancedCoverage(
-            [source_text(r) for r in ctx.requests],
-            ctx.tokenizer,
-            int(ctx.input_ids.shape[1]),
-            gamma=self.gamma,
-            tolerance=self.tolerance,
-        )
 
 
 # --- Weighted Token Decoding
@@ -429,18 +441,11 @@ class RejectionSampling(_CandidateFilter):
 
 
 @dataclass(frozen=True)
-class RejectionSamplingFactory:
+class RejectionSamplingFactory(_SourceFactory):
     """Build :class:`RejectionSampling` for one batch."""
 
+    processor = RejectionSampling
     top_k: int = 5
-
-    def __call__(self, ctx: Any) -> RejectionSampling:
-        return RejectionSampling(
-            [source_text(r) for r in ctx.requests],
-            ctx.tokenizer,
-            int(ctx.input_ids.shape[1]),
-            top_k=self.top_k,
-        )
 
 
 def _vader_compound(text: str, analyzer: Any) -> float:
@@ -560,24 +565,14 @@ def _round_neutral(compound: float) -> float:
 
 
 @dataclass(frozen=True)
-class ExplanationGuardFactory:
+class ExplanationGuardFactory(_SourceFactory):
     """Build :class:`LocalExplanationGuard` for one batch."""
 
+    processor = LocalExplanationGuard
     check_every: int = 5
     top_k: int = 5
     alpha: float = 0.05
     min_words: int = 10
-
-    def __call__(self, ctx: Any) -> LocalExplanationGuard:
-        return LocalExplanationGuard(
-            [source_text(r) for r in ctx.requests],
-            ctx.tokenizer,
-            int(ctx.input_ids.shape[1]),
-            check_every=self.check_every,
-            top_k=self.top_k,
-            alpha=self.alpha,
-            min_words=self.min_words,
-        )
 
 
 # --- Self-Debias Decoding

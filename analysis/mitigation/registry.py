@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "BOTH",
@@ -207,7 +208,9 @@ METHODS: dict[str, MethodSpec] = {
             "primacy",
             "Position-Invariant Shuffle: sentences (split on periods) are shuffled with a fixed "
             "seed before summarisation.",
-            params=(Param("seed", 42, "shuffle seed"),),
+            params=(
+                Param("shuffle_seed", 42, "seed of random.Random that shuffles the sentences"),
+            ),
         ),
         # --- decoding family ---
         MethodSpec(
@@ -335,6 +338,8 @@ def method_table(names: list[str] | None = None) -> pd.DataFrame:
         ``hyperparameters`` (``name=default`` joined by ``, ``), ``backends``, ``passes``,
         ``definition``.
     """
+    import pandas as pd
+
     rows = []
     for name in names or list(METHODS):
         m = get_method(name)

@@ -151,50 +151,47 @@ def _baseline_summary() -> PromptTemplate:
     return get_template("summarize", "baseline")
 
 
-def _cot() -> Plan:
-    def final(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        fields = {"text": state.source, "analysis": state.values["analysis"]}
-        return [Call("final", P.COT_FINAL, fields, state.source)]
+def _followup(
+    key: str, tpl: PromptTemplate, uses: Sequence[str], limit: str | None = None
+) -> Stage:
+    """A pass that sees the source and the outputs of earlier passes named in ``uses``."""
 
-    stages = (_one_call(P.COT_ANALYSIS, "analysis"), final)
+    def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        fields = {"text": state.source, **{u: state.values[u] for u in uses}}
+        max_new = int(params[limit]) if limit else None
+        return [Call(key, tpl, fields, state.source, max_new)]
+
+    return stage
+
+
+def _cot() -> Plan:
     return Plan(
         "summarize",
-        stages,
+        (_one_call(P.COT_ANALYSIS, "analysis"), _followup("final", P.COT_FINAL, ["analysis"])),
         _summary_from("final", section="FINAL_SUMMARY"),
         (P.COT_ANALYSIS, P.COT_FINAL),
     )
 
 
 def _ccs() -> Plan:
-    def rewrite(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        fields = {"text": state.source, "draft": state.values["draft"]}
-        return [Call("rewrite", P.CCS_REWRITE, fields, state.source)]
-
     return Plan(
         "summarize",
-        (_one_call(P.CCS_DRAFT, "draft"), rewrite),
+        (_one_call(P.CCS_DRAFT, "draft"), _followup("rewrite", P.CCS_REWRITE, ["draft"])),
         _summary_from("rewrite", section="FINAL_SUMMARY"),
         (P.CCS_DRAFT, P.CCS_REWRITE),
     )
 
 
 def _self_help() -> Plan:
-    def critique(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        fields = {"text": state.source, "draft": state.values["draft"]}
-        return [Call("critique", P.SELF_HELP_CRITIQUE, fields, state.source)]
-
-    def rewrite(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        fields = {
-            "text": state.source,
-            "draft": state.values["draft"],
-            "critique": state.values["critique"],
-        }
-        limit = int(params["rewrite_max_new_tokens"])
-        return [Call("rewrite", P.SELF_HELP_REWRITE, fields, state.source, limit)]
-
     return Plan(
         "summarize",
-        (_one_call(P.SELF_HELP_DRAFT, "draft"), critique, rewrite),
+        (
+            _one_call(P.SELF_HELP_DRAFT, "draft"),
+            _followup("critique", P.SELF_HELP_CRITIQUE, ["draft"]),
+            _followup(
+                "rewrite", P.SELF_HELP_REWRITE, ["draft", "critique"], "rewrite_max_new_tokens"
+            ),
+        ),
         _summary_from("rewrite"),
         (P.SELF_HELP_DRAFT, P.SELF_HELP_CRITIQUE, P.SELF_HELP_REWRITE),
     )
@@ -253,7 +250,7 @@ def _shuffle() -> Plan:
     tpl = _baseline_summary()
 
     def shuffle(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        state.values["text"] = chunking.shuffle_sentences(state.source, int(params["seed"]))
+        state.values["text"] = chunking.shuffle_sentences(state.source, int(params["shuffle_seed"]))
         return []
 
     def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -91,13 +91,15 @@ def test_interrupted_multi_pass_method_reuses_finished_passes(backend, tmp_path)
 def test_hyperparameters_change_the_hash(backend, tmp_path):
     out = tmp_path / "out.jsonl"
     run_method("position-shuffle", DOCS, backend, out, progress=False)
-    run = run_method("position-shuffle", DOCS, backend, out, params={"seed": 7}, progress=False)
+    run = run_method(
+        "position-shuffle", DOCS, backend, out, params={"shuffle_seed": 7}, progress=False
+    )
     assert run.n_generated == len(DOCS)
     hashes = {r["template_hash"] for r in _lines(out)}
     assert len(hashes) == 2
     assert {tuple(r["hyperparameters"].items()) for r in _lines(out)} == {
-        (("seed", 42),),
-        (("seed", 7),),
+        (("shuffle_seed", 42),),
+        (("shuffle_seed", 7),),
     }
 
 

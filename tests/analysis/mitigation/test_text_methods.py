@@ -96,7 +96,7 @@ def test_registry_has_the_18_methods_of_the_seed_study():
     assert defaults["rejection-sampling"] == {"top_k": 5}
     assert defaults["self-debias"] == {"decay": 10.0, "refresh_every": 4}
     assert defaults["explanation-guard"]["check_every"] == 5
-    assert defaults["position-shuffle"] == {"seed": 42}
+    assert defaults["position-shuffle"] == {"shuffle_seed": 42}
     assert defaults["attention-sort"] == {"iterations": 2}
     assert defaults["self-help-debias"] == {"rewrite_max_new_tokens": 300}
     assert defaults["partial-summaries"] == {"n_chunks": 3}

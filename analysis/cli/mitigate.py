@@ -1,0 +1,345 @@
+"""``framelab mitigate …``: list, run and compare the 18 bias-mitigation methods.
+
+One subcommand per method (``framelab mitigate mirostat --target 2.0 …``) with its hyperparameters
+as options (seed values as defaults), ``run METHOD`` for scripting, ``list`` and ``compare``.
+The commands are thin: read items, build the backend, call :mod:`analysis.mitigation`, write.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from analysis.mitigation.registry import METHODS, MethodSpec
+
+_BACKEND_OPTIONS: list[Callable[..., Any]] = [
+    click.option(
+        "--backend", type=click.Choice(["transformers", "openai"]), default="transformers",
+        show_default=True,
+    ),
+    click.option("--model", required=True,
+                 help="Checkpoint directory (transformers) or served model name (openai)."),
+    click.option("--max-new-tokens", type=int, default=500, show_default=True),
+    click.option("--batch-size", type=int, default=16, show_default=True),
+    click.option("--seed", "gen_seed", type=int, default=0, show_default=True,
+                 help="Generation seed."),
+    click.option("--device", default="auto", show_default=True),
+    click.option("--dtype", default="auto", show_default=True),
+    click.option("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1."),
+    click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True),
+    click.option("--concurrency", type=int, default=8, show_default=True),
+    click.option("--timeout", type=float, default=120.0, show_default=True),
+    click.option("--no-progress", is_flag=True, help="No progress bars."),
+]  # fmt: skip
+
+_INPUT_OPTIONS: list[Callable[..., Any]] = [
+    click.option("--map", "mappings", multiple=True,
+                 help="FIELD=COLUMN, repeatable (e.g. --map text=article)."),
+    click.option("--id-field", help="Column with item IDs (default item_id or id)."),
+    click.option("--limit", type=int, help="Only the first N items."),
+]  # fmt: skip
+
+
+def _apply(options: list[Callable[..., Any]], func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _backend(kw: Mapping[str, Any]) -> Any:
+    """Build the backend the options describe."""
+    from analysis.llm.backends import GenerationSettings, make_backend
+
+    settings = GenerationSettings(
+        max_new_tokens=kw["max_new_tokens"], seed=kw["gen_seed"], batch_size=kw["batch_size"]
+    )
+    if kw["backend"] == "transformers":
+        options = {"device": kw["device"], "dtype": kw["dtype"]}
+    else:
+        options = {
+            "base_url": kw["base_url"],
+            "api_key_env": kw["api_key_env"],
+            "concurrency": kw["concurrency"],
+            "timeout": kw["timeout"],
+        }
+    return make_backend(kw["backend"], kw["model"], settings, **options)
+
+
+def _items(path: str, kw: Mapping[str, Any], dataset: str | None = None) -> list[dict[str, Any]]:
+    from analysis.llm.loaders import LoaderError, parse_mapping, read_items
+
+    try:
+        return read_items(
+            path,
+            mapping=parse_mapping(kw["mappings"]),
+            id_field=kw["id_field"],
+            dataset=dataset,
+            limit=kw["limit"],
+        )
+    except LoaderError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
+    """Run one method over the input file and report the counts."""
+    from analysis.mitigation.runner import run_method
+
+    items = _items(kw["input_path"], kw, kw["dataset"])
+    try:
+        run = run_method(
+            name,
+            items,
+            _backend(kw),
+            kw["out_path"],
+            params={k: v for k, v in params.items() if v is not None},
+            task=kw.get("task") or "summarize",
+            dataset=kw["dataset"],
+            progress=not kw["no_progress"],
+        )
+    except (KeyError, ValueError) as exc:
+        raise click.ClickException(str(exc).strip("'\"")) from exc
+    click.echo(run.describe())
+    if run.n_failed:
+        for error in run.errors[:5]:
+            click.echo(f"  failed: {error}", err=True)
+        sys.exit(1)
+
+
+def _io_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    return _apply(
+        [
+            click.option("--input", "input_path", required=True,
+                         type=click.Path(exists=True, dir_okay=False),
+                         help="Items: CSV/JSONL with item_id and text."),
+            click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+                         help="Output JSONL (appended; re-runs resume)."),
+            click.option("--dataset", help="Dataset name for items without one."),
+            *_INPUT_OPTIONS,
+            *_BACKEND_OPTIONS,
+        ],
+        func,
+    )  # fmt: skip
+
+
+def _method_command(spec: MethodSpec) -> click.Command:
+    def command(**kw: Any) -> None:
+        params = {p.name: kw.pop(p.name) for p in spec.params}
+        _run(spec.name, params, kw)
+
+    for param in reversed(spec.params):
+        command = click.option(
+            f"--{param.name.replace('_', '-')}",
+            param.name,
+            type=param.type,
+            default=param.default,
+            show_default=True,
+            help=param.help,
+        )(command)
+    backends = ", ".join(spec.backends)
+    help_text = f"{spec.definition}\n\nFamily: {spec.family}; target: {spec.target_bias}; " + (
+        f"backends: {backends}."
+    )
+    return click.command(name=spec.name, help=help_text)(_io_options(command))
+
+
+@click.group()
+def mitigate() -> None:
+    """Bias-mitigation methods: one subcommand per method, plus list, run and compare."""
+
+
+for _spec in METHODS.values():
+    mitigate.add_command(_method_command(_spec))
+
+
+@mitigate.command("list")
+@click.option("--family", help="Only methods of this family.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True)  # fmt: skip
+@click.option("--definitions", is_flag=True, help="Also print each method's definition.")
+def list_command(family: str | None, fmt: str, definitions: bool) -> None:
+    """Print the 18 methods with family, target bias, hyperparameters and backends."""
+    from analysis.mitigation.registry import method_table
+
+    table = method_table()
+    if family:
+        table = table.loc[table["family"] == family]
+    if not definitions and fmt == "table":
+        table = table.drop(columns="definition")
+    if fmt == "csv":
+        click.echo(table.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        click.echo(json.dumps(table.to_dict("records"), indent=2))
+    else:
+        click.echo(table.to_string(index=False))
+
+
+@mitigate.command("run")
+@click.argument("method")
+@click.option("--set", "sets", multiple=True, help="Hyperparameter NAME=VALUE, repeatable.")
+@click.option("--task", type=click.Choice(["summarize", "fact-check"]),
+              help="Task of the baseline (methods know their own).")  # fmt: skip
+@_io_options
+def run_command(method: str, sets: tuple[str, ...], **kw: Any) -> None:
+    """Run METHOD (or ``baseline``) over --input into --out."""
+    params: dict[str, str] = {}
+    for item in sets:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint="--set")
+        params[name.strip().replace("-", "_")] = value.strip()
+    _run(method, params, kw)
+
+
+def _embedder(spec: str) -> Callable[..., Any]:
+    """``default`` (all-MiniLM-L6-v2), ``hashing`` (no model; smoke runs only) or a model path."""
+    if spec == "hashing":
+
+        def embed(texts: Any) -> Any:
+            from sklearn.feature_extraction.text import HashingVectorizer
+
+            vec = HashingVectorizer(n_features=2**12, alternate_sign=False)
+            return vec.transform(list(texts)).toarray()
+
+        return embed
+    from analysis.metrics.embed import sentence_transformer_embedder
+
+    return sentence_transformer_embedder(None if spec == "default" else spec)
+
+
+def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    return _apply([*_INPUT_OPTIONS, *_BACKEND_OPTIONS], func)
+
+
+@mitigate.command("compare")
+@click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Documents to summarise (item_id, text); repeat for several datasets, each "
+    "named after its file.",
+)
+@click.option(
+    "--facts",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Fact-check statements (item_id, text, pair_id, truth, date).",
+)
+@click.option(
+    "--methods",
+    default="all",
+    show_default=True,
+    help="'all' or a comma-separated list of methods; the baseline always runs.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for records, tables and the plot (re-runs resume).",
+)
+@click.option(
+    "--judge",
+    default="model",
+    show_default=True,
+    help="Framing judge: 'model' (the model under test), 'vader' (lexicon baseline) "
+    "or another checkpoint/served model name.",
+)
+@click.option(
+    "--embedder",
+    default="default",
+    show_default=True,
+    help="Primacy embedder: 'default' (all-MiniLM-L6-v2), a sentence-transformers "
+    "path, or 'hashing' (bag of words, for smoke runs only).",
+)
+@click.option("--cutoff", help="The model's knowledge cutoff (ISO date) for the fact checks.")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="ψpri margin.")
+@click.option(
+    "--set", "sets", multiple=True, help="METHOD.NAME=VALUE hyperparameter override, repeatable."
+)
+@_compare_options
+def compare_command(
+    datasets: tuple[str, ...],
+    facts: str | None,
+    methods: str,
+    out_dir: str,
+    judge: str,
+    embedder: str,
+    cutoff: str | None,
+    alpha: float,
+    sets: tuple[str, ...],
+    **kw: Any,
+) -> None:
+    """Run the baseline and the methods and write the seed study's comparison tables."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from analysis.llm.backends import make_backend
+    from analysis.mitigation.compare import plot_comparison, run_comparison, select_methods
+
+    if not datasets and not facts:
+        raise click.UsageError("give --dataset FILE (summaries) and/or --facts FILE")
+    try:
+        chosen = select_methods(methods)
+    except KeyError as exc:
+        raise click.BadParameter(str(exc).strip("'\""), param_hint="--methods") from exc
+    params: dict[str, dict[str, str]] = {}
+    for item in sets:
+        target, sep, value = item.partition("=")
+        method, dot, name = target.partition(".")
+        if not sep or not dot:
+            raise click.BadParameter(f"expected METHOD.NAME=VALUE, got {item!r}", "--set")
+        params.setdefault(method.strip(), {})[name.strip().replace("-", "_")] = value.strip()
+    summary_items = [
+        item for path in datasets for item in _items(path, kw, dataset=Path(path).stem)
+    ]
+    fact_items = _items(facts, kw) if facts else []
+    backend = _backend(kw)
+    if judge == "model":
+        judge_backend = backend
+    elif judge == "vader":
+        judge_backend = make_backend("vader", None)
+    else:
+        judge_backend = _backend({**kw, "model": judge})
+    try:
+        result = run_comparison(
+            backend,
+            out_dir,
+            methods=chosen,
+            summary_items=summary_items,
+            fact_items=fact_items,
+            judge=judge_backend,
+            embedder=_embedder(embedder) if summary_items else None,
+            cutoff=cutoff,
+            params=params,
+            alpha=alpha,
+            progress=not kw["no_progress"],
+        )
+    except (KeyError, ValueError) as exc:
+        raise click.ClickException(str(exc).strip("'\"")) from exc
+    out = Path(out_dir)
+    for run in result.runs:
+        click.echo(run.describe())
+    if result.summarization is not None:
+        result.summarization.to_csv(out / "summarization_table.csv", index=False)
+        ax = plot_comparison(result.summarization)
+        ax.figure.tight_layout()
+        ax.figure.savefig(out / "summarization_table.png", dpi=110)
+        plt.close(ax.figure)
+        click.echo(result.summarization[
+            ["dataset", "method", "phi_frame", "s_b", "s_m", "s_e", "psi_pri"]
+        ].to_string(index=False, float_format=lambda v: f"{v:.3f}"))  # fmt: skip
+    if result.fact_checking is not None:
+        result.fact_checking.to_csv(out / "fact_check_table.csv", index=False)
+        click.echo(result.fact_checking[
+            ["period", "method", "actual_acc", "falsified_acc", "strict_acc"]
+        ].to_string(index=False, float_format=lambda v: f"{v:.3f}"))  # fmt: skip
+    click.echo(f"tables and plot in {out}")
+    if any(run.n_failed for run in result.runs):
+        sys.exit(1)

@@ -1,0 +1,107 @@
+"""`framelab mitigate list|METHOD|run|compare` through click's test runner."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from analysis.cli.mitigate import mitigate
+from tests.analysis.mitigation.test_compare import FACTS
+from tests.analysis.mitigation.test_runner import DOCS
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def docs_file(tmp_path):
+    return _write_jsonl(tmp_path / "docs.jsonl", DOCS)
+
+
+def _invoke(args):
+    result = CliRunner().invoke(mitigate, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_list_prints_the_18_methods():
+    out = _invoke(["list", "--format", "json"])
+    rows = json.loads(out)
+    assert len(rows) == 18
+    mirostat = next(r for r in rows if r["method"] == "mirostat")
+    assert mirostat["hyperparameters"] == "target=2.0, eta=0.1"
+    assert mirostat["backends"] == "transformers"
+    assert mirostat["family"] == "decoding"
+    table = _invoke(["list"])
+    assert "balanced-coverage" in table and "gamma=1.5, tolerance=0.05" in table
+
+
+def test_each_method_is_a_command_with_its_hyperparameters_as_options():
+    command = mitigate.commands["weighted-tokens"]
+    options = {p.name: p for p in command.params}
+    assert options["negative"].opts == ["--negative"] and options["negative"].default == 0.3
+    assert options["middle"].default == 2.0 and options["n_keywords"].opts == ["--n-keywords"]
+    assert len(mitigate.commands) == 18 + 3  # the methods, list, run, compare
+    assert "[default: 0.3]" in " ".join(_invoke(["weighted-tokens", "--help"]).split())
+
+
+def test_method_command_runs_and_resumes(tiny_model_dir, docs_file, tmp_path):
+    out = tmp_path / "s.jsonl"
+    args = [
+        "position-shuffle",
+        "--input",
+        docs_file,
+        "--out",
+        out,
+        "--model",
+        tiny_model_dir,
+        "--max-new-tokens",
+        "4",
+        "--device",
+        "cpu",
+        "--shuffle-seed",
+        "3",
+        "--no-progress",
+    ]
+    first = _invoke(args)
+    assert "2 of 2 items done" in first
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["method"] for r in records} == {"position-shuffle"}
+    assert records[0]["hyperparameters"] == {"shuffle_seed": 3}
+    assert "nothing to do" in _invoke(args)
+
+
+def test_run_command_takes_hyperparameters_by_name(tiny_model_dir, docs_file, tmp_path):
+    out = tmp_path / "s.jsonl"
+    _invoke(["run", "self-debias", "--set", "refresh-every=2", "--input", docs_file, "--out", out,
+             "--model", tiny_model_dir, "--max-new-tokens", "4", "--device", "cpu",
+             "--no-progress"])  # fmt: skip
+    record = json.loads(out.read_text().splitlines()[0])
+    assert record["hyperparameters"] == {"decay": 10.0, "refresh_every": 2}
+    bad = CliRunner().invoke(
+        mitigate,
+        ["run", "self-debias", "--set", "lam=1", "--input", str(docs_file), "--out",
+         str(tmp_path / "x.jsonl"), "--model", str(tiny_model_dir), "--no-progress"],
+    )  # fmt: skip
+    assert bad.exit_code != 0 and "has no hyperparameter 'lam'" in bad.output
+
+
+def test_compare_writes_both_tables_and_the_plot(tiny_model_dir, docs_file, tmp_path):
+    facts = _write_jsonl(tmp_path / "facts.jsonl", FACTS)
+    out = tmp_path / "cmp"
+    text = _invoke(["compare", "--dataset", docs_file, "--facts", facts, "--methods", "all",
+                    "--model", tiny_model_dir, "--out", out, "--judge", "vader",
+                    "--embedder", "hashing", "--cutoff", "2023-06-30", "--max-new-tokens", "4",
+                    "--device", "cpu", "--no-progress"])  # fmt: skip
+    summary = pd.read_csv(out / "summarization_table.csv")
+    assert len(summary) == 16 and summary["method"].iloc[0] == "baseline"
+    assert (summary["dataset"] == "reviews").all()  # the items name their dataset
+    facts_table = pd.read_csv(out / "fact_check_table.csv")
+    assert facts_table.groupby("period").size().to_dict() == {"all": 4, "post": 4, "pre": 4}
+    assert (out / "summarization_table.png").stat().st_size > 1000
+    assert "strict_acc" in text and "psi_pri" in text
