@@ -181,14 +181,20 @@ def summary_positions(
     for key, group in grouped:
         sentences = split[key]
         n = len(sentences)
+        # One mapping call per article: the vectorizer is fitted once for all its summaries.
+        owners: list[tuple[str, int]] = []
+        summ: list[str] = []
         for system, text in zip(group["system"], group["summary"], strict=True):
-            summ = split_sentences("" if pd.isna(text) else str(text))
-            for i, idx in enumerate(map_sentences(sentences, summ, method=method, scorer=scorer)):
-                if idx is None:
-                    rows.append((key, system, i, n, np.nan, np.nan, np.nan))
-                else:
-                    seg = segment_of(idx, n, k)
-                    rows.append((key, system, i, n, idx, seg, (seg - 0.5) / k))
+            parts = split_sentences("" if pd.isna(text) else str(text))
+            owners.extend((system, i) for i in range(len(parts)))
+            summ.extend(parts)
+        best = map_sentences(sentences, summ, method=method, scorer=scorer)
+        for (system, i), idx in zip(owners, best, strict=True):
+            if idx is None:
+                rows.append((key, system, i, n, np.nan, np.nan, np.nan))
+            else:
+                seg = segment_of(idx, n, k)
+                rows.append((key, system, i, n, idx, seg, (seg - 0.5) / k))
     columns = ["id", "system", "sentence", "n_article_sentences", "article_sentence", "segment"]
     return pd.DataFrame(rows, columns=[*columns, "position"])
 
