@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--embedder", default="minilm", help="minilm, hash, or a model path")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--chunk-words", type=int, default=0, help="window the thirds (0: off)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -85,6 +86,10 @@ def main() -> None:
             model, device=args.device, batch_size=args.encode_batch
         )
         t_load = time.perf_counter() - t0
+    if args.chunk_words:
+        from analysis.metrics.embed import chunked
+
+        embedder = chunked(embedder, words=args.chunk_words)
 
     t0 = time.perf_counter()
     sims = primacy_similarities(data, embedder=embedder, batch_size=args.batch_size, progress=True)
@@ -100,6 +105,7 @@ def main() -> None:
         "embedder": args.embedder,
         "device": args.device,
         "torch_threads": args.threads,
+        "chunk_words": args.chunk_words,
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "seconds_data": round(t_data, 2),

@@ -83,15 +83,18 @@ def _cutoffs(values: Sequence[str]) -> dict[str, str]:
     return cutoffs
 
 
-def _embedder(model: str, device: str | None, batch_size: int, prefix: str):
-    from analysis.metrics.embed import sentence_transformer_embedder
+def _embedder(model: str, device: str | None, batch_size: int, prefix: str,
+              max_seq_length: int | None, chunk_words: int):  # fmt: skip
+    from analysis.metrics.embed import chunked, sentence_transformer_embedder
 
     try:
-        return sentence_transformer_embedder(
-            model, device=device, batch_size=batch_size, prefix=prefix
-        )
+        embedder = sentence_transformer_embedder(
+            model, device=device, batch_size=batch_size, prefix=prefix,
+            max_seq_length=max_seq_length,
+        )  # fmt: skip
     except ImportError as exc:
         raise click.ClickException(f"{exc} (pip install 'framelab[llm]')") from exc
+    return chunked(embedder, words=chunk_words) if chunk_words else embedder
 
 
 @click.group()
@@ -120,6 +123,10 @@ EMBED_OPTIONS = [
     click.option("--device", default=None, help="cpu, cuda, … (default: automatic)."),
     click.option("--batch-size", default=64, show_default=True, help="Texts per forward pass."),
     click.option("--prefix", default="", help='Prepended to every text (E5: "query: ").'),
+    click.option("--max-seq-length", type=int, default=None,
+                 help="Model input limit in word pieces (MiniLM: 256; longer text is cut)."),
+    click.option("--chunk-words", type=int, default=0, show_default=True,
+                 help="Embed long texts as the mean of windows of this many words (0: off)."),
 ]  # fmt: skip
 PRIMACY_OPTIONS = [
     click.option("--unit", type=click.Choice(["tokens", "sentences"]), default="tokens",
@@ -145,14 +152,14 @@ def _apply(options):
 @INPUT
 @OUT
 @_apply(EMBED_OPTIONS + PRIMACY_OPTIONS)
-def primacy(inputs, out, embed_model, device, batch_size, prefix, unit, alpha, source_field,
-            summary_field) -> None:  # fmt: skip
+def primacy(inputs, out, embed_model, device, batch_size, prefix, max_seq_length, chunk_words,
+            unit, alpha, source_field, summary_field) -> None:  # fmt: skip
     """Similarity of summaries to source thirds, ψpri, ψrec and the s_b vs s_m t-test."""
     from analysis.metrics.report import ReportOptions, primacy_section
 
     opts = ReportOptions(alpha=alpha, unit=unit, source_field=source_field,
                          summary_field=summary_field)  # fmt: skip
-    embedder = _embedder(embed_model, device, batch_size, prefix)
+    embedder = _embedder(embed_model, device, batch_size, prefix, max_seq_length, chunk_words)
     section = primacy_section(_records(inputs), opts, embedder)
     _write(section, out)
     _show(section, "primacy_scores")
@@ -338,7 +345,8 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
 @_apply(EXTRACTION_OPTIONS + POSITION_OPTIONS)
 @click.option("--k", "k", default=3, show_default=True, help="Position-bias segments.")
 @click.option("--any-judge", is_flag=True, help="Framing: pair labels from different judges.")
-def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, unit, alpha,
+def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, max_seq_length,
+           chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field,
            human_field, generated_field, length_filter, bins, lexicon, left_field, right_field,
            n_bins, mapping, gold_field, k, any_judge) -> None:  # fmt: skip
@@ -355,7 +363,11 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, uni
         n_bins=n_bins, match_judge=not any_judge,
     )  # fmt: skip
     needs_embedder = not no_primacy and "task" in records and (records["task"] == "summarize").any()
-    embedder = _embedder(embed_model, device, batch_size, prefix) if needs_embedder else None
+    embedder = (
+        _embedder(embed_model, device, batch_size, prefix, max_seq_length, chunk_words)
+        if needs_embedder
+        else None
+    )
     sections = build_report(records, options=opts, embedder=embedder)
     images: dict[str, str] = {}
     for section in sections:

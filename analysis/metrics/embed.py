@@ -12,7 +12,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["DEFAULT_MODEL", "Embedder", "default_model_path", "sentence_transformer_embedder"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "Embedder",
+    "chunked",
+    "default_model_path",
+    "sentence_transformer_embedder",
+]
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
@@ -43,6 +49,7 @@ def sentence_transformer_embedder(
     batch_size: int = 64,
     device: str | None = None,
     prefix: str = "",
+    max_seq_length: int | None = None,
 ) -> Embedder:
     """Load a sentence-transformers model (offline) and return it as an embedder.
 
@@ -57,6 +64,9 @@ def sentence_transformer_embedder(
         ``"cpu"``, ``"cuda"``, …; default lets sentence-transformers choose.
     prefix : str, default ""
         Prepended to every text; E5 models expect ``"query: "`` or ``"passage: "``.
+    max_seq_length : int, optional
+        Override the model's input limit in word pieces (all-MiniLM-L6-v2: 256, at most 512);
+        longer texts are truncated by the model. See :func:`chunked` to cover long texts.
 
     Returns
     -------
@@ -70,6 +80,8 @@ def sentence_transformer_embedder(
 
     path = default_model_path() if model in (None, DEFAULT_MODEL) else model
     encoder = SentenceTransformer(str(path), device=device)
+    if max_seq_length:
+        encoder.max_seq_length = max_seq_length
 
     def embed(texts: Sequence[str]) -> np.ndarray:
         return encoder.encode(
@@ -79,5 +91,47 @@ def sentence_transformer_embedder(
             convert_to_numpy=True,
             show_progress_bar=False,
         )
+
+    return embed
+
+
+def chunked(embedder: Embedder, *, words: int = 150) -> Embedder:
+    """Wrap an embedder so long texts are embedded as the mean of windows of ``words`` words.
+
+    Sentence encoders truncate their input (all-MiniLM-L6-v2 after 256 word pieces, roughly 190
+    English words), so a third of a 2,000-token source would be represented by its opening only.
+    Each window is embedded and L2-normalised; a text's vector is the normalised mean of its
+    windows. Texts of at most ``words`` words are embedded as they are.
+
+    Parameters
+    ----------
+    embedder : callable
+        The embedder to wrap.
+    words : int, default 150
+        Whitespace words per window.
+
+    Returns
+    -------
+    callable
+        ``texts -> ndarray`` with one row per text.
+    """
+    if words < 1:
+        raise ValueError(f"words must be positive, got {words}")
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        windows: list[str] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            tokens = text.split()
+            for start in range(0, max(len(tokens), 1), words):
+                windows.append(" ".join(tokens[start : start + words]))
+                owner.append(i)
+        vectors = np.asarray(embedder(windows), dtype=float)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        sums = np.zeros((len(texts), vectors.shape[1]))
+        np.add.at(sums, np.asarray(owner), vectors)
+        lengths = np.linalg.norm(sums, axis=1, keepdims=True)
+        return np.divide(sums, lengths, out=np.zeros_like(sums), where=lengths > 0)
 
     return embed

@@ -124,3 +124,20 @@ def test_real_minilm_prefers_the_copied_third():
     data = pd.DataFrame({"source": [source], "summary": [summary]})
     row = primacy_similarities(data, embedder=embedder, unit="sentences").iloc[0]
     assert row["s_b"] > row["s_m"] + 0.2 and row["s_b"] > row["s_e"] + 0.2
+
+
+def test_chunked_embedder_sees_past_the_window(bow):
+    from analysis.metrics.embed import chunked
+
+    base = bow(VOCAB)
+    embed = chunked(base, words=2)
+    # "apple apple | dog": windows apple+apple -> e_apple, dog -> e_dog; mean normalised.
+    vec = embed(["apple apple dog", "hat", ""])
+    assert base.calls == [4]  # 2 windows + 1 + 1 (an empty text is one empty window)
+    expected = np.zeros(len(VOCAB))
+    expected[[VOCAB.index("apple"), VOCAB.index("dog")]] = 1 / math.sqrt(2)
+    assert np.allclose(vec[0], expected)
+    assert vec[1][VOCAB.index("hat")] == pytest.approx(1.0)
+    assert np.allclose(vec[2], 0.0)
+    with pytest.raises(ValueError, match="positive"):
+        chunked(base, words=0)
