@@ -350,11 +350,14 @@ class Mirostat:
             surprise = -self._previous.gather(1, chosen[:, None]).squeeze(1).double().cpu()
             surprise = surprise.numpy()
             self.observed.append(surprise)
-            self.mu = self.mu - self.eta * (surprise - self.target)
+            # A finished row is fed padding, which may have been cut (infinite surprise): its
+            # mu is frozen rather than driven to -inf.
+            live = np.isfinite(surprise)
+            self.mu[live] = self.mu[live] - self.eta * (surprise[live] - self.target)
         logp = torch.log_softmax(scores.float(), dim=-1)
         mu = torch.tensor(self.mu, dtype=logp.dtype, device=logp.device)[:, None]
         keep = -logp <= mu
-        keep[torch.arange(len(keep)), logp.argmax(dim=-1)] = True
+        keep[torch.arange(len(keep), device=keep.device), logp.argmax(dim=-1)] = True
         truncated = logp.masked_fill(~keep, -math.inf)
         self._previous = torch.log_softmax(truncated, dim=-1)
         return self._previous.to(scores.dtype)

@@ -70,11 +70,31 @@ def paragraph_attention(
     )
     offsets = enc.pop("offset_mapping")[0].tolist()
     enc = enc.to(model.device)
-    with _eager_attention(model), torch.inference_mode():
-        out = model(**enc, output_attentions=True)
-    # (layers, heads, key positions) from the last query position, averaged over layers and heads.
-    received = torch.stack([a[0, :, -1, :] for a in out.attentions]).float().mean(dim=(0, 1))
-    received = received.cpu().numpy()
+    rows: list[Any] = []
+
+    def keep_last_row(module: Any, args: Any, output: Any) -> None:
+        # Eager attention returns (output, weights); only the last query row is kept, so memory
+        # stays at one layer's weights instead of all layers' (tens of GB for a long prompt).
+        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+        if weights is not None and getattr(weights, "dim", lambda: 0)() == 4:
+            rows.append(weights[0, :, -1, :].float().mean(dim=0).cpu())
+
+    modules = [m for name, m in model.named_modules() if name.endswith("self_attn")]
+    handles = [m.register_forward_hook(keep_last_row) for m in modules]
+    # The base model skips the LM head: its logits over the whole prompt are not needed.
+    body = getattr(model, "base_model", model)
+    try:
+        with _eager_attention(model), torch.inference_mode():
+            body(**enc)
+    finally:
+        for handle in handles:
+            handle.remove()
+    if not rows:
+        raise ValueError(
+            f"{type(model).__name__} exposes no attention weights through its self_attn modules"
+        )
+    # Attention from the last query position to every key, averaged over layers and heads.
+    received = torch.stack(rows).mean(dim=0).numpy()
     scores = np.zeros(len(units))
     for j, (a, b) in enumerate(spans):
         tokens = [i for i, (s, e) in enumerate(offsets) if s < b and e > a]

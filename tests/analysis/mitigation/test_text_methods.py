@@ -134,6 +134,30 @@ def test_paragraph_attention_sums_to_the_attention_on_the_units(tiny):
     assert scores.shape == (2,) and np.all(scores > 0) and np.all(scores < 1)
 
 
+def test_paragraph_attention_equals_the_models_attention_outputs(tiny, tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model, tok = tiny
+    units = ["Alpha bravo charlie.", "The battery lasts a long time.", "I love them."]
+    prompt = "Summarize:\n" + "\n\n".join(units) + "\nSummary:"
+    enc = tok(prompt, return_tensors="pt", add_special_tokens=False, return_offsets_mapping=True)
+    offsets = enc.pop("offset_mapping")[0].tolist()
+    with torch.inference_mode():
+        att = model(**enc, output_attentions=True).attentions
+    last = torch.stack([a[0, :, -1, :] for a in att]).mean(dim=(0, 1)).numpy()
+    expected = []
+    for unit in units:
+        a = prompt.index(unit)
+        b = a + len(unit)
+        expected.append(last[[i for i, (s, e) in enumerate(offsets) if s < b and e > a]].mean())
+    assert np.allclose(paragraph_attention(model, tok, prompt, units), expected, atol=1e-6)
+    # An SDPA model is switched to eager attention for the measurement, then back.
+    sdpa = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa")
+    assert np.allclose(paragraph_attention(sdpa, tok, prompt, units), expected, atol=1e-5)
+    assert sdpa.config._attn_implementation == "sdpa"
+
+
 def test_attention_sort_orders_units_from_least_to_most_attended(tiny):
     model, tok = tiny
     text = "Alpha bravo charlie.\n\nThe battery lasts a long time.\n\nI love them.\n\nKilo lima."
@@ -149,5 +173,3 @@ def test_attention_sort_orders_units_from_least_to_most_attended(tiny):
     second_order = [expected[i] for i in np.argsort(history[1], kind="stable")]
     assert chunking.paragraphs(reordered) == second_order
     assert len(history) == 2
-    # The model is back on its original attention implementation afterwards.
-    assert model.config._attn_implementation == "eager"
