@@ -115,3 +115,62 @@ def test_decoding_method_needs_transformers(tmp_path):
 def test_knowledge_boundary_needs_a_cutoff(backend, tmp_path):
     with pytest.raises(ValueError, match="cutoff"):
         run_method("knowledge-boundary", FACTS, backend, tmp_path / "o.jsonl", progress=False)
+
+
+class EchoBackend:
+    """An ``openai``-like backend without a model: answers with the prompt's length and settings.
+
+    It records the settings in force for each request, so a test sees which pass ran with which
+    token limit.
+    """
+
+    name = "openai"
+
+    def __init__(self) -> None:
+        from analysis.llm.backends.base import GenerationSettings
+
+        self.model_id = "echo"
+        self.model = "echo"
+        self.settings = GenerationSettings(max_new_tokens=50)
+        self.seen: list[tuple[str, int]] = []
+
+    def generate(self, requests):
+        from analysis.llm.backends.base import Completion
+
+        for r in requests:
+            self.seen.append((r.key.split("\x1f")[1], self.settings.max_new_tokens))
+            prompt = r.messages[-1]["content"]
+            yield r, Completion(f"FINAL_SUMMARY: {len(prompt)} chars", 10, 3)
+
+    def info(self):
+        return {"backend": self.name, "model": self.model_id}
+
+
+def test_self_help_rewrite_pass_runs_with_300_tokens(tmp_path):
+    backend = EchoBackend()
+    run_method("self-help-debias", DOCS[:1], backend, tmp_path / "o.jsonl", progress=False)
+    assert backend.seen == [("draft", 50), ("critique", 50), ("rewrite", 300)]
+    assert backend.settings.max_new_tokens == 50  # restored afterwards
+
+
+def test_prompt_and_chunk_methods_run_on_a_server_backend(tmp_path):
+    from analysis.mitigation.chunking import chunk_document
+
+    out = tmp_path / "o.jsonl"
+    for name in ("chain-of-thought", "partial-summaries", "weighted-summaries", "cloze"):
+        run_method(name, DOCS, EchoBackend(), out, progress=False)
+    records = {(r["method"], r["item_id"]): r for r in _lines(out)}
+    cot = records[("chain-of-thought", "d1")]
+    assert cot["section_found"] is True and cot["output"].endswith("chars")
+    partial = records[("partial-summaries", "d1")]
+    chunks = chunk_document(DOCS[0]["text"])
+    assert [partial["passes"][f"chunk-{i}"] for i in (1, 2, 3)] == [
+        f"FINAL_SUMMARY: {len(m)} chars"
+        for m in (
+            f"Summarize the following part ({i} of 3) of a longer text:\n\n{c}"
+            for i, c in enumerate(chunks, start=1)
+        )
+    ]
+    weighted = records[("weighted-summaries", "d2")]
+    assert weighted["budgets"] == [33, 34, 33]
+    assert weighted["output"].count("FINAL_SUMMARY") == 3  # three part summaries joined
