@@ -191,3 +191,30 @@ def test_annotation_items_with_several_models_get_distinct_ids() -> None:
     ]
     items, _ = annotation_items(records)
     assert [i["item_id"] for i in items] == ["s1.prefix.org-llama-3", "s1.prefix.mistral"]
+
+
+# The webapp's forms still pass SelectField choices as tuples (wtforms 3.3 deprecation): not ours.
+@pytest.mark.filterwarnings("ignore:Passing SelectField choices as tuples:DeprecationWarning")
+def test_bots_complete_a_built_study(tmp_path: Path) -> None:
+    """`framelab study load` accepts the built set and simulated participants finish it."""
+    from webapp import create_app
+    from webapp.bots import run_bots
+    from webapp.extensions import db
+    from webapp.services.studies import get_study, load_study
+
+    built = build_product_pairs(ROWS, tmp_path / "stimuli", slug="built-bots")
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": "test-" + "x" * 32,
+            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'db.sqlite'}",
+        }
+    )
+    with app.app_context():
+        db.create_all()
+        assert load_study(built.study_path).action == "created"
+        definition = get_study("built-bots").definition
+        db.session.remove()  # release SQLite before the bots' own requests write
+    summary = run_bots(app, definition, n=4, seed=1)
+    assert summary.errors == []
+    assert summary.counts == {"completed": 4}
