@@ -38,7 +38,7 @@ def _fail(exc: Exception) -> click.ClickException:
 )
 @click.option(
     "--wtp-model",
-    type=click.Choice(["auto", "crossed", "pair_fixed"]),
+    type=click.Choice(["auto", "crossed", "crossed_sparse", "pair_fixed"]),
     default="auto",
     show_default=True,
     help="WTP mixed model; auto picks by size (see docs/analysis.md).",

@@ -77,9 +77,11 @@ CHOICE_SPECS = {
         "repeated choices within participants"
     ),
     "wtp_model": (
-        "linear mixed model (statsmodels MixedLM, REML): crossed random intercepts for "
-        "participant and pair (one group, two variance components), or pair as fixed effect + "
-        "participant random intercept when the dense crossed fit is too large; Wald z test"
+        "linear mixed model, REML: wtp ~ format + (1 | participant) + (1 | pair). Small data: "
+        "statsmodels MixedLM, one group with two variance components (crossed); large data: "
+        "the same model by profiled REML in a sparse formulation (crossed_sparse, checked "
+        "against lme4); or pair as fixed effect + participant random intercept (pair_fixed). "
+        "Wald z test; a fit that did not converge is never reported"
     ),
     "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
 }
@@ -108,7 +110,7 @@ def analyze_choice(
         Multiple-comparison correction across pairs.
     wtp_transform : {None, "log"}
         Premium in percent, or ``log(1 + pct/100)``.
-    wtp_model : {"auto", "crossed", "pair_fixed"}
+    wtp_model : {"auto", "crossed", "crossed_sparse", "pair_fixed"}
         Mixed model for WTP (see :func:`analysis.stats.wtp.wtp_mixed`).
     max_crossed_cells : int, optional
         Size budget for the crossed fit.
