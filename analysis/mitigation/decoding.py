@@ -16,6 +16,7 @@ All processors read the source document of each row (the text being summarised) 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -257,6 +258,12 @@ def middle_keywords(source: str, k: int = 10) -> list[str]:
     return [str(vocab[i]) for i in order[:k] if weights[i] > 0]
 
 
+@functools.lru_cache(maxsize=8)
+def _negative_ids(tokenizer: Any, threshold: float) -> tuple[int, ...]:
+    # Tokenizing the ~3,000 VADER words takes a fraction of a second; once per tokenizer will do.
+    return tuple(single_token_ids(tokenizer, negative_words(threshold)))
+
+
 class WeightedTokenDecoding:
     """Multiply the probability of listed tokens by fixed factors.
 
@@ -304,7 +311,7 @@ class WeightedTokenFactory:
         return mapping
 
     def __call__(self, ctx: Any) -> WeightedTokenDecoding:
-        negative_ids = single_token_ids(ctx.tokenizer, negative_words(self.valence_threshold))
+        negative_ids = _negative_ids(ctx.tokenizer, self.valence_threshold)
         return WeightedTokenDecoding(
             [self.weights(ctx.tokenizer, source_text(r), negative_ids) for r in ctx.requests]
         )

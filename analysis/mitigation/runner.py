@@ -602,9 +602,16 @@ def run_method(
     t0 = time.perf_counter()
 
     item_list = [dict(i) for i in items]
+    # Methods that split the source into thirds or chunks need at least three words of it.
+    needs_parts = spec is not None and spec.family in {"chunk", "decoding"}
     for item in item_list:
         if "text" not in item or item["text"] in (None, ""):
             raise ValueError(f"item {item.get('item_id')!r} has no 'text'")
+        if needs_parts and len(str(item["text"]).split()) < 3:
+            raise ValueError(
+                f"{name} splits the source into parts: item {item.get('item_id')!r} has fewer "
+                "than 3 words"
+            )
     model = model_name(backend)
     base = {"model": model, "task": plan.task, "method": name, "template_hash": thash}
     store = ResultStore(out)

@@ -174,3 +174,9 @@ def test_prompt_and_chunk_methods_run_on_a_server_backend(tmp_path):
     weighted = records[("weighted-summaries", "d2")]
     assert weighted["budgets"] == [33, 34, 33]
     assert weighted["output"].count("FINAL_SUMMARY") == 3  # three part summaries joined
+
+
+def test_part_based_methods_refuse_too_short_sources(backend, tmp_path):
+    short = [{"item_id": "s1", "text": "Too short"}]
+    with pytest.raises(ValueError, match="item 's1' has fewer than 3 words"):
+        run_method("balanced-coverage", short, backend, tmp_path / "o.jsonl", progress=False)
