@@ -242,3 +242,50 @@ def test_factories_run_inside_generate(tiny, factory):
         )
     assert out.shape[1] <= enc["input_ids"].shape[1] + 6
     assert repr(factory).startswith(type(factory).__name__ + "(")
+
+
+def _greedy(model, tok, enc, processors=()):
+    from transformers import LogitsProcessorList
+
+    with torch.inference_mode():
+        out = model.generate(
+            **enc,
+            max_new_tokens=30,
+            do_sample=False,
+            pad_token_id=tok.pad_token_id,
+            logits_processor=LogitsProcessorList(list(processors)),
+        )
+    return out[0, enc["input_ids"].shape[1] :].tolist()
+
+
+def _source_opening_with(tok, generated: list[int]) -> str:
+    """A source whose first third is made of the words the model produces unsteered."""
+    import re
+
+    words = re.findall(r"\b\w\w+\b", tok.decode(generated, skip_special_tokens=True).lower())
+    assert words, "the unsteered output has no word to build the source from"
+    return " ".join((words * 6)[:6]) + f" {MIDDLE} {END}"
+
+
+def test_balanced_coverage_steers_generation_toward_uncovered_thirds(tiny):
+    model, tok = tiny
+    enc = tok(["Summarize: the battery"], return_tensors="pt", add_special_tokens=False)
+    plain = _greedy(model, tok, enc)
+    source = _source_opening_with(tok, plain)
+    proc = dec.ForcedBalancedCoverage([source], tok, enc["input_ids"].shape[1])
+    steered = _greedy(model, tok, enc, [proc])
+    parts = [set(tok.encode(p, add_special_tokens=False)) for p in proc.coverage[0].parts]
+    later = (parts[1] | parts[2]) - parts[0]
+    assert any(proc.boosted_parts)  # the unsteered opening covers only the beginning
+    assert steered != plain
+    assert sum(t in later for t in steered) > sum(t in later for t in plain)
+
+
+def test_rejection_sampling_changes_an_imbalanced_generation(tiny):
+    model, tok = tiny
+    enc = tok(["Summarize: the battery"], return_tensors="pt", add_special_tokens=False)
+    plain = _greedy(model, tok, enc)
+    source = _source_opening_with(tok, plain)
+    proc = dec.RejectionSampling([source], tok, enc["input_ids"].shape[1])
+    steered = _greedy(model, tok, enc, [proc])
+    assert proc.rejected and steered != plain
