@@ -86,16 +86,17 @@ class TransformersBackend:
     @property
     def model(self) -> Any:
         """The loaded ``PreTrainedModel`` (loaded on first use)."""
-        self._load()
+        self.load()
         return self._model
 
     @property
     def tokenizer(self) -> Any:
         """The loaded tokenizer, left-padding, with a pad token."""
-        self._load()
+        self.load()
         return self._tokenizer
 
-    def _load(self) -> None:
+    def load(self) -> None:
+        """Load tokenizer and model now (otherwise on first use)."""
         if self._model is not None:
             return
         import torch
