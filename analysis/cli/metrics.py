@@ -66,6 +66,14 @@ def _write(section, out: Path) -> dict[str, str]:
     return images
 
 
+def _build(builder, *args):
+    """Run a section builder; unusable input is a clean error naming what is wrong."""
+    try:
+        return builder(*args)
+    except (KeyError, ValueError) as exc:
+        raise click.ClickException(str(exc.args[0]) if exc.args else repr(exc)) from exc
+
+
 def _show(section, table: str) -> None:
     if table in section.tables:
         click.echo(section.tables[table].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -112,7 +120,7 @@ def framing(inputs: tuple[Path, ...], out: Path, any_judge: bool) -> None:
     """Framing change φframe and the six transitions from judge-framing records."""
     from analysis.metrics.report import ReportOptions, framing_section
 
-    section = framing_section(_records(inputs), ReportOptions(match_judge=not any_judge))
+    section = _build(framing_section, _records(inputs), ReportOptions(match_judge=not any_judge))
     _write(section, out)
     _show(section, "framing_change")
 
@@ -160,7 +168,7 @@ def primacy(inputs, out, embed_model, device, batch_size, prefix, max_seq_length
     opts = ReportOptions(alpha=alpha, unit=unit, source_field=source_field,
                          summary_field=summary_field)  # fmt: skip
     embedder = _embedder(embed_model, device, batch_size, prefix, max_seq_length, chunk_words)
-    section = primacy_section(_records(inputs), opts, embedder)
+    section = _build(primacy_section, _records(inputs), opts, embedder)
     _write(section, out)
     _show(section, "primacy_scores")
 
@@ -187,7 +195,7 @@ def hallucination(inputs, out, cutoffs, pair_field, truth_field, date_field) -> 
 
     opts = ReportOptions(cutoffs=_cutoffs(cutoffs), pair_field=pair_field,
                          truth_field=truth_field, date_field=date_field)  # fmt: skip
-    section = hallucination_section(_records(inputs), opts)
+    section = _build(hallucination_section, _records(inputs), opts)
     _write(section, out)
     _show(section, "hallucination_scores")
     _show(section, "hallucination_gap")
@@ -238,7 +246,7 @@ def position(inputs, out, k, mapping, gold_field, id_field, article_field, summa
             data = position_input_from_records(records, gold=gold_field)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from exc
-    section = position_section(data, opts)
+    section = _build(position_section, data, opts)
     if not section.tables:
         raise click.ClickException("; ".join(section.notes))
     _write(section, out)
@@ -301,7 +309,7 @@ def judge_overlap(inputs, out, human_field, generated_field, length_filter, bins
 
     opts = ReportOptions(human_field=human_field, generated_field=generated_field,
                          length_filter=length_filter, bins=bins)  # fmt: skip
-    section = overlap_section(_records(inputs), opts)
+    section = _build(overlap_section, _records(inputs), opts)
     _write(section, out)
     outcomes = section.tables["judge_outcomes"]
     click.echo(outcomes.groupby(["judge", "outcome"]).size().to_string())
@@ -332,7 +340,7 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
 
     opts = ReportOptions(lexicon=_lexicon(lexicon), left_field=left_field,
                          right_field=right_field, n_bins=n_bins)  # fmt: skip
-    section = extraction_section(_records(inputs), opts)
+    section = _build(extraction_section, _records(inputs), opts)
     _write(section, out)
     _show(section, "extraction_by_position")
 

@@ -146,13 +146,10 @@ def judge_outcomes(
     df["system"] = df["first"].where(df["first"] != gt, df["second"])
     df["order"] = np.where(df["first"] == gt, "gt_first", "gt_second")
     # A rerun of the same order replaces the earlier verdict.
-    wide = df.pivot_table(
-        index=["item_id", "judge", "system"],
-        columns="order",
-        values="label",
-        aggfunc="last",
-        dropna=False,
-    ).reindex(columns=["gt_first", "gt_second"])
+    keys = ["item_id", "judge", "system"]
+    latest = df.drop_duplicates([*keys, "order"], keep="last")
+    wide = latest.pivot(index=keys, columns="order", values="label")
+    wide = wide.reindex(columns=["gt_first", "gt_second"])
     wide = wide.astype(object).where(wide.notna(), None).reset_index()
     wide = wide.rename(columns={"gt_first": "choice_gt_first", "gt_second": "choice_gt_second"})
     wide.columns.name = None
@@ -196,7 +193,7 @@ def outcome_shares(
     sims = outcomes[similarity].to_numpy(dtype=float)
     # np.digitize with right=False puts the upper edge in an extra bin: fold it into the last.
     idx = np.clip(np.digitize(sims, edges) - 1, 0, len(edges) - 2)
-    outside = (sims < edges[0]) | (sims > edges[-1])
+    outside = np.isnan(sims) | (sims < edges[0]) | (sims > edges[-1])
     df = outcomes.assign(_bin=idx).loc[~outside]
     keys = list(by)
     rows = []

@@ -33,6 +33,16 @@ __all__ = [
 PlotFn = Callable[[Any], Any]
 
 
+TITLES = {
+    "framing": "Framing change (φframe)",
+    "primacy": "Primacy and coverage (s_b, s_m, s_e, ψpri)",
+    "position": "Position bias (Wasserstein distance)",
+    "hallucination": "Hallucination (strict accuracy s_TH, δH)",
+    "judge_overlap": "Judge overlap bias",
+    "extraction": "Perspective extraction coverage",
+}
+
+
 @dataclass(frozen=True)
 class ReportOptions:
     """Choices of ``framelab metrics report``; field names say which option each follows."""
@@ -87,7 +97,7 @@ def framing_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
 
     sec = Section(
         "framing",
-        "Framing change (φframe)",
+        TITLES["framing"],
         "Share of items whose summary framing differs from the source framing, and the six "
         "off-diagonal transitions in % of items, per model, dataset and method.",
     )
@@ -119,7 +129,7 @@ def primacy_section(
 
     sec = Section(
         "primacy",
-        "Primacy and coverage (s_b, s_m, s_e, ψpri)",
+        TITLES["primacy"],
         f"Cosine similarity of each summary to the beginning, middle and end third of its source "
         f"(split by {opts.unit}); ψpri = share with s_b > s_m + {opts.alpha}, ψrec = share with "
         f"s_e > s_m + {opts.alpha}; paired t-test of s_b vs s_m.",
@@ -127,12 +137,8 @@ def primacy_section(
     if embedder is None:
         sec.notes.append("skipped: no sentence embedder (run without --no-primacy).")
         return sec
-    try:
-        pairs = summary_pairs(records, source=opts.source_field, summary=opts.summary_field)
-        sims = primacy_similarities(pairs, embedder=embedder, unit=opts.unit, progress=True)
-    except (KeyError, ValueError) as exc:
-        sec.notes.append(f"skipped: {exc.args[0]}")
-        return sec
+    pairs = summary_pairs(records, source=opts.source_field, summary=opts.summary_field)
+    sims = primacy_similarities(pairs, embedder=embedder, unit=opts.unit, progress=True)
     scores = primacy_scores(sims, alpha=opts.alpha)
     sec.tables = {"primacy_items": sims, "primacy_scores": scores}
     sec.figures["primacy"] = lambda ax: plot_primacy(scores, ax)
@@ -152,17 +158,13 @@ def position_section(data: pd.DataFrame, opts: ReportOptions) -> Section:
 
     sec = Section(
         "position",
-        "Position bias (Wasserstein distance)",
+        TITLES["position"],
         f"Articles cut into K = {opts.k} segments of near-equal sentence count; each summary "
         f"sentence mapped to its most similar article sentence ({opts.mapping}); Wasserstein "
         "distance between the gold and each system's positional distribution; ROUGE F1 vs gold.",
     )
     long = systems_long(data)
-    try:
-        positions = summary_positions(long, k=opts.k, method=opts.mapping)
-    except ValueError as exc:
-        sec.notes.append(f"skipped: {exc}")
-        return sec
+    positions = summary_positions(long, k=opts.k, method=opts.mapping)
     dist = positional_distribution(positions, k=opts.k)
     sec.tables = {
         "position_bias": position_bias(positions).merge(summary_rouge(long), on="system"),
@@ -185,17 +187,13 @@ def hallucination_section(records: pd.DataFrame, opts: ReportOptions) -> Section
 
     sec = Section(
         "hallucination",
-        "Hallucination (strict accuracy s_TH, δH)",
+        TITLES["hallucination"],
         "Actual-news, falsified-news and strict (both items of a true/negated pair right) "
         "accuracy before and after each model's knowledge cutoff; δH = |s_pre − s_post|.",
     )
     rows = select_task(records, "fact-check")
-    try:
-        cols = {n: column(rows, f) for n, f in (("pair", opts.pair_field),
-                ("truth", opts.truth_field), ("date", opts.date_field))}  # fmt: skip
-    except KeyError as exc:
-        sec.notes.append(f"skipped: {exc.args[0]}")
-        return sec
+    cols = {n: column(rows, f) for n, f in (("pair", opts.pair_field),
+            ("truth", opts.truth_field), ("date", opts.date_field))}  # fmt: skip
     if not opts.cutoffs:
         sec.notes.append("no --cutoff MODEL=DATE given: only the overall period is reported.")
     scores = hallucination_scores(
@@ -223,7 +221,7 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
 
     sec = Section(
         "judge_overlap",
-        "Judge overlap bias",
+        TITLES["judge_overlap"],
         "Outcome of the two-order judgments per item (GT, Generated, tied-chose-first, "
         "tied-chose-last, other) by similarity of the generated to the human summary "
         "(mean of BLEU-1, BLEU-4, ROUGE-1, ROUGE-2).",
@@ -254,7 +252,7 @@ def extraction_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
 
     sec = Section(
         "extraction",
-        "Perspective extraction coverage",
+        TITLES["extraction"],
         "Extractive fragment coverage (Grusky et al. 2018) of each perspective summary against "
         "each source passage, by passage position, length percentile (unique terms only) and "
         "arousal percentile.",
@@ -270,6 +268,15 @@ def extraction_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
         sec.tables[f"extraction_by_{by}"] = binned
         sec.figures[f"extraction_by_{by}"] = lambda ax, b=binned: plot_extraction_coverage(b, ax)
     return sec
+
+
+def _guarded(key: str, build: Callable[..., Section], *args: Any) -> Section:
+    """Run a section builder; unusable input becomes a note instead of ending the report."""
+    try:
+        return build(*args)
+    except (KeyError, ValueError) as exc:
+        reason = exc.args[0] if exc.args else type(exc).__name__
+        return Section(key, TITLES.get(key, key), "", notes=[f"skipped: {reason}"])
 
 
 def _slug(text: str) -> str:
@@ -307,9 +314,9 @@ def build_report(
     tasks = _tasks(records)
     sections: list[Section] = []
     if "judge-framing" in tasks:
-        sections.append(framing_section(records, opts))
+        sections.append(_guarded("framing", framing_section, records, opts))
     if "summarize" in tasks:
-        sections.append(primacy_section(records, opts, embedder))
+        sections.append(_guarded("primacy", primacy_section, records, opts, embedder))
     position_rows = []
     if {"article", "summaries"} <= set(records.columns):
         flat = records.dropna(subset=["article", "summaries"])
@@ -329,13 +336,17 @@ def build_report(
                 )  # fmt: skip
             )
     if position_rows:
-        sections.append(position_section(pd.concat(position_rows, ignore_index=True), opts))
+        sections.append(
+            _guarded(
+                "position", position_section, pd.concat(position_rows, ignore_index=True), opts
+            )
+        )
     if "fact-check" in tasks:
-        sections.append(hallucination_section(records, opts))
+        sections.append(_guarded("hallucination", hallucination_section, records, opts))
     if "judge-pair" in tasks:
-        sections.append(overlap_section(records, opts))
+        sections.append(_guarded("judge_overlap", overlap_section, records, opts))
     if "perspective-summary" in tasks:
-        sections.append(extraction_section(records, opts))
+        sections.append(_guarded("extraction", extraction_section, records, opts))
     return sections
 
 

@@ -121,3 +121,25 @@ def test_length_filter_95_to_105_words():
     assert length_filter(data)["generated"].str.split().str.len().tolist() == [95, 100, 105]
     both = length_filter(data, columns=("generated", "reference"))
     assert both["generated"].str.split().str.len().tolist() == [95, 105]
+
+
+def test_two_judges_and_reruns_make_no_phantom_items():
+    judgments = _verdicts(
+        [
+            ("1", "j1", "human", "gpt", "gpt"),
+            ("1", "j1", "human", "gpt", "human"),  # a rerun of the same order wins
+            ("1", "j1", "gpt", "human", "human"),
+            ("2", "j2", "human", "gpt", "gpt"),
+            ("2", "j2", "gpt", "human", "gpt"),
+        ]
+    )
+    out = judge_outcomes(judgments)
+    assert out[["item_id", "judge", "outcome"]].values.tolist() == [
+        ["1", "j1", "GT"],
+        ["2", "j2", "Generated"],
+    ]
+
+
+def test_missing_similarity_is_not_binned():
+    outcomes = pd.DataFrame({"judge": "j", "outcome": ["GT", "GT"], "similarity": [0.2, None]})
+    assert outcome_shares(outcomes, bins=2)["n"].sum() == 1
