@@ -195,6 +195,14 @@ def run_command(method: str, sets: tuple[str, ...], **kw: Any) -> None:
     _run(method, params, kw)
 
 
+def _unique_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prefix item IDs with their dataset when several datasets reuse the same IDs."""
+    ids = [str(i["item_id"]) for i in items]
+    if len(set(ids)) == len(ids):
+        return items
+    return [{**i, "item_id": f"{i.get('dataset')}/{i['item_id']}"} for i in items]
+
+
 def _embedder(spec: str) -> Callable[..., Any]:
     """``default`` (all-MiniLM-L6-v2), ``hashing`` (no model; smoke runs only) or a model path."""
     if spec == "hashing":
@@ -296,9 +304,9 @@ def compare_command(
         if not sep or not dot:
             raise click.BadParameter(f"expected METHOD.NAME=VALUE, got {item!r}", "--set")
         params.setdefault(method.strip(), {})[name.strip().replace("-", "_")] = value.strip()
-    summary_items = [
-        item for path in datasets for item in _items(path, kw, dataset=Path(path).stem)
-    ]
+    summary_items = _unique_ids(
+        [item for path in datasets for item in _items(path, kw, dataset=Path(path).stem)]
+    )
     fact_items = _items(facts, kw) if facts else []
     backend = _backend(kw)
     if judge == "model":

@@ -602,6 +602,10 @@ def run_method(
     t0 = time.perf_counter()
 
     item_list = [dict(i) for i in items]
+    ids = [str(item.get("item_id")) for item in item_list]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise ValueError(f"duplicate item IDs {dup}: every item needs its own item_id")
     # Methods that split the source into thirds or chunks need at least three words of it.
     needs_parts = spec is not None and spec.family in {"chunk", "decoding"}
     for item in item_list:

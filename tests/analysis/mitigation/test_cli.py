@@ -105,3 +105,17 @@ def test_compare_writes_both_tables_and_the_plot(tiny_model_dir, docs_file, tmp_
     assert facts_table.groupby("period").size().to_dict() == {"all": 4, "post": 4, "pre": 4}
     assert (out / "summarization_table.png").stat().st_size > 1000
     assert "strict_acc" in text and "psi_pri" in text
+
+
+def test_compare_keeps_datasets_apart_when_they_reuse_item_ids(tiny_model_dir, tmp_path):
+    plain = [{k: v for k, v in d.items() if k != "dataset"} for d in DOCS]
+    first = _write_jsonl(tmp_path / "one.jsonl", plain)
+    second = _write_jsonl(tmp_path / "two.jsonl", plain)
+    out = tmp_path / "cmp"
+    _invoke(["compare", "--dataset", first, "--dataset", second, "--methods", "cloze",
+             "--model", tiny_model_dir, "--out", out, "--judge", "vader", "--embedder", "hashing",
+             "--max-new-tokens", "3", "--device", "cpu", "--no-progress"])  # fmt: skip
+    table = pd.read_csv(out / "summarization_table.csv")
+    assert sorted(zip(table["dataset"], table["method"], table["n"], strict=True)) == [
+        ("one", "baseline", 2), ("one", "cloze", 2), ("two", "baseline", 2), ("two", "cloze", 2),
+    ]  # fmt: skip

@@ -180,3 +180,8 @@ def test_part_based_methods_refuse_too_short_sources(backend, tmp_path):
     short = [{"item_id": "s1", "text": "Too short"}]
     with pytest.raises(ValueError, match="item 's1' has fewer than 3 words"):
         run_method("balanced-coverage", short, backend, tmp_path / "o.jsonl", progress=False)
+
+
+def test_duplicate_item_ids_are_refused(backend, tmp_path):
+    with pytest.raises(ValueError, match=r"duplicate item IDs \['d1'\]"):
+        run_method("cloze", [DOCS[0], DOCS[0]], backend, tmp_path / "o.jsonl", progress=False)
