@@ -148,3 +148,24 @@ def test_report_with_minilm_primacy(examples, tmp_path):
     assert scores.loc["m-lead", "psi_pri"] == 1.0 and scores.loc["m-lead", "psi_rec"] == 0.0
     assert scores.loc["m-tail", "psi_rec"] == 1.0
     assert scores.loc["m-lead", "s_b"] > scores.loc["m-lead", "s_e"]
+
+
+def _fact_without_pair(tmp_path):
+    path = tmp_path / "facts.jsonl"
+    record = {"item_id": "1", "model": "m", "task": "fact-check", "input": {"text": "x"},
+              "output": "True", "label": "true"}  # fmt: skip
+    path.write_text(json.dumps(record) + "\n")
+    return path
+
+
+def test_report_turns_unusable_input_into_a_note(tmp_path):
+    _run("report", "-i", str(_fact_without_pair(tmp_path)), "-o", str(tmp_path / "out"))
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "skipped: field &#x27;pair_id&#x27; not found" in page
+
+
+def test_single_command_names_the_missing_field(tmp_path):
+    result = CliRunner().invoke(
+        metrics, ["hallucination", "-i", str(_fact_without_pair(tmp_path)), "-o", str(tmp_path)]
+    )
+    assert result.exit_code == 1 and "field 'pair_id' not found" in result.output
