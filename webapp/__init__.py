@@ -1,0 +1,80 @@
+"""FrameLab's participant platform (Flask). The only public name is :func:`create_app`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the Flask application.
+
+    Parameters
+    ----------
+    config : Mapping, optional
+        Settings that override the environment and the defaults (see
+        :mod:`webapp.config` for the precedence).
+
+    Returns
+    -------
+    Flask
+        The app with extensions, blueprints, error handlers and CLI commands registered.
+    """
+    from webapp import errors, security
+    from webapp.cli import register_commands
+    from webapp.config import resolve_config
+    from webapp.extensions import csrf, db, migrate
+    from webapp.participant import bp as participant_bp
+    from webapp.researcher import bp as researcher_bp
+    from webapp.tasks import bp as tasks_bp
+
+    app = Flask(__name__, instance_relative_config=True)
+    Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+    app.config.from_mapping(resolve_config(Path(app.instance_path), config))
+
+    db.init_app(app)
+    migrations = Path(__file__).resolve().parent.parent / "migrations"
+    migrate.init_app(app, db, directory=str(migrations), render_as_batch=True)
+    csrf.init_app(app)
+    with app.app_context():
+        _configure_engine(app, db.engine)
+
+    app.register_blueprint(tasks_bp)
+    app.register_blueprint(participant_bp)
+    app.register_blueprint(researcher_bp)
+    errors.register(app)
+    security.register(app)
+    register_commands(app)
+    return app
+
+
+def _configure_engine(app: Flask, engine: Any) -> None:
+    """SQLite: WAL, busy timeout, foreign keys, and ``BEGIN IMMEDIATE`` transactions.
+
+    pysqlite starts transactions lazily and as ``DEFERRED``; a deferred transaction that
+    reads and then writes fails at once with "database is locked" when another writer got
+    in between, whatever the busy timeout. Immediate transactions take the write lock up front
+    and wait for it, which serialises writers correctly (this is SQLAlchemy's documented
+    recipe for pysqlite transaction control).
+    """
+    if engine.dialect.name != "sqlite":
+        return
+    from sqlalchemy import event
+
+    timeout = int(app.config["SQLITE_BUSY_TIMEOUT_MS"])
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {timeout}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,507 @@
+"""Scripted participants that drive the real pages, in-process or over HTTP (as oTree's bots do).
+
+A bot reads each page's HTML, finds the form and the page kind (``data-page`` on ``<main>``),
+answers by its script and posts the form back, CSRF token and page token included. It knows the
+study definition (to find the target manufacturer and the quiz answers) but nothing the server
+does not send it. Tests use :meth:`Bot.must_fail` for submissions that must be refused.
+
+The HTML is read with the standard library's parser: the pages are ours and simple, and a
+browser-automation stack would make in-process bots slow and the base install heavy.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any, Protocol
+from urllib.parse import urlencode, urlsplit
+
+
+class SubmissionDidNotFail(AssertionError):
+    """A submission that should have been refused was accepted."""
+
+
+@dataclass
+class FormSpec:
+    """A parsed ``<form>``: where it posts and its fields in document order."""
+
+    action: str
+    method: str
+    fields: list[dict[str, Any]] = field(default_factory=list)
+
+    def hidden(self) -> dict[str, str]:
+        """The hidden inputs (CSRF token, page token, rt_ms, entry parameters)."""
+        return {
+            f["name"]: f.get("value") or ""
+            for f in self.fields
+            if f["tag"] == "input" and f.get("type") == "hidden" and f.get("name")
+        }
+
+    def radios(self, name: str) -> list[dict[str, Any]]:
+        """The radio inputs of one group."""
+        return [f for f in self.fields if f.get("type") == "radio" and f.get("name") == name]
+
+    def names(self) -> list[str]:
+        """Distinct field names, in order."""
+        out: list[str] = []
+        for f in self.fields:
+            if f.get("name") and f["name"] not in out:
+                out.append(f["name"])
+        return out
+
+
+class _PageParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.main: dict[str, str] = {}
+        self.forms: list[FormSpec] = []
+        self._in_form = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "main":
+            self.main = a
+        elif tag == "form":
+            self.forms.append(FormSpec(a.get("action", ""), a.get("method", "get").lower()))
+            self._in_form = True
+        elif self._in_form and tag in {"input", "button", "textarea", "select"}:
+            self.forms[-1].fields.append({"tag": tag, **a})
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._in_form = False
+
+
+@dataclass
+class Page:
+    """A response as a bot sees it."""
+
+    status: int
+    url: str
+    text: str
+    external: bool = False  # a redirect left the site (e.g. to Prolific)
+    main: dict[str, str] = field(default_factory=dict)
+    forms: list[FormSpec] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        """The page kind (``data-page``), ``external`` or ``unknown``."""
+        if self.external:
+            return "external"
+        return self.main.get("data-page", "unknown")
+
+    @property
+    def error_code(self) -> str | None:
+        """The error code of an error page."""
+        return self.main.get("data-error-code")
+
+
+class Transport(Protocol):
+    """Sends one request without following redirects."""
+
+    def request(
+        self, method: str, url: str, data: Mapping[str, str] | None
+    ) -> tuple[int, str | None, str]:
+        """Return ``(status, location header, body text)``."""
+        ...
+
+
+class FlaskTransport:
+    """In-process requests through Flask's test client (cookies kept per bot)."""
+
+    host = "localhost"
+
+    def __init__(self, app: Any) -> None:
+        self.client = app.test_client()
+
+    def request(
+        self, method: str, url: str, data: Mapping[str, str] | None
+    ) -> tuple[int, str | None, str]:
+        """Send one request."""
+        resp = self.client.open(url, method=method, data=dict(data or {}))
+        return resp.status_code, resp.headers.get("Location"), resp.get_data(as_text=True)
+
+
+class HttpTransport:
+    """Requests to a running server through httpx (cookies kept per bot)."""
+
+    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+        import httpx
+
+        self.host = urlsplit(base_url).netloc
+        self.client = httpx.Client(base_url=base_url, follow_redirects=False, timeout=timeout)
+
+    def request(
+        self, method: str, url: str, data: Mapping[str, str] | None
+    ) -> tuple[int, str | None, str]:
+        """Send one request."""
+        resp = self.client.request(method, url, data=dict(data) if data is not None else None)
+        return resp.status_code, resp.headers.get("location"), resp.text
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.client.close()
+
+
+@dataclass(frozen=True)
+class BotBehaviour:
+    """A bot's script.
+
+    ``p_target`` is the probability of choosing the target manufacturer per format, so a run
+    can simulate an effect (e.g. 0.837 from summaries vs 0.523 from originals). The premium is
+    drawn as a percent of the other product's price, normal with mean ``wtp_mean_pct`` (plus
+    ``wtp_target_shift_pct`` when the target was chosen) and sd ``wtp_sd_pct``, cut at 0.
+    """
+
+    platform: str = "prolific"
+    fail_quiz: bool = False
+    abandon_at: int | None = None  # stop after this many accepted submissions
+    p_target: Mapping[str, float] = field(default_factory=lambda: {"original": 0.5, "summary": 0.5})
+    wtp_mean_pct: float = 10.0
+    wtp_target_shift_pct: float = 0.0
+    wtp_sd_pct: float = 5.0
+
+
+@dataclass
+class BotResult:
+    """How a bot's session ended."""
+
+    external_id: str
+    outcome: str  # completed | screened_out | abandoned | error
+    final_url: str
+    pages: int
+    completion_code: str | None = None
+    error: str | None = None
+
+
+class Bot:
+    """One simulated participant.
+
+    Parameters
+    ----------
+    transport : Transport
+        :class:`FlaskTransport` or :class:`HttpTransport`.
+    definition : Mapping
+        The study's normalised definition.
+    behaviour : BotBehaviour
+    rng : random.Random
+        The bot's own randomness (choices, premiums, response times).
+    external_id : str
+        The platform ID the bot arrives with.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        definition: Mapping[str, Any],
+        behaviour: BotBehaviour | None = None,
+        *,
+        rng: random.Random | None = None,
+        external_id: str | None = None,
+    ) -> None:
+        self.transport = transport
+        self.definition = definition
+        self.behaviour = behaviour or BotBehaviour()
+        self.rng = rng or random.Random()
+        self.external_id = external_id or f"BOT{secrets.token_hex(6)}"
+        self.page: Page | None = None
+        self.submitted = 0
+        self.last_chose_target: bool | None = None
+        self.history: list[str] = []
+
+    # -- navigation -------------------------------------------------------------------------
+    def entry_url(self, extra: Mapping[str, str] | None = None) -> str:
+        """The study link for the bot's platform."""
+        slug = self.definition["slug"]
+        if self.behaviour.platform == "prolific":
+            params = {
+                "PROLIFIC_PID": self.external_id,
+                "STUDY_ID": "BOTSTUDY",
+                "SESSION_ID": f"S{self.external_id}",
+            }
+        elif self.behaviour.platform == "mturk":
+            params = {
+                "workerId": self.external_id,
+                "hitId": "BOTHIT",
+                "assignmentId": f"A{self.external_id}",
+                "turkSubmitTo": "https://workersandbox.mturk.com",
+            }
+        else:
+            params = {"participant": self.external_id}
+        params.update(extra or {})
+        return f"/s/{slug}?{urlencode(params)}"
+
+    def _fetch(self, method: str, url: str, data: Mapping[str, str] | None = None) -> Page:
+        for _ in range(10):
+            status, location, text = self.transport.request(method, url, data)
+            if status in (301, 302, 303, 307, 308) and location:
+                parts = urlsplit(location)
+                if parts.netloc and parts.netloc != self.transport.host:
+                    self.page = Page(status, location, "", external=True)
+                    return self.page
+                url = (
+                    location
+                    if not parts.netloc
+                    else (parts.path + ("?" + parts.query if parts.query else ""))
+                )
+                method, data = "GET", None
+                continue
+            parser = _PageParser()
+            parser.feed(text)
+            self.page = Page(status, url, text, main=parser.main, forms=parser.forms)
+            self.history.append(self.page.kind)
+            return self.page
+        raise RuntimeError("too many redirects")
+
+    def open(self, url: str | None = None) -> Page:
+        """GET the study link (or ``url``), following redirects on the site."""
+        return self._fetch("GET", url or self.entry_url())
+
+    def reload(self) -> Page:
+        """GET the current page's URL again."""
+        assert self.page is not None
+        return self._fetch("GET", self.page.url)
+
+    def post(self, data: Mapping[str, str], form_index: int = 0) -> Page:
+        """POST ``data`` to the current page's form (no automatic fields added)."""
+        assert self.page is not None and self.page.forms, "no form on the current page"
+        form = self.page.forms[form_index]
+        return self._fetch("POST", form.action or self.page.url, data)
+
+    # -- answering ----------------------------------------------------------------------------
+    def _block(self) -> dict[str, Any]:
+        assert self.page is not None
+        block_id = self.page.main.get("data-block")
+        return next(b for b in self.definition["tasks"] if b["id"] == block_id)
+
+    def answer(self) -> dict[str, str]:
+        """The form data this bot would submit on the current page."""
+        page = self.page
+        assert page is not None and page.forms
+        form = page.forms[0]
+        data = form.hidden()
+        if "rt_ms" in data:
+            data["rt_ms"] = str(self.rng.randint(900, 12_000))  # as rt.js would
+        kind = page.kind
+        if kind == "consent":
+            data["agree"] = "y"
+        elif kind in {"quiz", "attention_check"}:
+            for q in self._block()["questions"]:
+                right = q["correct"]
+                if kind == "quiz" and self.behaviour.fail_quiz:
+                    data[f"q_{q['id']}"] = next(o for o in q["options"] if o != right)
+                else:
+                    data[f"q_{q['id']}"] = right
+        elif kind == "demographics":
+            for q in self._block()["questions"]:
+                name = f"q_{q['id']}"
+                if q["kind"] == "choice":
+                    data[name] = self.rng.choice(q["options"])
+                elif q["kind"] == "number":
+                    data[name] = str(self.rng.randint(max(q["min"], 18), min(q["max"], 75)))
+                else:
+                    data[name] = "bot"
+        elif kind == "choice":
+            data["side"] = self._choose_side(page, form)
+        elif kind == "wtp":
+            data["premium"] = self._premium(page)
+        return data
+
+    def _choose_side(self, page: Page, form: FormSpec) -> str:
+        pair_id = page.main["data-pair"]
+        fmt = page.main["data-format"]
+        block = self._block()
+        pair = next(p for p in block["pairs"] if p["id"] == pair_id)
+        target_name = pair["target"]["manufacturer"]
+        radios = form.radios("side")
+        target = next(r for r in radios if r.get("data-manufacturer") == target_name)
+        other = next(r for r in radios if r is not target)
+        chose_target = self.rng.random() < self.behaviour.p_target.get(fmt, 0.5)
+        self.last_chose_target = chose_target
+        return (target if chose_target else other)["value"]
+
+    def _premium(self, page: Page) -> str:
+        price = float(page.main["data-other-price"])
+        maximum = float(page.main["data-max"])
+        b = self.behaviour
+        mean = b.wtp_mean_pct + (b.wtp_target_shift_pct if self.last_chose_target else 0.0)
+        pct = max(0.0, self.rng.gauss(mean, b.wtp_sd_pct))
+        return f"{min(maximum, price * pct / 100):.2f}"
+
+    def step(self) -> Page:
+        """Answer the current page and return the next one."""
+        page = self.post(self.answer())
+        if page.status < 400 and page.kind not in {"error"}:
+            self.submitted += 1
+        return page
+
+    def must_fail(
+        self,
+        overrides: Mapping[str, str | None],
+        *,
+        expect_code: str | None = None,
+        expect_status: int | None = None,
+    ) -> Page:
+        """Submit the current page with some fields changed (``None`` drops a field).
+
+        The submission must be refused: an error page, or the same page again with a
+        message (status 4xx). Raises :class:`SubmissionDidNotFail` otherwise.
+        """
+        before = self.page
+        assert before is not None
+        data = {**self.answer(), **overrides}
+        data = {k: v for k, v in data.items() if v is not None}
+        page = self.post(data)
+        if page.status < 400 and page.kind == before.kind and page.main == before.main:
+            pass  # redirected to the same page: still refused (e.g. a replay)
+        elif page.status < 400:
+            raise SubmissionDidNotFail(
+                f"{before.kind} accepted {dict(overrides)}: now on {page.kind} ({page.status})"
+            )
+        if expect_code is not None and page.error_code != expect_code:
+            raise SubmissionDidNotFail(f"expected {expect_code}, got {page.error_code}")
+        if expect_status is not None and page.status != expect_status:
+            raise SubmissionDidNotFail(f"expected HTTP {expect_status}, got {page.status}")
+        return page
+
+    def run(self, max_pages: int = 500) -> BotResult:
+        """Go from the study link to the end (or to ``abandon_at``)."""
+        page = self.open()
+        for _ in range(max_pages):
+            kind = page.kind
+            if kind == "external":
+                code = dict(
+                    p.split("=", 1) for p in urlsplit(page.url).query.split("&") if "=" in p
+                ).get("cc")
+                return BotResult(self.external_id, "completed", page.url, self.submitted, code)
+            if kind in {"completed", "screened_out"}:
+                code_at = page.text.find('data-completion-code="')
+                code = None
+                if code_at >= 0:
+                    start = code_at + len('data-completion-code="')
+                    code = page.text[start : page.text.find('"', start)]
+                return BotResult(self.external_id, kind, page.url, self.submitted, code)
+            if kind in {"error", "unknown"} or page.status >= 400:
+                if page.status == 422:  # a validation message: our script answered badly
+                    return BotResult(
+                        self.external_id,
+                        "error",
+                        page.url,
+                        self.submitted,
+                        error=f"validation error on {page.main}",
+                    )
+                return BotResult(
+                    self.external_id,
+                    "error",
+                    page.url,
+                    self.submitted,
+                    error=f"{page.status} {page.error_code or kind}",
+                )
+            if (
+                self.behaviour.abandon_at is not None
+                and self.submitted >= self.behaviour.abandon_at
+            ):
+                return BotResult(self.external_id, "abandoned", page.url, self.submitted)
+            page = self.step()
+        return BotResult(
+            self.external_id, "error", page.url, self.submitted, error="too many pages"
+        )
+
+
+@dataclass
+class BotRunSummary:
+    """Results of :func:`run_bots`."""
+
+    results: list[BotResult]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Bots per outcome."""
+        return dict(Counter(r.outcome for r in self.results))
+
+    @property
+    def errors(self) -> list[str]:
+        """Error messages of bots that ended in an error."""
+        return [f"{r.external_id}: {r.error}" for r in self.results if r.outcome == "error"]
+
+
+def run_bots(
+    app: Any | None,
+    definition: Mapping[str, Any],
+    *,
+    n: int,
+    behaviour: BotBehaviour | None = None,
+    url: str | None = None,
+    concurrency: int = 1,
+    fail_quiz_share: float = 0.0,
+    abandon_share: float = 0.0,
+    seed: int | None = None,
+) -> BotRunSummary:
+    """Run ``n`` bots, in-process on ``app`` or over HTTP against ``url``.
+
+    Parameters
+    ----------
+    app : Flask or None
+        The app for in-process runs (ignored when ``url`` is given).
+    definition : Mapping
+        The study's normalised definition.
+    n : int
+        Number of bots.
+    behaviour : BotBehaviour, optional
+        The script shared by all bots.
+    url : str, optional
+        Base URL of a running server.
+    concurrency : int
+        Bots running at once (threads).
+    fail_quiz_share, abandon_share : float
+        Shares of bots that fail the quiz or abandon at a random page.
+    seed : int, optional
+        Makes the bots' own choices reproducible.
+
+    Returns
+    -------
+    BotRunSummary
+    """
+    import dataclasses
+
+    base = behaviour or BotBehaviour()
+    master = random.Random(seed)
+    run_id = f"{master.getrandbits(32):08x}"
+    indices = list(range(n))
+    failing = set(master.sample(indices, round(n * fail_quiz_share)))
+    rest = [i for i in indices if i not in failing]
+    abandoning = set(master.sample(rest, min(len(rest), round(n * abandon_share))))
+    seeds = [master.getrandbits(32) for _ in indices]
+
+    def one(i: int) -> BotResult:
+        script = dataclasses.replace(
+            base,
+            fail_quiz=i in failing,
+            abandon_at=random.Random(seeds[i]).randint(2, 12) if i in abandoning else None,
+        )
+        transport: Any = HttpTransport(url) if url else FlaskTransport(app)
+        bot = Bot(
+            transport,
+            definition,
+            script,
+            rng=random.Random(seeds[i]),
+            external_id=f"BOT{run_id}x{i:05d}",
+        )
+        try:
+            return bot.run()
+        except Exception as exc:  # report, do not stop the other bots
+            return BotResult(bot.external_id, "error", "", bot.submitted, error=repr(exc))
+        finally:
+            if isinstance(transport, HttpTransport):
+                transport.close()
+
+    # Threads even for concurrency 1: each bot's requests then get their own app contexts
+    # instead of sharing the caller's (e.g. the CLI's) database session.
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        results = list(pool.map(one, indices))
+    return BotRunSummary(results)

@@ -1,0 +1,162 @@
+"""Configuration classes.
+
+Precedence, highest first:
+
+1. the ``config`` mapping passed to ``create_app(config)`` (tests, embedding);
+2. the environment: ``SECRET_KEY``, ``DATABASE_URL``, ``FRAMELAB_ENV``
+   (``development`` | ``production`` | ``testing``), ``FRAMELAB_STUDIES_DIR``;
+3. the defaults of the class selected by ``FRAMELAB_ENV`` (``development`` when unset).
+
+The database defaults to ``instance/framelab.sqlite``. ``DATABASE_URL`` may use Heroku's
+``postgres://`` scheme; it is normalised to ``postgresql+psycopg://`` (psycopg 3).
+Production refuses to start without ``SECRET_KEY``; development generates one into
+``instance/secret_key`` so sessions survive restarts without a secret in the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(RuntimeError):
+    """The configuration cannot be used (e.g. production without ``SECRET_KEY``)."""
+
+
+class BaseConfig:
+    """Settings shared by every environment."""
+
+    ENV_NAME = "base"
+    SECRET_KEY: str | None = None
+    SQLALCHEMY_DATABASE_URI: str | None = None  # None: SQLite file in the instance folder
+    SQLALCHEMY_ENGINE_OPTIONS: dict[str, Any] = {"pool_pre_ping": True}
+    WTF_CSRF_TIME_LIMIT: int | None = None  # a participant may read a page for hours
+    SESSION_COOKIE_HTTPONLY = True
+    SESSION_COOKIE_SAMESITE = "Lax"
+    SESSION_COOKIE_SECURE = False
+    # Where Prolific sends participants after the study; the code is appended as ``cc``.
+    PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete"
+    # Minutes after the last page view during which a started participant still counts as
+    # "active" for counterbalancing (later they are treated as abandoned).
+    ACTIVE_WINDOW_MINUTES = 60
+    SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+class DevelopmentConfig(BaseConfig):
+    """Local work: SQLite in ``instance/``, generated secret key."""
+
+    ENV_NAME = "development"
+
+
+class TestingConfig(BaseConfig):
+    """Tests: like development, CSRF stays on because the bots exercise it."""
+
+    ENV_NAME = "testing"
+    TESTING = True
+
+
+class ProductionConfig(BaseConfig):
+    """Behind gunicorn: ``SECRET_KEY`` required, secure cookies.
+
+    Cookies use ``SameSite=None`` so the CSRF session cookie also works when MTurk frames the
+    study in an iframe (MTurk ExternalQuestion).
+    """
+
+    ENV_NAME = "production"
+    SESSION_COOKIE_SECURE = True
+    SESSION_COOKIE_SAMESITE = "None"
+
+
+CONFIGS: dict[str, type[BaseConfig]] = {
+    c.ENV_NAME: c for c in (DevelopmentConfig, TestingConfig, ProductionConfig)
+}
+
+
+def normalise_database_url(url: str) -> str:
+    """Map Heroku-style and driver-less PostgreSQL URLs onto psycopg 3.
+
+    Parameters
+    ----------
+    url : str
+        A SQLAlchemy database URL, e.g. ``postgres://u@h/db``.
+
+    Returns
+    -------
+    str
+        The URL with ``postgresql+psycopg://`` for PostgreSQL; others unchanged.
+
+    Examples
+    --------
+    >>> normalise_database_url("postgres://u@h:5432/db")
+    'postgresql+psycopg://u@h:5432/db'
+    """
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def _dev_secret_key(instance_path: Path) -> str:
+    """Read or create ``instance/secret_key`` (development only)."""
+    path = instance_path / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    key = secrets.token_hex(32)
+    path.write_text(key)
+    path.chmod(0o600)
+    return key
+
+
+def resolve_config(
+    instance_path: Path,
+    explicit: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Merge class defaults, environment and explicit settings (explicit wins).
+
+    Parameters
+    ----------
+    instance_path : Path
+        The app's instance folder (must exist); holds the SQLite file and dev secret.
+    explicit : Mapping, optional
+        Settings that override everything (``create_app(config=...)``).
+    environ : Mapping, optional
+        The environment to read; ``os.environ`` when omitted.
+
+    Returns
+    -------
+    dict
+        Flask config keys and values.
+
+    Raises
+    ------
+    ConfigError
+        Unknown ``FRAMELAB_ENV``, or production without a secret key.
+    """
+    env = os.environ if environ is None else environ
+    explicit = dict(explicit or {})
+    env_name = explicit.get("ENV_NAME") or env.get("FRAMELAB_ENV") or "development"
+    if env_name not in CONFIGS:
+        raise ConfigError(f"FRAMELAB_ENV={env_name!r}; expected one of {sorted(CONFIGS)}")
+    cls = CONFIGS[env_name]
+    settings = {k: getattr(cls, k) for k in dir(cls) if k.isupper()}
+
+    if env.get("SECRET_KEY"):
+        settings["SECRET_KEY"] = env["SECRET_KEY"]
+    if env.get("DATABASE_URL"):
+        settings["SQLALCHEMY_DATABASE_URI"] = env["DATABASE_URL"]
+    settings.update(explicit)
+
+    if not settings.get("SQLALCHEMY_DATABASE_URI"):
+        settings["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{instance_path / 'framelab.sqlite'}"
+    settings["SQLALCHEMY_DATABASE_URI"] = normalise_database_url(
+        str(settings["SQLALCHEMY_DATABASE_URI"])
+    )
+    if not settings.get("SECRET_KEY"):
+        if env_name == "production":
+            raise ConfigError("SECRET_KEY must be set in production (FRAMELAB_ENV=production)")
+        settings["SECRET_KEY"] = _dev_secret_key(instance_path)
+    return settings

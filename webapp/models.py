@@ -1,0 +1,262 @@
+"""Database models (SQLAlchemy 2, typed).
+
+Responses live in typed tables (``ChoiceResponse``, ``QuizAttempt``) plus one generic
+``TaskResponse`` with a JSON payload for task types that need no columns of their own.
+Raw recruiter IDs live only in ``PlatformIdentity``; every response refers to the
+pseudonymous ``Participant``. Column ``comment`` texts are the codebook's source.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+from webapp.extensions import db
+
+
+def utcnow() -> datetime:
+    """Return the current time in UTC (timezone-aware)."""
+    return datetime.now(UTC)
+
+
+class ParticipantStatus(enum.Enum):
+    """Where a participant's session stands; the one status enumeration of the platform."""
+
+    started = "started"
+    screened_out = "screened_out"
+    completed = "completed"
+    returned = "returned"
+    timed_out = "timed_out"
+
+
+class Platform(enum.Enum):
+    """How the participant arrived."""
+
+    prolific = "prolific"
+    mturk = "mturk"
+    link = "link"
+
+
+# Stored as strings (native_enum=False) so adding a value never needs an ALTER TYPE.
+_status_type = Enum(ParticipantStatus, native_enum=False, length=20, validate_strings=True)
+_platform_type = Enum(Platform, native_enum=False, length=20, validate_strings=True)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC timestamps on every backend.
+
+    SQLite has no time zone type and returns naive values; normalising here keeps comparisons
+    (activity windows, durations) correct on both SQLite and PostgreSQL.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+class Study(db.Model):
+    """A study loaded from a YAML definition in ``stimuli/studies/``."""
+
+    __tablename__ = "study"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(80), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    definition: Mapped[dict[str, Any]] = mapped_column(
+        JSON, comment="validated study definition (YAML with referenced files inlined)"
+    )
+    definition_hash: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    export_salt: Mapped[str] = mapped_column(String(64), comment="HMAC key of participant_id")
+    source_path: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+    participants: Mapped[list[Participant]] = relationship(back_populates="study")
+
+
+class Participant(db.Model):
+    """One person's session in one study (pseudonymous; raw IDs are in ``PlatformIdentity``)."""
+
+    __tablename__ = "participant"
+    __table_args__ = (UniqueConstraint("study_id", "code"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
+    code: Mapped[str] = mapped_column(
+        String(20), comment="pseudonymous participant_id: p_ + 16 hex of an HMAC"
+    )
+    platform: Mapped[Platform] = mapped_column(_platform_type)
+    seed: Mapped[int] = mapped_column(BigInteger, comment="randomisation seed (re-derives order)")
+    sequence: Mapped[str] = mapped_column(String(1), comment="format sequence A or B")
+    status: Mapped[ParticipantStatus] = mapped_column(
+        _status_type, default=ParticipantStatus.started, index=True
+    )
+    block_index: Mapped[int] = mapped_column(Integer, default=0, comment="current task block")
+    step: Mapped[int] = mapped_column(Integer, default=0, comment="current page within the block")
+    page_seq: Mapped[int] = mapped_column(
+        Integer, default=0, comment="count of accepted submissions; the page token's counter"
+    )
+    quiz_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    quiz_passed: Mapped[bool | None] = mapped_column(Boolean)
+    attention_passed: Mapped[bool | None] = mapped_column(Boolean)
+    is_preview: Mapped[bool] = mapped_column(Boolean, default=False)
+    study_version: Mapped[int] = mapped_column(Integer, default=1)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    study: Mapped[Study] = relationship(back_populates="participants")
+    identity: Mapped[PlatformIdentity | None] = relationship(back_populates="participant")
+    choices: Mapped[list[ChoiceResponse]] = relationship(
+        back_populates="participant", order_by="ChoiceResponse.trial_index"
+    )
+
+
+class PlatformIdentity(db.Model):
+    """Recruiter identifiers, kept apart from responses and scrubbed from exports by default."""
+
+    __tablename__ = "platform_identity"
+    __table_args__ = (UniqueConstraint("study_id", "platform", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), unique=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    platform: Mapped[Platform] = mapped_column(_platform_type)
+    external_id: Mapped[str] = mapped_column(
+        String(128), comment="PROLIFIC_PID, MTurk workerId or the link's participant"
+    )
+    external_study_id: Mapped[str | None] = mapped_column(String(128))  # STUDY_ID / hitId
+    external_session_id: Mapped[str | None] = mapped_column(
+        String(128)
+    )  # SESSION_ID / assignmentId
+    return_url: Mapped[str | None] = mapped_column(String(500))  # MTurk turkSubmitTo
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    participant: Mapped[Participant] = relationship(back_populates="identity")
+
+
+class ChoiceResponse(db.Model):
+    """One product-choice trial: what was shown, what was chosen, and the WTP answer."""
+
+    __tablename__ = "choice_response"
+    __table_args__ = (UniqueConstraint("participant_id", "trial_index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), index=True)
+    block_id: Mapped[str] = mapped_column(String(64))
+    trial_index: Mapped[int] = mapped_column(Integer, comment="0-based position in the sequence")
+    pair_id: Mapped[str] = mapped_column(String(64))
+    format: Mapped[str] = mapped_column(String(10), comment="original | summary")
+    target_side: Mapped[str] = mapped_column(String(5), comment="left | right")
+    chosen_side: Mapped[str] = mapped_column(String(5), comment="left | right")
+    chose_target: Mapped[bool] = mapped_column(Boolean)
+    other_price_usd: Mapped[float] = mapped_column(Float, comment="price of the product not chosen")
+    wtp_premium_usd: Mapped[float | None] = mapped_column(Float, comment="premium over $X, >= 0")
+    wtp_premium_pct: Mapped[float | None] = mapped_column(Float, comment="100 * premium / $X")
+    rt_ms: Mapped[int | None] = mapped_column(Integer, comment="client time to choose, ms")
+    wtp_rt_ms: Mapped[int | None] = mapped_column(Integer, comment="client time on WTP page, ms")
+    server_rt_ms: Mapped[int | None] = mapped_column(Integer, comment="server time to choose, ms")
+    answered_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    wtp_answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    participant: Mapped[Participant] = relationship(back_populates="choices")
+
+
+class QuizAttempt(db.Model):
+    """One submission of a comprehension quiz."""
+
+    __tablename__ = "quiz_attempt"
+    __table_args__ = (UniqueConstraint("participant_id", "block_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), index=True)
+    block_id: Mapped[str] = mapped_column(String(64))
+    attempt: Mapped[int] = mapped_column(Integer, comment="1-based attempt number")
+    answers: Mapped[dict[str, Any]] = mapped_column(JSON)
+    n_correct: Mapped[int] = mapped_column(Integer)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    rt_ms: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class TaskResponse(db.Model):
+    """Answers of task types without typed tables (attention checks, demographics, …)."""
+
+    __tablename__ = "task_response"
+    __table_args__ = (UniqueConstraint("participant_id", "block_id", "step"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), index=True)
+    block_id: Mapped[str] = mapped_column(String(64))
+    task_type: Mapped[str] = mapped_column(String(40))
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    rt_ms: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class PageVisit(db.Model):
+    """Server timing of one page (one per page token): first shown and submitted."""
+
+    __tablename__ = "page_visit"
+    __table_args__ = (UniqueConstraint("participant_id", "page_seq"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), index=True)
+    page_seq: Mapped[int] = mapped_column(Integer)
+    page: Mapped[str] = mapped_column(String(100), comment="block id / page name")
+    shown_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    rt_ms: Mapped[int | None] = mapped_column(Integer, comment="client-measured, ms")
+
+
+class Researcher(db.Model):
+    """A researcher account for the console (werkzeug-hashed password)."""
+
+    __tablename__ = "researcher"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(80), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+__all__ = [
+    "ChoiceResponse",
+    "PageVisit",
+    "Participant",
+    "ParticipantStatus",
+    "Platform",
+    "PlatformIdentity",
+    "QuizAttempt",
+    "Researcher",
+    "Study",
+    "TaskResponse",
+    "utcnow",
+]

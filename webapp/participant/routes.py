@@ -1,0 +1,201 @@
+"""Participant views: thin wrappers over :mod:`webapp.services`."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from datetime import timedelta
+
+from flask import (
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from werkzeug.wrappers import Response
+
+from webapp.errors import ParticipantError
+from webapp.models import Participant, ParticipantStatus, Platform, Study, utcnow
+from webapp.participant import bp
+from webapp.participant.forms import ConsentForm
+from webapp.security import allow_mturk_framing
+from webapp.services import entry as entry_service
+from webapp.services import flow
+from webapp.services.entry import Entry, EntryError
+from webapp.services.studies import get_study
+
+
+def _secret() -> str:
+    return current_app.config["SECRET_KEY"]
+
+
+def _study_or_404(slug: str) -> Study:
+    study = get_study(slug)
+    if study is None:
+        raise ParticipantError(
+            "E404-STUDY",
+            "We could not find this study. Please check that you used the complete link.",
+            404,
+        )
+    return study
+
+
+def _entry(study: Study, params: dict[str, str]) -> Entry:
+    try:
+        entry = entry_service.parse_entry(params)
+    except EntryError as exc:
+        raise ParticipantError(exc.code, exc.message, exc.status) from None
+    if entry.platform is Platform.mturk:
+        allow_mturk_framing()
+    if entry.platform.value not in study.definition["recruitment"]["platforms"]:
+        raise ParticipantError(
+            "E400-PLATFORM", "This study does not take participants through this link.", 400
+        )
+    return entry
+
+
+def _go(participant: Participant) -> Response:
+    return redirect(
+        url_for(
+            "participant.page",
+            slug=participant.study.slug,
+            token=flow.participant_token(participant.id, _secret()),
+        )
+    )
+
+
+def _refuse_repeat(participant: Participant) -> ParticipantError:
+    return ParticipantError(
+        "E409-REPEAT",
+        "You have already taken part in this study, so you cannot take part again. Thank "
+        "you for your interest! If you think this is a mistake, please contact the researchers.",
+        409,
+    )
+
+
+def _resume_or_refuse(participant: Participant) -> Response:
+    if participant.status is ParticipantStatus.started:
+        return _go(participant)
+    raise _refuse_repeat(participant)
+
+
+@bp.get("/s/<slug>")
+def entry(slug: str) -> Response | str:
+    """Show the study's consent page, or resume a participant who was here before."""
+    study = _study_or_404(slug)
+    entry = _entry(study, request.args.to_dict())
+    if entry.preview:  # MTurk preview: describe the task, consume nothing
+        return render_template("participant/mturk_preview.html", study=study)
+    existing = entry_service.find_participant(study, entry)
+    if existing is not None:
+        return _resume_or_refuse(existing)
+    if entry_service.is_excluded(study, entry):
+        raise ParticipantError(
+            "E403-EXCLUDED",
+            "Thank you for your interest. Because you took part in a related study, you "
+            "cannot take part in this one. Please return the submission (no penalty).",
+            403,
+        )
+    form = ConsentForm(data=entry.params())
+    consent = study.definition["tasks"][0]
+    return render_template("participant/consent.html", study=study, block=consent, form=form)
+
+
+@bp.post("/s/<slug>/start")
+def start(slug: str) -> Response | str:
+    """Enrol a consenting participant (or record nothing when they decline)."""
+    study = _study_or_404(slug)
+    form = ConsentForm()
+    if not form.validate_on_submit():
+        raise ParticipantError("E400-PARAMS", "The consent form was incomplete.", 400)
+    entry = _entry(study, form.entry_params())
+    if entry.preview:
+        raise ParticipantError("E400-PARAMS", "A preview cannot start the study.", 400)
+    if form.decline.data:
+        return render_template("participant/declined.html", study=study, entry=entry)
+    existing = entry_service.find_participant(study, entry)
+    if existing is not None:
+        return _resume_or_refuse(existing)
+    if entry_service.is_excluded(study, entry):
+        raise ParticipantError("E403-EXCLUDED", "You cannot take part in this study.", 403)
+    participant = entry_service.enroll(
+        study,
+        entry,
+        rng=random.Random(secrets.randbits(64)),
+        now=utcnow(),
+        active_window=timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"]),
+        is_preview=bool(session.get("researcher_id")),
+    )
+    return _go(participant)
+
+
+@bp.route("/s/<slug>/p/<token>", methods=["GET", "POST"])
+def page(slug: str, token: str) -> Response | str | tuple[str, int]:
+    """Show the participant's current page, or save its answers and redirect (PRG)."""
+    study = _study_or_404(slug)
+    participant = flow.participant_from_token(token, _secret())
+    if participant is None or participant.study_id != study.id:
+        raise ParticipantError(
+            "E404-SESSION", "We could not find your session. Please use the study link again.", 404
+        )
+    if participant.platform is Platform.mturk:
+        allow_mturk_framing()
+    ctx = flow.current_page(participant, study, utcnow())
+    if ctx is None:
+        return _finished(participant, study)
+    task = flow.task_of(ctx)
+    here = url_for("participant.page", slug=slug, token=token)
+    if request.method == "POST":
+        form = task.build_form(ctx, request.form)
+        state = flow.check_token(participant, form.page.data, _secret())
+        if state is flow.TokenState.tampered:
+            raise ParticipantError(
+                "E400-TAMPER",
+                "This form was changed before it was sent, so we could not accept it. Your "
+                "earlier answers are safe.",
+                400,
+                link=here,
+            )
+        if state is flow.TokenState.replay:
+            flash("That page was already answered; here is where you are now.", "info")
+            return redirect(here)
+        if form.validate():
+            result = flow.submit(
+                ctx,
+                form,
+                token=form.page.data,
+                secret=_secret(),
+                rt_ms=flow.parse_rt_ms(form.rt_ms.data),
+            )
+            if not result.accepted:
+                flash("That page was already answered; here is where you are now.", "info")
+            elif result.message:
+                flash(result.message, "warning")
+            return redirect(here)
+        status = 422
+    else:
+        flow.record_visit(ctx)
+        form = task.build_form(ctx, None)
+        status = 200
+    form.page.data = flow.page_token(participant, _secret())
+    form.rt_ms.data = ""
+    html = render_template(
+        task.template, study=study, form=form, action=here, **flow.page_payload(ctx)
+    )
+    return html, status
+
+
+def _finished(participant: Participant, study: Study) -> Response | str:
+    end = flow.finish(participant, study, current_app.config["PROLIFIC_COMPLETE_URL"])
+    if end.kind == "prolific":
+        return redirect(end.url or "", code=303)
+    if end.kind == "repeat":
+        raise _refuse_repeat(participant)
+    template = {
+        ParticipantStatus.completed: "participant/completed.html",
+        ParticipantStatus.screened_out: "participant/screened_out.html",
+    }[participant.status]
+    return render_template(template, study=study, end=end, participant=participant)

@@ -1,0 +1,273 @@
+"""Entry into a study from Prolific, MTurk or a plain link, and enrolment of new participants."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from webapp.extensions import db
+from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
+from webapp.services.design import SEQUENCES, choose_sequence
+from webapp.tasks import get_task_type
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
+MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
+MTURK_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
+
+
+class EntryError(Exception):
+    """The entry link cannot be used; ``code`` is shown to the participant."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Validated entry parameters (raw platform IDs; stored only in ``PlatformIdentity``)."""
+
+    platform: Platform
+    external_id: str
+    external_study_id: str | None = None
+    external_session_id: str | None = None
+    return_url: str | None = None
+    preview: bool = False
+
+    def params(self) -> dict[str, str]:
+        """The query parameters that reproduce this entry (for the consent form)."""
+        if self.platform is Platform.prolific:
+            return {
+                "PROLIFIC_PID": self.external_id,
+                "STUDY_ID": self.external_study_id or "",
+                "SESSION_ID": self.external_session_id or "",
+            }
+        if self.platform is Platform.mturk:
+            return {
+                "workerId": self.external_id,
+                "hitId": self.external_study_id or "",
+                "assignmentId": self.external_session_id or "",
+                "turkSubmitTo": self.return_url or "",
+            }
+        return {"participant": self.external_id}
+
+    @property
+    def sandbox(self) -> bool:
+        """True for the MTurk sandbox."""
+        return "sandbox" in (self.return_url or "")
+
+
+def _need(args: Mapping[str, str], name: str) -> str:
+    value = (args.get(name) or "").strip()
+    if not value:
+        raise EntryError("E400-PARAMS", f"The study link is missing the parameter {name}.")
+    if not _ID_RE.match(value):
+        raise EntryError("E400-PARAMS", f"The study link has a malformed {name}.")
+    return value
+
+
+def parse_entry(args: Mapping[str, str]) -> Entry:
+    """Recognise the recruitment platform from the query parameters and validate them.
+
+    Parameters
+    ----------
+    args : Mapping
+        Query (or form) parameters.
+
+    Returns
+    -------
+    Entry
+
+    Raises
+    ------
+    EntryError
+        ``E400-PARAMS`` when parameters are missing or malformed.
+
+    Examples
+    --------
+    >>> parse_entry({"participant": "abc"}).platform.value
+    'link'
+    """
+    if "PROLIFIC_PID" in args:
+        return Entry(
+            Platform.prolific,
+            _need(args, "PROLIFIC_PID"),
+            _need(args, "STUDY_ID"),
+            _need(args, "SESSION_ID"),
+        )
+    if any(k in args for k in ("assignmentId", "hitId", "workerId", "turkSubmitTo")):
+        if args.get("assignmentId") == MTURK_PREVIEW:
+            return Entry(Platform.mturk, "preview", preview=True)
+        submit_to = _need_url(args.get("turkSubmitTo") or "")
+        return Entry(
+            Platform.mturk,
+            _need(args, "workerId"),
+            _need(args, "hitId"),
+            _need(args, "assignmentId"),
+            return_url=submit_to,
+        )
+    if "participant" in args:
+        return Entry(Platform.link, _need(args, "participant"))
+    raise EntryError(
+        "E400-PARAMS",
+        "This study link is incomplete: it does not say who you are. Please use the link "
+        "exactly as you received it.",
+    )
+
+
+def _need_url(url: str) -> str:
+    """Accept only MTurk's own submit hosts (the completion form posts there)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme != "https" or parts.hostname not in MTURK_HOSTS:
+        raise EntryError("E400-PARAMS", "The study link has a malformed turkSubmitTo.")
+    return f"https://{parts.hostname}"
+
+
+def pseudonym(salt: str, platform: Platform, external_id: str) -> str:
+    """Return the export's ``participant_id``: ``p_`` + 16 hex of HMAC-SHA256.
+
+    Examples
+    --------
+    >>> pseudonym("salt", Platform.link, "x")
+    'p_c4da7ad8c2383b64'
+    """
+    digest = hmac.new(salt.encode(), f"{platform.value}:{external_id}".encode(), hashlib.sha256)
+    return "p_" + digest.hexdigest()[:16]
+
+
+def find_participant(study: Study, entry: Entry) -> Participant | None:
+    """Return the participant this platform ID already has in the study, if any."""
+    return db.session.scalar(
+        select(Participant)
+        .join(PlatformIdentity, PlatformIdentity.participant_id == Participant.id)
+        .where(
+            PlatformIdentity.study_id == study.id,
+            PlatformIdentity.platform == entry.platform,
+            PlatformIdentity.external_id == entry.external_id,
+        )
+    )
+
+
+def is_excluded(study: Study, entry: Entry) -> bool:
+    """True when the platform ID is on the study's exclusion list."""
+    return entry.external_id in set(study.definition["recruitment"]["exclude_ids"])
+
+
+def balance_counts(study: Study, now: datetime, active_window: timedelta) -> dict[str, int]:
+    """Participants per sequence that count towards balance.
+
+    Completed participants count, and so do started ones seen within ``active_window``;
+    screened-out, returned, timed-out and long-idle (abandoned) ones do not, so dropouts
+    are refilled. Researcher previews never count.
+    """
+    since = now - active_window
+    rows = db.session.execute(
+        select(Participant.sequence, func.count())
+        .where(
+            Participant.study_id == study.id,
+            Participant.is_preview.is_(False),
+            or_(
+                Participant.status == ParticipantStatus.completed,
+                (Participant.status == ParticipantStatus.started)
+                & (Participant.last_seen_at >= since),
+            ),
+        )
+        .group_by(Participant.sequence)
+    )
+    counts = dict.fromkeys(SEQUENCES, 0)
+    counts.update({seq: n for seq, n in rows})
+    return counts
+
+
+def enroll(
+    study: Study,
+    entry: Entry,
+    *,
+    rng: random.Random,
+    now: datetime,
+    active_window: timedelta,
+    is_preview: bool = False,
+) -> Participant:
+    """Create the participant for a consenting arrival, choosing a balanced sequence.
+
+    The choice runs in one short transaction that serialises arrivals: on PostgreSQL it
+    locks the study row (``SELECT … FOR UPDATE``); on SQLite every transaction is
+    ``BEGIN IMMEDIATE`` (see ``webapp/__init__.py``). Two arrivals therefore never both see
+    the same counts. A second enrolment of the same platform ID returns the first one.
+
+    Parameters
+    ----------
+    study : Study
+    entry : Entry
+        Validated entry parameters (not a preview).
+    rng : random.Random
+        Draws the seed and breaks ties between sequences.
+    now : datetime
+        Current time (UTC).
+    active_window : timedelta
+        How long after their last page view a started participant still counts as active.
+    is_preview : bool
+        A researcher trying the study; excluded from balance and exports.
+
+    Returns
+    -------
+    Participant
+        Committed, positioned on the block after consent.
+    """
+    db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
+    existing = find_participant(study, entry)
+    if existing is not None:
+        db.session.commit()
+        return existing
+    sequence = choose_sequence(balance_counts(study, now, active_window), rng)
+    participant = Participant(
+        study_id=study.id,
+        code=pseudonym(study.export_salt, entry.platform, entry.external_id),
+        platform=entry.platform,
+        seed=rng.randrange(2**31),
+        sequence=sequence,
+        status=ParticipantStatus.started,
+        block_index=0,
+        step=0,
+        page_seq=0,
+        quiz_attempts=0,
+        is_preview=is_preview,
+        study_version=study.version,
+        started_at=now,
+        last_seen_at=now,
+    )
+    db.session.add(participant)
+    db.session.flush()
+    db.session.add(
+        PlatformIdentity(
+            participant_id=participant.id,
+            study_id=study.id,
+            platform=entry.platform,
+            external_id=entry.external_id,
+            external_study_id=entry.external_study_id,
+            external_session_id=entry.external_session_id,
+            return_url=entry.return_url,
+            created_at=now,
+        )
+    )
+    # Consent was given by submitting the entry form: start on the block after it.
+    blocks = study.definition["tasks"]
+    participant.block_index = 1 if get_task_type(blocks[0]["type"]).name == "consent" else 0
+    try:
+        db.session.commit()
+    except IntegrityError:  # the same ID enrolled concurrently (double click): use that one
+        db.session.rollback()
+        existing = find_participant(study, entry)
+        if existing is None:
+            raise
+        return existing
+    return participant

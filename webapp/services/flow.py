@@ -1,0 +1,255 @@
+"""The participant's path through a study: current page, page tokens, saving and advancing.
+
+The position (block, step) is held on the server. Every form carries a *page token*: the
+participant's count of accepted submissions, signed. A submission whose token is older than the
+current count is a replay (back button, double click, resubmitted POST) and changes nothing;
+a token that does not verify was tampered with.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeSerializer
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from webapp.extensions import db
+from webapp.models import PageVisit, Participant, ParticipantStatus, Platform, Study
+from webapp.tasks import get_task_type
+from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
+
+MAX_RT_MS = 24 * 3600 * 1000
+
+
+class TokenState(enum.Enum):
+    """How a submitted page token relates to the participant's position."""
+
+    current = "current"
+    replay = "replay"
+    tampered = "tampered"
+
+
+def participant_token(participant_id: int, secret: str) -> str:
+    """Return the URL token that identifies a participant's session."""
+    return URLSafeSerializer(secret, salt="framelab-participant").dumps(participant_id)
+
+
+def participant_from_token(token: str, secret: str) -> Participant | None:
+    """Return the participant of a URL token, or ``None`` if it does not verify."""
+    try:
+        pid = URLSafeSerializer(secret, salt="framelab-participant").loads(token)
+    except BadSignature:
+        return None
+    if not isinstance(pid, int):
+        return None
+    return db.session.get(Participant, pid)
+
+
+def _sign(participant_id: int, page_seq: int, secret: str) -> str:
+    msg = f"{participant_id}.{page_seq}".encode()
+    return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()[:20]
+
+
+def page_token(participant: Participant, secret: str) -> str:
+    """Return the token that the current page's form must send back."""
+    return f"{participant.page_seq}.{_sign(participant.id, participant.page_seq, secret)}"
+
+
+def check_token(participant: Participant, token: str | None, secret: str) -> TokenState:
+    """Classify a submitted page token (see the module docstring)."""
+    seq_text, _, sig = (token or "").partition(".")
+    if not seq_text.isdigit() or not hmac.compare_digest(
+        sig, _sign(participant.id, int(seq_text), secret)
+    ):
+        return TokenState.tampered
+    seq = int(seq_text)
+    if seq == participant.page_seq:
+        return TokenState.current
+    return TokenState.replay if seq < participant.page_seq else TokenState.tampered
+
+
+def parse_rt_ms(raw: str | None) -> int | None:
+    """Parse the client-measured milliseconds; absent or implausible values become ``None``."""
+    if raw is None or not raw.strip().isdigit():
+        return None
+    value = int(raw.strip())
+    return value if 0 <= value <= MAX_RT_MS else None
+
+
+def current_page(participant: Participant, study: Study, now: datetime) -> PageContext | None:
+    """Return the page the participant is on, or ``None`` once they have finished."""
+    if participant.status is not ParticipantStatus.started:
+        return None
+    blocks = study.definition["tasks"]
+    if participant.block_index >= len(blocks):
+        return None
+    return PageContext(
+        study=study,
+        participant=participant,
+        block=blocks[participant.block_index],
+        block_index=participant.block_index,
+        step=participant.step,
+        now=now,
+    )
+
+
+def task_of(ctx: PageContext) -> TaskType:
+    """The task type of the page's block."""
+    task = get_task_type(ctx.block["type"])
+    if task is None:  # only possible if a task type was removed after the study was loaded
+        raise LookupError(f"unknown task type {ctx.block['type']!r}")
+    return task
+
+
+def record_visit(ctx: PageContext) -> PageVisit:
+    """Note when this page was first shown (reloads keep the first time) and commit."""
+    p = ctx.participant
+    visit = db.session.scalar(
+        select(PageVisit).where(PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq)
+    )
+    if visit is None:
+        visit = PageVisit(
+            participant_id=p.id,
+            page_seq=p.page_seq,
+            page=task_of(ctx).page_name(ctx.block, ctx.step),
+            shown_at=ctx.now,
+        )
+        db.session.add(visit)
+    p.last_seen_at = ctx.now
+    try:
+        db.session.commit()
+    except IntegrityError:  # a concurrent reload recorded it first
+        db.session.rollback()
+        visit = db.session.scalar(
+            select(PageVisit).where(
+                PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq
+            )
+        )
+    return visit
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What happened to a submission."""
+
+    accepted: bool
+    outcome: Outcome | None = None
+    message: str | None = None
+
+
+def _advance(participant: Participant, study: Study, now: datetime) -> None:
+    blocks = study.definition["tasks"]
+    participant.step += 1
+    while participant.block_index < len(blocks):
+        task = get_task_type(blocks[participant.block_index]["type"])
+        if task is not None and participant.step < task.n_steps(blocks[participant.block_index]):
+            return
+        participant.block_index += 1
+        participant.step = 0
+    participant.status = ParticipantStatus.completed
+    participant.finished_at = now
+
+
+def submit(
+    ctx: PageContext, form: PageForm, *, token: str | None, secret: str, rt_ms: int | None
+) -> SubmitResult:
+    """Save a validated page and move the participant on, all in one transaction.
+
+    The participant row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite transactions
+    are immediate), then the token is checked again, so two concurrent copies of the same
+    POST save exactly one answer; unique constraints are the last line of defence.
+
+    Returns
+    -------
+    SubmitResult
+        ``accepted`` false for replays; otherwise the outcome and an optional message.
+    """
+    p = db.session.scalars(
+        select(Participant)
+        .where(Participant.id == ctx.participant.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one()
+    if p.status is not ParticipantStatus.started or check_token(p, token, secret) is not (
+        TokenState.current
+    ):
+        db.session.rollback()
+        return SubmitResult(accepted=False)
+    visit = db.session.scalar(
+        select(PageVisit).where(PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq)
+    )
+    ctx.shown_at = visit.shown_at if visit is not None else None
+    result = task_of(ctx).save(ctx, form, rt_ms)
+    if visit is not None:
+        visit.submitted_at = ctx.now
+        visit.rt_ms = rt_ms
+    p.page_seq += 1
+    p.last_seen_at = ctx.now
+    if result.outcome is Outcome.next:
+        _advance(p, ctx.study, ctx.now)
+    elif result.outcome is Outcome.screen_out:
+        p.status = ParticipantStatus.screened_out
+        p.finished_at = ctx.now
+    try:
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        return SubmitResult(accepted=False)
+    return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """How a finished session ends on its platform."""
+
+    kind: str  # "prolific" | "mturk" | "code" | "repeat"
+    code: str | None
+    url: str | None = None
+    fields: dict[str, str] | None = None
+
+
+def finish(participant: Participant, study: Study, prolific_url: str) -> Finish:
+    """Return where a finished participant goes: Prolific, the MTurk form or a code page.
+
+    Parameters
+    ----------
+    participant : Participant
+        Completed or screened out (other statuses end on a polite "already done" page).
+    study : Study
+    prolific_url : str
+        Prolific's completion URL; ``?cc=CODE`` is appended.
+    """
+    codes = study.definition["recruitment"]["completion_codes"]
+    status = participant.status
+    if status not in (ParticipantStatus.completed, ParticipantStatus.screened_out):
+        return Finish("repeat", None)
+    code = codes["completed" if status is ParticipantStatus.completed else "screened_out"]
+    identity = participant.identity
+    if participant.platform is Platform.prolific and status is ParticipantStatus.completed:
+        return Finish("prolific", code, f"{prolific_url}?cc={code}")
+    if participant.platform is Platform.mturk and status is ParticipantStatus.completed:
+        assert identity is not None and identity.return_url
+        return Finish(
+            "mturk",
+            code,
+            f"{identity.return_url}/mturk/externalSubmit",
+            {"assignmentId": identity.external_session_id or "", "completion_code": code},
+        )
+    if participant.platform is Platform.prolific:  # screened out on Prolific
+        return Finish("code", code, f"{prolific_url}?cc={code}")
+    return Finish("code", code)
+
+
+def page_payload(ctx: PageContext) -> dict[str, Any]:
+    """Template variables of the current page (task context plus progress)."""
+    n_blocks = len(ctx.definition["tasks"])
+    return {
+        **task_of(ctx).context(ctx),
+        "progress": round(100 * ctx.block_index / max(1, n_blocks - 1)),
+    }

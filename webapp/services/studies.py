@@ -1,0 +1,110 @@
+"""Load study definitions into the database and summarise what is stored."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from webapp.extensions import db
+from webapp.models import Participant, ParticipantStatus, Study
+from webapp.studydef import definition_hash, load_study_file
+
+
+class StudyLoadError(RuntimeError):
+    """A valid definition cannot replace the stored one (it would change what people saw)."""
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What ``load_study`` did."""
+
+    study: Study
+    action: str  # "created" | "updated" | "unchanged"
+
+
+def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
+    """Create or update a study from its YAML file and commit.
+
+    Parameters
+    ----------
+    path : str or Path
+        The study definition file.
+    force : bool
+        Replace the task blocks even when participants exist. Without it, changing the tasks
+        of a study that has participants is refused, because their sequences are re-derived
+        from the stored definition.
+
+    Returns
+    -------
+    LoadResult
+        The study row and ``"created"``, ``"updated"`` or ``"unchanged"``.
+
+    Raises
+    ------
+    webapp.studydef.StudyDefinitionError
+        The file is invalid (message names file, path, reason).
+    StudyLoadError
+        The tasks changed while participants exist and ``force`` is false.
+    """
+    definition = load_study_file(path)
+    digest = definition_hash(definition)
+    study = db.session.scalar(select(Study).where(Study.slug == definition["slug"]))
+    if study is None:
+        study = Study(
+            slug=definition["slug"],
+            title=definition["title"],
+            definition=definition,
+            definition_hash=digest,
+            version=1,
+            export_salt=secrets.token_hex(32),
+            source_path=str(path),
+        )
+        db.session.add(study)
+        db.session.commit()
+        return LoadResult(study, "created")
+    if study.definition_hash == digest:
+        return LoadResult(study, "unchanged")
+    n = db.session.scalar(select(func.count()).where(Participant.study_id == study.id)) or 0
+    if n and study.definition["tasks"] != definition["tasks"] and not force:
+        raise StudyLoadError(
+            f"study {study.slug!r} has {n} participant(s) and its task blocks changed; "
+            "use --force to replace them anyway (their sequences will be re-derived from the "
+            "new definition), or load it under a new slug"
+        )
+    study.title = definition["title"]
+    study.definition = definition
+    study.definition_hash = digest
+    study.version += 1
+    study.source_path = str(path)
+    db.session.commit()
+    return LoadResult(study, "updated")
+
+
+def get_study(slug: str) -> Study | None:
+    """Return the study with this slug, or ``None``."""
+    return db.session.scalar(select(Study).where(Study.slug == slug))
+
+
+def status_counts(study: Study, *, include_preview: bool = False) -> dict[str, dict[str, int]]:
+    """Count participants by status and sequence.
+
+    Returns
+    -------
+    dict
+        ``{status: {"A": n, "B": n, "total": n}}`` for every status (zeros included).
+    """
+    query = (
+        select(Participant.status, Participant.sequence, func.count())
+        .where(Participant.study_id == study.id)
+        .group_by(Participant.status, Participant.sequence)
+    )
+    if not include_preview:
+        query = query.where(Participant.is_preview.is_(False))
+    counts = {s.value: {"A": 0, "B": 0, "total": 0} for s in ParticipantStatus}
+    for status, sequence, n in db.session.execute(query):
+        counts[status.value][sequence] = n
+        counts[status.value]["total"] += n
+    return counts

@@ -1,0 +1,282 @@
+"""Study definitions: read a YAML file, validate it, return a plain normalised ``dict``.
+
+A study is metadata (slug, title, recruitment, payment) plus an ordered list of task blocks.
+Each block names a task ``type`` from :mod:`webapp.tasks`; that task type validates its own
+keys. Every error names the file, the path inside it and the reason, e.g.
+``demo.yaml: tasks[2].questions[0].correct: 'maybe' is not one of the options``.
+
+The validation is written by hand rather than with a schema library because the reasons must
+speak the researcher's language and each task type owns its part of the schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
+ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+PLATFORMS = ("prolific", "mturk", "link")
+
+
+class StudyDefinitionError(ValueError):
+    """A study definition is invalid; ``str()`` reads ``FILE: PATH: REASON``."""
+
+    def __init__(self, file: str, path: str, reason: str) -> None:
+        self.file, self.path, self.reason = file, path, reason
+        super().__init__(f"{file}: {path or '(top level)'}: {reason}")
+
+
+@dataclass(frozen=True)
+class Where:
+    """A position inside a definition file, used to build error messages."""
+
+    file: str
+    path: str = ""
+    base_dir: Path | None = None
+
+    def at(self, key: str | int) -> Where:
+        """Return the position of a child key or list index."""
+        if isinstance(key, int):
+            return Where(self.file, f"{self.path}[{key}]", self.base_dir)
+        return Where(self.file, f"{self.path}.{key}" if self.path else key, self.base_dir)
+
+    def error(self, reason: str) -> StudyDefinitionError:
+        """Return an error located here (raise it)."""
+        return StudyDefinitionError(self.file, self.path, reason)
+
+
+def get_mapping(raw: Any, where: Where) -> dict[str, Any]:
+    """Return ``raw`` if it is a mapping with string keys, else raise."""
+    if not isinstance(raw, Mapping):
+        raise where.error(f"expected a mapping, got {type(raw).__name__}")
+    return dict(raw)
+
+
+def get_list(raw: Any, where: Where, *, min_len: int = 0) -> list[Any]:
+    """Return ``raw`` if it is a list of at least ``min_len`` items, else raise."""
+    if not isinstance(raw, list):
+        raise where.error(f"expected a list, got {type(raw).__name__}")
+    if len(raw) < min_len:
+        raise where.error(f"expected at least {min_len} item(s), got {len(raw)}")
+    return raw
+
+
+def get_str(raw: Mapping[str, Any], key: str, where: Where, default: str | None = None) -> str:
+    """Return the non-empty string ``raw[key]`` (or ``default`` when absent)."""
+    if key not in raw or raw[key] is None:
+        if default is None:
+            raise where.at(key).error("is required")
+        return default
+    value = raw[key]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # YAML turns codes like 1234 into numbers
+    if not isinstance(value, str) or not value.strip():
+        raise where.at(key).error("expected a non-empty string")
+    return value.strip()
+
+
+def get_number(
+    raw: Mapping[str, Any],
+    key: str,
+    where: Where,
+    *,
+    default: float | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> float:
+    """Return the number ``raw[key]`` within [minimum, maximum] (or ``default``)."""
+    if key not in raw or raw[key] is None:
+        if default is None:
+            raise where.at(key).error("is required")
+        return default
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise where.at(key).error(f"expected a number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise where.at(key).error(f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise where.at(key).error(f"must be at most {maximum}, got {value}")
+    return float(value)
+
+
+def get_int(
+    raw: Mapping[str, Any], key: str, where: Where, *, default: int, minimum: int = 0
+) -> int:
+    """Return the integer ``raw[key]`` ≥ ``minimum`` (or ``default``)."""
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise where.at(key).error(f"expected an integer, got {value!r}")
+    if value < minimum:
+        raise where.at(key).error(f"must be at least {minimum}, got {value}")
+    return value
+
+
+def get_id(raw: Mapping[str, Any], key: str, where: Where) -> str:
+    """Return an identifier (letters, digits, ``_.-``; at most 64 characters)."""
+    value = get_str(raw, key, where)
+    if not ID_RE.match(value):
+        raise where.at(key).error(f"{value!r} is not a valid id (letters, digits, _ . -)")
+    return value
+
+
+def check_keys(raw: Mapping[str, Any], allowed: set[str], where: Where) -> None:
+    """Reject unknown keys, which are nearly always typos."""
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise where.error(f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def read_yaml(path: Path, where: Where) -> Any:
+    """Parse a YAML file, turning syntax errors into located errors."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise where.error(f"file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise where.error(f"invalid YAML{line}: {getattr(exc, 'problem', exc)}") from None
+
+
+def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
+    raw = get_mapping(raw if raw is not None else {}, where)
+    check_keys(raw, {"platforms", "completion_codes", "exclude_ids", "description"}, where)
+    platforms = get_list(raw.get("platforms", list(PLATFORMS)), where.at("platforms"), min_len=1)
+    for i, p in enumerate(platforms):
+        if p not in PLATFORMS:
+            raise where.at("platforms").at(i).error(f"{p!r} is not one of {list(PLATFORMS)}")
+    codes_where = where.at("completion_codes")
+    codes = get_mapping(raw.get("completion_codes"), codes_where)
+    check_keys(codes, {"completed", "screened_out"}, codes_where)
+    excluded = get_list(raw.get("exclude_ids", []), where.at("exclude_ids"))
+    return {
+        "platforms": list(platforms),
+        "completion_codes": {
+            "completed": get_str(codes, "completed", codes_where),
+            "screened_out": get_str(codes, "screened_out", codes_where),
+        },
+        "exclude_ids": [str(x) for x in excluded],
+    }
+
+
+def _payment(raw: Any, where: Where) -> dict[str, Any]:
+    raw = get_mapping(raw if raw is not None else {}, where)
+    check_keys(raw, {"base_usd", "bonus"}, where)
+    bonus_where = where.at("bonus")
+    bonus = get_mapping(raw.get("bonus") or {"usd": 0}, bonus_where)
+    check_keys(bonus, {"usd", "rule"}, bonus_where)
+    return {
+        "base_usd": get_number(raw, "base_usd", where, minimum=0),
+        "bonus": {
+            "usd": get_number(bonus, "usd", bonus_where, default=0.0, minimum=0),
+            "rule": get_str(bonus, "rule", bonus_where, default="none"),
+        },
+    }
+
+
+def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
+    """Validate a parsed study definition and return its normalised form.
+
+    Parameters
+    ----------
+    raw : Any
+        The parsed YAML document.
+    where : Where
+        The file (and folder, for referenced files) the document came from.
+
+    Returns
+    -------
+    dict
+        ``slug``, ``title``, ``description``, ``estimated_minutes``, ``recruitment``,
+        ``payment`` and ``tasks`` (each block with ``id`` and ``type``).
+
+    Raises
+    ------
+    StudyDefinitionError
+        With file, path and reason.
+    """
+    from webapp.tasks import get_task_type, task_type_names
+
+    raw = get_mapping(raw, where)
+    check_keys(
+        raw,
+        {"slug", "title", "description", "estimated_minutes", "recruitment", "payment", "tasks"},
+        where,
+    )
+    slug = get_str(raw, "slug", where)
+    if not SLUG_RE.match(slug):
+        raise where.at("slug").error(f"{slug!r} must be lower-case letters, digits and dashes")
+    tasks_where = where.at("tasks")
+    blocks = []
+    seen: set[str] = set()
+    for i, block in enumerate(get_list(raw.get("tasks"), tasks_where, min_len=1)):
+        bw = tasks_where.at(i)
+        block = get_mapping(block, bw)
+        type_name = get_str(block, "type", bw)
+        task_type = get_task_type(type_name)
+        if task_type is None:
+            raise bw.at("type").error(
+                f"unknown task type {type_name!r}; known: {task_type_names()}"
+            )
+        block_id = get_id(block, "id", bw) if "id" in block else f"{type_name}{i}"
+        if block_id in seen:
+            raise bw.at("id").error(f"duplicate block id {block_id!r}")
+        seen.add(block_id)
+        body = {k: v for k, v in block.items() if k not in {"type", "id"}}
+        blocks.append({"id": block_id, "type": type_name, **task_type.validate(body, bw)})
+    if blocks[0]["type"] != "consent":
+        raise tasks_where.at(0).error("the first block must be of type 'consent'")
+    if blocks[-1]["type"] != "debrief":
+        raise tasks_where.at(len(blocks) - 1).error("the last block must be of type 'debrief'")
+    return {
+        "slug": slug,
+        "title": get_str(raw, "title", where),
+        "description": get_str(raw, "description", where, default=""),
+        "estimated_minutes": get_number(raw, "estimated_minutes", where, default=10.0, minimum=0),
+        "recruitment": _recruitment(raw.get("recruitment"), where.at("recruitment")),
+        "payment": _payment(raw.get("payment"), where.at("payment")),
+        "tasks": blocks,
+    }
+
+
+def load_study_file(path: str | Path) -> dict[str, Any]:
+    """Read and validate a study definition file (referenced files are inlined).
+
+    Parameters
+    ----------
+    path : str or Path
+        A YAML file such as ``stimuli/studies/product-choice-demo.yaml``.
+
+    Returns
+    -------
+    dict
+        The normalised definition (see :func:`validate_definition`).
+
+    Examples
+    --------
+    >>> d = load_study_file("stimuli/studies/product-choice-demo.yaml")  # doctest: +SKIP
+    >>> d["slug"]  # doctest: +SKIP
+    'product-choice-demo'
+    """
+    path = Path(path)
+    where = Where(path.name, "", path.parent.resolve())
+    return validate_definition(read_yaml(path, where), where)
+
+
+def definition_hash(definition: Mapping[str, Any]) -> str:
+    """Return a SHA-256 hex digest of the canonical JSON of a definition."""
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def find_blocks(definition: Mapping[str, Any], type_name: str) -> list[dict[str, Any]]:
+    """Return the blocks of one task type, in study order."""
+    return [b for b in definition["tasks"] if b["type"] == type_name]

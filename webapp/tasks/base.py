@@ -1,0 +1,97 @@
+"""What a task type is: a YAML schema, a form, a template and a save service, in one unit.
+
+A study is a list of blocks; each block has a task type. The participant flow
+(:mod:`webapp.services.flow`) asks the block's task type how many pages it has, which form and
+template a page uses, and how to save a valid submission. Adding a task type means adding one
+module here, one template in ``templates/tasks/`` and one line in ``webapp/tasks/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from flask_wtf import FlaskForm
+from wtforms import HiddenField
+
+if TYPE_CHECKING:
+    from webapp.models import Participant, Study
+    from webapp.studydef import Where
+
+
+class PageForm(FlaskForm):
+    """Fields every participant form carries: the page token and the client-measured time."""
+
+    page = HiddenField()
+    rt_ms = HiddenField()
+
+
+@dataclass
+class PageContext:
+    """Everything a task type needs to render or save one page (no request object)."""
+
+    study: Study
+    participant: Participant
+    block: dict[str, Any]
+    block_index: int
+    step: int
+    now: datetime
+    shown_at: datetime | None = None  # when this page was first served (server timing)
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """The study's normalised definition."""
+        return self.study.definition
+
+
+class Outcome(enum.Enum):
+    """What the flow does after a page was saved."""
+
+    next = "next"  # go to the following page
+    retry = "retry"  # show this page again (e.g. another quiz attempt)
+    screen_out = "screen_out"  # end the session as screened out
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """The outcome of saving a page, with an optional message for the next page view."""
+
+    outcome: Outcome
+    message: str | None = None
+
+
+NEXT = SaveResult(Outcome.next)
+
+
+class TaskType:
+    """Base class of task types; subclasses set ``name`` and override what they need."""
+
+    name: ClassVar[str]
+    template: ClassVar[str]
+    form: ClassVar[type[PageForm]] = PageForm
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        """Validate the block's keys (without ``id``/``type``) and return them normalised."""
+        return {}
+
+    def n_steps(self, block: dict[str, Any]) -> int:
+        """Number of pages this block shows."""
+        return 1
+
+    def page_name(self, block: dict[str, Any], step: int) -> str:
+        """A readable page name for timing records (``block_id/step``)."""
+        return f"{block['id']}/{step}"
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        """Return the page's form bound to ``formdata`` (``None`` on GET)."""
+        return self.form(formdata=formdata)
+
+    def context(self, ctx: PageContext) -> dict[str, Any]:
+        """Template variables for the page."""
+        return {"block": ctx.block}
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        """Store a valid submission (inside the caller's transaction) and say what follows."""
+        return NEXT

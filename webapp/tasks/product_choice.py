@@ -1,0 +1,292 @@
+"""Product choice with willingness to pay: the task type of the product-choice study.
+
+Each trial is two pages. The *choice* page shows two manufacturers of one product type, each
+described by its original review or by its LLM summary (the trial's format), and asks which
+one the participant would buy. The *WTP* page then shows the price of the product not chosen
+($X) and asks how much more than $X the participant would pay for the chosen one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import select
+from wtforms import RadioField, StringField, ValidationError
+from wtforms.validators import InputRequired
+
+from webapp.models import ChoiceResponse
+from webapp.services.design import Trial, derive_sequence
+from webapp.studydef import (
+    Where,
+    check_keys,
+    get_id,
+    get_list,
+    get_mapping,
+    get_number,
+    get_str,
+    read_yaml,
+)
+from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+
+SIDES = ("left", "right")
+_AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$")
+
+
+class ChoiceForm(PageForm):
+    """Which of the two products; values are the sides so labels can change freely."""
+
+    side = RadioField(
+        "Which product would you buy?",
+        choices=[("left", "left"), ("right", "right")],
+        validators=[InputRequired("Please choose one of the two products.")],
+    )
+
+
+class WtpForm(PageForm):
+    """The premium over the other product's price, validated against the block's maximum."""
+
+    premium = StringField(
+        "Additional amount in US dollars",
+        validators=[
+            InputRequired("Please enter an amount in dollars (0 if you would pay nothing more).")
+        ],
+    )
+    max_usd: float = 0.0
+
+    def validate_premium(self, field: StringField) -> None:
+        """Attach a clear message for non-numeric, negative or too large amounts."""
+        try:
+            parse_premium(field.data or "", self.max_usd)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+
+def parse_premium(text: str, max_usd: float) -> float:
+    """Parse a typed dollar amount such as ``"12.50"`` or ``"$3"``.
+
+    Parameters
+    ----------
+    text : str
+        What the participant typed.
+    max_usd : float
+        The configured maximum premium.
+
+    Returns
+    -------
+    float
+        The amount in dollars, 0 ≤ amount ≤ ``max_usd``.
+
+    Raises
+    ------
+    ValueError
+        With a message meant for the participant.
+
+    Examples
+    --------
+    >>> parse_premium(" $12.5 ", 100)
+    12.5
+    """
+    cleaned = text.strip().removeprefix("$").strip().replace(" ", "")
+    if cleaned.startswith("-") and _AMOUNT_RE.match(cleaned[1:]):
+        raise ValueError("Please enter an amount of $0 or more.")
+    if not _AMOUNT_RE.match(cleaned):
+        raise ValueError("Please enter a number of dollars, for example 5 or 12.50.")
+    value = float(cleaned)
+    if value > max_usd:
+        raise ValueError(f"Please enter at most ${max_usd:,.2f}.")
+    return value
+
+
+def _product(raw: Any, where: Where) -> dict[str, Any]:
+    p = get_mapping(raw, where)
+    check_keys(p, {"manufacturer", "price_usd", "review", "summary"}, where)
+    return {
+        "manufacturer": get_str(p, "manufacturer", where),
+        "price_usd": get_number(p, "price_usd", where, minimum=0.01),
+        "review": get_str(p, "review", where),
+        "summary": get_str(p, "summary", where),
+    }
+
+
+def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
+    """Validate a list of product pairs (see ``stimuli/product_pairs/demo.yaml``)."""
+    pairs = []
+    for i, item in enumerate(get_list(raw, where, min_len=2)):
+        w = where.at(i)
+        pair = get_mapping(item, w)
+        check_keys(pair, {"id", "product_type", "target", "control"}, w)
+        target, control = (
+            _product(pair.get("target"), w.at("target")),
+            _product(pair.get("control"), w.at("control")),
+        )
+        if target["manufacturer"] == control["manufacturer"]:
+            raise w.error("target and control need different manufacturers")
+        pairs.append(
+            {
+                "id": get_id(pair, "id", w),
+                "product_type": get_str(pair, "product_type", w),
+                "target": target,
+                "control": control,
+            }
+        )
+    ids = [p["id"] for p in pairs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise where.error(f"duplicate pair ids {dupes}")
+    return pairs
+
+
+class ProductChoiceTask(TaskType):
+    """Ten (or any number of) product pairs, each a choice page and a WTP page."""
+
+    name = "product_choice"
+    template = "tasks/product_choice.html"
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(body, {"pairs", "labels", "prompt", "wtp"}, where)
+        pw = where.at("pairs")
+        raw_pairs = body.get("pairs")
+        if isinstance(raw_pairs, str):  # a file next to the study definition
+            if where.base_dir is None:
+                raise pw.error("a pairs file needs the study file's folder")
+            path = (where.base_dir / raw_pairs).resolve()
+            file_where = Where(path.name, "", path.parent)
+            doc = read_yaml(path, pw)
+            doc = get_mapping(doc, file_where)
+            pairs = validate_pairs(doc.get("pairs"), file_where.at("pairs"))
+        else:
+            pairs = validate_pairs(raw_pairs, pw)
+        lw = where.at("labels")
+        labels = get_mapping(body.get("labels") or {}, lw)
+        check_keys(labels, {"original", "summary"}, lw)
+        ww = where.at("wtp")
+        wtp = get_mapping(body.get("wtp") or {}, ww)
+        check_keys(wtp, {"max_premium_usd", "question"}, ww)
+        return {
+            "pairs": pairs,
+            "labels": {
+                "original": get_str(labels, "original", lw, default="Customer review"),
+                "summary": get_str(labels, "summary", lw, default="Summary of customer reviews"),
+            },
+            "prompt": get_str(body, "prompt", where, default="Which product would you buy?"),
+            "wtp": {
+                "max_premium_usd": get_number(
+                    wtp, "max_premium_usd", ww, default=100.0, minimum=0.01
+                ),
+                "question": get_str(
+                    wtp,
+                    "question",
+                    ww,
+                    default="The other product costs {price}. How much more than {price} "
+                    "would you pay for the one you chose?",
+                ),
+            },
+        }
+
+    def n_steps(self, block: dict[str, Any]) -> int:
+        return 2 * len(block["pairs"])
+
+    def page_name(self, block: dict[str, Any], step: int) -> str:
+        return f"{block['id']}/{step // 2}/{'wtp' if step % 2 else 'choice'}"
+
+    # -- helpers ------------------------------------------------------------------------------
+    def trial(self, ctx: PageContext) -> Trial:
+        """The trial this page belongs to, re-derived from the participant's seed."""
+        p = ctx.participant
+        trials = derive_sequence(ctx.definition, p.seed, p.sequence, ctx.block["id"])
+        return trials[ctx.step // 2]
+
+    def _pair(self, ctx: PageContext, pair_id: str) -> dict[str, Any]:
+        return next(p for p in ctx.block["pairs"] if p["id"] == pair_id)
+
+    def _response(self, ctx: PageContext, trial_index: int) -> ChoiceResponse | None:
+        from webapp.extensions import db
+
+        return db.session.scalar(
+            select(ChoiceResponse).where(
+                ChoiceResponse.participant_id == ctx.participant.id,
+                ChoiceResponse.trial_index == trial_index,
+            )
+        )
+
+    # -- the TaskType interface ---------------------------------------------------------------
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        if ctx.step % 2 == 0:
+            return ChoiceForm(formdata=formdata)
+        form = WtpForm(formdata=formdata)
+        form.max_usd = ctx.block["wtp"]["max_premium_usd"]
+        return form
+
+    def context(self, ctx: PageContext) -> dict[str, Any]:
+        trial = self.trial(ctx)
+        pair = self._pair(ctx, trial.pair_id)
+        n = len(ctx.block["pairs"])
+        base = {"block": ctx.block, "trial": trial, "pair": pair, "n_trials": n}
+        if ctx.step % 2 == 0:
+            target, control = pair["target"], pair["control"]
+            left, right = (target, control) if trial.target_side == "left" else (control, target)
+            text_key = "review" if trial.format == "original" else "summary"
+            products = [
+                {"side": side, "manufacturer": prod["manufacturer"], "text": prod[text_key]}
+                for side, prod in (("left", left), ("right", right))
+            ]
+            return {
+                **base,
+                "kind": "choice",
+                "products": products,
+                "label": ctx.block["labels"][trial.format],
+            }
+        response = self._response(ctx, trial.trial_index)
+        assert response is not None, "the WTP page always follows a saved choice"
+        chose_target = response.chose_target
+        chosen = pair["target"] if chose_target else pair["control"]
+        other = pair["control"] if chose_target else pair["target"]
+        price = f"${other['price_usd']:,.2f}"
+        return {
+            **base,
+            "kind": "wtp",
+            "chosen": chosen,
+            "other": other,
+            "other_price": other["price_usd"],
+            "question": ctx.block["wtp"]["question"].format(price=price),
+            "max_usd": ctx.block["wtp"]["max_premium_usd"],
+        }
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.extensions import db
+
+        trial = self.trial(ctx)
+        pair = self._pair(ctx, trial.pair_id)
+        if ctx.step % 2 == 0:
+            side = form["side"].data
+            chose_target = side == trial.target_side
+            other = pair["control"] if chose_target else pair["target"]
+            server_ms = None
+            if ctx.shown_at is not None:
+                server_ms = int((ctx.now - ctx.shown_at).total_seconds() * 1000)
+            db.session.add(
+                ChoiceResponse(
+                    participant_id=ctx.participant.id,
+                    block_id=ctx.block["id"],
+                    trial_index=trial.trial_index,
+                    pair_id=trial.pair_id,
+                    format=trial.format,
+                    target_side=trial.target_side,
+                    chosen_side=side,
+                    chose_target=chose_target,
+                    other_price_usd=other["price_usd"],
+                    rt_ms=rt_ms,
+                    server_rt_ms=server_ms,
+                    answered_at=ctx.now,
+                )
+            )
+            return NEXT
+        response = self._response(ctx, trial.trial_index)
+        assert response is not None
+        premium = parse_premium(form["premium"].data, ctx.block["wtp"]["max_premium_usd"])
+        response.wtp_premium_usd = premium
+        response.wtp_premium_pct = 100.0 * premium / response.other_price_usd
+        response.wtp_rt_ms = rt_ms
+        response.wtp_answered_at = ctx.now
+        return NEXT

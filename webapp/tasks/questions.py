@@ -1,0 +1,266 @@
+"""Question pages: comprehension quiz, attention check and demographics.
+
+All three show a list of questions on one page as a plain form. The quiz and the attention
+check have correct answers; the quiz allows a number of attempts and screens out on failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wtforms import IntegerField, RadioField, StringField
+from wtforms.validators import InputRequired, NumberRange, Optional
+
+from webapp.models import QuizAttempt, TaskResponse
+from webapp.studydef import (
+    Where,
+    check_keys,
+    get_id,
+    get_int,
+    get_list,
+    get_mapping,
+    get_str,
+)
+from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+
+REQUIRED = "Please choose an answer."
+
+
+def _choice_question(raw: Any, where: Where, *, with_correct: bool) -> dict[str, Any]:
+    q = get_mapping(raw, where)
+    check_keys(q, {"id", "text", "options", "correct"}, where)
+    options = [str(o) for o in get_list(q.get("options"), where.at("options"), min_len=2)]
+    if len(set(options)) != len(options):
+        raise where.at("options").error("options must be distinct")
+    out = {"id": get_id(q, "id", where), "text": get_str(q, "text", where), "options": options}
+    if with_correct:
+        correct = get_str(q, "correct", where)
+        if correct not in options:
+            raise where.at("correct").error(f"{correct!r} is not one of the options {options}")
+        out["correct"] = correct
+    return out
+
+
+def _questions(body: dict[str, Any], where: Where, *, with_correct: bool) -> list[dict[str, Any]]:
+    qw = where.at("questions")
+    questions = [
+        _choice_question(q, qw.at(i), with_correct=with_correct)
+        for i, q in enumerate(get_list(body.get("questions"), qw, min_len=1))
+    ]
+    ids = [q["id"] for q in questions]
+    if len(set(ids)) != len(ids):
+        raise qw.error(f"question ids must be unique, got {ids}")
+    return questions
+
+
+def _choice_form(questions: list[dict[str, Any]], formdata: Any) -> PageForm:
+    """Build a form with one radio group per question (field name = question id)."""
+
+    class _Form(PageForm):
+        pass
+
+    for q in questions:
+        field = RadioField(
+            q["text"], choices=[(o, o) for o in q["options"]], validators=[InputRequired(REQUIRED)]
+        )
+        setattr(_Form, f"q_{q['id']}", field)
+    return _Form(formdata=formdata)
+
+
+def _answers(form: PageForm, questions: list[dict[str, Any]]) -> dict[str, str]:
+    return {q["id"]: form[f"q_{q['id']}"].data for q in questions}
+
+
+def _n_correct(answers: dict[str, str], questions: list[dict[str, Any]]) -> int:
+    return sum(answers[q["id"]] == q["correct"] for q in questions)
+
+
+class QuizTask(TaskType):
+    """Comprehension quiz: all answers must be correct within ``attempts`` tries."""
+
+    name = "quiz"
+    template = "tasks/questions.html"
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(body, {"heading", "text", "questions", "attempts", "on_fail"}, where)
+        on_fail = get_str(body, "on_fail", where, default="screen_out")
+        if on_fail not in {"screen_out", "continue"}:
+            raise where.at("on_fail").error("must be 'screen_out' or 'continue'")
+        return {
+            "heading": get_str(body, "heading", where, default="Check your understanding"),
+            "text": get_str(body, "text", where, default=""),
+            "questions": _questions(body, where, with_correct=True),
+            "attempts": get_int(body, "attempts", where, default=2, minimum=1),
+            "on_fail": on_fail,
+        }
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        return _choice_form(ctx.block["questions"], formdata)
+
+    def context(self, ctx: PageContext) -> dict[str, Any]:
+        used = ctx.participant.quiz_attempts
+        return {
+            "block": ctx.block,
+            "attempt": used + 1,
+            "attempts_left": ctx.block["attempts"] - used,
+        }
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.extensions import db
+
+        questions = ctx.block["questions"]
+        answers = _answers(form, questions)
+        n_correct = _n_correct(answers, questions)
+        passed = n_correct == len(questions)
+        p = ctx.participant
+        p.quiz_attempts += 1
+        db.session.add(
+            QuizAttempt(
+                participant_id=p.id,
+                block_id=ctx.block["id"],
+                attempt=p.quiz_attempts,
+                answers=answers,
+                n_correct=n_correct,
+                passed=passed,
+                rt_ms=rt_ms,
+                created_at=ctx.now,
+            )
+        )
+        if passed:
+            p.quiz_passed = True
+            return NEXT
+        if p.quiz_attempts < ctx.block["attempts"]:
+            left = ctx.block["attempts"] - p.quiz_attempts
+            return SaveResult(
+                Outcome.retry,
+                f"{len(questions) - n_correct} answer(s) were not correct. Please read the "
+                f"questions again; you have {left} more attempt(s).",
+            )
+        p.quiz_passed = False
+        if ctx.block["on_fail"] == "screen_out":
+            return SaveResult(Outcome.screen_out)
+        return NEXT
+
+
+class AttentionCheckTask(TaskType):
+    """Instructed-response questions; the result is ``attention_passed`` in the export."""
+
+    name = "attention_check"
+    template = "tasks/questions.html"
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(body, {"heading", "text", "questions"}, where)
+        return {
+            "heading": get_str(body, "heading", where, default="A few more questions"),
+            "text": get_str(body, "text", where, default=""),
+            "questions": _questions(body, where, with_correct=True),
+        }
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        return _choice_form(ctx.block["questions"], formdata)
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.extensions import db
+
+        questions = ctx.block["questions"]
+        answers = _answers(form, questions)
+        passed = _n_correct(answers, questions) == len(questions)
+        p = ctx.participant
+        # Several checks combine with AND: one failure marks the participant.
+        p.attention_passed = passed and p.attention_passed is not False
+        db.session.add(
+            TaskResponse(
+                participant_id=p.id,
+                block_id=ctx.block["id"],
+                task_type=self.name,
+                step=ctx.step,
+                payload={"answers": answers, "passed": passed},
+                rt_ms=rt_ms,
+                created_at=ctx.now,
+            )
+        )
+        return NEXT
+
+
+class DemographicsTask(TaskType):
+    """Optional or required questions: ``choice``, ``number`` (with min/max) or ``text``."""
+
+    name = "demographics"
+    template = "tasks/questions.html"
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(body, {"heading", "text", "questions"}, where)
+        qw = where.at("questions")
+        questions = []
+        for i, raw in enumerate(get_list(body.get("questions"), qw, min_len=1)):
+            w = qw.at(i)
+            q = get_mapping(raw, w)
+            check_keys(q, {"id", "text", "kind", "options", "min", "max", "required"}, w)
+            kind = get_str(q, "kind", w, default="choice")
+            if kind not in {"choice", "number", "text"}:
+                raise w.at("kind").error("must be 'choice', 'number' or 'text'")
+            out: dict[str, Any] = {
+                "id": get_id(q, "id", w),
+                "text": get_str(q, "text", w),
+                "kind": kind,
+                "required": bool(q.get("required", False)),
+            }
+            if kind == "choice":
+                out["options"] = [
+                    str(o) for o in get_list(q.get("options"), w.at("options"), min_len=2)
+                ]
+            if kind == "number":
+                out["min"] = get_int(q, "min", w, default=0, minimum=-(10**9))
+                out["max"] = get_int(q, "max", w, default=10**6, minimum=out["min"])
+            questions.append(out)
+        return {
+            "heading": get_str(body, "heading", where, default="About you"),
+            "text": get_str(body, "text", where, default=""),
+            "questions": questions,
+        }
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        class _Form(PageForm):
+            pass
+
+        for q in ctx.block["questions"]:
+            need = (
+                [InputRequired("Please answer this question.")] if q["required"] else [Optional()]
+            )
+            if q["kind"] == "choice":
+                field: Any = RadioField(
+                    q["text"], choices=[(o, o) for o in q["options"]], validators=need
+                )
+            elif q["kind"] == "number":
+                field = IntegerField(
+                    q["text"],
+                    validators=[
+                        *need,
+                        NumberRange(
+                            q["min"],
+                            q["max"],
+                            f"Please enter a whole number from {q['min']} to {q['max']}.",
+                        ),
+                    ],
+                )
+            else:
+                field = StringField(q["text"], validators=need)
+            setattr(_Form, f"q_{q['id']}", field)
+        return _Form(formdata=formdata)
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.extensions import db
+
+        answers = {q["id"]: form[f"q_{q['id']}"].data for q in ctx.block["questions"]}
+        db.session.add(
+            TaskResponse(
+                participant_id=ctx.participant.id,
+                block_id=ctx.block["id"],
+                task_type=self.name,
+                step=ctx.step,
+                payload={"answers": answers},
+                rt_ms=rt_ms,
+                created_at=ctx.now,
+            )
+        )
+        return NEXT

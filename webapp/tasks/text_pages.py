@@ -1,0 +1,60 @@
+"""Text-only task types: consent, instructions and debrief.
+
+Consent is shown on the study's entry page (before any participant record exists), so link
+scanners and previews create nothing; instructions and debrief are ordinary pages whose only
+input is a continue/finish button.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webapp.studydef import Where, check_keys, get_str
+from webapp.tasks.base import TaskType
+
+
+class _TextTask(TaskType):
+    """A page with a heading, paragraphs and one button."""
+
+    default_heading: str = ""
+    default_button: str = "Continue"
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(body, {"heading", "text", "button"}, where)
+        return {
+            "heading": get_str(body, "heading", where, default=self.default_heading),
+            "text": get_str(body, "text", where),
+            "button": get_str(body, "button", where, default=self.default_button),
+        }
+
+
+class ConsentTask(_TextTask):
+    """Information sheet and consent; agreeing starts the session."""
+
+    name = "consent"
+    template = "participant/consent.html"
+    default_heading = "Consent to take part"
+    default_button = "I agree, start the study"
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(body, {"heading", "text", "button", "decline_button"}, where)
+        out = super().validate({k: v for k, v in body.items() if k != "decline_button"}, where)
+        out["decline_button"] = get_str(body, "decline_button", where, default="I do not agree")
+        return out
+
+
+class InstructionsTask(_TextTask):
+    """Instructions before the tasks."""
+
+    name = "instructions"
+    template = "tasks/text.html"
+    default_heading = "Instructions"
+
+
+class DebriefTask(_TextTask):
+    """What the study was about; its button completes the session."""
+
+    name = "debrief"
+    template = "tasks/text.html"
+    default_heading = "Thank you"
+    default_button = "Finish and submit"
