@@ -195,6 +195,10 @@ def run_command(method: str, sets: tuple[str, ...], **kw: Any) -> None:
     _run(method, params, kw)
 
 
+def _is_fact(item: Mapping[str, Any]) -> bool:
+    return "pair_id" in item and "truth" in item
+
+
 def _unique_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Prefix item IDs with their dataset when several datasets reuse the same IDs."""
     ids = [str(i["item_id"]) for i in items]
@@ -230,7 +234,7 @@ def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
     help="Documents to summarise (item_id, text); repeat for several datasets, each "
-    "named after its file.",
+    "named after its file. Items with pair_id and truth are taken as fact checks.",
 )
 @click.option(
     "--facts",
@@ -304,10 +308,10 @@ def compare_command(
         if not sep or not dot:
             raise click.BadParameter(f"expected METHOD.NAME=VALUE, got {item!r}", "--set")
         params.setdefault(method.strip(), {})[name.strip().replace("-", "_")] = value.strip()
-    summary_items = _unique_ids(
-        [item for path in datasets for item in _items(path, kw, dataset=Path(path).stem)]
-    )
-    fact_items = _items(facts, kw) if facts else []
+    loaded = [item for path in datasets for item in _items(path, kw, dataset=Path(path).stem)]
+    # A --dataset file may also hold fact-check statements: they are the items with a pair.
+    summary_items = _unique_ids([i for i in loaded if not _is_fact(i)])
+    fact_items = [i for i in loaded if _is_fact(i)] + (_items(facts, kw) if facts else [])
     backend = _backend(kw)
     if judge == "model":
         judge_backend = backend

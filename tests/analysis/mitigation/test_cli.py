@@ -119,3 +119,16 @@ def test_compare_keeps_datasets_apart_when_they_reuse_item_ids(tiny_model_dir, t
     assert sorted(zip(table["dataset"], table["method"], table["n"], strict=True)) == [
         ("one", "baseline", 2), ("one", "cloze", 2), ("two", "baseline", 2), ("two", "cloze", 2),
     ]  # fmt: skip
+
+
+def test_compare_takes_fact_checks_from_a_dataset_file(tiny_model_dir, tmp_path):
+    mixed = _write_jsonl(tmp_path / "mixed.jsonl", DOCS[:1] + FACTS)
+    out = tmp_path / "cmp"
+    _invoke(["compare", "--dataset", mixed, "--methods", "cloze,epistemic-tagging",
+             "--model", tiny_model_dir, "--out", out, "--judge", "vader", "--embedder", "hashing",
+             "--max-new-tokens", "3", "--device", "cpu", "--no-progress"])  # fmt: skip
+    summary = pd.read_csv(out / "summarization_table.csv")
+    assert list(summary["method"]) == ["baseline", "cloze"] and (summary["n"] == 1).all()
+    facts = pd.read_csv(out / "fact_check_table.csv")
+    assert list(facts["method"]) == ["baseline", "epistemic-tagging"]  # no cutoff: split "all"
+    assert (facts["period"] == "all").all() and (facts["n_pairs"] == 2).all()
