@@ -78,6 +78,7 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--concurrency", type=int, default=8, show_default=True),
         click.option("--timeout", type=float, default=120.0, show_default=True),
         click.option("--max-retries", type=int, default=6, show_default=True),
+        click.option("--threads", type=int, help="torch CPU threads (transformers on CPU)."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
     for option in reversed(options):
@@ -151,6 +152,10 @@ def _run(task: str, kw: dict[str, Any]) -> None:
         batch_size=kw["batch_size"],
     )
     backend_options: dict[str, Any] = {}
+    if kw["threads"]:
+        import torch
+
+        torch.set_num_threads(kw["threads"])
     if kw["backend"] == "transformers":
         backend_options = {
             "device": kw["device"],

@@ -340,6 +340,15 @@ def build_record(
     return record
 
 
+def _framelab_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("framelab")
+    except PackageNotFoundError:
+        return None
+
+
 def settings_of(backend: Backend) -> dict[str, Any]:
     """The backend's output-changing settings (empty for lexicon backends)."""
     settings = getattr(backend, "settings", None)
@@ -426,60 +435,71 @@ def run_task(
         backend.load()  # before the clock starts: throughput should not include loading
     t_gen = time.perf_counter()
     bar = tqdm(total=len(requests), unit="item", disable=not progress or not requests)
-    with store, bar:
-        for request, completion in backend.generate(requests):
-            prompt = todo[request.key]
-            if completion.error is not None:
-                summary.n_failed += 1
-                summary.errors.append(f"{prompt.item_id} {prompt.variant_key}: {completion.error}")
-            else:
-                parsed = spec.parse(completion.text, prompt)
-                store.append(
-                    build_record(
-                        prompt,
-                        parsed,
-                        backend=backend,
-                        task=task,
-                        method=method,
-                        template=tpl,
-                        template_hash=thash,
-                        dataset=opts.dataset,
-                        n_prompt_tokens=completion.n_prompt_tokens,
-                        n_output_tokens=completion.n_output_tokens,
-                        extra=completion.extra,
+    status = "completed"
+    try:
+        with store, bar:
+            for request, completion in backend.generate(requests):
+                prompt = todo[request.key]
+                if completion.error is not None:
+                    summary.n_failed += 1
+                    summary.errors.append(
+                        f"{prompt.item_id} {prompt.variant_key}: {completion.error}"
                     )
-                )
-                summary.n_generated += 1
-                summary.n_output_tokens += completion.n_output_tokens or 0
-            bar.update(1)
-            elapsed = max(bar.format_dict.get("elapsed", 0.0), 1e-9)
-            bar.set_postfix(tok_s=f"{summary.n_output_tokens / elapsed:.1f}", refresh=False)
-    summary.seconds = time.perf_counter() - t_gen
-    summary.manifest = write_manifest(
-        out,
-        {
-            "started_at": started,
-            "finished_at": utc_now(),
-            "seconds": round(time.perf_counter() - t0, 3),
-            "generation_seconds": round(summary.seconds, 3),
-            "task": task,
-            "method": method,
-            "template": tpl.name,
-            "template_hash": thash,
-            "settings": settings,
-            "seed": settings.get("seed"),
-            "backend": backend.info(),
-            "counts": {
-                "items": summary.n_items,
-                "prompts": summary.n_prompts,
-                "already_done": summary.n_done_before,
-                "generated": summary.n_generated,
-                "failed": summary.n_failed,
-                "output_tokens": summary.n_output_tokens,
+                else:
+                    parsed = spec.parse(completion.text, prompt)
+                    store.append(
+                        build_record(
+                            prompt,
+                            parsed,
+                            backend=backend,
+                            task=task,
+                            method=method,
+                            template=tpl,
+                            template_hash=thash,
+                            dataset=opts.dataset,
+                            n_prompt_tokens=completion.n_prompt_tokens,
+                            n_output_tokens=completion.n_output_tokens,
+                            extra=completion.extra,
+                        )
+                    )
+                    summary.n_generated += 1
+                    summary.n_output_tokens += completion.n_output_tokens or 0
+                bar.update(1)
+                elapsed = max(bar.format_dict.get("elapsed", 0.0), 1e-9)
+                bar.set_postfix(tok_s=f"{summary.n_output_tokens / elapsed:.1f}", refresh=False)
+    except BaseException as exc:
+        # Ctrl-C, OOM, a dead server: what was stored stays, and the manifest says how far it got.
+        status = f"interrupted: {type(exc).__name__}"
+        raise
+    finally:
+        summary.seconds = time.perf_counter() - t_gen
+        summary.manifest = write_manifest(
+            out,
+            {
+                "status": status,
+                "started_at": started,
+                "finished_at": utc_now(),
+                "seconds": round(time.perf_counter() - t0, 3),
+                "generation_seconds": round(summary.seconds, 3),
+                "task": task,
+                "method": method,
+                "template": tpl.name,
+                "template_hash": thash,
+                "settings": settings,
+                "seed": settings.get("seed"),
+                "backend": backend.info(),
+                "counts": {
+                    "items": summary.n_items,
+                    "prompts": summary.n_prompts,
+                    "already_done": summary.n_done_before,
+                    "generated": summary.n_generated,
+                    "failed": summary.n_failed,
+                    "output_tokens": summary.n_output_tokens,
+                },
+                "errors": summary.errors[:20],
+                "python": platform.python_version(),
+                "framelab": _framelab_version(),
+                "argv": list(argv) if argv is not None else list(sys.argv),
             },
-            "errors": summary.errors[:20],
-            "python": platform.python_version(),
-            "argv": list(argv) if argv is not None else list(sys.argv),
-        },
-    )
+        )
     return summary

@@ -238,3 +238,38 @@ def test_failed_completions_are_not_stored_and_retried(tmp_path: Path) -> None:
     assert "failed" in summary.describe()
     backend.fail = False
     assert run_task("summarize", REVIEWS, backend, out, progress=False).n_generated == 2
+
+
+def test_crash_mid_run_keeps_results_and_resumes(tmp_path: Path) -> None:
+    from analysis.llm.backends.base import Completion, GenerationSettings
+
+    class Crashing:
+        name, model_id, settings = "crashing", "m", GenerationSettings()
+
+        def __init__(self, crash_after: int | None) -> None:
+            self.crash_after = crash_after
+            self.asked: list[str] = []
+
+        def generate(self, requests):
+            for i, r in enumerate(requests):
+                if self.crash_after is not None and i == self.crash_after:
+                    raise RuntimeError("GPU fell off the bus")
+                self.asked.append(r.key)
+                yield r, Completion("ok", 1, 1)
+
+        def info(self):
+            return {"backend": self.name}
+
+    items = [{"item_id": str(i), "text": f"t{i}"} for i in range(5)]
+    out = tmp_path / "o.jsonl"
+    with pytest.raises(RuntimeError, match="bus"):
+        run_task("summarize", items, Crashing(crash_after=2), out, progress=False)
+    assert len(list(read_records(out))) == 2
+    manifest = json.loads((tmp_path / "o.jsonl.manifest.json").read_text())
+    assert manifest["runs"][0]["status"] == "interrupted: RuntimeError"
+    assert manifest["runs"][0]["counts"]["generated"] == 2
+    backend = Crashing(crash_after=None)
+    again = run_task("summarize", items, backend, out, progress=False)
+    assert (again.n_done_before, again.n_generated) == (2, 3)
+    assert len(backend.asked) == 3
+    assert sorted(r["item_id"] for r in read_records(out)) == ["0", "1", "2", "3", "4"]
