@@ -68,6 +68,7 @@ class TransformersBackend:
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: str | None = None
+        self._fits = 1  # the largest batch known to fit (lowered after CUDA OOM)
 
     @classmethod
     def from_loaded(
@@ -159,7 +160,8 @@ class TransformersBackend:
         """Yield completions batch by batch, longest prompts first.
 
         Sorting by length keeps padding (wasted compute) small, and putting the longest batch
-        first makes an out-of-memory error happen at once; on CUDA OOM the batch is split in two.
+        first makes an out-of-memory error happen at once. On CUDA OOM the batch is split in
+        two, and later batches are no larger than the largest that fitted.
         """
         from transformers import set_seed
 
@@ -171,9 +173,11 @@ class TransformersBackend:
         prompts = [self.format_prompt(r.messages) for r in reqs]
         lengths = [len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"]]
         order = sorted(range(len(reqs)), key=lambda i: -lengths[i])
-        bs = max(1, self.settings.batch_size)
-        for start in range(0, len(order), bs):
-            idx = order[start : start + bs]
+        self._fits = max(1, self.settings.batch_size)
+        start = 0
+        while start < len(order):
+            idx = order[start : start + self._fits]
+            start += len(idx)
             yield from self._generate_split([reqs[i] for i in idx], [prompts[i] for i in idx])
 
     def _generate_split(
@@ -188,6 +192,7 @@ class TransformersBackend:
                 raise
             torch.cuda.empty_cache()
             half = len(reqs) // 2
+            self._fits = min(self._fits, len(reqs) - half)
             log.warning("CUDA out of memory at batch %d; splitting", len(reqs))
             yield from self._generate_split(reqs[:half], prompts[:half])
             yield from self._generate_split(reqs[half:], prompts[half:])

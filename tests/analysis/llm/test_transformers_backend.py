@@ -153,3 +153,25 @@ def test_unknown_arch_is_a_clear_error(tiny_model_dir: Path) -> None:
 
     with pytest.raises(ValueError, match="unknown arch"):
         llama_config("gpt-5", AutoTokenizer.from_pretrained(tiny_model_dir))
+
+
+def test_out_of_memory_splits_the_batch(tiny_model_dir: Path, caplog) -> None:
+    import torch
+
+    from analysis.llm.backends.hf import TransformersBackend
+
+    sizes: list[int] = []
+
+    class SmallGpu(TransformersBackend):
+        def generate_batch(self, reqs, prompts):
+            sizes.append(len(reqs))
+            if len(reqs) > 2:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+            return super().generate_batch(reqs, prompts)
+
+    backend = SmallGpu(str(tiny_model_dir), GenerationSettings(max_new_tokens=2, batch_size=4))
+    results = dict(backend.generate(_requests(TEXTS + TEXTS)))
+    assert len(results) == 10 and all(c.n_output_tokens == 2 for c in results.values())
+    # 4 fails and is split into 2 + 2; later batches then hold at most the 2 that fitted.
+    assert sizes == [4, 2, 2, 2, 2, 2]
+    assert "splitting" in caplog.text
