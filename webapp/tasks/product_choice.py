@@ -38,7 +38,7 @@ class ChoiceForm(PageForm):
 
     side = RadioField(
         "Which product would you buy?",
-        choices=[("left", "left"), ("right", "right")],
+        choices=["left", "right"],
         validators=[InputRequired("Please choose one of the two products.")],
     )
 

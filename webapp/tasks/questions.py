@@ -61,7 +61,7 @@ def _choice_form(questions: list[dict[str, Any]], formdata: Any) -> PageForm:
 
     for q in questions:
         field = RadioField(
-            q["text"], choices=[(o, o) for o in q["options"]], validators=[InputRequired(REQUIRED)]
+            q["text"], choices=list(q["options"]), validators=[InputRequired(REQUIRED)]
         )
         setattr(_Form, f"q_{q['id']}", field)
     return _Form(formdata=formdata)
@@ -228,9 +228,7 @@ class DemographicsTask(TaskType):
                 [InputRequired("Please answer this question.")] if q["required"] else [Optional()]
             )
             if q["kind"] == "choice":
-                field: Any = RadioField(
-                    q["text"], choices=[(o, o) for o in q["options"]], validators=need
-                )
+                field: Any = RadioField(q["text"], choices=list(q["options"]), validators=need)
             elif q["kind"] == "number":
                 field = IntegerField(
                     q["text"],

@@ -1,0 +1,63 @@
+"""Configuration precedence, database URLs and the production secret-key rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from webapp import create_app
+from webapp.config import ConfigError, normalise_database_url, resolve_config
+
+
+def test_postgres_urls_use_psycopg3():
+    assert normalise_database_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalise_database_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalise_database_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_defaults_to_sqlite_in_instance_and_generates_dev_secret(tmp_path):
+    settings = resolve_config(tmp_path, None, environ={})
+    assert settings["SQLALCHEMY_DATABASE_URI"] == f"sqlite:///{tmp_path / 'framelab.sqlite'}"
+    key = (tmp_path / "secret_key").read_text()
+    assert settings["SECRET_KEY"] == key and len(key) == 64
+    # The same key on the next start: sessions survive restarts.
+    assert resolve_config(tmp_path, None, environ={})["SECRET_KEY"] == key
+
+
+def test_explicit_beats_environment_beats_defaults(tmp_path):
+    env = {"DATABASE_URL": "postgres://env/db", "SECRET_KEY": "from-env"}
+    settings = resolve_config(tmp_path, None, environ=env)
+    assert settings["SQLALCHEMY_DATABASE_URI"] == "postgresql+psycopg://env/db"
+    assert settings["SECRET_KEY"] == "from-env"
+    explicit = {"SQLALCHEMY_DATABASE_URI": "sqlite:///explicit.db", "SECRET_KEY": "x"}
+    settings = resolve_config(tmp_path, explicit, environ=env)
+    assert settings["SQLALCHEMY_DATABASE_URI"] == "sqlite:///explicit.db"
+    assert settings["SECRET_KEY"] == "x"
+
+
+def test_production_refuses_to_start_without_secret_key(tmp_path):
+    with pytest.raises(ConfigError, match="SECRET_KEY"):
+        resolve_config(tmp_path, None, environ={"FRAMELAB_ENV": "production"})
+    assert not (tmp_path / "secret_key").exists()
+    settings = resolve_config(
+        tmp_path, None, environ={"FRAMELAB_ENV": "production", "SECRET_KEY": "s3cret"}
+    )
+    assert settings["SESSION_COOKIE_SECURE"] is True
+
+
+def test_unknown_environment_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="FRAMELAB_ENV"):
+        resolve_config(tmp_path, None, environ={"FRAMELAB_ENV": "staging"})
+
+
+def test_sqlite_uses_wal_and_busy_timeout(app):
+    from webapp.extensions import db
+
+    with app.app_context(), db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_create_app_registers_the_cli_commands(tmp_path):
+    app = create_app({"SECRET_KEY": "x", "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/a"})
+    assert {"study", "export", "bots", "serve", "create-researcher"} <= set(app.cli.commands)

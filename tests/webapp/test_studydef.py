@@ -1,0 +1,104 @@
+"""Study definitions: the demo loads; invalid files fail with file, path and reason."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webapp.studydef import StudyDefinitionError, load_study_file
+
+from .conftest import DEMO
+
+
+def test_demo_study_is_valid_and_has_ten_pairs():
+    d = load_study_file(DEMO)
+    assert d["slug"] == "product-choice-demo"
+    types = [b["type"] for b in d["tasks"]]
+    assert types == [
+        "consent",
+        "instructions",
+        "quiz",
+        "product_choice",
+        "attention_check",
+        "demographics",
+        "debrief",
+    ]
+    pairs = d["tasks"][3]["pairs"]
+    assert len(pairs) == 10 and len({p["id"] for p in pairs}) == 10
+    for p in pairs:
+        assert p["target"]["manufacturer"] != p["control"]["manufacturer"]
+        assert p["target"]["review"] != p["target"]["summary"]
+        assert p["target"]["price_usd"] > 0 and p["control"]["price_usd"] > 0
+    assert d["recruitment"]["completion_codes"]["completed"]
+    assert d["tasks"][2]["attempts"] == 2
+
+
+def _write(tmp_path: Path, mutate) -> Path:
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["tasks"][3]["pairs"] = str((DEMO.parent / raw["tasks"][3]["pairs"]).resolve())
+    mutate(raw)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path", "reason"),
+    [
+        (lambda r: r.pop("title"), "title", "is required"),
+        (lambda r: r.update(slug="Bad Slug"), "slug", "lower-case"),
+        (
+            lambda r: r["tasks"][2]["questions"][0].update(correct="7"),
+            "tasks[2].questions[0].correct",
+            "not one of the options",
+        ),
+        (lambda r: r["tasks"][1].update(type="dance"), "tasks[1].type", "unknown task type"),
+        (lambda r: r["tasks"][3].update(pairs="nowhere.yaml"), "tasks[3].pairs", "not found"),
+        (
+            lambda r: r["tasks"][3]["wtp"].update(max_premium_usd=-1),
+            "tasks[3].wtp.max_premium_usd",
+            "at least",
+        ),
+        (
+            lambda r: r["recruitment"]["completion_codes"].pop("completed"),
+            "recruitment.completion_codes.completed",
+            "is required",
+        ),
+        (lambda r: r["tasks"].pop(0), "tasks[0]", "consent"),
+        (lambda r: r["tasks"][2].update(attemps=3), "tasks[2]", "unknown key"),
+        (lambda r: r["payment"].update(base_usd="two"), "payment.base_usd", "expected a number"),
+    ],
+)
+def test_errors_name_file_path_and_reason(tmp_path, mutate, path, reason):
+    with pytest.raises(StudyDefinitionError) as info:
+        load_study_file(_write(tmp_path, mutate))
+    err = info.value
+    assert err.file == "broken.yaml"
+    assert err.path == path
+    assert reason in err.reason
+    assert str(err).startswith(f"broken.yaml: {path}: ")
+
+
+def test_pairs_file_errors_name_the_pairs_file(tmp_path):
+    pairs = tmp_path / "pairs.yaml"
+    pairs.write_text(
+        textwrap.dedent("""
+        pairs:
+          - {id: a, product_type: x, target: {manufacturer: M, price_usd: 1, review: r,
+             summary: s}, control: {manufacturer: M, price_usd: 1, review: r, summary: s}}
+          - {id: b, product_type: x}
+    """)
+    )
+    path = _write(tmp_path, lambda r: r["tasks"][3].update(pairs=str(pairs)))
+    with pytest.raises(StudyDefinitionError, match=r"pairs.yaml: pairs\[0\]: .*different"):
+        load_study_file(path)
+
+
+def test_invalid_yaml_reports_the_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("slug: x\ntitle: [unclosed\n")
+    with pytest.raises(StudyDefinitionError, match=r"bad.yaml: .*invalid YAML at line"):
+        load_study_file(path)
