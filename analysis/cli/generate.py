@@ -220,6 +220,7 @@ def templates_command(task: str | None, show: bool) -> None:
     """List the named prompt templates."""
     from analysis.llm.templates import list_templates
 
+    click.echo("task                 name         text hash (records' template_hash adds settings)")
     for tpl in list_templates(task):
         click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}")
         if show:
