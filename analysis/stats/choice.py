@@ -237,14 +237,17 @@ def _effects_from_table(table, confidence: float = 0.95) -> pd.DataFrame:
             }
         )
     rd = k_trt / n_trt - k_ref / n_ref
-    # Newcombe's hybrid score interval (built from the two Wilson intervals): unlike Wald it
-    # stays inside [-1, 1] and keeps its coverage near 0 or 1.
-    rd_low, rd_high = confint_proportions_2indep(
-        k_trt, n_trt, k_ref, n_ref, method="newcomb", compare="diff", alpha=alpha
-    )
-    rd_p = test_proportions_2indep(
-        k_trt, n_trt, k_ref, n_ref, method="score", compare="diff"
-    ).pvalue
+    # statsmodels also computes an odds ratio on the side, which divides by zero when a rate is
+    # 0 or 1; the difference and its interval are still defined, so that warning is silenced.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Newcombe's hybrid score interval (built from the two Wilson intervals): unlike Wald it
+        # stays inside [-1, 1] and keeps its coverage near 0 or 1.
+        rd_low, rd_high = confint_proportions_2indep(
+            k_trt, n_trt, k_ref, n_ref, method="newcomb", compare="diff", alpha=alpha
+        )
+        rd_p = test_proportions_2indep(
+            k_trt, n_trt, k_ref, n_ref, method="score", compare="diff"
+        ).pvalue
     # Table2x2 puts the "exposed" row first; ours is the treatment level.
     t22 = Table2x2(np.array([[k_trt, f_trt], [k_ref, f_ref]], dtype=float))
     if min(k_trt, f_trt, k_ref, f_ref) == 0:

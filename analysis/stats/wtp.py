@@ -345,6 +345,7 @@ def wtp_mixed(
             df, dv="y", fixed=["x"], large=large, small=small, confidence=confidence
         )
         table["term"] = table["term"].replace({"_subject": "subject", "_item": "item"})
+        table["notes"] = table["notes"].str.replace("_subject", subject).str.replace("_item", item)
     else:
         table = lmm(
             df,

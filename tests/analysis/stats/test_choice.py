@@ -124,3 +124,15 @@ def test_gee_widens_interval_under_clustering():
     naive_se = (np.log(marginal["ci_high"]) - np.log(marginal["ci_low"])) / (2 * 1.959964)
     assert gee["working_correlation"] > 0.05
     assert gee["se"] != pytest.approx(naive_se, rel=0.01)
+
+
+def test_rates_of_zero_and_one_are_handled():
+    df = pd.DataFrame(
+        {"format": ["original"] * 6 + ["summary"] * 6, "chose_target": [0] * 6 + [1] * 6}
+    )
+    rd = choice_effects(df).set_index("effect").loc["risk_difference"]
+    assert rd["estimate"] == 1.0 and rd["ci_low"] < 1.0 and rd["ci_high"] == pytest.approx(1.0)
+    assert np.isnan(choice_effects(df).set_index("effect").loc["odds_ratio", "estimate"])
+    df["pair_id"] = "p1"
+    row = choice_by_pair(df).iloc[0]
+    assert row["test"] == "fisher_exact" and row["p_val"] < 0.01
