@@ -103,3 +103,49 @@ def in_app(app, fn: Callable[[], Any]) -> Any:
 def query(app) -> Iterator[Callable[[Callable[[], Any]], Any]]:
     """``query(lambda: ...)`` runs database code in a short app context."""
     yield lambda fn: in_app(app, fn)
+
+
+@pytest.fixture
+def serve_app():
+    """``serve_app(app)`` runs ``app`` on a real threaded HTTP server; returns its base URL."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    servers = []
+
+    def start(app) -> str:
+        server = make_server("127.0.0.1", 0, app, threaded=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def pg_app(pg_url: str):
+    """An app on PostgreSQL in a fresh schema of the test database, built by the migrations."""
+    import secrets
+
+    from sqlalchemy import create_engine, text
+
+    from webapp.config import normalise_database_url
+
+    schema = f"framelab_test_{secrets.token_hex(4)}"
+    admin = create_engine(normalise_database_url(pg_url))
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in pg_url else "?"
+    app = make_app(f"{pg_url}{sep}options=-csearch_path%3D{schema}")
+    yield app
+    with app.app_context():
+        from webapp.extensions import db
+
+        db.engine.dispose()
+    with admin.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
