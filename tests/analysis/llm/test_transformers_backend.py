@@ -175,3 +175,17 @@ def test_out_of_memory_splits_the_batch(tiny_model_dir: Path, caplog) -> None:
     # 4 fails and is split into 2 + 2; later batches then hold at most the 2 that fitted.
     assert sizes == [4, 2, 2, 2, 2, 2]
     assert "splitting" in caplog.text
+
+
+def test_llama3_8b_shape_for_the_gpu_benchmark(tiny_model_dir: Path) -> None:
+    """The benchmark's random-weight model has Llama-3-8B's exact size (built on `meta`)."""
+    from transformers import AutoTokenizer
+
+    from analysis.llm.tiny import random_model
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = random_model("llama3-8b", tok, dtype="bfloat16", device="meta")
+    params = list(model.parameters())
+    assert sum(p.numel() for p in params) == 8_030_261_248  # Meta-Llama-3-8B
+    assert sum(p.numel() * p.element_size() for p in params) / 1e9 == pytest.approx(16.06, 0.001)
+    assert {str(p.dtype) for p in params} == {"torch.bfloat16"}
