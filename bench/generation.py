@@ -64,7 +64,7 @@ def load(args: argparse.Namespace):
         return model.eval(), tok
     tok = AutoTokenizer.from_pretrained(args.model) if args.model else train_tiny_tokenizer()
     model = random_model(args.arch, tok, dtype=args.dtype, device=device, seed=args.seed)
-    model.config._attn_implementation = "sdpa"
+    model.set_attn_implementation("sdpa")
     return model, tok
 
 
