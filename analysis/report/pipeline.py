@@ -147,8 +147,15 @@ def analyze_choice(
     res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept)
     res.tables["effects"] = timed("effects", choice.choice_effects, kept)
     res.tables["by_pair"] = timed("by_pair", choice.choice_by_pair, kept, padjust=padjust)
+    clustered_note = "not requested"
     if clustered:
-        res.tables["clustered"] = timed("clustered", choice.choice_clustered, kept)
+        try:
+            res.tables["clustered"] = timed("clustered", choice.choice_clustered, kept)
+            clustered_note = "reported"
+        except wtp.ConvergenceError as exc:
+            # The robustness check failing must not hide the primary results; say so instead.
+            clustered_note = f"not reported: {exc}"
+
     wtp_rows = kept[kept["wtp_premium_pct"].notna()]
     wtp_kwargs: dict[str, object] = {"transform": wtp_transform, "model": wtp_model}
     if max_crossed_cells is not None:
@@ -167,6 +174,7 @@ def analyze_choice(
         "n_rows_with_wtp": len(wtp_rows),
         "exclusion_rules": rules.as_dict(),
         "padjust": padjust,
+        "clustered_model": clustered_note,
         "specifications": CHOICE_SPECS,
         "versions": library_versions(),
         "timings_s": timings,

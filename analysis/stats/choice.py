@@ -9,6 +9,7 @@ model with an exchangeable working correlation by participant as the robustness 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -394,6 +395,7 @@ def choice_clustered(
     subject: str = "participant_id",
     levels: Sequence[str] | None = None,
     confidence: float = 0.95,
+    maxiter: int = 100,
 ) -> pd.DataFrame:
     """Odds ratio of choosing the target from a GEE logistic model clustered by participant.
 
@@ -411,6 +413,8 @@ def choice_clustered(
         ``(reference, treatment)``.
     confidence : float
         Coverage of the Wald interval.
+    maxiter : int
+        Iteration limit of the GEE fit.
 
     Returns
     -------
@@ -418,7 +422,12 @@ def choice_clustered(
         One row: ``effect`` (``odds_ratio``), ``estimate`` (exp(beta)), ``ci_low``, ``ci_high``,
         ``p_val``, ``log_odds``, ``se`` (of the log odds, robust), ``z``, ``n_obs``,
         ``n_clusters``, ``working_correlation`` (estimated exchangeable correlation), ``model``
-        (the specification), ``converged``.
+        (the specification), ``converged`` (always True: see Raises).
+
+    Raises
+    ------
+    analysis.stats.wtp.ConvergenceError
+        The GEE iterations did not converge; no estimate is reported.
     """
     import numpy as np
     import pandas as pd
@@ -440,12 +449,20 @@ def choice_clustered(
         family=sm.families.Binomial(),
         cov_struct=sm.cov_struct.Exchangeable(),
     )
-    res = model.fit(maxiter=100)
+    with warnings.catch_warnings(record=True):
+        # statsmodels warns on non-convergence; the flag below is checked instead.
+        warnings.simplefilter("always")
+        res = model.fit(maxiter=maxiter)
+    if not bool(getattr(res, "converged", True)):
+        from analysis.stats.wtp import ConvergenceError
+
+        raise ConvergenceError(
+            f"GEE did not converge in {maxiter} iterations; no estimate is reported"
+        )
     beta = float(res.params[1])
     se = float(res.bse[1])
     z = beta / se
     crit = norm.ppf(0.5 + confidence / 2)
-    converged = bool(getattr(res, "converged", True))
     return pd.DataFrame(
         {
             "effect": ["odds_ratio"],
@@ -463,7 +480,7 @@ def choice_clustered(
                 f"GEE logit: {dv} ~ {between}[{trt} vs {ref}], groups={subject}, "
                 "exchangeable working correlation, robust (sandwich) SE"
             ],
-            "converged": [converged],
+            "converged": [True],
             "reference": [ref],
             "treatment": [trt],
         }

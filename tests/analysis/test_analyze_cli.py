@@ -273,3 +273,22 @@ def test_plots_draw_bars_intervals_and_stars():
     plot_model_heatmap(matrix, ax=ax)
     assert sorted(t.get_text() for t in ax.texts) == ["0.30", "0.30", "1.00", "1.00"]
     plt.close(fig)
+
+
+def test_failed_robustness_model_is_reported_not_fatal(monkeypatch):
+    import statsmodels.api as sm
+
+    from analysis.report.pipeline import analyze_choice
+
+    original = sm.GEE.fit
+
+    def not_converged(self, *args, **kwargs):
+        res = original(self, *args, **kwargs)
+        res.converged = False
+        return res
+
+    monkeypatch.setattr(sm.GEE, "fit", not_converged)
+    results = analyze_choice(simulate_choice_study(n_participants=30, seed=2))
+    assert "clustered" not in results.tables
+    assert results.meta["clustered_model"].startswith("not reported: GEE did not converge")
+    assert "chi2" in results.tables and "wtp_model" in results.tables

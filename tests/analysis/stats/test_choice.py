@@ -136,3 +136,22 @@ def test_rates_of_zero_and_one_are_handled():
     df["pair_id"] = "p1"
     row = choice_by_pair(df).iloc[0]
     assert row["test"] == "fisher_exact" and row["p_val"] < 0.01
+
+
+def test_gee_that_does_not_converge_is_refused(monkeypatch):
+    import statsmodels.api as sm
+
+    from analysis.stats.wtp import ConvergenceError
+
+    # The GEE of this design converges from its GLM start at once; simulate a failed fit.
+    original = sm.GEE.fit
+
+    def not_converged(self, *args, **kwargs):
+        res = original(self, *args, **kwargs)
+        res.converged = False
+        return res
+
+    monkeypatch.setattr(sm.GEE, "fit", not_converged)
+    data = simulate_choice_study(n_participants=50, n_pairs=10, seed=6)
+    with pytest.raises(ConvergenceError, match="GEE did not converge"):
+        choice_clustered(data)
