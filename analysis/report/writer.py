@@ -75,7 +75,7 @@ def _html_table(df: pd.DataFrame, max_rows: int = 60) -> str:
         shown[col] = [
             _fmt(v.item() if isinstance(v, np.generic) else v) for v in shown[col].tolist()
         ]
-    html = shown.to_html(index=False, escape=True, border=0)
+    html = '<div class="tw">' + shown.to_html(index=False, escape=True, border=0) + "</div>"
     if len(df) > max_rows:
         html += f"<p class='note'>First {max_rows} of {len(df)} rows; all rows in the CSV.</p>"
     return html
