@@ -29,14 +29,15 @@ def test_simulated_export_has_the_documented_columns_and_design():
 
 
 @pytest.mark.slow
-def test_wtp_effect_is_recovered_in_90_percent_of_seeds():
+@pytest.mark.parametrize("model", ["crossed", "crossed_sparse"])
+def test_wtp_effect_is_recovered_in_90_percent_of_seeds(model):
     covered = 0
     for seed in SEEDS:
         data = simulate_choice_study(
             n_participants=30, n_pairs=10, seed=seed, wtp_effect_pct=TRUE_WTP_EFFECT
         )
-        res = wtp_mixed(data).iloc[0]
-        assert res["model"] == "crossed"
+        res = wtp_mixed(data, model=model).iloc[0]
+        assert res["model"] == model
         covered += res["ci_low"] <= TRUE_WTP_EFFECT <= res["ci_high"]
     assert covered >= 45, f"true WTP effect covered in only {covered} of 50 seeds"
 
