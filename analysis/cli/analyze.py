@@ -24,6 +24,13 @@ def _fail(exc: Exception) -> click.ClickException:
     return click.ClickException(str(exc))
 
 
+def _write(results, out_dir: str, title: str, figures: bool) -> int:
+    from analysis.report.writer import write_results
+
+    written = write_results(results, out_dir, title=title, command=_command_line(), figures=figures)
+    return len(written)
+
+
 @analyze.command("choice")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
 @click.option(
@@ -109,7 +116,6 @@ def choice_command(
     from analysis.exclusions import ChoiceRules
     from analysis.io import ExportFormatError, load_choice
     from analysis.report.pipeline import analyze_choice
-    from analysis.report.writer import write_results
     from analysis.stats.wtp import ConvergenceError
 
     rules = ChoiceRules(
@@ -135,13 +141,7 @@ def choice_command(
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
-    written = write_results(
-        results,
-        out_dir,
-        title=f"Choice study: {Path(input_path).name}",
-        command=_command_line(),
-        figures=not no_figures,
-    )
+    n_files = _write(results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures)
     chi = results.tables["chi2"].iloc[0]
     click.echo(
         f"{results.meta['n_participants_analysed']} participants, "
@@ -154,7 +154,7 @@ def choice_command(
             f"WTP ({row['model']}, {row['optimizer']}): {row['estimate']:+.3f} "
             f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], z = {row['statistic']:.3f}"
         )
-    click.echo(f"wrote {len(written)} files to {out_dir} (open report.html)")
+    click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 
 @analyze.command("annotations")
@@ -229,7 +229,6 @@ def annotations_command(
     from analysis.exclusions import AnnotationRules
     from analysis.io import ExportFormatError, load_annotations, load_mturk, load_predictions
     from analysis.report.pipeline import analyze_annotations
-    from analysis.report.writer import write_results
 
     if bool(export_path) == bool(mturk_paths):
         raise click.UsageError("give either --export FILE or one or more --mturk FILE")
@@ -256,13 +255,7 @@ def annotations_command(
     except (ExportFormatError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = source
-    written = write_results(
-        results,
-        out_dir,
-        title=f"Annotation study: {source}",
-        command=_command_line(),
-        figures=not no_figures,
-    )
+    n_files = _write(results, out_dir, f"Annotation study: {source}", not no_figures)
     kappa = results.tables["agreement"].iloc[0]
     click.echo(
         f"{results.meta['n_items']} items, {results.meta['n_annotators']} annotators; "
@@ -271,4 +264,4 @@ def annotations_command(
     if "human_model" in results.tables:
         for _, row in results.tables["human_model"].iterrows():
             click.echo(f"  {row['model']}: r = {row['estimate']:.3f} (p = {row['p_val']:.3g})")
-    click.echo(f"wrote {len(written)} files to {out_dir} (open report.html)")
+    click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")

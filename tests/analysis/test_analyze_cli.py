@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from analysis.simulate import simulate_annotation_study, simulate_choice_study
 from framelab.cli import main
+from tests.analysis.stats.helpers import make_gee_never_converge
 
 matplotlib.use("Agg")
 
@@ -276,18 +277,9 @@ def test_plots_draw_bars_intervals_and_stars():
 
 
 def test_failed_robustness_model_is_reported_not_fatal(monkeypatch):
-    import statsmodels.api as sm
-
     from analysis.report.pipeline import analyze_choice
 
-    original = sm.GEE.fit
-
-    def not_converged(self, *args, **kwargs):
-        res = original(self, *args, **kwargs)
-        res.converged = False
-        return res
-
-    monkeypatch.setattr(sm.GEE, "fit", not_converged)
+    make_gee_never_converge(monkeypatch)
     results = analyze_choice(simulate_choice_study(n_participants=30, seed=2))
     assert "clustered" not in results.tables
     assert results.meta["clustered_model"].startswith("not reported: GEE did not converge")

@@ -15,6 +15,7 @@ from analysis.stats.choice import (
     choice_effects,
     selection_rates,
 )
+from tests.analysis.stats.helpers import make_gee_never_converge
 
 
 def table_to_long(table, levels, dv="mi", between="group") -> pd.DataFrame:
@@ -139,19 +140,9 @@ def test_rates_of_zero_and_one_are_handled():
 
 
 def test_gee_that_does_not_converge_is_refused(monkeypatch):
-    import statsmodels.api as sm
-
     from analysis.stats.wtp import ConvergenceError
 
-    # The GEE of this design converges from its GLM start at once; simulate a failed fit.
-    original = sm.GEE.fit
-
-    def not_converged(self, *args, **kwargs):
-        res = original(self, *args, **kwargs)
-        res.converged = False
-        return res
-
-    monkeypatch.setattr(sm.GEE, "fit", not_converged)
+    make_gee_never_converge(monkeypatch)
     data = simulate_choice_study(n_participants=50, n_pairs=10, seed=6)
     with pytest.raises(ConvergenceError, match="GEE did not converge"):
         choice_clustered(data)
