@@ -138,7 +138,7 @@ def pseudonym(salt: str, platform: Platform, external_id: str) -> str:
     Examples
     --------
     >>> pseudonym("salt", Platform.link, "x")
-    'p_c4da7ad8c2383b64'
+    'p_a31bf75d47d7fdb0'
     """
     digest = hmac.new(salt.encode(), f"{platform.value}:{external_id}".encode(), hashlib.sha256)
     return "p_" + digest.hexdigest()[:16]
