@@ -101,6 +101,13 @@ class Page:
         return self.main.get("data-error-code")
 
 
+def parse_page(status: int, url: str, text: str) -> Page:
+    """Parse a response body into the :class:`Page` a bot acts on."""
+    parser = _PageParser()
+    parser.feed(text)
+    return Page(status, url, text, main=parser.main, forms=parser.forms)
+
+
 class Transport(Protocol):
     """Sends one request without following redirects."""
 
@@ -165,6 +172,12 @@ class BotBehaviour:
     wtp_mean_pct: float = 10.0
     wtp_target_shift_pct: float = 0.0
     wtp_sd_pct: float = 5.0
+    # Sentiment annotation: probability of labelling an item against its base sentiment.
+    p_shift: float = 0.3
+
+
+def _opposite(sentiment: str) -> str:
+    return "negative" if sentiment == "positive" else "positive"
 
 
 @dataclass
@@ -177,6 +190,8 @@ class BotResult:
     pages: int
     completion_code: str | None = None
     error: str | None = None
+    # Sentiment annotation: (item_id, label) of every label the server accepted.
+    labels: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Bot:
@@ -213,6 +228,7 @@ class Bot:
         self.submitted = 0
         self.last_chose_target: bool | None = None
         self.history: list[str] = []
+        self.labels: list[tuple[str, str]] = []
 
     # -- navigation -------------------------------------------------------------------------
     def entry_url(self, extra: Mapping[str, str] | None = None) -> str:
@@ -236,26 +252,30 @@ class Bot:
         params.update(extra or {})
         return f"/s/{slug}?{urlencode(params)}"
 
+    def _hop(self, status: int, location: str | None, url: str, text: str) -> str | None:
+        """Return the on-site URL to GET next, or ``None`` once ``self.page`` is set."""
+        if status in (301, 302, 303, 307, 308) and location:
+            parts = urlsplit(location)
+            if parts.netloc and parts.netloc != self.transport.host:
+                self.page = Page(status, location, "", external=True)
+                return None
+            return (
+                location
+                if not parts.netloc
+                else (parts.path + ("?" + parts.query if parts.query else ""))
+            )
+        self.page = parse_page(status, url, text)
+        self.history.append(self.page.kind)
+        return None
+
     def _fetch(self, method: str, url: str, data: Mapping[str, str] | None = None) -> Page:
         for _ in range(10):
             status, location, text = self.transport.request(method, url, data)
-            if status in (301, 302, 303, 307, 308) and location:
-                parts = urlsplit(location)
-                if parts.netloc and parts.netloc != self.transport.host:
-                    self.page = Page(status, location, "", external=True)
-                    return self.page
-                url = (
-                    location
-                    if not parts.netloc
-                    else (parts.path + ("?" + parts.query if parts.query else ""))
-                )
-                method, data = "GET", None
-                continue
-            parser = _PageParser()
-            parser.feed(text)
-            self.page = Page(status, url, text, main=parser.main, forms=parser.forms)
-            self.history.append(self.page.kind)
-            return self.page
+            next_url = self._hop(status, location, url, text)
+            if next_url is None:
+                assert self.page is not None
+                return self.page
+            url, method, data = next_url, "GET", None
         raise RuntimeError("too many redirects")
 
     def open(self, url: str | None = None) -> Page:
@@ -310,7 +330,24 @@ class Bot:
             data["side"] = self._choose_side(page, form)
         elif kind == "wtp":
             data["premium"] = self._premium(page)
+        elif kind == "sentiment_qualification":
+            items = self._block()["items"]
+            wrong = self.rng.randrange(len(items)) if self.behaviour.fail_quiz else -1
+            for i, it in enumerate(items):
+                base = it["base_sentiment"]
+                data[f"q_{it['item_id']}"] = _opposite(base) if i == wrong else base
+        elif kind == "sentiment":
+            data["label"] = self._label(page)
         return data
+
+    def _label(self, page: Page) -> str:
+        block = self._block()
+        item_id = page.main["data-item"]
+        gold = next((g for g in block["gold_items"] if g["item_id"] == item_id), None)
+        if gold is not None:  # attention items: answered as known
+            return gold["gold_label"]
+        base = next(it for it in block["items"] if it["item_id"] == item_id)["base_sentiment"]
+        return _opposite(base) if self.rng.random() < self.behaviour.p_shift else base
 
     def _choose_side(self, page: Page, form: FormSpec) -> str:
         pair_id = page.main["data-pair"]
@@ -335,9 +372,13 @@ class Bot:
 
     def step(self) -> Page:
         """Answer the current page and return the next one."""
-        page = self.post(self.answer())
+        before = self.page
+        data = self.answer()
+        page = self.post(data)
         if page.status < 400 and page.kind not in {"error"}:
             self.submitted += 1
+            if before is not None and before.kind == "sentiment":
+                self.labels.append((before.main["data-item"], data["label"]))
         return page
 
     def must_fail(
@@ -369,44 +410,49 @@ class Bot:
             raise SubmissionDidNotFail(f"expected HTTP {expect_status}, got {page.status}")
         return page
 
-    def run(self, max_pages: int = 500) -> BotResult:
-        """Go from the study link to the end (or to ``abandon_at``)."""
-        page = self.open()
-        for _ in range(max_pages):
-            kind = page.kind
-            if kind == "external":
-                code = dict(
-                    p.split("=", 1) for p in urlsplit(page.url).query.split("&") if "=" in p
-                ).get("cc")
-                return BotResult(self.external_id, "completed", page.url, self.submitted, code)
-            if kind in {"completed", "screened_out"}:
-                code_at = page.text.find('data-completion-code="')
-                code = None
-                if code_at >= 0:
-                    start = code_at + len('data-completion-code="')
-                    code = page.text[start : page.text.find('"', start)]
-                return BotResult(self.external_id, kind, page.url, self.submitted, code)
-            if kind in {"error", "unknown"} or page.status >= 400:
-                if page.status == 422:  # a validation message: our script answered badly
-                    return BotResult(
-                        self.external_id,
-                        "error",
-                        page.url,
-                        self.submitted,
-                        error=f"validation error on {page.main}",
-                    )
+    def verdict(self, page: Page) -> BotResult | None:
+        """Return the result if ``page`` ends the session (or the script stops here)."""
+        kind = page.kind
+        if kind == "external":
+            code = dict(
+                p.split("=", 1) for p in urlsplit(page.url).query.split("&") if "=" in p
+            ).get("cc")
+            return BotResult(self.external_id, "completed", page.url, self.submitted, code)
+        if kind in {"completed", "screened_out", "study_full"}:
+            code_at = page.text.find('data-completion-code="')
+            code = None
+            if code_at >= 0:
+                start = code_at + len('data-completion-code="')
+                code = page.text[start : page.text.find('"', start)]
+            return BotResult(self.external_id, kind, page.url, self.submitted, code)
+        if kind in {"error", "unknown"} or page.status >= 400:
+            if page.status == 422:  # a validation message: our script answered badly
                 return BotResult(
                     self.external_id,
                     "error",
                     page.url,
                     self.submitted,
-                    error=f"{page.status} {page.error_code or kind}",
+                    error=f"validation error on {page.main}",
                 )
-            if (
-                self.behaviour.abandon_at is not None
-                and self.submitted >= self.behaviour.abandon_at
-            ):
-                return BotResult(self.external_id, "abandoned", page.url, self.submitted)
+            return BotResult(
+                self.external_id,
+                "error",
+                page.url,
+                self.submitted,
+                error=f"{page.status} {page.error_code or kind}",
+            )
+        if self.behaviour.abandon_at is not None and self.submitted >= self.behaviour.abandon_at:
+            return BotResult(self.external_id, "abandoned", page.url, self.submitted)
+        return None
+
+    def run(self, max_pages: int = 500) -> BotResult:
+        """Go from the study link to the end (or to ``abandon_at``)."""
+        page = self.open()
+        for _ in range(max_pages):
+            result = self.verdict(page)
+            if result is not None:
+                result.labels = list(self.labels)
+                return result
             page = self.step()
         return BotResult(
             self.external_id, "error", page.url, self.submitted, error="too many pages"
@@ -505,3 +551,232 @@ def run_bots(
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         results = list(pool.map(one, indices))
     return BotRunSummary(results)
+
+
+# -- async bots over HTTP (load and fault tests) ----------------------------------------------
+RETRYABLE_STATUSES = frozenset({502, 503, 504})
+
+
+def route_class(method: str, url: str, kind: str | None = None) -> str:
+    """Name the route of a request for latency tables, e.g. ``POST page:choice``.
+
+    ``kind`` is the page kind (of the submitted page for POSTs, of the shown page for GETs).
+    """
+    parts = urlsplit(url).path.strip("/").split("/")
+    if len(parts) == 2 and parts[0] == "s":
+        name = "entry"
+    elif len(parts) == 3 and parts[2] == "start":
+        name = "start"
+    elif len(parts) == 4 and parts[2] == "p":
+        name = "page"
+    else:
+        name = "other"
+    return f"{method} {name}:{kind}" if kind and name == "page" else f"{method} {name}"
+
+
+@dataclass(frozen=True)
+class Ack:
+    """A submission the server acknowledged with its redirect: the bots' log for audits."""
+
+    external_id: str
+    kind: str  # page kind: consent, quiz, choice, wtp, ...
+    block: str | None
+    pair: str | None
+    page_token: str
+    answer: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One HTTP request as the bot timed it."""
+
+    route: str
+    status: int  # 0: no response (connection refused, reset or timed out)
+    ms: float
+
+
+class AsyncHttpTransport:
+    """Requests through one ``httpx.AsyncClient`` per bot (its own cookies)."""
+
+    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+        import httpx
+
+        self.host = urlsplit(base_url).netloc
+        self.client = httpx.AsyncClient(base_url=base_url, follow_redirects=False, timeout=timeout)
+
+    async def request(
+        self, method: str, url: str, data: Mapping[str, str] | None
+    ) -> tuple[int, str | None, str]:
+        """Send one request."""
+        resp = await self.client.request(method, url, data=dict(data) if data is not None else None)
+        return resp.status_code, resp.headers.get("location"), resp.text
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.client.aclose()
+
+
+class AsyncBot(Bot):
+    """A :class:`Bot` (same scripts, same parsing) that awaits its requests and rides out faults.
+
+    A request that gets no response (connection refused or reset, e.g. a killed worker or a
+    restarting database proxy) or a retryable status (502/503/504, the friendly "busy" page)
+    is not an error: the bot waits, reloads the page it was on (the study link before it has
+    one) and answers whatever page the server now shows, as a person pressing reload would.
+    It never re-sends a POST blindly, so a submission that was saved before its response was
+    lost is not sent twice. Every acknowledged submission goes to :attr:`acks`, every request
+    to :attr:`timings`.
+
+    Parameters
+    ----------
+    transport : AsyncHttpTransport
+    definition, behaviour, rng, external_id
+        As for :class:`Bot`.
+    think_s : float
+        Mean think time before each submission (exponential); 0 for none.
+    retries : int
+        Transient failures tolerated in a row before the bot gives up.
+    """
+
+    def __init__(
+        self,
+        transport: AsyncHttpTransport,
+        definition: Mapping[str, Any],
+        behaviour: BotBehaviour | None = None,
+        *,
+        rng: random.Random | None = None,
+        external_id: str | None = None,
+        think_s: float = 0.0,
+        retries: int = 30,
+    ) -> None:
+        super().__init__(transport, definition, behaviour, rng=rng, external_id=external_id)  # type: ignore[arg-type]
+        self.atransport = transport
+        self.think_s = think_s
+        self.retries = retries
+        self.acks: list[Ack] = []
+        self.timings: list[Timing] = []
+        self.recoveries = 0
+        self._resume_url: str | None = None
+
+    async def _afetch(
+        self,
+        method: str,
+        url: str,
+        data: Mapping[str, str] | None = None,
+        kind: str | None = None,
+    ) -> tuple[Page, int]:
+        """Like ``_fetch``; also return the first response's status (a redirect = saved)."""
+        import time
+
+        first = None
+        for _ in range(10):
+            t0 = time.perf_counter()
+            try:
+                status, location, text = await self.atransport.request(method, url, data)
+            except Exception:
+                self.timings.append(Timing(route_class(method, url, kind), 0, _ms_since(t0)))
+                raise
+            ms = _ms_since(t0)
+            first = status if first is None else first
+            next_url = self._hop(status, location, url, text)
+            if method == "GET" and next_url is None and self.page is not None:
+                kind = self.page.kind
+            self.timings.append(Timing(route_class(method, url, kind), status, ms))
+            if next_url is None:
+                assert self.page is not None
+                if "/p/" in self.page.url and not self.page.external:
+                    self._resume_url = self.page.url
+                return self.page, first
+            url, method, data, kind = next_url, "GET", None, None
+        raise RuntimeError("too many redirects")
+
+    async def aopen(self, url: str | None = None) -> Page:
+        """GET the study link (or ``url``)."""
+        return (await self._afetch("GET", url or self.entry_url()))[0]
+
+    async def astep(self) -> Page:
+        """Answer the current page; log the submission if the server acknowledged it."""
+        page = self.page
+        assert page is not None and page.forms
+        data = self.answer()
+        form = page.forms[0]
+        new, first = await self._afetch("POST", form.action or page.url, data, kind=page.kind)
+        if first in (302, 303) and new.status < 400:
+            self.submitted += 1
+            fields = {k: v for k, v in data.items() if k not in {"csrf_token", "page", "rt_ms"}}
+            self.acks.append(
+                Ack(
+                    self.external_id,
+                    page.kind,
+                    page.main.get("data-block"),
+                    page.main.get("data-pair"),
+                    data.get("page", ""),
+                    fields,
+                )
+            )
+        return new
+
+    async def _recover(self, attempt: int) -> Page | None:
+        """Wait, then reload where the bot was; ``None`` when that failed too."""
+        import asyncio
+
+        import httpx
+
+        self.recoveries += 1
+        await asyncio.sleep(min(0.2 * 2**attempt, 3.0))
+        try:
+            page, _ = await self._afetch("GET", self._resume_url or self.entry_url())
+        except httpx.TransportError:
+            return None
+        return None if page.status in RETRYABLE_STATUSES else page
+
+    async def arun(self, max_pages: int = 500) -> BotResult:
+        """Go from the study link to the end, riding out transient failures."""
+        import asyncio
+
+        import httpx
+
+        page: Page | None = None
+        failures = 0
+        for _ in range(max_pages + self.retries):
+            try:
+                if page is None:
+                    page = (
+                        await self.aopen() if failures == 0 else await self._recover(failures - 1)
+                    )
+                elif page.status in RETRYABLE_STATUSES:
+                    page = await self._recover(failures)
+                else:
+                    result = self.verdict(page)
+                    if result is not None:
+                        return result
+                    if self.think_s > 0:
+                        await asyncio.sleep(self.rng.expovariate(1 / self.think_s))
+                    page = await self.astep()
+            except httpx.TransportError:
+                page = None
+            if page is None or page.status in RETRYABLE_STATUSES:
+                failures += 1
+                if failures > self.retries:
+                    return BotResult(
+                        self.external_id,
+                        "error",
+                        self._resume_url or "",
+                        self.submitted,
+                        error=f"gave up after {self.retries} transient failures",
+                    )
+            else:
+                failures = 0
+        return BotResult(
+            self.external_id,
+            "error",
+            self._resume_url or "",
+            self.submitted,
+            error="too many pages",
+        )
+
+
+def _ms_since(t0: float) -> float:
+    import time
+
+    return (time.perf_counter() - t0) * 1000.0
