@@ -45,8 +45,12 @@ format: install-dev
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# PostgreSQL-backed gunicorn + async bots + integrity audit (bench/loadtest.py --help).
+M       ?= 0
+WORKERS ?= 3
+THREADS ?= 4
 loadtest: install-dev
-	$(BIN)/python bench/loadtest.py --n $(N)
+	$(BIN)/python bench/loadtest.py --n $(N) --m $(M) --workers $(WORKERS) --threads $(THREADS) $(LOADTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

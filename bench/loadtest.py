@@ -1,0 +1,787 @@
+"""Load test of the participant platform: gunicorn on PostgreSQL, async bots, integrity audit.
+
+Usage::
+
+    make loadtest N=50                      # CI size
+    make loadtest N=1000                    # the published figure
+    .venv/bin/python bench/loadtest.py --n 200 --workers 3 --threads 4 --think-ms 0
+
+What one run does (everything on 127.0.0.1, everything it creates is removed at the end):
+
+1. creates a fresh PostgreSQL database, builds it with ``flask db upgrade`` and loads the demo
+   studies (``stimuli/studies/*.yaml``);
+2. measures the database's own ceiling with ``pgbench`` (built-in ``simple-update`` script, as
+   many clients as the app has request threads) in a second fresh database;
+3. starts gunicorn (``gthread`` workers) on a free loopback port;
+4. runs N product-choice participants (and M sentiment-annotation participants when that task
+   type and a study using it exist) concurrently as :class:`webapp.bots.AsyncBot` over real
+   HTTP; each bot logs every submission the server acknowledged;
+5. audits the database against the bots' log: every acknowledged answer stored exactly once
+   with the submitted value, every completed participant with every response, no participant
+   or answer the bots did not send, annotation quotas met;
+6. prints a summary and writes ``bench/results/loadtest-<timestamp>.json``.
+
+Exit status 0 only when the audit passes and no request ended in an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import re
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+SENTIMENT_TYPE = "sentiment_annotation"
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+# -- databases ----------------------------------------------------------------------------------
+def _admin_conninfo(pg_url: str) -> str:
+    """A libpq URL of the maintenance database on the server of ``pg_url``."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(pg_url).set(drivername="postgresql", database="postgres")
+    return url.render_as_string(hide_password=False)
+
+
+def _db_url(pg_url: str, name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(pg_url).set(drivername="postgresql+psycopg", database=name)
+    return url.render_as_string(hide_password=False)
+
+
+@contextlib.contextmanager
+def fresh_database(pg_url: str, prefix: str = "framelab_load") -> Iterator[str]:
+    """Create an empty database on the server of ``pg_url``; drop it afterwards.
+
+    Yields
+    ------
+    str
+        Its SQLAlchemy URL (psycopg 3).
+    """
+    import psycopg
+
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    admin = _admin_conninfo(pg_url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _db_url(pg_url, name)
+    finally:
+        # The server may just have been restarted by a fault test: retry for a while.
+        for attempt in range(30):
+            try:
+                with psycopg.connect(admin, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                break
+            except psycopg.OperationalError:
+                time.sleep(min(0.2 * 2**attempt, 2.0))
+
+
+def _flask(args: list[str], env: Mapping[str, str]) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "webapp", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"flask {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def study_files() -> list[Path]:
+    """The demo study definitions loaded by every run."""
+    return sorted((ROOT / "stimuli" / "studies").glob("*.yaml"))
+
+
+def prepare_database(db_url: str, env: Mapping[str, str]) -> None:
+    """Build the schema with the migrations and load the demo studies."""
+    _flask(["db", "upgrade"], {**env, "DATABASE_URL": db_url})
+    _flask(["study", "load", *map(str, study_files())], {**env, "DATABASE_URL": db_url})
+
+
+# -- pgbench ------------------------------------------------------------------------------------
+def pgbench_tps(pg_url: str, *, clients: int, seconds: int, scale: int = 10) -> dict[str, Any]:
+    """Run pgbench's built-in ``simple-update`` script on a fresh database.
+
+    Returns
+    -------
+    dict
+        ``tps`` (without initial connection time), ``clients``, ``seconds``, ``scale`` and
+        the command line.
+    """
+    from sqlalchemy.engine import make_url
+
+    with fresh_database(pg_url, "framelab_pgbench") as url:
+        u = make_url(url)
+        conn = ["-h", u.host or "127.0.0.1", "-p", str(u.port or 5432), "-U", u.username or ""]
+        env = {**os.environ, **({"PGPASSWORD": u.password} if u.password else {})}
+        subprocess.run(
+            ["pgbench", "-i", "-q", "-s", str(scale), *conn, u.database or ""],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        cmd = [
+            "pgbench",
+            "-b",
+            "simple-update",
+            "-n",
+            "-c",
+            str(clients),
+            "-j",
+            str(min(clients, os.cpu_count() or 1)),
+            "-T",
+            str(seconds),
+            *conn,
+            u.database or "",
+        ]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    match = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
+    if match is None:
+        raise RuntimeError(f"cannot read pgbench output:\n{out}")
+    return {
+        "tps": float(match.group(1)),
+        "clients": clients,
+        "seconds": seconds,
+        "scale": scale,
+        "command": " ".join(cmd[:-1] + ["<fresh database>"]),
+    }
+
+
+# -- gunicorn -----------------------------------------------------------------------------------
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Gunicorn:
+    """gunicorn serving ``webapp:create_app()`` on 127.0.0.1 (a context manager).
+
+    Parameters
+    ----------
+    env : Mapping
+        Environment for the app (``DATABASE_URL``, ``SECRET_KEY``, ...).
+    workers, threads : int
+        ``gthread`` worker processes and threads per worker.
+    log_dir : Path
+        Receives ``access.log`` (method, path, status, microseconds) and ``error.log``.
+    """
+
+    def __init__(self, env: Mapping[str, str], workers: int, threads: int, log_dir: Path) -> None:
+        self.env, self.workers, self.threads, self.log_dir = dict(env), workers, threads, log_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Gunicorn:
+        cmd = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--worker-class",
+            "gthread",
+            "--workers",
+            str(self.workers),
+            "--threads",
+            str(self.threads),
+            "--timeout",
+            "120",
+            "--graceful-timeout",
+            "5",
+            "--backlog",
+            "4096",
+            "--access-logfile",
+            str(self.log_dir / "access.log"),
+            "--access-logformat",
+            "%(m)s %(U)s %(s)s %(D)s",
+            "--error-logfile",
+            str(self.log_dir / "error.log"),
+            "webapp:create_app()",
+        ]
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env={**os.environ, **self.env}, start_new_session=True
+        )
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited: {self.error_log()[-2000:]}")
+            try:
+                ready = httpx.get(f"{self.url}/researcher/login", timeout=2).status_code == 200
+                if ready and len(self.worker_pids()) == self.workers:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"gunicorn did not start in {timeout} s: {self.error_log()[-2000:]}")
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of the live worker processes (children of the master)."""
+        assert self.proc is not None
+        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        try:
+            return [int(p) for p in path.read_text().split()]
+        except OSError:
+            return []
+
+    def error_log(self) -> str:
+        """The error log so far."""
+        path = self.log_dir / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=15)
+
+
+def server_latencies(access_log: Path) -> dict[str, dict[str, float]]:
+    """Server-side request times per route from gunicorn's access log (``%(D)s`` in µs)."""
+    from webapp.bots import route_class
+
+    times: dict[str, list[float]] = defaultdict(list)
+    if access_log.exists():
+        for line in access_log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4 and parts[3].isdigit():
+                times[route_class(parts[0], parts[1])].append(int(parts[3]) / 1000)
+    return {route: _summary(ms) for route, ms in sorted(times.items())}
+
+
+# -- bots ---------------------------------------------------------------------------------------
+@dataclass
+class BotRun:
+    """What the bots did: their results, acknowledged submissions and request timings."""
+
+    bots: list[Any] = field(default_factory=list)  # AsyncBot
+    results: list[Any] = field(default_factory=list)  # BotResult
+    wall_s: float = 0.0
+    timed_out: bool = False
+
+
+async def run_async_bots(
+    base_url: str,
+    groups: list[tuple[Mapping[str, Any], int]],
+    *,
+    concurrency: int,
+    think_ms: float = 0.0,
+    ramp_s: float = 0.0,
+    timeout_s: float = 900.0,
+    seed: int = 0,
+    prefix: str = "LOAD",
+) -> BotRun:
+    """Run bots on several studies at once over HTTP.
+
+    Parameters
+    ----------
+    base_url : str
+        The server (``http://127.0.0.1:PORT``).
+    groups : list of (definition, n)
+        Study definitions and how many bots each gets.
+    concurrency : int
+        Bots in a session at the same time.
+    think_ms : float
+        Mean think time before each submission (0: none).
+    ramp_s : float
+        Arrivals spread evenly over this many seconds.
+    timeout_s : float
+        The whole run is cancelled after this long (the audit then fails).
+    seed : int
+        Seeds each bot's own choices.
+    prefix : str
+        Start of the bots' platform IDs.
+
+    Returns
+    -------
+    BotRun
+    """
+    from webapp.bots import AsyncBot, AsyncHttpTransport, BotBehaviour, BotResult
+
+    master = random.Random(seed)
+    plan = [(d, i) for d, n in groups for i in range(n)]
+    master.shuffle(plan)  # interleave studies
+    run = BotRun()
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(k: int, definition: Mapping[str, Any]) -> BotResult:
+        if ramp_s > 0:
+            await asyncio.sleep(ramp_s * k / max(1, len(plan)))
+        transport = AsyncHttpTransport(base_url, timeout=60.0)
+        bot = AsyncBot(
+            transport,
+            definition,
+            BotBehaviour(platform="prolific"),
+            rng=random.Random(master.getrandbits(32) ^ k),
+            external_id=f"{prefix}{seed:04d}x{k:05d}",
+            think_s=think_ms / 1000.0,
+        )
+        run.bots.append(bot)
+        try:
+            async with gate:
+                return await bot.arun()
+        except Exception as exc:  # report it; the other bots go on
+            return BotResult(bot.external_id, "error", "", bot.submitted, error=repr(exc))
+        finally:
+            await transport.aclose()
+
+    t0 = time.perf_counter()
+    tasks = [asyncio.ensure_future(one(k, d)) for k, (d, _) in enumerate(plan)]
+    done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+    run.wall_s = time.perf_counter() - t0
+    for task in pending:
+        task.cancel()
+    if pending:
+        run.timed_out = True
+        await asyncio.gather(*pending, return_exceptions=True)
+    run.results = [t.result() for t in tasks if t in done and not t.cancelled()]
+    return run
+
+
+# -- audit --------------------------------------------------------------------------------------
+def _float_eq(a: float | None, b: str) -> bool:
+    return a is not None and abs(a - float(b)) < 0.005
+
+
+def audit(app: Any, run: BotRun) -> dict[str, Any]:
+    """Compare the database with the bots' log of acknowledged submissions.
+
+    ``lost``: acknowledged answers missing or stored with another value. ``duplicated``:
+    answers stored more than once, participants enrolled twice, or more saved submissions than
+    the bot made (beyond saves whose acknowledgement a fault swallowed, which the bot then
+    saw as the next page). ``incomplete``: completed participants without every response.
+    """
+    from sqlalchemy import func, select
+
+    from webapp.extensions import db
+    from webapp.models import (
+        ChoiceResponse,
+        Participant,
+        ParticipantStatus,
+        PlatformIdentity,
+        QuizAttempt,
+        Study,
+        TaskResponse,
+    )
+
+    problems: list[str] = []
+    lost = duplicated = incomplete = 0
+    with app.app_context():
+        by_ext: dict[str, Participant] = {}
+        for ident, participant in db.session.execute(
+            select(PlatformIdentity, Participant).join(
+                Participant, Participant.id == PlatformIdentity.participant_id
+            )
+        ):
+            by_ext[ident.external_id] = participant
+        studies = {s.id: s for s in db.session.scalars(select(Study))}
+        choices: dict[int, list[ChoiceResponse]] = defaultdict(list)
+        for c in db.session.scalars(select(ChoiceResponse)):
+            choices[c.participant_id].append(c)
+        dup_tasks = db.session.scalar(
+            select(func.count()).select_from(
+                select(TaskResponse.participant_id)
+                .group_by(TaskResponse.participant_id, TaskResponse.block_id, TaskResponse.step)
+                .having(func.count() > 1)
+                .subquery()
+            )
+        )
+        dup_quiz = db.session.scalar(
+            select(func.count()).select_from(
+                select(QuizAttempt.participant_id)
+                .group_by(QuizAttempt.participant_id, QuizAttempt.block_id, QuizAttempt.attempt)
+                .having(func.count() > 1)
+                .subquery()
+            )
+        )
+        duplicated += (dup_tasks or 0) + (dup_quiz or 0)
+        bot_ids = {b.external_id for b in run.bots}
+        strangers = sorted(set(by_ext) - bot_ids)
+        if strangers:
+            duplicated += len(strangers)
+            problems.append(f"participants no bot created: {strangers[:5]}")
+
+        for bot in run.bots:
+            p = by_ext.get(bot.external_id)
+            acks = [a for a in bot.acks if a.kind != "consent"]
+            if p is None:
+                if bot.acks:
+                    lost += len(bot.acks)
+                    problems.append(f"{bot.external_id}: acknowledged but not enrolled")
+                continue
+            rows = choices.get(p.id, [])
+            by_pair: dict[str, list[ChoiceResponse]] = defaultdict(list)
+            for c in rows:
+                by_pair[c.pair_id].append(c)
+            for pair, same in by_pair.items():
+                if len(same) > 1:
+                    duplicated += len(same) - 1
+                    problems.append(f"{bot.external_id}: pair {pair} stored {len(same)} times")
+            for a in acks:
+                stored = by_pair.get(a.pair or "", [])
+                if a.kind == "choice" and not (
+                    stored and stored[0].chosen_side == a.answer.get("side")
+                ):
+                    lost += 1
+                    problems.append(f"{bot.external_id}: choice {a.pair} lost")
+                elif a.kind == "wtp" and not (
+                    stored and _float_eq(stored[0].wtp_premium_usd, a.answer.get("premium", "nan"))
+                ):
+                    lost += 1
+                    problems.append(f"{bot.external_id}: WTP {a.pair} lost")
+            # Each accepted submission advances page_seq by one: more than the bot's
+            # acknowledged ones means a save it never made (or made twice).
+            unacked = p.page_seq - len(acks)
+            if unacked < 0:
+                lost += -unacked
+                problems.append(f"{bot.external_id}: {-unacked} acknowledged page(s) not saved")
+            elif unacked > bot.recoveries:
+                duplicated += unacked - bot.recoveries
+                problems.append(f"{bot.external_id}: {unacked} unacknowledged saves")
+            if p.status is ParticipantStatus.completed:
+                study = studies[p.study_id]
+                pairs = {
+                    pair["id"]
+                    for block in study.definition["tasks"]
+                    if block["type"] == "product_choice"
+                    for pair in block["pairs"]
+                }
+                complete = set(by_pair) == pairs and all(
+                    c.wtp_premium_usd is not None for c in rows
+                )
+                if not complete:
+                    incomplete += 1
+                    problems.append(f"{bot.external_id}: completed without every response")
+        outcomes = Counter(r.outcome for r in run.results)
+        db_completed = sum(
+            1
+            for b in run.bots
+            if b.external_id in by_ext
+            and by_ext[b.external_id].status is ParticipantStatus.completed
+        )
+        annotation = audit_annotations(db, studies)
+    if annotation.get("violations"):
+        problems.extend(annotation["violations"][:10])
+    if outcomes.get("completed", 0) != db_completed:
+        problems.append(
+            f"bots completed {outcomes.get('completed', 0)}, database completed {db_completed}"
+        )
+    ok = (
+        lost == 0
+        and duplicated == 0
+        and incomplete == 0
+        and not run.timed_out
+        and outcomes.get("completed", 0) == db_completed == len(run.bots)
+        and not annotation.get("violations")
+    )
+    return {
+        "ok": ok,
+        "lost": lost,
+        "duplicated": duplicated,
+        "incomplete": incomplete,
+        "db_completed": db_completed,
+        "acknowledged": sum(len(b.acks) for b in run.bots),
+        "recoveries": sum(b.recoveries for b in run.bots),
+        "annotation": annotation,
+        "problems": problems[:50],
+    }
+
+
+def audit_annotations(db: Any, studies: Mapping[int, Any]) -> dict[str, Any]:
+    """Annotation quotas: each item of a sentiment study has exactly its quota of annotators.
+
+    Uses the sentiment task type's own audit hook (``annotation_audit(study)``, returning
+    ``{item_id: [participant ids]}`` and the quota) when that task type is installed.
+    """
+    from webapp.tasks import get_task_type
+
+    task = get_task_type(SENTIMENT_TYPE)
+    hook = getattr(task, "annotation_audit", None)
+    if task is None or hook is None:
+        return {"checked": False}
+    violations: list[str] = []
+    items = 0
+    for study in studies.values():
+        if not any(b["type"] == SENTIMENT_TYPE for b in study.definition["tasks"]):
+            continue
+        quota, annotators = hook(study)
+        for item, people in annotators.items():
+            items += 1
+            if len(people) != len(set(people)):
+                violations.append(f"{study.slug}: item {item} annotated twice by one person")
+            if len(set(people)) > quota:
+                violations.append(f"{study.slug}: item {item} has {len(set(people))} > {quota}")
+    return {"checked": True, "items": items, "violations": violations}
+
+
+# -- figures ------------------------------------------------------------------------------------
+def _pct(sorted_ms: list[float], q: float) -> float:
+    """Nearest-rank percentile (no interpolation: a reported p99 is a real request)."""
+    if not sorted_ms:
+        return float("nan")
+    k = max(0, min(len(sorted_ms) - 1, int(-(-q * len(sorted_ms) // 100)) - 1))
+    return sorted_ms[k]
+
+
+def _summary(ms: list[float]) -> dict[str, float]:
+    s = sorted(ms)
+    return {
+        "n": len(s),
+        "p50_ms": round(_pct(s, 50), 1),
+        "p95_ms": round(_pct(s, 95), 1),
+        "p99_ms": round(_pct(s, 99), 1),
+        "max_ms": round(s[-1], 1) if s else float("nan"),
+        "mean_ms": round(statistics.fmean(s), 1) if s else float("nan"),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """The machine the figures were measured on."""
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_gb = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        mem_kb = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
+        mem_gb = round(mem_kb / 1024**2, 1)
+    pg = subprocess.run(
+        ["psql", "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gb": mem_gb,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "postgresql_client": pg,
+        "load_average_at_start": os.getloadavg(),
+    }
+
+
+def sentiment_available() -> bool:
+    """True when the sentiment task type is installed and a demo study uses it."""
+    from webapp.tasks import get_task_type
+
+    if get_task_type(SENTIMENT_TYPE) is None:
+        return False
+    return any(SENTIMENT_TYPE in p.read_text(encoding="utf-8") for p in study_files())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the load test; return the exit status."""
+    cores = os.cpu_count() or 2
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50, help="product-choice participants")
+    parser.add_argument(
+        "--m", type=int, default=0, help="sentiment participants (skipped if unavailable)"
+    )
+    parser.add_argument("--workers", type=int, default=cores + 1, help="gunicorn workers")
+    parser.add_argument("--threads", type=int, default=4, help="threads per worker")
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="bots in a session at once (0: all)"
+    )
+    parser.add_argument("--think-ms", type=float, default=0.0, help="mean think time (0: none)")
+    parser.add_argument("--ramp-s", type=float, default=0.0, help="spread arrivals over seconds")
+    parser.add_argument("--timeout-s", type=float, default=900.0, help="bound on the bot run")
+    parser.add_argument("--pgbench-s", type=int, default=15, help="pgbench duration (0: skip)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_PG,
+        help="any database URL on the PostgreSQL server to use",
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the JSON result")
+    args = parser.parse_args(argv)
+
+    from webapp import create_app
+    from webapp.services.studies import get_study
+
+    started = datetime.now(UTC)
+    info = machine()
+    secret = secrets.token_hex(32)
+    env = {"SECRET_KEY": secret, "FRAMELAB_ENV": "development", "FLASK_DEBUG": "0"}
+    clients = args.workers * args.threads
+    pgbench = (
+        pgbench_tps(args.pg_url, clients=clients, seconds=args.pgbench_s)
+        if args.pgbench_s > 0
+        else None
+    )
+    with fresh_database(args.pg_url) as db_url, tempfile.TemporaryDirectory() as logs:
+        prepare_database(db_url, env)
+        app = create_app(
+            {"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": secret, "ENV_NAME": "development"}
+        )
+        with app.app_context():
+            product = get_study("product-choice-demo")
+            assert product is not None, "the demo study did not load"
+            groups = [(product.definition, args.n)]
+            sentiment = None
+            if args.m > 0 and sentiment_available():
+                from sqlalchemy import select
+
+                from webapp.extensions import db
+                from webapp.models import Study
+
+                sentiment = next(
+                    s
+                    for s in db.session.scalars(select(Study))
+                    if any(b["type"] == SENTIMENT_TYPE for b in s.definition["tasks"])
+                )
+                groups.append((sentiment.definition, args.m))
+        m_run = args.m if sentiment is not None else 0
+        with Gunicorn({**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)) as g:
+            run = asyncio.run(
+                run_async_bots(
+                    g.url,
+                    groups,
+                    concurrency=args.concurrency or (args.n + m_run),
+                    think_ms=args.think_ms,
+                    ramp_s=args.ramp_s,
+                    timeout_s=args.timeout_s,
+                    seed=args.seed,
+                )
+            )
+        server = server_latencies(Path(logs) / "access.log")
+        result_audit = audit(app, run)
+        with app.app_context():
+            from webapp.extensions import db
+
+            db.engine.dispose()
+
+    timings = [t for b in run.bots for t in b.timings]
+    errors = [r for r in run.results if r.outcome == "error"]
+    by_route: dict[str, list[float]] = defaultdict(list)
+    for t in timings:
+        by_route[t.route].append(t.ms)
+    statuses = Counter(t.status for t in timings)
+    submissions = sum(1 for b in run.bots for a in b.acks if a.kind != "consent")
+    responses_per_s = submissions / run.wall_s if run.wall_s else 0.0
+    overall = _summary([t.ms for t in timings])
+    report: dict[str, Any] = {
+        "date": started.isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+        "machine": info,
+        "config": {
+            "workers": args.workers,
+            "threads": args.threads,
+            "worker_class": "gthread",
+            "concurrency": args.concurrency or (args.n + m_run),
+            "think_ms": args.think_ms,
+            "ramp_s": args.ramp_s,
+            "seed": args.seed,
+        },
+        "participants": args.n + m_run,
+        "participants_product_choice": args.n,
+        "participants_sentiment": m_run,
+        "sentiment": (
+            "ran" if m_run else ("not available in this tree" if args.m else "not requested")
+        ),
+        "completed": sum(1 for r in run.results if r.outcome == "completed"),
+        "outcomes": dict(Counter(r.outcome for r in run.results)),
+        "requests": len(timings),
+        "http_statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "errors": len(errors) + sum(1 for t in timings if t.status >= 500 or t.status == 0),
+        "error_samples": [f"{r.external_id}: {r.error}" for r in errors[:10]],
+        "lost": result_audit["lost"],
+        "duplicated": result_audit["duplicated"],
+        "wall_s": round(run.wall_s, 2),
+        "timed_out": run.timed_out,
+        "requests_per_s": round(len(timings) / run.wall_s, 1) if run.wall_s else 0.0,
+        "responses_per_s": round(responses_per_s, 1),
+        "p50_ms": overall["p50_ms"],
+        "p95_ms": overall["p95_ms"],
+        "p99_ms": overall["p99_ms"],
+        "latency_by_route": {r: _summary(ms) for r, ms in sorted(by_route.items())},
+        "server_latency_by_route": server,
+        "pgbench_tps": pgbench["tps"] if pgbench else None,
+        "pgbench": pgbench,
+        "ratio_responses_to_pgbench": (
+            round(responses_per_s / pgbench["tps"], 3) if pgbench and pgbench["tps"] else None
+        ),
+        "audit": result_audit,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / f"loadtest-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    _print(report, out)
+    return 0 if result_audit["ok"] and report["errors"] == 0 else 1
+
+
+def _print(r: Mapping[str, Any], out: Path) -> None:
+    print(
+        f"participants {r['participants']} (completed {r['completed']}), requests "
+        f"{r['requests']} in {r['wall_s']} s ({r['requests_per_s']}/s), errors {r['errors']}"
+    )
+    print(
+        f"latency p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms, p99 {r['p99_ms']} ms "
+        "(client side, all requests)"
+    )
+    print(f"{'route':<26}{'n':>8}{'p50':>9}{'p95':>9}{'p99':>9}   server p99")
+    server = r["server_latency_by_route"]
+    for route, s in r["latency_by_route"].items():
+        base = route.split(":")[0]
+        sp99 = server.get(base, {}).get("p99_ms", float("nan"))
+        print(f"{route:<26}{s['n']:>8}{s['p50_ms']:>9}{s['p95_ms']:>9}{s['p99_ms']:>9}   {sp99}")
+    if r["pgbench_tps"]:
+        print(
+            f"committed responses {r['responses_per_s']}/s; pgbench simple-update "
+            f"{r['pgbench_tps']:.0f} tps; ratio {r['ratio_responses_to_pgbench']}"
+        )
+    a = r["audit"]
+    verdict = "PASSED" if a["ok"] else "FAILED"
+    print(
+        f"integrity audit {verdict}: lost {a['lost']}, duplicated {a['duplicated']}, incomplete "
+        f"{a['incomplete']}, acknowledged {a['acknowledged']}, recoveries {a['recoveries']}"
+    )
+    for problem in a["problems"][:10]:
+        print(f"  {problem}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
