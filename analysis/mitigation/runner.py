@@ -30,7 +30,7 @@ from typing import Any
 
 from analysis.llm.backends.base import Request
 from analysis.llm.templates import PromptTemplate, get_template
-from analysis.mitigation import chunking, decoding
+from analysis.mitigation import chunking, decoding, self_debias
 from analysis.mitigation import prompts as P
 from analysis.mitigation.registry import MethodSpec, get_method, resolve_params
 
@@ -373,7 +373,7 @@ def plan_of(name: str, task: str = "summarize") -> Plan:
             lambda p: decoding.RejectionSamplingFactory(p["top_k"])
         ),
         "self-debias": lambda: _decoding(
-            lambda p: decoding.SelfDebiasFactory(p["decay"], p["refresh_every"])
+            lambda p: self_debias.SelfDebiasFactory(p["decay"], p["refresh_every"])
         ),
         "explanation-guard": lambda: _decoding(
             lambda p: decoding.ExplanationGuardFactory(

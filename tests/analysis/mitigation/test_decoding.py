@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from analysis.mitigation import decoding as dec
+from analysis.mitigation import self_debias
 from tests.analysis.mitigation.conftest import BEGIN, END, MIDDLE, REVIEW, SOURCE
 
 
@@ -125,7 +126,7 @@ def test_mirostat_truncates_tokens_above_mu():
 def test_self_debias_scales_tokens_with_negative_delta(tiny):
     model, tok = tiny
     enc = tok(["Summarize: " + REVIEW], return_tensors="pt", add_special_tokens=False)
-    proc = dec.SelfDebiasDecoding(
+    proc = self_debias.SelfDebiasDecoding(
         model, tok, enc["input_ids"], enc["attention_mask"], decay=10.0, refresh_every=4
     )
     assert len(proc.prefix_ids) <= 29
@@ -146,7 +147,7 @@ def test_self_debias_scales_tokens_with_negative_delta(tiny):
 def test_self_debias_refreshes_the_biased_pass_every_four_steps(tiny):
     model, tok = tiny
     enc = tok(["Summarize: " + REVIEW], return_tensors="pt", add_special_tokens=False)
-    proc = dec.SelfDebiasDecoding(model, tok, enc["input_ids"], enc["attention_mask"])
+    proc = self_debias.SelfDebiasDecoding(model, tok, enc["input_ids"], enc["attention_mask"])
     ids = enc["input_ids"]
     for _ in range(5):
         proc(ids, torch.zeros(1, len(tok)))
@@ -218,7 +219,7 @@ def test_local_explanation_guard_flags_an_ignored_middle(tiny):
         dec.BalancedCoverageFactory(),
         dec.WeightedTokenFactory(),
         dec.RejectionSamplingFactory(),
-        dec.SelfDebiasFactory(),
+        self_debias.SelfDebiasFactory(),
         dec.ExplanationGuardFactory(),
     ],
     ids=lambda f: type(f).__name__,
