@@ -96,15 +96,21 @@ def primacy_similarities(
     return out
 
 
-def _paired_t(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+def _paired_t(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     from scipy import stats
 
     diff = a - b
+    nan = float("nan")
+    out = {"estimate": float(diff.mean()) if len(diff) else nan, "ci_low": nan, "ci_high": nan}
+    out.update(t=nan, dof=float(len(diff) - 1), p_val=nan)
     # Undefined for fewer than two pairs or constant differences (scipy would warn, give nan/inf).
     if len(diff) < 2 or np.allclose(diff, diff[0]):
-        return float("nan"), float(len(diff) - 1), float("nan")
+        return out
     res = stats.ttest_rel(a, b)
-    return float(res.statistic), float(len(diff) - 1), float(res.pvalue)
+    ci = res.confidence_interval(0.95)
+    out.update(ci_low=float(ci.low), ci_high=float(ci.high))
+    out.update(t=float(res.statistic), p_val=float(res.pvalue))
+    return out
 
 
 def primacy_scores(
@@ -129,7 +135,9 @@ def primacy_scores(
     pandas.DataFrame
         One row per group: the ``by`` columns, ``n``, ``s_b``, ``s_m``, ``s_e`` (means),
         ``coverage`` (``(s_b + s_m + s_e) / 3``), ``psi_pri``, ``psi_rec`` (shares in [0, 1]),
-        ``t``, ``dof``, ``p_val`` (``scipy.stats.ttest_rel(s_b, s_m)``; NaN when undefined).
+        ``estimate`` (mean of ``s_b - s_m``), ``ci_low``, ``ci_high`` (its 95 % t interval),
+        ``t``, ``dof``, ``p_val`` (``scipy.stats.ttest_rel(s_b, s_m)``, two-sided; NaN when
+        undefined: fewer than two items or constant differences).
 
     Examples
     --------
@@ -142,7 +150,6 @@ def primacy_scores(
     rows = []
     for key, g in groups:
         s_b, s_m, s_e = (g[c].to_numpy(dtype=float) for c in ("s_b", "s_m", "s_e"))
-        t, dof, p = _paired_t(s_b, s_m)
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
         row.update(
             n=len(g),
@@ -152,9 +159,7 @@ def primacy_scores(
             coverage=(s_b.mean() + s_m.mean() + s_e.mean()) / 3,
             psi_pri=float(np.mean(s_b > s_m + alpha)),
             psi_rec=float(np.mean(s_e > s_m + alpha)),
-            t=t,
-            dof=dof,
-            p_val=p,
+            **_paired_t(s_b, s_m),
         )
         rows.append(row)
     return pd.DataFrame(rows)

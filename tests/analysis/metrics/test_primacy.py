@@ -83,6 +83,10 @@ def test_scores_hand_computed():
     assert row["t"] == pytest.approx(t) and row["t"] == pytest.approx(1.3867504905630725)
     assert row["p_val"] == pytest.approx(1 - t / math.sqrt(t * t + 2))
     assert row["dof"] == 2
+    # 95 % interval of the mean difference: mean ± t(0.975, 2) · sd / sqrt(3), t(0.975, 2) = 4.3027.
+    half = 4.302652729749462 * d.std(ddof=1) / math.sqrt(3)
+    assert row["estimate"] == pytest.approx(d.mean())
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
 
 
 def test_scores_grouped_and_undefined_t():
