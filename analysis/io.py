@@ -21,14 +21,21 @@ __all__ = [
     "CHOICE_LONG_COLUMNS",
     "ITEMS_COLUMNS",
     "MODEL_LABELS",
+    "PAIRS_COLUMNS",
+    "PREFERENCE_LONG_COLUMNS",
+    "RATING_LONG_COLUMNS",
     "TIDY_CHOICE_OPTIONAL",
     "TIDY_CHOICE_REQUIRED",
     "ExportFormatError",
     "load_annotations",
     "load_choice",
     "load_export",
+    "load_metric_table",
     "load_mturk",
+    "load_pairs",
     "load_predictions",
+    "load_preferences",
+    "load_ratings",
     "read_table",
 ]
 
@@ -88,6 +95,57 @@ ITEMS_COLUMNS: dict[str, object] = {
     "needed": "int",
     "shift_count": "int",
 }
+# Summary-rating and pairwise-preference studies (docs/export.md, issue 9).
+PLATFORMS = ("prolific", "mturk", "link")
+RATING_LONG_COLUMNS: dict[str, object] = {
+    "study_slug": "str",
+    "participant_id": "str",
+    "platform": PLATFORMS,
+    "status": PARTICIPANT_STATUSES,
+    "item_id": "str",
+    "summary_id": "str",
+    "system": "str",
+    "perspective": "str",
+    "dimension": "str",
+    "rating": "int",
+    "scale_min": "int",
+    "scale_max": "int",
+    "position": "int",
+    "trial_index": "int",
+    "surplus": "bool",
+    "rt_ms": "int",
+    "answered_at": "str",
+}
+PREFERENCE_LONG_COLUMNS: dict[str, object] = {
+    "study_slug": "str",
+    "participant_id": "str",
+    "platform": PLATFORMS,
+    "status": PARTICIPANT_STATUSES,
+    "pair_id": "str",
+    "source_id": "str",
+    "system_first": "str",
+    "system_second": "str",
+    "chosen_system": "str",
+    "chose_first": "bool",
+    "order": ("a_first", "b_first"),
+    "reason": "str",
+    "trial_index": "int",
+    "surplus": "bool",
+    "rt_ms": "int",
+    "answered_at": "str",
+}
+PAIRS_COLUMNS: dict[str, object] = {
+    "study_slug": "str",
+    "pair_id": "str",
+    "source_id": "str",
+    "system_a": "str",
+    "system_b": "str",
+    "summary_a": "str",
+    "summary_b": "str",
+    "n_judgments": "int",
+    "n_a_first": "int",
+    "n_b_first": "int",
+}
 TIDY_CHOICE_REQUIRED: dict[str, object] = {
     "participant_id": "str",
     "pair_id": "str",
@@ -106,6 +164,7 @@ PREDICTION_COLUMNS: dict[str, object] = {"item_id": "str", "model": "str", "labe
 
 # Columns whose values must never be empty (identifiers and the outcome itself).
 _NON_EMPTY = {"participant_id", "pair_id", "item_id", "format", "chose_target", "label", "model"}
+_NON_EMPTY |= {"summary_id", "system", "dimension", "rating", "chosen_system"}
 
 
 class ExportFormatError(ValueError):
@@ -211,6 +270,12 @@ def _check_columns(
 
 def _detect_kind(columns: Sequence[str]) -> str:
     cols = set(columns)
+    if "rating" in cols and "summary_id" in cols:
+        return "rating"
+    if "chosen_system" in cols:
+        return "preference"
+    if "summary_a" in cols:
+        return "pairs"
     if "chose_target" in cols:
         return "choice"
     if "label" in cols:
@@ -227,6 +292,9 @@ _SCHEMAS = {
     "choice": CHOICE_LONG_COLUMNS,
     "annotation": ANNOTATION_LONG_COLUMNS,
     "items": ITEMS_COLUMNS,
+    "rating": RATING_LONG_COLUMNS,
+    "preference": PREFERENCE_LONG_COLUMNS,
+    "pairs": PAIRS_COLUMNS,
 }
 
 
@@ -237,7 +305,7 @@ def load_export(path: str | Path, kind: str | None = None) -> pd.DataFrame:
     ----------
     path : str or Path
         CSV or Parquet written by the platform.
-    kind : {"choice", "annotation", "items"}, optional
+    kind : {"choice", "annotation", "items", "rating", "preference", "pairs"}, optional
         Which table the file holds; detected from its columns when omitted.
 
     Returns
@@ -453,4 +521,130 @@ def load_predictions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
             f"model judgments: {int(dup.sum())} rows repeat a (model, item_id) pair, e.g. "
             f"({first['model']!r}, {first['item_id']!r})"
         )
+    return out
+
+
+def load_ratings(path: str | Path, *, include_surplus: bool = False) -> pd.DataFrame:
+    """Load and validate a ``summary_rating`` long export (one row per rating).
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV or Parquet from ``framelab export SLUG --format long``.
+    include_surplus : bool
+        Keep ratings that arrived after their reservation expired (not counted by the platform).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of ``RATING_LONG_COLUMNS``, typed as in :func:`load_export`; ratings outside
+        ``scale_min..scale_max`` are an error.
+
+    Raises
+    ------
+    ExportFormatError
+        Missing or invalid columns, or out-of-scale ratings.
+    """
+    df = load_export(path, "rating")
+    out_of_scale = (df["rating"] < df["scale_min"]) | (df["rating"] > df["scale_max"])
+    if out_of_scale.fillna(False).any():
+        bad = df.loc[out_of_scale.fillna(False)].iloc[0]
+        raise ExportFormatError(
+            f"{Path(path).name} (rating export): rating {bad['rating']} of summary "
+            f"{bad['summary_id']!r} is outside {bad['scale_min']}..{bad['scale_max']}"
+        )
+    if not include_surplus:
+        df = df[df["surplus"].fillna(0) == 0].reset_index(drop=True)
+    return df
+
+
+def load_preferences(path: str | Path, *, include_surplus: bool = False) -> pd.DataFrame:
+    """Load and validate a ``pairwise_preference`` long export (one row per verdict).
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV or Parquet from ``framelab export SLUG --format long``.
+    include_surplus : bool
+        Keep verdicts that arrived after their reservation expired.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of ``PREFERENCE_LONG_COLUMNS``, typed as in :func:`load_export`.
+
+    Raises
+    ------
+    ExportFormatError
+        Missing or invalid columns, or a chosen system that was not shown.
+    """
+    df = load_export(path, "preference")
+    shown = (df["chosen_system"] == df["system_first"]) | (
+        df["chosen_system"] == df["system_second"]
+    )
+    if not shown.all():
+        bad = df.loc[~shown].iloc[0]
+        raise ExportFormatError(
+            f"{Path(path).name} (preference export): pair {bad['pair_id']!r}: chosen system "
+            f"{bad['chosen_system']!r} was not shown"
+        )
+    if not include_surplus:
+        df = df[df["surplus"].fillna(0) == 0].reset_index(drop=True)
+    return df
+
+
+def load_pairs(path: str | Path) -> pd.DataFrame:
+    """Load and validate a ``pairwise_preference`` pairs export (one row per pair, with texts).
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV or Parquet from ``framelab export SLUG --format pairs``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of ``PAIRS_COLUMNS``, typed as in :func:`load_export`.
+    """
+    return load_export(path, "pairs")
+
+
+def load_metric_table(path: str | Path, *, key: str = "summary_id") -> pd.DataFrame:
+    """Load automatic metrics per summary: ``key`` plus numeric columns (CSV/Parquet/JSONL).
+
+    Parameters
+    ----------
+    path : str or Path
+        E.g. the ``metrics.csv`` that ``framelab generate rating-set`` writes.
+    key : str
+        The summary identifier column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``key`` as strings and every other column that is entirely numeric, as floats.
+
+    Raises
+    ------
+    ExportFormatError
+        No ``key`` column, or no numeric column.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if path.suffix.lower() == ".jsonl":
+        raw = pd.read_json(path, lines=True, dtype=False)
+    else:
+        raw = read_table(path)
+    source = f"{path.name} (metrics table)"
+    _check_columns(raw, [key], source)
+    out = pd.DataFrame({key: raw[key].astype(str)})
+    for col in raw.columns:
+        if col == key:
+            continue
+        num = pd.to_numeric(raw[col], errors="coerce")
+        if num.notna().sum() == raw[col].notna().sum() and num.notna().any():
+            out[col] = num.astype(float)
+    if out.shape[1] == 1:
+        raise ExportFormatError(f"{source}: no numeric metric column besides {key!r}")
     return out

@@ -13,7 +13,7 @@ OPTIMIZERS = ("lbfgs", "bfgs", "powell", "cg", "nm")
 
 @click.group()
 def analyze() -> None:
-    """Analyse human data: choice studies and sentiment-annotation studies."""
+    """Analyse human data: choice, sentiment-annotation, summary-rating and preference studies."""
 
 
 def _command_line() -> str:
@@ -264,4 +264,127 @@ def annotations_command(
     if "human_model" in results.tables:
         for _, row in results.tables["human_model"].iterrows():
             click.echo(f"  {row['model']}: r = {row['estimate']:.3f} (p = {row['p_val']:.3g})")
+    click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
+
+
+@analyze.command("ratings")
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--metrics",
+    "metrics_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Automatic metrics per summary: summary_id plus numeric columns (CSV/Parquet/JSONL).",
+)
+@click.option(
+    "--dimensions",
+    default=None,
+    help="Comma-separated column order of the rating table [default: as in the export].",
+)
+@click.option("--include-surplus", is_flag=True, help="Keep ratings of expired reservations.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder (created).",
+)
+@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+def ratings_command(
+    input_path: str,
+    metrics_path: str | None,
+    dimensions: str | None,
+    include_surplus: bool,
+    out_dir: str,
+    no_figures: bool,
+) -> None:
+    """Analyse a summary-rating study: the platform's rating long export (INPUT)."""
+    from analysis.io import ExportFormatError, load_metric_table, load_ratings
+    from analysis.report.evaluation import analyze_ratings
+
+    try:
+        ratings = load_ratings(input_path, include_surplus=include_surplus)
+        metrics = load_metric_table(metrics_path) if metrics_path else None
+        dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
+        results = analyze_ratings(ratings, metrics, dimensions=dims)
+    except (ExportFormatError, ValueError) as exc:
+        raise _fail(exc) from exc
+    results.meta["input"] = str(Path(input_path).resolve())
+    n_files = _write(results, out_dir, f"Rating study: {Path(input_path).name}", not no_figures)
+    m = results.meta
+    click.echo(
+        f"{m['n_ratings']} ratings, {m['n_raters']} raters, {m['n_summaries']} summaries, "
+        f"systems: {', '.join(m['systems'])}"
+    )
+    for _, row in results.tables["alpha"].iterrows():
+        click.echo(f"  {row['dimension']}: Krippendorff's alpha (ordinal) = {row['estimate']:.3f}")
+    click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
+
+
+@analyze.command("preferences")
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--pairs",
+    "pairs_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The study's pairs export (framelab export SLUG --format pairs): the two summaries.",
+)
+@click.option(
+    "--judge-records",
+    "judge_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="judge-pair generation records (JSONL, repeatable); item_id = pair_id.",
+)
+@click.option(
+    "--reference",
+    default="human",
+    show_default=True,
+    help="System name of the human (reference) summary.",
+)
+@click.option("--bins", type=int, default=5, show_default=True, help="Equal-width similarity bins.")
+@click.option("--include-surplus", is_flag=True, help="Keep verdicts of expired reservations.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder (created).",
+)
+@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+def preferences_command(
+    input_path: str,
+    pairs_path: str,
+    judge_paths: tuple[str, ...],
+    reference: str,
+    bins: int,
+    include_surplus: bool,
+    out_dir: str,
+    no_figures: bool,
+) -> None:
+    """Analyse a pairwise-preference study (INPUT: its long export) beside LLM judges."""
+    from analysis.io import ExportFormatError, load_pairs, load_preferences
+    from analysis.metrics.records import read_records
+    from analysis.report.evaluation import analyze_preferences
+
+    try:
+        verdicts = load_preferences(input_path, include_surplus=include_surplus)
+        pairs = load_pairs(pairs_path)
+        records = read_records(list(judge_paths)) if judge_paths else None
+        results = analyze_preferences(verdicts, pairs, records, reference=reference, bins=bins)
+    except (ExportFormatError, ValueError, KeyError) as exc:
+        raise _fail(exc) from exc
+    results.meta["input"] = str(Path(input_path).resolve())
+    n_files = _write(results, out_dir, f"Preference study: {Path(input_path).name}", not no_figures)
+    m = results.meta
+    click.echo(
+        f"{m['n_verdicts']} verdicts, {m['n_raters']} raters, {m['n_pairs']} pairs; "
+        f"{m['share_preferring_reference']:.1%} prefer {m['reference']!r}"
+    )
+    shares = results.tables["outcome_shares"]
+    for judge, group in shares.groupby("judge", sort=True):
+        totals = group.groupby("outcome")["n"].sum()
+        total = int(totals.sum())
+        parts = ", ".join(f"{k} {v / total:.0%}" for k, v in totals.items() if v and total)
+        click.echo(f"  {judge}: {parts}")
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")

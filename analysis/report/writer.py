@@ -93,7 +93,11 @@ def _figures(results: Results, out: Path) -> dict[str, str]:
 
     t = results.tables
     jobs = []
-    if results.kind == "choice":
+    if results.kind in ("ratings", "preferences"):
+        from analysis.report.evaluation import figures as evaluation_figures
+
+        jobs.extend(evaluation_figures(results, out))
+    elif results.kind == "choice":
         primary_p = float(t["chi2"].iloc[0]["p_val"])
         jobs.append(
             (
@@ -327,11 +331,16 @@ def write_results(
         written[path.name] = path
     figs = _figures(results, out) if figures else {}
     written.update({name: out / name for name in figs})
-    sections = (
-        _choice_sections(results, figs)
-        if results.kind == "choice"
-        else _annotation_sections(results, figs)
-    )
+    if results.kind in ("ratings", "preferences"):
+        from analysis.report.evaluation import sections as evaluation_sections
+
+        sections = evaluation_sections(results, figs, _html_table)
+    else:
+        sections = (
+            _choice_sections(results, figs)
+            if results.kind == "choice"
+            else _annotation_sections(results, figs)
+        )
     template = jinja2.Environment(autoescape=True).from_string(
         files("analysis.report").joinpath("templates/report.html.j2").read_text("utf-8")
     )
