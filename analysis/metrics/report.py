@@ -113,7 +113,9 @@ def framing_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
         "framing_pairs": pairs,
         "framing_change": table,
         "framing_mean_of_means": framing_mean_of_means(table),
-        "framing_transition_matrix": transition_matrix(pairs).reset_index(),
+        "framing_transition_matrix": transition_matrix(pairs)
+        .rename_axis(index="source \\ summary", columns=None)
+        .reset_index(),
     }
     sec.figures["framing_transitions"] = lambda ax: plot_framing_transitions(table, ax)
     return sec
