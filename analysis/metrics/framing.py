@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.metrics.records import each_group
+
 __all__ = [
     "FRAMING_GROUPS",
     "LABELS",
@@ -147,12 +149,11 @@ def framing_change(
     valid = df["_src"].isin(LABELS) & df["_dst"].isin(LABELS)
     df["_valid"] = valid
     keys = [c for c in by if c in df.columns]
-    groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
     rows = []
-    for key, g in groups:
+    for key_vals, g in each_group(df, keys):
         ok = g.loc[g["_valid"]]
         n = len(ok)
-        row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        row = dict(key_vals)
         changed = int((ok["_src"] != ok["_dst"]).sum())
         row.update(
             n=n,

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.metrics.records import each_group
+
 __all__ = [
     "OUTCOMES",
     "judge_outcomes",
@@ -197,9 +199,7 @@ def outcome_shares(
     df = outcomes.assign(_bin=idx).loc[~outside]
     keys = list(by)
     rows = []
-    groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
-    for key, g in groups:
-        key_vals = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+    for key_vals, g in each_group(df, keys):
         for b in range(len(edges) - 1):
             in_bin = g.loc[g["_bin"] == b, "outcome"]
             for outcome in OUTCOMES:

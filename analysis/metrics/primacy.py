@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.metrics.embed import Embedder
+from analysis.metrics.records import each_group
 from analysis.metrics.text import split_parts
 
 __all__ = ["PRIMACY_GROUPS", "primacy_scores", "primacy_similarities"]
@@ -146,11 +147,10 @@ def primacy_scores(
     [{'n': 2, 'psi_pri': 0.5, 'psi_rec': 0.5}]
     """
     keys = [c for c in by if c in sims.columns]
-    groups = sims.groupby(keys, dropna=False, sort=True) if keys else [((), sims)]
     rows = []
-    for key, g in groups:
+    for key_vals, g in each_group(sims, keys):
         s_b, s_m, s_e = (g[c].to_numpy(dtype=float) for c in ("s_b", "s_m", "s_e"))
-        row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        row = dict(key_vals)
         row.update(
             n=len(g),
             s_b=s_b.mean(),

@@ -9,7 +9,7 @@ CLI lets users map.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pandas as pd
 
 __all__ = [
     "column",
+    "each_group",
     "flatten_record",
     "read_records",
     "rename_fields",
@@ -167,3 +168,17 @@ def summary_pairs(
             "summary": rows[column(rows, summary)],
         }
     ).reset_index(drop=True)
+
+
+def each_group(
+    data: pd.DataFrame, keys: Sequence[str]
+) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
+    """Yield ``({key: value}, rows)`` per group, sorted, keeping missing keys as their own group.
+
+    With no keys, yields one group of all rows.
+    """
+    if not keys:
+        yield {}, data
+        return
+    for values, rows in data.groupby(list(keys), dropna=False, sort=True):
+        yield dict(zip(keys, values, strict=True)), rows
