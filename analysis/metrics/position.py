@@ -9,6 +9,7 @@ generated summary set are compared by the Wasserstein distance (``scipy.stats``)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,7 +46,8 @@ def systems_long(
     Parameters
     ----------
     data : pandas.DataFrame
-        Columns ``id``, ``article``, ``gold`` and ``summaries`` (a mapping system -> text).
+        Columns ``id``, ``article``, ``gold`` and ``summaries`` (a mapping system -> text, or
+        that mapping as a JSON string, as in a CSV cell).
 
     Returns
     -------
@@ -55,7 +57,10 @@ def systems_long(
     rows: list[dict[str, Any]] = []
     for rec in data.to_dict(orient="records"):
         rows.append({"id": rec[id], "article": rec[article], "system": GOLD, "summary": rec[gold]})
-        generated: Mapping[str, str] = rec.get(summaries) or {}
+        generated: Any = rec.get(summaries) or {}
+        if isinstance(generated, str):
+            # CSV files carry the mapping as a JSON object in one cell.
+            generated = json.loads(generated)
         if not isinstance(generated, Mapping):
             raise ValueError(f"article {rec[id]!r}: {summaries!r} must map system -> summary")
         for system, text in generated.items():

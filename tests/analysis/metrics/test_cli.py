@@ -169,3 +169,12 @@ def test_single_command_names_the_missing_field(tmp_path):
         metrics, ["hallucination", "-i", str(_fact_without_pair(tmp_path)), "-o", str(tmp_path)]
     )
     assert result.exit_code == 1 and "field 'pair_id' not found" in result.output
+
+
+def test_position_reads_csv_with_json_summaries(examples, tmp_path):
+    rows = [json.loads(line) for line in (examples / "position.jsonl").read_text().splitlines()]
+    frame = pd.DataFrame(rows).assign(summaries=lambda d: d["summaries"].map(json.dumps))
+    frame.to_csv(tmp_path / "position.csv", index=False)
+    _run("position", "-i", str(tmp_path / "position.csv"), "--k", "3", "-o", str(tmp_path / "o"))
+    systems = json.loads((tmp_path / "o" / "results.json").read_text())["systems"]
+    assert systems["m-tail"]["wasserstein"] == pytest.approx(2 / 3)
