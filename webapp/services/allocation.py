@@ -1,0 +1,515 @@
+"""Exact allocation of annotation slots: reserve → confirm, or expire back to the pool.
+
+Each item of a ``sentiment_annotation`` block needs ``annotators_per_item`` labels from
+different people. A slot is *taken* when it has a confirmed label or a live reservation (not
+expired, held by a participant who is still ``started``). All changes to an item's slots
+happen while holding that item's row lock, so a count read after taking the lock is exact:
+
+- :func:`reserve_batch` locks candidate items with ``SELECT … FOR UPDATE SKIP LOCKED`` on
+  PostgreSQL (concurrent arrivals take different items instead of queueing), then — under
+  the locks, in a fresh statement — frees dead reservations and recounts before reserving.
+  SQLite has no row locks; there every transaction is ``BEGIN IMMEDIATE`` (see
+  ``webapp/__init__.py``), which serialises the same steps.
+- :func:`record_label` locks the item, then confirms the reservation if it is still live;
+  a label that arrives after its reservation expired is stored as ``surplus`` (kept, never
+  counted). ``(item, participant)`` is unique, so nobody labels an item twice.
+
+Reservations end by time (``reservation_minutes``) or as soon as their participant is no
+longer ``started`` (returned, timed out, screened out): no sweeper is needed, the next
+reservation of that item frees them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import aliased
+
+from webapp.extensions import db
+from webapp.models import (
+    Annotation,
+    AnnotationItem,
+    AnnotationState,
+    Participant,
+    ParticipantStatus,
+    Study,
+)
+
+ANNOTATION_TASK = "sentiment_annotation"
+# Candidates locked beyond the batch size: a few may turn out to be full when recounted.
+_MARGIN = 4
+
+
+def annotation_blocks(study: Study) -> list[dict[str, Any]]:
+    """The study's ``sentiment_annotation`` blocks, in order."""
+    return [b for b in study.definition["tasks"] if b["type"] == ANNOTATION_TASK]
+
+
+def sync_items(study: Study) -> bool:
+    """Make the item table match the study definition (after a load or a ``--force`` reload).
+
+    Cheap when nothing changed (one count query per block). Otherwise the study row is locked
+    so concurrent first requests insert the items once. Items are never deleted: labels refer
+    to them; an item dropped from the CSV just stops being offered. The caller commits.
+
+    Returns
+    -------
+    bool
+        True when rows were added or updated.
+    """
+    changed = False
+    for block in annotation_blocks(study):
+        wanted = len(block["items"]) + len(block["gold_items"])
+        n, low = db.session.execute(
+            select(func.count(), func.min(AnnotationItem.study_version)).where(
+                AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+            )
+        ).one()
+        if n >= wanted and low == study.version:
+            continue
+        changed = True
+        db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
+        existing = {
+            it.item_id: it
+            for it in db.session.scalars(
+                select(AnnotationItem).where(
+                    AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+                )
+            )
+        }
+        rows = [(it, False) for it in block["items"]] + [(g, True) for g in block["gold_items"]]
+        for position, (it, gold) in enumerate(rows):
+            row = existing.get(it["item_id"])
+            if row is None:
+                row = AnnotationItem(study_id=study.id, block_id=block["id"], item_id=it["item_id"])
+                db.session.add(row)
+            row.position = position
+            row.text = it["text"]
+            row.base_sentiment = it["base_sentiment"]
+            row.is_gold = gold
+            row.gold_label = it["gold_label"] if gold else None
+            row.extra = dict(it["extra"])
+            row.study_version = study.version
+        db.session.flush()
+    return changed
+
+
+def _live(now: datetime) -> Any:
+    """SQL condition: the annotation holds a slot (confirmed, or reserved and alive).
+
+    Researcher previews never hold slots, so trying a study does not use up its items.
+    """
+    holder = aliased(Participant)
+    return (
+        select(holder.id)
+        .where(
+            holder.id == Annotation.participant_id,
+            holder.is_preview.is_(False),
+            or_(
+                Annotation.state == AnnotationState.confirmed,
+                and_(
+                    Annotation.state == AnnotationState.reserved,
+                    Annotation.expires_at > now,
+                    holder.status == ParticipantStatus.started,
+                ),
+            ),
+        )
+        .exists()
+    )
+
+
+def _taken_count(now: datetime) -> Any:
+    """Correlated count of an item's taken slots (for filtering and ordering candidates)."""
+    return (
+        select(func.count())
+        .select_from(Annotation)
+        .where(Annotation.item_pk == AnnotationItem.id, _live(now))
+        .correlate(AnnotationItem)
+        .scalar_subquery()
+    )
+
+
+def _lock_candidates(
+    study: Study,
+    block: dict[str, Any],
+    participant: Participant,
+    *,
+    now: datetime,
+    limit: int,
+    skip_locked: bool,
+    exclude: Iterable[int] = (),
+) -> list[int]:
+    """Lock items that look free for this participant (the count may be stale; recheck)."""
+    taken = _taken_count(now)
+    seen = select(Annotation.item_pk).where(Annotation.participant_id == participant.id)
+    query = (
+        select(AnnotationItem.id)
+        .where(
+            AnnotationItem.study_id == study.id,
+            AnnotationItem.block_id == block["id"],
+            AnnotationItem.is_gold.is_(False),
+            AnnotationItem.id.not_in(seen),
+            taken < block["annotators_per_item"],
+        )
+        .limit(limit)
+    )
+    exclude = list(exclude)
+    if exclude:
+        query = query.where(AnnotationItem.id.not_in(exclude))
+    if skip_locked:
+        # Items closest to complete first, so few items stay half-labelled if the study stops.
+        query = query.order_by(taken.desc(), AnnotationItem.position)
+        query = query.with_for_update(skip_locked=True, of=AnnotationItem)
+    else:
+        # Waiting for locks: take them in primary-key order, so waiters never deadlock.
+        query = query.order_by(AnnotationItem.id).with_for_update(of=AnnotationItem)
+    return list(db.session.scalars(query))
+
+
+def _free_and_recount(item_pks: list[int], now: datetime) -> dict[int, int]:
+    """Under the items' locks: expire dead reservations, return the exact taken counts."""
+    if not item_pks:
+        return {}
+    holder_gone = (
+        select(Participant.id)
+        .where(
+            Participant.id == Annotation.participant_id,
+            Participant.status != ParticipantStatus.started,
+        )
+        .exists()
+    )
+    db.session.execute(
+        update(Annotation)
+        .where(
+            Annotation.item_pk.in_(item_pks),
+            Annotation.state == AnnotationState.reserved,
+            or_(Annotation.expires_at <= now, holder_gone),
+        )
+        .values(state=AnnotationState.expired)
+        .execution_options(synchronize_session=False)
+    )
+    counts = dict.fromkeys(item_pks, 0)
+    rows = db.session.execute(
+        select(Annotation.item_pk, func.count())
+        .join(Participant, Participant.id == Annotation.participant_id)
+        .where(
+            Annotation.item_pk.in_(item_pks),
+            Annotation.state.in_([AnnotationState.confirmed, AnnotationState.reserved]),
+            Participant.is_preview.is_(False),
+        )
+        .group_by(Annotation.item_pk)
+    )
+    counts.update({pk: n for pk, n in rows})
+    return counts
+
+
+def _usable(item_pks: list[int], counts: dict[int, int], k: int, want: int) -> list[int]:
+    return [pk for pk in item_pks if counts[pk] < k][:want]
+
+
+def reserve_batch(
+    study: Study,
+    block: dict[str, Any],
+    participant: Participant,
+    *,
+    now: datetime,
+    rng: random.Random,
+) -> list[Annotation]:
+    """Reserve a batch of items for a participant, with gold items interleaved.
+
+    Runs inside the caller's transaction, which must already hold the participant's row
+    lock (:func:`webapp.services.flow.enter`); the caller commits.
+
+    Parameters
+    ----------
+    study : Study
+    block : dict
+        The ``sentiment_annotation`` block (normalised).
+    participant : Participant
+        Locked, ``started``.
+    now : datetime
+        Current time (UTC); reservations expire ``reservation_minutes`` later.
+    rng : random.Random
+        Shuffles the batch and places the gold items.
+
+    Returns
+    -------
+    list of Annotation
+        The new reservations (gold items included) in ``trial_index`` order; empty when no
+        item needs a label from this participant (the study is full for them).
+    """
+    sync_items(study)
+    k = block["annotators_per_item"]
+    want = block["items_per_participant"]
+    dialect = db.session.get_bind().dialect.name
+    savepoint = db.session.begin_nested()
+    locked = _lock_candidates(
+        study, block, participant, now=now, limit=want + _MARGIN, skip_locked=True
+    )
+    chosen = _usable(locked, _free_and_recount(locked, now), k, want)
+    if not chosen and dialect != "sqlite":
+        # Everything looked taken or locked by others. Release our useless locks (rolling
+        # back the savepoint) and wait, in key order, for the items others hold: they may
+        # free slots. Only then is "study full" the truth rather than a race.
+        savepoint.rollback()
+        locked = _lock_candidates(study, block, participant, now=now, limit=want, skip_locked=False)
+        chosen = _usable(locked, _free_and_recount(locked, now), k, want)
+    else:
+        savepoint.commit()
+    if not chosen:
+        return []
+    items = [pk for pk in chosen]
+    rng.shuffle(items)
+    gold_pks = _gold_for(study, block, rng)
+    order: list[tuple[int, bool]] = [(pk, False) for pk in items]
+    for g in gold_pks:  # interleave: a random slot anywhere but first
+        order.insert(rng.randint(1, len(order)), (g, True))
+    expires = now + timedelta(minutes=block["reservation_minutes"])
+    out = []
+    for i, (pk, gold) in enumerate(order):
+        a = Annotation(
+            item_pk=pk,
+            participant_id=participant.id,
+            trial_index=i,
+            state=AnnotationState.reserved,
+            reserved_at=now,
+            expires_at=None if gold else expires,
+        )
+        db.session.add(a)
+        out.append(a)
+    db.session.flush()
+    return out
+
+
+def _gold_for(study: Study, block: dict[str, Any], rng: random.Random) -> list[int]:
+    if not block["n_gold"]:
+        return []
+    pks = list(
+        db.session.scalars(
+            select(AnnotationItem.id)
+            .where(
+                AnnotationItem.study_id == study.id,
+                AnnotationItem.block_id == block["id"],
+                AnnotationItem.is_gold.is_(True),
+            )
+            .order_by(AnnotationItem.position)
+        )
+    )
+    return rng.sample(pks, block["n_gold"])
+
+
+def record_label(
+    annotation: Annotation,
+    label: str,
+    *,
+    participant: Participant,
+    block: dict[str, Any],
+    rt_ms: int | None,
+    now: datetime,
+) -> Annotation:
+    """Store a label: confirm a live reservation, or keep a late one as surplus.
+
+    Runs inside the caller's transaction (which holds the participant's row lock).
+
+    Parameters
+    ----------
+    annotation : Annotation
+        The participant's reservation of the item.
+    label : str
+        One of the block's labels (lower-case).
+    participant : Participant
+    block : dict
+        The annotation block (for the labels allowed).
+    rt_ms : int or None
+        Client-measured time to label.
+    now : datetime
+
+    Returns
+    -------
+    Annotation
+        ``confirmed`` (counted) or ``surplus`` (kept, flagged, not counted).
+    """
+    if label not in block["labels"]:
+        raise ValueError(f"label {label!r} is not one of {block['labels']}")
+    item = db.session.scalars(
+        select(AnnotationItem).where(AnnotationItem.id == annotation.item_pk).with_for_update()
+    ).one()
+    db.session.refresh(annotation)  # its state may have changed before we held the lock
+    live = (
+        item.is_gold
+        or annotation.state is AnnotationState.reserved
+        and annotation.expires_at is not None
+        and annotation.expires_at > now
+        and participant.status is ParticipantStatus.started
+    )
+    annotation.state = AnnotationState.confirmed if live else AnnotationState.surplus
+    annotation.surplus = not live
+    annotation.label = label
+    annotation.rt_ms = rt_ms
+    annotation.answered_at = now
+    return annotation
+
+
+def confirm_import(
+    item: AnnotationItem,
+    participant: Participant,
+    label: str,
+    *,
+    k: int,
+    trial_index: int,
+    rt_ms: int | None,
+    now: datetime,
+    external_ref: str | None,
+) -> Annotation:
+    """Add a label that arrived without a reservation (an imported MTurk batch).
+
+    The item is locked and recounted as in :func:`reserve_batch`; beyond ``k`` taken slots
+    the label is kept as surplus.
+    """
+    db.session.scalars(
+        select(AnnotationItem.id).where(AnnotationItem.id == item.id).with_for_update()
+    ).one()
+    taken = _free_and_recount([item.id], now)[item.id]
+    counted = item.is_gold or taken < k
+    a = Annotation(
+        item_pk=item.id,
+        participant_id=participant.id,
+        trial_index=trial_index,
+        state=AnnotationState.confirmed if counted else AnnotationState.surplus,
+        reserved_at=now,
+        expires_at=None,
+        label=label,
+        surplus=not counted,
+        rt_ms=rt_ms,
+        answered_at=now,
+        external_ref=external_ref,
+    )
+    db.session.add(a)
+    return a
+
+
+@dataclass(frozen=True)
+class ItemStatus:
+    """Where one item stands: confirmed labels, live reservations, labels still needed."""
+
+    item: AnnotationItem
+    block_id: str
+    n_labels: int
+    n_surplus: int
+    n_reserved: int
+    needed: int
+    shift_count: int
+
+
+def item_status(study: Study, now: datetime) -> list[ItemStatus]:
+    """Per non-gold item: confirmed / surplus / reserved counts, needed and shift count.
+
+    Parameters
+    ----------
+    study : Study
+    now : datetime
+        Reservations that expired before ``now`` are not counted as reserved.
+
+    Returns
+    -------
+    list of ItemStatus
+        By block, then item position.
+    """
+    if sync_items(study):
+        db.session.commit()
+    out: list[ItemStatus] = []
+    for block in annotation_blocks(study):
+        k = block["annotators_per_item"]
+        items = list(
+            db.session.scalars(
+                select(AnnotationItem)
+                .where(
+                    AnnotationItem.study_id == study.id,
+                    AnnotationItem.block_id == block["id"],
+                    AnnotationItem.is_gold.is_(False),
+                )
+                .order_by(AnnotationItem.position)
+            )
+        )
+        pks = [it.id for it in items]
+        confirmed: dict[int, list[str]] = {pk: [] for pk in pks}
+        surplus = dict.fromkeys(pks, 0)
+        reserved = dict.fromkeys(pks, 0)
+        rows = db.session.execute(
+            select(Annotation.item_pk, Annotation.state, Annotation.label, _live(now)).where(
+                Annotation.item_pk.in_(pks)
+            )
+        )
+        for pk, state, label, live in rows:
+            if state is AnnotationState.confirmed and live:
+                confirmed[pk].append(label)
+            elif state is AnnotationState.surplus:
+                surplus[pk] += 1
+            elif state is AnnotationState.reserved and live:
+                reserved[pk] += 1
+        for it in items:
+            labels = confirmed[it.id]
+            out.append(
+                ItemStatus(
+                    item=it,
+                    block_id=block["id"],
+                    n_labels=len(labels),
+                    n_surplus=surplus[it.id],
+                    n_reserved=reserved[it.id],
+                    needed=max(0, k - len(labels)),
+                    shift_count=sum(lab != it.base_sentiment for lab in labels),
+                )
+            )
+    return out
+
+
+def study_is_full(study: Study, now: datetime) -> bool:
+    """True when a study has annotation blocks and none of their items has a free slot.
+
+    A slot held by a live reservation is not free: a newcomer could not get it now.
+    """
+    blocks = annotation_blocks(study)
+    if not blocks:
+        return False
+    if sync_items(study):
+        db.session.commit()
+    for block in blocks:
+        free = db.session.scalar(
+            select(AnnotationItem.id)
+            .where(
+                AnnotationItem.study_id == study.id,
+                AnnotationItem.block_id == block["id"],
+                AnnotationItem.is_gold.is_(False),
+                _taken_count(now) < block["annotators_per_item"],
+            )
+            .limit(1)
+        )
+        if free is not None:
+            return False
+    return True
+
+
+def end_participant(participant: Participant, status: ParticipantStatus, now: datetime) -> None:
+    """Mark a participant returned or timed out (their reservations go back to the pool).
+
+    The reservations stop counting at once (a slot's holder must be ``started``); they are
+    marked ``expired`` here too so the state is plain in the database. The caller commits.
+    """
+    if status not in (ParticipantStatus.returned, ParticipantStatus.timed_out):
+        raise ValueError("only returned or timed_out ends a session from outside")
+    participant.status = status
+    participant.finished_at = now
+    db.session.execute(
+        update(Annotation)
+        .where(
+            Annotation.participant_id == participant.id,
+            Annotation.state == AnnotationState.reserved,
+        )
+        .values(state=AnnotationState.expired)
+        .execution_options(synchronize_session=False)
+    )

@@ -1,0 +1,306 @@
+"""Sentiment annotation: a qualification block and the five-annotator labelling block.
+
+``sentiment_qualification`` shows a set of unframed statements on one page; the participant
+must reach ``required_accuracy`` (default 100%). The result is remembered per platform ID and
+qualification name, so a person who passed once skips the block in every later study of the
+same qualification, and one who failed is screened out at once.
+
+``sentiment_annotation`` shows a batch of items one per page. When the participant reaches
+the block, :func:`webapp.services.allocation.reserve_batch` reserves up to
+``items_per_participant`` items that still need labels and that this person has never seen;
+gold items with known answers are interleaved at ``gold_rate``. Each label confirms its slot
+(:func:`~webapp.services.allocation.record_label`). With no item left, the participant gets
+the "study full" page and its own code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from wtforms import RadioField
+from wtforms.fields.choices import SelectChoice
+from wtforms.validators import InputRequired
+
+from webapp.models import Annotation, AnnotationItem, QualificationResult, TaskResponse
+from webapp.studydef import Where, check_keys, get_int, get_list, get_number, get_str
+from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.sentiment.items import LABELS, read_items
+
+REQUIRED = "Please choose a label."
+STUDY_FULL = "study_full"
+QUALIFICATION_FAILED = "qualification_failed"
+
+
+def validate_labels(raw: Any, where: Where) -> list[str]:
+    """Return the block's labels in lower case (default positive, negative; neutral optional)."""
+    values = get_list(raw if raw is not None else ["Positive", "Negative"], where, min_len=2)
+    labels = []
+    for i, value in enumerate(values):
+        label = str(value).strip().lower()
+        if label not in LABELS:
+            raise where.at(i).error(f"{value!r} is not one of {[x.title() for x in LABELS]}")
+        labels.append(label)
+    if len(set(labels)) != len(labels) or not {"positive", "negative"} <= set(labels):
+        raise where.error("labels must be distinct and include Positive and Negative")
+    return labels
+
+
+def _choices(labels: list[str]) -> list[SelectChoice]:
+    # Values stay lower-case (the export's categories); participants read "Positive".
+    return [SelectChoice(x, x.title()) for x in labels]
+
+
+def label_form(labels: list[str], formdata: Any, name: str = "label") -> PageForm:
+    """A form with one radio group whose values are the lower-case labels."""
+
+    class _Form(PageForm):
+        pass
+
+    choices = _choices(labels)
+    setattr(_Form, name, RadioField("Label", choices=choices, validators=[InputRequired(REQUIRED)]))
+    return _Form(formdata=formdata)
+
+
+class SentimentQualificationTask(TaskType):
+    """Unframed statements on one page; accuracy below the requirement screens out."""
+
+    name = "sentiment_qualification"
+    template = "tasks/sentiment_qualification.html"
+    acts_on_entry = True
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(
+            body,
+            {"qualification", "items", "labels", "required_accuracy", "heading", "text"},
+            where,
+        )
+        labels = validate_labels(body.get("labels"), where.at("labels"))
+        items = read_items(body.get("items"), where.at("items"))
+        return {
+            "qualification": get_str(body, "qualification", where),
+            "items": [{k: it[k] for k in ("item_id", "text", "base_sentiment")} for it in items],
+            "labels": labels,
+            "required_accuracy": get_number(
+                body, "required_accuracy", where, default=1.0, minimum=0.0, maximum=1.0
+            ),
+            "heading": get_str(body, "heading", where, default="Qualification"),
+            "text": get_str(
+                body,
+                "text",
+                where,
+                default="Please label each statement by its sentiment.",
+            ),
+        }
+
+    def _result(self, ctx: PageContext) -> QualificationResult | None:
+        from webapp.extensions import db
+
+        ident = ctx.participant.identity
+        if ident is None:
+            return None
+        return db.session.scalar(
+            select(QualificationResult).where(
+                QualificationResult.qualification == ctx.block["qualification"],
+                QualificationResult.platform == ident.platform,
+                QualificationResult.external_id == ident.external_id,
+            )
+        )
+
+    def enter(self, ctx: PageContext) -> SaveResult | None:
+        if ctx.participant.is_preview:
+            return None  # researchers always see the qualification
+        earlier = self._result(ctx)
+        if earlier is None:
+            return None
+        if earlier.passed:
+            return NEXT
+        ctx.participant.end_reason = QUALIFICATION_FAILED
+        return SaveResult(Outcome.screen_out)
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        class _Form(PageForm):
+            pass
+
+        choices = _choices(ctx.block["labels"])
+        for it in ctx.block["items"]:
+            field = RadioField(it["text"], choices=choices, validators=[InputRequired(REQUIRED)])
+            setattr(_Form, f"q_{it['item_id']}", field)
+        return _Form(formdata=formdata)
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.extensions import db
+
+        items = ctx.block["items"]
+        answers = {it["item_id"]: form[f"q_{it['item_id']}"].data for it in items}
+        n_correct = sum(answers[it["item_id"]] == it["base_sentiment"] for it in items)
+        # Compare counts, not floats: 19/20 must fail a 100% requirement exactly.
+        passed = n_correct >= ctx.block["required_accuracy"] * len(items) - 1e-9
+        p = ctx.participant
+        db.session.add(
+            TaskResponse(
+                participant_id=p.id,
+                block_id=ctx.block["id"],
+                task_type=self.name,
+                step=ctx.step,
+                payload={"answers": answers, "n_correct": n_correct, "passed": passed},
+                rt_ms=rt_ms,
+                created_at=ctx.now,
+            )
+        )
+        ident = p.identity
+        if ident is not None and not p.is_preview and self._result(ctx) is None:
+            db.session.add(
+                QualificationResult(
+                    qualification=ctx.block["qualification"],
+                    platform=ident.platform,
+                    external_id=ident.external_id,
+                    passed=passed,
+                    n_correct=n_correct,
+                    n_items=len(items),
+                    study_id=ctx.study.id,
+                    participant_id=p.id,
+                    created_at=ctx.now,
+                )
+            )
+        if passed:
+            return NEXT
+        p.end_reason = QUALIFICATION_FAILED
+        return SaveResult(Outcome.screen_out)
+
+
+class SentimentAnnotationTask(TaskType):
+    """A reserved batch of items (plus gold items), one labelling page each."""
+
+    name = "sentiment_annotation"
+    template = "tasks/sentiment.html"
+    acts_on_entry = True
+    limits_slots = True
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(
+            body,
+            {
+                "items",
+                "labels",
+                "annotators_per_item",
+                "items_per_participant",
+                "gold_items",
+                "gold_rate",
+                "reservation_minutes",
+                "heading",
+                "instructions",
+                "prompt",
+            },
+            where,
+        )
+        labels = validate_labels(body.get("labels"), where.at("labels"))
+        items = read_items(body.get("items"), where.at("items"))
+        batch = get_int(body, "items_per_participant", where, default=10, minimum=1)
+        gold_rate = get_number(body, "gold_rate", where, default=0.0, minimum=0.0, maximum=1.0)
+        gold: list[dict[str, Any]] = []
+        if body.get("gold_items") is not None:
+            gold = read_items(
+                body["gold_items"], where.at("gold_items"), gold=True, labels=tuple(labels)
+            )
+        n_gold = round(batch * gold_rate)
+        if n_gold > len(gold):
+            raise where.at("gold_rate").error(
+                f"needs {n_gold} gold item(s) per participant but gold_items has {len(gold)}"
+            )
+        clash = sorted({i["item_id"] for i in items} & {g["item_id"] for g in gold})
+        if clash:
+            raise where.at("gold_items").error(f"item ids also used by items: {clash[:5]}")
+        return {
+            "items": items,
+            "gold_items": gold,
+            "labels": labels,
+            "annotators_per_item": get_int(
+                body, "annotators_per_item", where, default=5, minimum=1
+            ),
+            "items_per_participant": batch,
+            "gold_rate": gold_rate,
+            "n_gold": n_gold,
+            "reservation_minutes": get_number(
+                body, "reservation_minutes", where, default=30.0, minimum=0.001
+            ),
+            "heading": get_str(body, "heading", where, default="Label the statement"),
+            "instructions": get_str(body, "instructions", where, default=""),
+            "prompt": get_str(
+                body, "prompt", where, default="What is the sentiment of this statement?"
+            ),
+        }
+
+    def n_steps(self, block: dict[str, Any]) -> int:
+        return block["items_per_participant"] + block["n_gold"]
+
+    def page_name(self, block: dict[str, Any], step: int) -> str:
+        return f"{block['id']}/{step}/label"
+
+    def _annotation(self, ctx: PageContext, trial_index: int) -> Annotation | None:
+        from webapp.extensions import db
+
+        return db.session.scalar(
+            select(Annotation)
+            .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+            .where(
+                Annotation.participant_id == ctx.participant.id,
+                AnnotationItem.block_id == ctx.block["id"],
+                Annotation.trial_index == trial_index,
+            )
+        )
+
+    def enter(self, ctx: PageContext) -> SaveResult | None:
+        from webapp.services import allocation
+
+        if ctx.step > 0 or self._annotation(ctx, 0) is not None:
+            return None
+        import random
+
+        # The batch order comes from the participant's recorded seed (and the items got).
+        rng = random.Random(f"{ctx.participant.seed}:{ctx.block['id']}")
+        reserved = allocation.reserve_batch(
+            ctx.study, ctx.block, ctx.participant, now=ctx.now, rng=rng
+        )
+        if reserved:
+            return None
+        ctx.participant.end_reason = STUDY_FULL
+        return SaveResult(Outcome.screen_out)
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        return label_form(ctx.block["labels"], formdata)
+
+    def context(self, ctx: PageContext) -> dict[str, Any]:
+        from sqlalchemy import func
+
+        from webapp.extensions import db
+
+        annotation = self._annotation(ctx, ctx.step)
+        assert annotation is not None, "pages exist only for reserved items"
+        n = db.session.scalar(
+            select(func.count())
+            .select_from(Annotation)
+            .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+            .where(
+                Annotation.participant_id == ctx.participant.id,
+                AnnotationItem.block_id == ctx.block["id"],
+            )
+        )
+        return {"block": ctx.block, "item": annotation.item, "position": ctx.step + 1, "n_items": n}
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.services import allocation
+
+        annotation = self._annotation(ctx, ctx.step)
+        assert annotation is not None
+        allocation.record_label(
+            annotation,
+            form["label"].data,
+            participant=ctx.participant,
+            block=ctx.block,
+            rt_ms=rt_ms,
+            now=ctx.now,
+        )
+        if self._annotation(ctx, ctx.step + 1) is None:
+            return SaveResult(Outcome.end_block)  # a partial batch ends early
+        return NEXT
