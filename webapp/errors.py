@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flask import Flask, render_template
+from flask import Flask, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
@@ -67,6 +67,30 @@ def register(app: Flask) -> None:
             "go back, reload the page and answer again.",
             400,
         )
+
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    @app.errorhandler(OperationalError)
+    @app.errorhandler(InterfaceError)
+    def database_unavailable(exc: Exception):
+        # The database is restarting, unreachable or (SQLite) locked past the busy timeout.
+        # The request's transaction did not commit, so the page is safe to send again.
+        app.logger.warning("database unavailable: %s", type(exc).__name__)
+        from webapp.extensions import db
+
+        try:
+            db.session.rollback()
+        except Exception:  # the connection may be gone; the session is discarded anyway
+            db.session.remove()
+        body, status = _render(
+            "E503-BUSY",
+            "We are very busy for a moment",
+            "Nothing from this page was lost or saved twice: your earlier answers are safe. "
+            "Please wait a few seconds, then reload the page and answer it again.",
+            503,
+            link=request.full_path if request.method == "GET" else request.path,
+        )
+        return body, status, {"Retry-After": "5"}
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
