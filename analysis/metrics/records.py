@@ -51,6 +51,8 @@ def flatten_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def _read_one(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
+    if suffix == ".json" and path.read_text(encoding="utf-8").lstrip().startswith("["):
+        return list(json.loads(path.read_text(encoding="utf-8")))
     if suffix in {".jsonl", ".ndjson", ".json"}:
         rows = []
         with path.open(encoding="utf-8") as fh:
@@ -78,7 +80,8 @@ def read_records(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     Parameters
     ----------
     paths : path or iterable of paths
-        ``.jsonl`` (one JSON object per line), ``.csv`` or ``.parquet`` files.
+        ``.jsonl`` (one JSON object per line), ``.json`` (a list of objects, or one per line),
+        ``.csv`` or ``.parquet`` files.
 
     Returns
     -------

@@ -99,3 +99,10 @@ def test_render_html_escapes_and_lists_sections():
     assert "Title &lt;b&gt;" in page and "desc &amp; more" in page and "&lt;i&gt;" in page
     assert "note &lt;n&gt;" in page and "<a href='t.csv'>" in page
     assert "no records any metric applies to" in render_html([], {})
+
+
+def test_read_json_list(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps([{"item_id": "1", "input": {"text": "t"}}, {"item_id": "2"}]))
+    records = read_records(path)
+    assert records["item_id"].tolist() == ["1", "2"] and records.loc[0, "input.text"] == "t"
