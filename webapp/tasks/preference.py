@@ -1,0 +1,248 @@
+"""``pairwise_preference``: which of two summaries of a source is better, and why (optional).
+
+Pairs (human vs generated, or any two systems) are allocated to ``raters_per_item`` raters
+each with the sentiment task's reserve → confirm / expire machinery. Each rater sees a pair in
+one order, fixed when the pair is reserved: the order that fewer of the pair's current slot
+holders (confirmed or live reservations) have, so both orders are collected equally often
+(exactly when ``raters_per_item`` is even and every reservation is answered; an expired
+reservation gives its order back). The count is taken under the pair's row lock, which
+:func:`webapp.services.allocation.reserve_batch` holds until the transaction commits.
+
+YAML keys: ``items`` (JSONL file), ``raters_per_item`` (4), ``items_per_participant`` (4),
+``reservation_minutes`` (30), ``heading``, ``instructions``, ``question``, ``ask_reason``
+(true), ``reason_required`` (false), ``show_source`` (true).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from wtforms import RadioField, TextAreaField
+from wtforms.validators import InputRequired, Length, Optional
+
+from webapp.models import Annotation, AnnotationState, TaskResponse
+from webapp.studydef import Where, check_keys, get_mapping, get_str
+from webapp.tasks import rating_slots as slots
+from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+
+ORDERS = ("a_first", "b_first")
+REQUIRED = "Please choose one of the two summaries."
+REASON_MAX = 1000
+
+
+def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
+    """Read a preference set (JSONL, one pair per line; ``stimuli/evaluation/README.md``).
+
+    Returns
+    -------
+    list of dict
+        ``item_id`` (the pair ID), ``source_id``, ``text`` (the source, may be empty),
+        ``a`` and ``b`` (``system``, ``text``).
+    """
+    path, records = slots.read_jsonl(raw, where)
+    pairs = []
+    seen: set[str] = set()
+    for n, rec in records:
+        rw = Where(path.name, f"line {n}")
+        pair_id = slots.item_id_of(rec.get("pair_id"), rw.at("pair_id"), seen)
+        sides = {}
+        for side in ("a", "b"):
+            sw = rw.at(side)
+            body = get_mapping(rec.get(side), sw)
+            sides[side] = {
+                "system": get_str(body, "system", sw),
+                "text": slots.text_of(body.get("text"), sw.at("text")),
+            }
+        if sides["a"]["system"] == sides["b"]["system"]:
+            raise rw.at("b").at("system").error("the two summaries need different system names")
+        pairs.append(
+            {
+                "item_id": pair_id,
+                "source_id": str(rec.get("source_id") or pair_id),
+                "text": str(rec.get("source") or "").strip(),
+                "a": sides["a"],
+                "b": sides["b"],
+            }
+        )
+    return pairs
+
+
+def _flag(body: dict[str, Any], key: str, where: Where, default: bool) -> bool:
+    value = body.get(key, default)
+    if not isinstance(value, bool):
+        raise where.at(key).error("expected true or false")
+    return value
+
+
+def balanced_order(annotation: Annotation, block_id: str, now: Any, rng: Any) -> str:
+    """The order that fewer current holders of this pair's slots see (ties: ``rng``).
+
+    Call with the pair's row locked (as :func:`~webapp.services.allocation.reserve_batch`
+    leaves it), so the count is exact.
+    """
+    from webapp.extensions import db
+
+    holding = or_(
+        Annotation.state == AnnotationState.confirmed,
+        and_(Annotation.state == AnnotationState.reserved, Annotation.expires_at > now),
+    )
+    payloads = db.session.scalars(
+        select(TaskResponse.payload)
+        .join(
+            Annotation,
+            and_(
+                Annotation.participant_id == TaskResponse.participant_id,
+                Annotation.trial_index == TaskResponse.step,
+            ),
+        )
+        .where(
+            TaskResponse.block_id == block_id,
+            Annotation.item_pk == annotation.item_pk,
+            Annotation.id != annotation.id,
+            holding,
+        )
+    )
+    counts = dict.fromkeys(ORDERS, 0)
+    for payload in payloads:
+        if payload.get("order") in counts:
+            counts[payload["order"]] += 1
+    if counts["a_first"] == counts["b_first"]:
+        return rng.choice(ORDERS)
+    return min(ORDERS, key=counts.__getitem__)
+
+
+class PairwisePreferenceTask(TaskType):
+    """A reserved batch of pairs, one page each: choose the better summary."""
+
+    name = "pairwise_preference"
+    template = "tasks/pairwise_preference.html"
+    acts_on_entry = True
+    limits_slots = True
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(
+            body,
+            {
+                "items",
+                "raters_per_item",
+                "items_per_participant",
+                "reservation_minutes",
+                "heading",
+                "instructions",
+                "question",
+                "ask_reason",
+                "reason_required",
+                "show_source",
+            },
+            where,
+        )
+        items = read_pairs(body.get("items"), where.at("items"))
+        keys = slots.allocation_keys({"raters_per_item": 4, **body}, where, len(items))
+        return {
+            "items": items,
+            **keys,
+            "labels": ["a", "b"],
+            "heading": get_str(body, "heading", where, default="Compare two summaries"),
+            "instructions": get_str(body, "instructions", where, default=""),
+            "question": get_str(body, "question", where, default="Which summary is better?"),
+            "ask_reason": _flag(body, "ask_reason", where, True),
+            "reason_required": _flag(body, "reason_required", where, False),
+            "show_source": _flag(body, "show_source", where, True),
+        }
+
+    def n_steps(self, block: dict[str, Any]) -> int:
+        return block["items_per_participant"]
+
+    def page_name(self, block: dict[str, Any], step: int) -> str:
+        return f"{block['id']}/{step}/prefer"
+
+    def enter(self, ctx: PageContext) -> SaveResult | None:
+        from webapp.extensions import db
+
+        result = slots.reserve(ctx)
+        if not isinstance(result, list):
+            return result
+        for annotation in result:
+            rng = slots.block_rng(ctx, "side", annotation.trial_index)
+            order = balanced_order(annotation, ctx.block["id"], ctx.now, rng)
+            item_id = slots.item_of(ctx.block, annotation)["item_id"]
+            # The order is fixed at reservation: the page shows it and the export reads it.
+            db.session.add(
+                TaskResponse(
+                    participant_id=ctx.participant.id,
+                    block_id=ctx.block["id"],
+                    task_type=self.name,
+                    step=annotation.trial_index,
+                    payload={"pair_id": item_id, "order": order},
+                    created_at=ctx.now,
+                )
+            )
+            db.session.flush()  # the next pair's count must see this one
+        return None
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        block = ctx.block
+
+        class _Form(PageForm):
+            choice = RadioField(
+                block["question"],
+                choices=["first", "second"],  # the template writes "Summary 1/2 is better"
+                validators=[InputRequired(REQUIRED)],
+            )
+
+        if block["ask_reason"]:
+            first = InputRequired("Please give a reason.") if block["reason_required"] else None
+            checks = [first or Optional(), Length(max=REASON_MAX)]
+            _Form.reason = TextAreaField("Why? (optional)", validators=checks)
+        return _Form(formdata=formdata)
+
+    def _shown(self, ctx: PageContext) -> tuple[dict[str, Any], TaskResponse, list[dict]]:
+        annotation = slots.slot(ctx, ctx.step)
+        response = slots.response(ctx, ctx.step)
+        assert annotation is not None and response is not None, "pages exist for reserved pairs"
+        pair = slots.item_of(ctx.block, annotation)
+        sides = ["a", "b"] if response.payload["order"] == "a_first" else ["b", "a"]
+        return pair, response, [{"side": s, **pair[s]} for s in sides]
+
+    def context(self, ctx: PageContext) -> dict[str, Any]:
+        pair, response, shown = self._shown(ctx)
+        return {
+            "block": ctx.block,
+            "pair": pair,
+            "order": response.payload["order"],
+            "shown": [s["text"] for s in shown],
+            "position": ctx.step + 1,
+            "n_items": slots.n_slots(ctx),
+        }
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.services import allocation
+
+        pair, response, shown = self._shown(ctx)
+        position = form["choice"].data
+        chosen = shown[0] if position == "first" else shown[1]
+        reason = ""
+        if ctx.block["ask_reason"]:
+            reason = (form["reason"].data or "").strip()
+        annotation = slots.slot(ctx, ctx.step)
+        assert annotation is not None
+        allocation.record_label(
+            annotation,
+            chosen["side"],
+            participant=ctx.participant,
+            block=ctx.block,
+            rt_ms=rt_ms,
+            now=ctx.now,
+        )
+        # A new dict: JSON columns do not track in-place changes.
+        response.payload = {
+            **response.payload,
+            "chosen": chosen["side"],
+            "chosen_position": position,
+            "reason": reason,
+        }
+        response.rt_ms = rt_ms
+        if slots.slot(ctx, ctx.step + 1) is None:
+            return SaveResult(Outcome.end_block)
+        return NEXT

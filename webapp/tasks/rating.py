@@ -1,0 +1,282 @@
+"""``summary_rating``: rate several systems' summaries of the same passages on Likert items.
+
+Each page shows one source — its passages, collapsible — and the N summaries of it in an order
+drawn from the participant's seed, labelled "Summary 1…N" (system names never reach the page).
+Every summary gets one answer per dimension on a ``scale`` (default the five perspective
+dimensions on 1–4). Sources are allocated to ``raters_per_item`` raters each with the
+sentiment task's reserve → confirm / expire machinery (:mod:`webapp.tasks.rating_slots`).
+
+YAML keys: ``items`` (JSONL file), ``raters_per_item`` (3), ``items_per_participant`` (4),
+``reservation_minutes`` (30), ``dimensions`` (list of ``id, name, question, definition``),
+``scale`` (``min``, ``max``, ``labels``), ``heading``, ``instructions``, ``passages_open``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wtforms import RadioField
+from wtforms.validators import InputRequired
+
+from webapp.models import TaskResponse
+from webapp.studydef import Where, check_keys, get_int, get_list, get_mapping, get_str
+from webapp.tasks import rating_slots as slots
+from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+
+RATED = "rated"  # the slot's label: the ratings themselves are in the page's TaskResponse
+REQUIRED = "Please rate every summary on this point."
+
+# The five dimensions of the political-perspective rating study, defined for the raters.
+DEFAULT_DIMENSIONS: tuple[dict[str, str], ...] = (
+    {
+        "id": "stance",
+        "name": "Stance",
+        "question": "Does the summary convey the position this perspective takes?",
+        "definition": "Whether the perspective is for or against, and that this comes across.",
+    },
+    {
+        "id": "object",
+        "name": "Object",
+        "question": "Does the summary say what the position is about?",
+        "definition": "The policy, person or event the perspective has an opinion on.",
+    },
+    {
+        "id": "intensity",
+        "name": "Intensity",
+        "question": "Does the summary keep how strongly the view is held?",
+        "definition": "Neither softened nor exaggerated compared with the passages.",
+    },
+    {
+        "id": "consensus",
+        "name": "Consensus",
+        "question": "Does the summary reflect what this side's passages agree on?",
+        "definition": "The shared core of the perspective rather than one writer's aside.",
+    },
+    {
+        "id": "reasoning",
+        "name": "Reasoning",
+        "question": "Does the summary give the reasons this perspective offers?",
+        "definition": "The arguments or evidence behind the position, not only the position.",
+    },
+)
+DEFAULT_SCALE_LABELS = ("Not at all", "Slightly", "Mostly", "Completely")
+
+
+def _dimensions(raw: Any, where: Where) -> list[dict[str, str]]:
+    if raw is None:
+        return [dict(d) for d in DEFAULT_DIMENSIONS]
+    out = []
+    seen: set[str] = set()
+    for i, entry in enumerate(get_list(raw, where, min_len=1)):
+        dw = where.at(i)
+        entry = get_mapping(entry, dw)
+        check_keys(entry, {"id", "name", "question", "definition"}, dw)
+        dim_id = slots.item_id_of(entry.get("id"), dw.at("id"), seen)
+        name = get_str(entry, "name", dw, default=dim_id.capitalize())
+        out.append(
+            {
+                "id": dim_id,
+                "name": name,
+                "question": get_str(entry, "question", dw, default=f"How good is it on {name}?"),
+                "definition": get_str(entry, "definition", dw, default=""),
+            }
+        )
+    return out
+
+
+def _scale(raw: Any, where: Where) -> dict[str, Any]:
+    body = get_mapping(raw if raw is not None else {}, where)
+    check_keys(body, {"min", "max", "labels"}, where)
+    low = get_int(body, "min", where, default=1)
+    high = get_int(body, "max", where, default=4)
+    if high <= low:
+        raise where.at("max").error("must be above min")
+    n = high - low + 1
+    default = list(DEFAULT_SCALE_LABELS) if n == len(DEFAULT_SCALE_LABELS) else [""] * n
+    labels = [str(x) for x in get_list(body.get("labels", default), where.at("labels"))]
+    if len(labels) != n:
+        raise where.at("labels").error(f"needs {n} labels, one per scale point")
+    return {"min": low, "max": high, "labels": labels}
+
+
+def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
+    """Read a rating set (JSONL, one source per line; ``stimuli/evaluation/README.md``).
+
+    Returns
+    -------
+    list of dict
+        ``item_id``, ``text`` (the passages joined, for the item table), ``perspective``,
+        ``topic``, ``passages`` (``label``, ``text``) and ``summaries`` (``summary_id``,
+        ``system``, ``text``).
+    """
+    path, records = slots.read_jsonl(raw, where)
+    sources = []
+    seen: set[str] = set()
+    for n, rec in records:
+        rw = Where(path.name, f"line {n}")
+        item_id = slots.item_id_of(rec.get("item_id"), rw.at("item_id"), seen)
+        passages = []
+        for i, p in enumerate(get_list(rec.get("passages"), rw.at("passages"), min_len=1)):
+            pw = rw.at("passages").at(i)
+            p = get_mapping(p, pw)
+            label = str(p.get("label") or f"Passage {i + 1}")
+            passages.append({"label": label, "text": slots.text_of(p.get("text"), pw.at("text"))})
+        summaries = []
+        ids: set[str] = set()
+        systems: set[str] = set()
+        for i, s in enumerate(get_list(rec.get("summaries"), rw.at("summaries"), min_len=2)):
+            sw = rw.at("summaries").at(i)
+            s = get_mapping(s, sw)
+            system = get_str(s, "system", sw)
+            if system in systems:
+                raise sw.at("system").error(f"system {system!r} has two summaries of this source")
+            systems.add(system)
+            summary_id = s.get("summary_id") or f"{item_id}.{system}"
+            summaries.append(
+                {
+                    "summary_id": slots.item_id_of(summary_id, sw.at("summary_id"), ids),
+                    "system": system,
+                    "text": slots.text_of(s.get("text"), sw.at("text")),
+                }
+            )
+        sources.append(
+            {
+                "item_id": item_id,
+                "text": "\n\n".join(p["text"] for p in passages),
+                "perspective": str(rec.get("perspective") or ""),
+                "topic": str(rec.get("topic") or ""),
+                "passages": passages,
+                "summaries": summaries,
+            }
+        )
+    return sources
+
+
+class SummaryRatingTask(TaskType):
+    """A reserved batch of sources, one page each: every summary rated on every dimension."""
+
+    name = "summary_rating"
+    template = "tasks/summary_rating.html"
+    acts_on_entry = True
+    limits_slots = True
+
+    def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
+        check_keys(
+            body,
+            {
+                "items",
+                "raters_per_item",
+                "items_per_participant",
+                "reservation_minutes",
+                "dimensions",
+                "scale",
+                "heading",
+                "instructions",
+                "passages_open",
+            },
+            where,
+        )
+        items = read_sources(body.get("items"), where.at("items"))
+        open_ = body.get("passages_open", True)
+        if not isinstance(open_, bool):
+            raise where.at("passages_open").error("expected true or false")
+        return {
+            "items": items,
+            **slots.allocation_keys(body, where, len(items)),
+            "labels": [RATED],
+            "dimensions": _dimensions(body.get("dimensions"), where.at("dimensions")),
+            "scale": _scale(body.get("scale"), where.at("scale")),
+            "heading": get_str(body, "heading", where, default="Rate the summaries"),
+            "instructions": get_str(body, "instructions", where, default=""),
+            "passages_open": open_,
+        }
+
+    def n_steps(self, block: dict[str, Any]) -> int:
+        return block["items_per_participant"]
+
+    def page_name(self, block: dict[str, Any], step: int) -> str:
+        return f"{block['id']}/{step}/rate"
+
+    def enter(self, ctx: PageContext) -> SaveResult | None:
+        result = slots.reserve(ctx)
+        return result if isinstance(result, SaveResult) else None
+
+    def _order(self, ctx: PageContext, item: dict[str, Any]) -> list[dict[str, Any]]:
+        """The summaries in this participant's order (re-derivable from the seed)."""
+        summaries = list(item["summaries"])
+        slots.block_rng(ctx, "order", item["item_id"]).shuffle(summaries)
+        return summaries
+
+    def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
+        annotation = slots.slot(ctx, ctx.step)
+        assert annotation is not None, "pages exist only for reserved items"
+        n = len(slots.item_of(ctx.block, annotation)["summaries"])
+        scale = ctx.block["scale"]
+        # Plain-string choices (value = label): tuples are deprecated in WTForms 3.2.
+        choices = [str(v) for v in range(scale["min"], scale["max"] + 1)]
+
+        class _Form(PageForm):
+            pass
+
+        for pos in range(n):
+            for dim in ctx.block["dimensions"]:
+                required = [InputRequired(REQUIRED)]
+                field = RadioField(dim["name"], choices=choices, validators=required)
+                setattr(_Form, f"r{pos}_{dim['id']}", field)
+        return _Form(formdata=formdata)
+
+    def context(self, ctx: PageContext) -> dict[str, Any]:
+        annotation = slots.slot(ctx, ctx.step)
+        assert annotation is not None, "pages exist only for reserved items"
+        item = slots.item_of(ctx.block, annotation)
+        scale = ctx.block["scale"]
+        points = list(range(scale["min"], scale["max"] + 1))
+        return {
+            "block": ctx.block,
+            "item": item,
+            "summaries": self._order(ctx, item),
+            "points": list(zip(points, scale["labels"], strict=True)),
+            "position": ctx.step + 1,
+            "n_items": slots.n_slots(ctx),
+        }
+
+    def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
+        from webapp.extensions import db
+        from webapp.services import allocation
+
+        annotation = slots.slot(ctx, ctx.step)
+        assert annotation is not None
+        item = slots.item_of(ctx.block, annotation)
+        order = self._order(ctx, item)
+        ratings = {
+            s["summary_id"]: {
+                d["id"]: int(form[f"r{pos}_{d['id']}"].data) for d in ctx.block["dimensions"]
+            }
+            for pos, s in enumerate(order)
+        }
+        allocation.record_label(
+            annotation,
+            RATED,
+            participant=ctx.participant,
+            block=ctx.block,
+            rt_ms=rt_ms,
+            now=ctx.now,
+        )
+        db.session.add(
+            TaskResponse(
+                participant_id=ctx.participant.id,
+                block_id=ctx.block["id"],
+                task_type=self.name,
+                step=ctx.step,
+                payload={
+                    "item_id": item["item_id"],
+                    "order": [s["summary_id"] for s in order],
+                    "ratings": ratings,
+                },
+                rt_ms=rt_ms,
+                created_at=ctx.now,
+            )
+        )
+        if slots.slot(ctx, ctx.step + 1) is None:
+            return SaveResult(Outcome.end_block)  # a partial batch ends early
+        return NEXT

@@ -1,0 +1,228 @@
+"""What the ``summary_rating`` and ``pairwise_preference`` task types share.
+
+Both hand out a limited number of raters per item with the sentiment task's machinery
+(:mod:`webapp.services.allocation`: reserve → confirm, or expire back to the pool). Their items
+are stored as ``AnnotationItem`` rows of their block (one row per source or pair; the texts stay
+in the study definition), a slot is an ``Annotation``, and the answer itself (ratings, or the
+chosen summary, its order and the reason) is the page's ``TaskResponse`` payload.
+
+Items come from a JSONL stimulus set (one source or pair per line, written by
+``analysis.llm.builders_eval`` or by hand; see ``stimuli/evaluation/README.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from webapp.extensions import db
+from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
+from webapp.studydef import ID_RE, Where, get_int, get_number
+from webapp.tasks.base import Outcome, PageContext, SaveResult
+
+STUDY_FULL = "study_full"
+
+
+def read_jsonl(raw: Any, where: Where) -> tuple[Path, list[tuple[int, dict[str, Any]]]]:
+    """Read a JSONL file named relative to the study file; return it with (line, record) pairs."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise where.error("expected the path of a JSONL file (relative to the study file)")
+    if where.base_dir is None:
+        raise where.error("an item file needs the study file's folder")
+    path = (where.base_dir / raw.strip()).resolve()
+    records = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise Where(path.name, f"line {n}").error(f"not JSON: {exc.msg}") from None
+                if not isinstance(rec, dict):
+                    raise Where(path.name, f"line {n}").error("expected a JSON object")
+                records.append((n, rec))
+    except FileNotFoundError:
+        raise where.error(f"file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise where.error(f"not a UTF-8 file: {path}") from None
+    if not records:
+        raise Where(path.name).error("has no items")
+    return path, records
+
+
+def text_of(raw: Any, where: Where) -> str:
+    """A non-empty string from a stimulus record."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise where.error("expected a non-empty text")
+    return raw.strip()
+
+
+def item_id_of(raw: Any, where: Where, seen: set[str]) -> str:
+    """A valid, unique item ID from a stimulus record."""
+    value = str(raw or "").strip()
+    if not ID_RE.match(value):
+        raise where.error(f"{value!r} is not a valid id (letters, digits, _ . -)")
+    if value in seen:
+        raise where.error(f"duplicate id {value!r}")
+    seen.add(value)
+    return value
+
+
+def allocation_keys(body: dict[str, Any], where: Where, n_items: int) -> dict[str, Any]:
+    """The keys :func:`webapp.services.allocation.reserve_batch` reads, from the block's YAML."""
+    per_participant = get_int(body, "items_per_participant", where, default=min(4, n_items))
+    if per_participant < 1 or per_participant > n_items:
+        raise where.at("items_per_participant").error(f"must be between 1 and {n_items}")
+    return {
+        "annotators_per_item": get_int(body, "raters_per_item", where, default=3, minimum=1),
+        "items_per_participant": per_participant,
+        "reservation_minutes": get_number(
+            body, "reservation_minutes", where, default=30.0, minimum=0.001
+        ),
+        # No gold items in these tasks (attention checks are their own block).
+        "n_gold": 0,
+        "gold_items": [],
+    }
+
+
+def sync_block_items(study: Study, block: dict[str, Any]) -> None:
+    """Make the block's ``AnnotationItem`` rows match its items (cheap when nothing changed).
+
+    The study row is locked before inserting, so concurrent first requests insert once. Items
+    are never deleted (slots refer to them). The caller commits.
+    """
+    ids = [it["item_id"] for it in block["items"]]
+    n, low = db.session.execute(
+        select(func.count(), func.min(AnnotationItem.study_version)).where(
+            AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+        )
+    ).one()
+    if n >= len(ids) and low == study.version:
+        return
+    db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
+    existing = {
+        it.item_id: it
+        for it in db.session.scalars(
+            select(AnnotationItem).where(
+                AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+            )
+        )
+    }
+    for position, item in enumerate(block["items"]):
+        row = existing.get(item["item_id"])
+        if row is None:
+            row = AnnotationItem(study_id=study.id, block_id=block["id"], item_id=item["item_id"])
+            db.session.add(row)
+        row.position = position
+        row.text = item["text"]
+        row.base_sentiment = ""  # not a sentiment item
+        row.is_gold = False
+        row.gold_label = None
+        row.extra = {}
+        row.study_version = study.version
+    db.session.flush()
+
+
+def slot(ctx: PageContext, trial_index: int) -> Annotation | None:
+    """The participant's slot on page ``trial_index`` of this block."""
+    return db.session.scalar(
+        select(Annotation)
+        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+        .where(
+            Annotation.participant_id == ctx.participant.id,
+            AnnotationItem.study_id == ctx.study.id,
+            AnnotationItem.block_id == ctx.block["id"],
+            Annotation.trial_index == trial_index,
+        )
+    )
+
+
+def n_slots(ctx: PageContext) -> int:
+    """How many items this participant got in this block."""
+    return db.session.scalar(
+        select(func.count())
+        .select_from(Annotation)
+        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+        .where(
+            Annotation.participant_id == ctx.participant.id,
+            AnnotationItem.study_id == ctx.study.id,
+            AnnotationItem.block_id == ctx.block["id"],
+        )
+    )
+
+
+def response(ctx: PageContext, trial_index: int) -> TaskResponse | None:
+    """The page's stored response (created at reservation for preferences)."""
+    return db.session.scalar(
+        select(TaskResponse).where(
+            TaskResponse.participant_id == ctx.participant.id,
+            TaskResponse.block_id == ctx.block["id"],
+            TaskResponse.step == trial_index,
+        )
+    )
+
+
+def block_rng(ctx: PageContext, *parts: object) -> random.Random:
+    """Randomness re-derivable from the participant's recorded seed (and what it is for)."""
+    return random.Random(":".join(str(p) for p in (ctx.participant.seed, ctx.block["id"], *parts)))
+
+
+def reserve(ctx: PageContext) -> list[Annotation] | SaveResult | None:
+    """Reserve the participant's items on the block's first page; the "study full" outcome if none.
+
+    Returns the new reservations, ``None`` when they exist already, or a screen-out result.
+    """
+    from webapp.services import allocation
+
+    if ctx.step > 0 or slot(ctx, 0) is not None:
+        return None
+    sync_block_items(ctx.study, ctx.block)
+    reserved = allocation.reserve_batch(
+        ctx.study, ctx.block, ctx.participant, now=ctx.now, rng=block_rng(ctx, "batch")
+    )
+    if reserved:
+        return reserved
+    ctx.participant.end_reason = STUDY_FULL
+    return SaveResult(Outcome.screen_out)
+
+
+def item_of(block: dict[str, Any], annotation: Annotation) -> dict[str, Any]:
+    """The block's item (source or pair) that a slot is for."""
+    item_id = annotation.item.item_id
+    return next(it for it in block["items"] if it["item_id"] == item_id)
+
+
+def answered_rows(study: Study, block_id: str, include_preview: bool, include_excluded: bool):
+    """(annotation, item row, participant, response) of every answered page of a block."""
+    from sqlalchemy import and_
+    from sqlalchemy.orm import selectinload
+
+    from webapp.services.export import _scope
+
+    query = (
+        select(Annotation, AnnotationItem, Participant, TaskResponse)
+        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+        .join(Participant, Participant.id == Annotation.participant_id)
+        .join(
+            TaskResponse,
+            and_(
+                TaskResponse.participant_id == Annotation.participant_id,
+                TaskResponse.block_id == AnnotationItem.block_id,
+                TaskResponse.step == Annotation.trial_index,
+            ),
+        )
+        .where(
+            AnnotationItem.study_id == study.id,
+            AnnotationItem.block_id == block_id,
+            Annotation.answered_at.is_not(None),
+        )
+        .options(selectinload(Participant.identity))
+        .order_by(Participant.id, Annotation.trial_index)
+    )
+    return db.session.execute(_scope(query, include_preview, include_excluded))
