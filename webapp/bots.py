@@ -174,6 +174,12 @@ class BotBehaviour:
     wtp_sd_pct: float = 5.0
     # Sentiment annotation: probability of labelling an item against its base sentiment.
     p_shift: float = 0.3
+    # Summary rating: ratings are drawn around this mean (sd 1), rounded into the scale.
+    rating_mean: float = 2.5
+    # Pairwise preference: probability of choosing the stimulus set's summary ``a``, and the
+    # share of pages on which the bot just takes the summary shown first (a position bias).
+    p_choose_a: float = 0.5
+    p_position: float = 0.0
 
 
 def _opposite(sentiment: str) -> str:
@@ -192,6 +198,8 @@ class BotResult:
     error: str | None = None
     # Sentiment annotation: (item_id, label) of every label the server accepted.
     labels: list[tuple[str, str]] = field(default_factory=list)
+    # Rating / preference pages: (item or pair id, field name, value) of every accepted answer.
+    answers: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class Bot:
@@ -229,6 +237,7 @@ class Bot:
         self.last_chose_target: bool | None = None
         self.history: list[str] = []
         self.labels: list[tuple[str, str]] = []
+        self.answers: list[tuple[str, str, str]] = []
 
     # -- navigation -------------------------------------------------------------------------
     def entry_url(self, extra: Mapping[str, str] | None = None) -> str:
@@ -338,7 +347,30 @@ class Bot:
                 data[f"q_{it['item_id']}"] = _opposite(base) if i == wrong else base
         elif kind == "sentiment":
             data["label"] = self._label(page)
+        elif kind == "summary_rating":
+            data.update(self._ratings(form))
+        elif kind == "pairwise_preference":
+            data.update(self._preference(page))
         return data
+
+    def _ratings(self, form: FormSpec) -> dict[str, str]:
+        out = {}
+        for name in form.names():
+            values = [int(r["value"]) for r in form.radios(name)]
+            if values:
+                drawn = round(self.rng.gauss(self.behaviour.rating_mean, 1.0))
+                out[name] = str(min(max(drawn, min(values)), max(values)))
+        return out
+
+    def _preference(self, page: Page) -> dict[str, str]:
+        b = self.behaviour
+        a_first = page.main["data-order"] == "a_first"
+        if self.rng.random() < b.p_position:
+            choice = "first"
+        else:
+            chose_a = self.rng.random() < b.p_choose_a
+            choice = "first" if chose_a == a_first else "second"
+        return {"choice": choice, "reason": "bot reason" if self.rng.random() < 0.5 else ""}
 
     def _label(self, page: Page) -> str:
         block = self._block()
@@ -379,6 +411,13 @@ class Bot:
             self.submitted += 1
             if before is not None and before.kind == "sentiment":
                 self.labels.append((before.main["data-item"], data["label"]))
+            if before is not None and before.kind == "summary_rating":
+                item = before.main["data-item"]
+                rated = [k for k in data if k[:1] == "r" and k[1:].split("_")[0].isdigit()]
+                self.answers += [(item, k, data[k]) for k in rated]
+            if before is not None and before.kind == "pairwise_preference":
+                item = before.main["data-pair"]
+                self.answers += [(item, before.main["data-order"], data["choice"])]
         return page
 
     def must_fail(
@@ -452,6 +491,7 @@ class Bot:
             result = self.verdict(page)
             if result is not None:
                 result.labels = list(self.labels)
+                result.answers = list(self.answers)
                 return result
             page = self.step()
         return BotResult(

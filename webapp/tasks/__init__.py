@@ -11,8 +11,10 @@ from __future__ import annotations
 from flask import Blueprint
 
 from webapp.tasks.base import TaskType
+from webapp.tasks.preference import PairwisePreferenceTask
 from webapp.tasks.product_choice import ProductChoiceTask
 from webapp.tasks.questions import AttentionCheckTask, DemographicsTask, QuizTask
+from webapp.tasks.rating import SummaryRatingTask
 from webapp.tasks.text_pages import ConsentTask, DebriefTask, InstructionsTask
 
 # Only serves the task templates; task pages are routed by the participant blueprint.
@@ -25,6 +27,8 @@ _BUILTIN: tuple[type[TaskType], ...] = (
     ProductChoiceTask,
     AttentionCheckTask,
     DemographicsTask,
+    SummaryRatingTask,
+    PairwisePreferenceTask,
     DebriefTask,
 )
 _REGISTRY: dict[str, TaskType] = {cls.name: cls() for cls in _BUILTIN}
