@@ -43,6 +43,10 @@ class BaseConfig:
     # "active" for counterbalancing (later they are treated as abandoned).
     ACTIVE_WINDOW_MINUTES = 60
     SQLITE_BUSY_TIMEOUT_MS = 30_000
+    # Study YAML files the console offers to load (``FRAMELAB_STUDIES_DIR``); uploads resolve
+    # their referenced files (e.g. product pairs) against it. None: the repository's
+    # ``stimuli/studies``.
+    STUDIES_DIR: str | None = None
 
 
 class DevelopmentConfig(BaseConfig):
@@ -148,7 +152,13 @@ def resolve_config(
         settings["SECRET_KEY"] = env["SECRET_KEY"]
     if env.get("DATABASE_URL"):
         settings["SQLALCHEMY_DATABASE_URI"] = env["DATABASE_URL"]
+    if env.get("FRAMELAB_STUDIES_DIR"):
+        settings["STUDIES_DIR"] = env["FRAMELAB_STUDIES_DIR"]
     settings.update(explicit)
+    if not settings.get("STUDIES_DIR"):
+        settings["STUDIES_DIR"] = str(
+            Path(__file__).resolve().parent.parent / "stimuli" / "studies"
+        )
 
     if not settings.get("SQLALCHEMY_DATABASE_URI"):
         settings["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{instance_path / 'framelab.sqlite'}"

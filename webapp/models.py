@@ -25,6 +25,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.sql.expression import false
 from sqlalchemy.types import TypeDecorator
 
 from webapp.extensions import db
@@ -53,9 +54,19 @@ class Platform(enum.Enum):
     link = "link"
 
 
+class StudyState(enum.Enum):
+    """A study's lifecycle: draft → live → paused → closed (paused may go live again)."""
+
+    draft = "draft"
+    live = "live"
+    paused = "paused"
+    closed = "closed"
+
+
 # Stored as strings (native_enum=False) so adding a value never needs an ALTER TYPE.
 _status_type = Enum(ParticipantStatus, native_enum=False, length=20, validate_strings=True)
 _platform_type = Enum(Platform, native_enum=False, length=20, validate_strings=True)
+_state_type = Enum(StudyState, native_enum=False, length=10, validate_strings=True)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -96,6 +107,11 @@ class Study(db.Model):
     source_path: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+    # Console: studies loaded from the command line are live and unowned (admins see them).
+    state: Mapped[StudyState] = mapped_column(
+        _state_type, default=StudyState.live, server_default=StudyState.live.value
+    )
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("researcher.id"), index=True)
 
     participants: Mapped[list[Participant]] = relationship(back_populates="study")
 
@@ -130,6 +146,17 @@ class Participant(db.Model):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    excluded: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false(), comment="excluded by a researcher"
+    )
+    exclusion_reason: Mapped[str | None] = mapped_column(String(500))
+    platform_status: Mapped[str | None] = mapped_column(
+        String(20), comment="status on Prolific/MTurk from the last reconciliation import"
+    )
+    reconcile_note: Mapped[str | None] = mapped_column(
+        String(200), comment="mismatch between this platform and the recruiter, if any"
+    )
 
     study: Mapped[Study] = relationship(back_populates="participants")
     identity: Mapped[PlatformIdentity | None] = relationship(back_populates="participant")
@@ -245,10 +272,57 @@ class Researcher(db.Model):
     username: Mapped[str] = mapped_column(String(80), unique=True)
     password_hash: Mapped[str] = mapped_column(String(256))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+
+class AuditEvent(db.Model):
+    """One researcher action (who, what, when); written by :mod:`webapp.services.audit`."""
+
+    __tablename__ = "audit_event"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    researcher_id: Mapped[int | None] = mapped_column(ForeignKey("researcher.id"), index=True)
+    actor: Mapped[str] = mapped_column(String(80), comment="username, or cli:<user> for commands")
+    action: Mapped[str] = mapped_column(String(60))
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("study.id"), index=True)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class LoginAttempt(db.Model):
+    """A failed console login, kept for rate limiting (no raw IP: an HMAC of it)."""
+
+    __tablename__ = "login_attempt"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(80), index=True)
+    client_hash: Mapped[str] = mapped_column(String(32), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class BonusPayment(db.Model):
+    """The bonus ledger: one row per bonus issued; the unique key refuses a second issue."""
+
+    __tablename__ = "bonus_payment"
+    __table_args__ = (UniqueConstraint("participant_id", "rule"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"))
+    rule: Mapped[str] = mapped_column(String(40))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    platform: Mapped[Platform] = mapped_column(_platform_type)
+    request_token: Mapped[str] = mapped_column(String(64), unique=True)
+    reason: Mapped[str] = mapped_column(String(200))
+    issued_by: Mapped[str] = mapped_column(String(80))
+    issued_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 __all__ = [
+    "AuditEvent",
+    "BonusPayment",
     "ChoiceResponse",
+    "LoginAttempt",
     "PageVisit",
     "Participant",
     "ParticipantStatus",
@@ -257,6 +331,7 @@ __all__ = [
     "QuizAttempt",
     "Researcher",
     "Study",
+    "StudyState",
     "TaskResponse",
     "utcnow",
 ]

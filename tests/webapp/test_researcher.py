@@ -9,7 +9,8 @@ from webapp.services.researchers import set_researcher
 
 def _login(app, client, password="correct horse"):
     with app.app_context():
-        set_researcher("rita", "correct horse")
+        # An admin: the demo study is loaded from the command line, so it has no owner.
+        set_researcher("rita", "correct horse", is_admin=True)
     page = client.get("/researcher/login").get_data(as_text=True)
     token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
     return client.post(

@@ -1,7 +1,13 @@
-"""The researcher console (read-only for now): study overview and export downloads."""
+"""The researcher console: accounts, study lifecycle, live progress, exports, payments."""
 
 from flask import Blueprint
 
-bp = Blueprint("researcher", __name__, url_prefix="/researcher", template_folder="templates")
+bp = Blueprint(
+    "researcher",
+    __name__,
+    url_prefix="/researcher",
+    template_folder="templates",
+    static_folder="static",
+)
 
-from webapp.researcher import routes  # noqa: E402,F401  (registers the views)
+from webapp.researcher import gate, routes  # noqa: E402,F401  (registers the views and the gate)

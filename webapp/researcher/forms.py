@@ -1,12 +1,62 @@
-"""Forms of the researcher console."""
+"""Forms of the researcher console (every POST carries a CSRF token through Flask-WTF).
+
+Select choices are plain strings: WTForms 3.3 deprecates (value, label) tuples.
+"""
 
 from flask_wtf import FlaskForm
-from wtforms import PasswordField, StringField
-from wtforms.validators import InputRequired
+from flask_wtf.file import FileField, FileRequired
+from wtforms import BooleanField, HiddenField, PasswordField, SelectField, StringField
+from wtforms.validators import InputRequired, Length
 
 
 class LoginForm(FlaskForm):
     """Username and password."""
 
-    username = StringField("Username", validators=[InputRequired()])
-    password = PasswordField("Password", validators=[InputRequired()])
+    username = StringField("Username", validators=[InputRequired(), Length(max=80)])
+    password = PasswordField("Password", validators=[InputRequired(), Length(max=200)])
+
+
+class UploadForm(FlaskForm):
+    """Upload a study YAML file."""
+
+    file = FileField("Study YAML", validators=[FileRequired()])
+    force = BooleanField("Replace task blocks even if participants exist")
+
+
+class LoadForm(FlaskForm):
+    """Load a study YAML file from the studies folder."""
+
+    name = SelectField("Study file", choices=[], validate_choice=True)
+
+
+class StateForm(FlaskForm):
+    """Move a study to another lifecycle state."""
+
+    state = HiddenField(validators=[InputRequired()])
+
+
+class ParticipantActionForm(FlaskForm):
+    """Mark a participant returned/timed out, or exclude/re-include them."""
+
+    participant = HiddenField(validators=[InputRequired(), Length(max=20)])
+    action = SelectField(
+        "Action",
+        choices=["returned", "timed_out", "exclude", "include"],
+    )
+    reason = StringField("Reason", validators=[Length(max=500)])
+
+
+class BonusForm(FlaskForm):
+    """Issue bonuses and download the payment file."""
+
+    platform = SelectField("Platform", choices=["prolific", "mturk"])
+    force = BooleanField("Write earlier bonuses again (never pays them twice in the ledger)")
+
+
+class ReconcileForm(FlaskForm):
+    """Import a recruiter's export."""
+
+    platform = SelectField(
+        "Export from (prolific: submissions; mturk: assignments)", choices=["prolific", "mturk"]
+    )
+    file = FileField("CSV file", validators=[FileRequired()])

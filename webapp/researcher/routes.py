@@ -1,85 +1,385 @@
-"""Researcher views: log in, see studies with counts, download exports.
+"""Researcher views: thin wrappers over :mod:`webapp.services` (accounts, studies, payments).
 
-Login is a signed-session flag rather than Flask-Login: there is one role, no "remember me" and
-no user loading beyond one primary key, so the extension would add a dependency and no safety.
+Login is a signed-session flag rather than Flask-Login: there is no "remember me" and no user
+loading beyond one primary key, so the extension would add a dependency and no safety. The
+session is cleared at login (no fixation: nothing set before login survives it) and carries a
+fingerprint of the password hash, so a password reset ends every other session.
 """
 
 from __future__ import annotations
 
 import functools
 import io
+import secrets
 from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from flask import Response, redirect, render_template, session, url_for
+from flask import (
+    Response,
+    abort,
+    current_app,
+    flash,
+    g,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
-from webapp.errors import ParticipantError
 from webapp.extensions import db
-from webapp.models import Researcher, Study
+from webapp.models import ParticipantStatus, Platform, Researcher, Study, StudyState, utcnow
 from webapp.researcher import bp
-from webapp.researcher.forms import LoginForm
+from webapp.researcher.forms import (
+    BonusForm,
+    LoadForm,
+    LoginForm,
+    ParticipantActionForm,
+    ReconcileForm,
+    StateForm,
+    UploadForm,
+)
+from webapp.services import accounts, audit, payments, reconcile
 from webapp.services import export as export_service
-from webapp.services.researchers import authenticate
-from webapp.services.studies import get_study, status_counts
+from webapp.services import researchers as console
+from webapp.services.researchers import ConsoleError, authenticate
+from webapp.services.studies import StudyLoadError, get_study, status_counts
+from webapp.studydef import StudyDefinitionError
+
+_EXPORT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
+
+
+def _secret() -> str:
+    return current_app.config["SECRET_KEY"]
+
+
+def _current_researcher() -> Researcher | None:
+    rid = session.get("researcher_id")
+    researcher = db.session.get(Researcher, rid) if rid is not None else None
+    if researcher is None:
+        return None
+    if session.get("researcher_fp") != accounts.session_fingerprint(researcher, _secret()):
+        return None  # the password changed since this session logged in
+    return researcher
 
 
 def login_required(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Redirect to the login page unless a researcher is logged in."""
+    """Refuse anonymous requests: JSON endpoints answer 401, pages redirect to the login."""
 
     @functools.wraps(view)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        rid = session.get("researcher_id")
-        if rid is None or db.session.get(Researcher, rid) is None:
+        researcher = _current_researcher()
+        if researcher is None:
+            session.pop("researcher_id", None)
+            if request.path.endswith(".json"):
+                return jsonify(error="login required"), 401
             return redirect(url_for("researcher.login"))
+        g.researcher = researcher
         return view(*args, **kwargs)
 
     return wrapped
 
 
+def _study(slug: str) -> Study:
+    """The study if the logged-in researcher may see it; 404 otherwise (existence not leaked)."""
+    study = get_study(slug)
+    if study is None or not accounts.can_access(g.researcher, study):
+        abort(404)
+    return study
+
+
+def _back(slug: str, section: str, warning: str) -> Response:
+    """Return to a section of the study page with a warning."""
+    flash(warning, "warning")
+    return redirect(url_for("researcher.study", slug=slug) + f"#{section}")
+
+
+def _studies_dir() -> Path:
+    return Path(current_app.config["STUDIES_DIR"])
+
+
+def _active_window() -> timedelta:
+    return timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"])
+
+
+# -- accounts -------------------------------------------------------------------------------
+
+
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
-    """Log a researcher in."""
+    """Log a researcher in (rate limited per username and per client)."""
     form = LoginForm()
-    error = None
+    error, status = None, 200
     if form.validate_on_submit():
-        researcher = authenticate(form.username.data or "", form.password.data or "")
-        if researcher is not None:
-            session.clear()
-            session["researcher_id"] = researcher.id
-            return redirect(url_for("researcher.index"))
-        error = "Unknown username or wrong password."
-    return render_template("researcher/login.html", form=form, error=error, study=None)
+        username = form.username.data or ""
+        client = accounts.client_hash(request.remote_addr, _secret())
+        now = utcnow()
+        limit = accounts.login_limit(username, client, now)
+        if not limit.allowed:
+            minutes = -(-limit.retry_after_s // 60)
+            error = f"Too many failed logins. Try again in {minutes} minute(s)."
+            status = 429
+        else:
+            researcher = authenticate(username, form.password.data or "")
+            if researcher is not None:
+                accounts.clear_failures(username)
+                session.clear()  # nothing from before the login survives it
+                session["researcher_id"] = researcher.id
+                session["researcher_fp"] = accounts.session_fingerprint(researcher, _secret())
+                audit.record(researcher, "login")
+                return redirect(url_for("researcher.index"))
+            accounts.record_failure(username, client, now)
+            error = "Unknown username or wrong password."
+    return render_template("researcher/login.html", form=form, error=error, study=None), status
 
 
 @bp.post("/logout")
+@login_required
 def logout() -> Any:
     """Log out."""
-    session.pop("researcher_id", None)
+    audit.record(g.researcher, "logout")
+    session.clear()
     return redirect(url_for("researcher.login"))
+
+
+# -- studies --------------------------------------------------------------------------------
+
+
+def _load_form() -> LoadForm:
+    form = LoadForm()
+    names = sorted(p.name for p in _studies_dir().glob("*.yaml"))
+    form.name.choices = names
+    return form
 
 
 @bp.get("/")
 @login_required
 def index() -> str:
-    """List studies with participant counts by status and sequence."""
-    studies = db.session.scalars(db.select(Study).order_by(Study.slug)).all()
-    rows = [(s, status_counts(s)) for s in studies]
-    return render_template("researcher/index.html", rows=rows, study=None)
+    """List the researcher's studies with their state and counts; upload or load one."""
+    return _index()
+
+
+def _index(upload: UploadForm | None = None, errors: list[str] | None = None) -> Any:
+    rows = [(s, status_counts(s)) for s in accounts.visible_studies(g.researcher)]
+    html = render_template(
+        "researcher/index.html",
+        rows=rows,
+        upload=upload or UploadForm(),
+        load=_load_form(),
+        errors=errors or [],
+        researcher=g.researcher,
+        study=None,
+    )
+    return (html, 422) if errors else html
+
+
+@bp.post("/studies/upload")
+@login_required
+def upload() -> Any:
+    """Validate an uploaded study YAML and store it as a draft; errors are shown inline."""
+    form = UploadForm()
+    if not form.validate_on_submit():
+        return _index(form, ["Choose a YAML file to upload."])
+    data = form.file.data
+    filename = Path(data.filename or "upload.yaml").name
+    try:
+        text = data.read().decode("utf-8")
+        result = console.load_uploaded_study(
+            text, filename, g.researcher, _studies_dir(), force=form.force.data
+        )
+    except UnicodeDecodeError:
+        return _index(form, [f"{filename}: the file is not UTF-8 text"])
+    except (StudyDefinitionError, StudyLoadError, ConsoleError) as exc:
+        db.session.rollback()
+        return _index(form, [str(exc)])
+    flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")
+    return redirect(url_for("researcher.study", slug=result.study.slug))
+
+
+@bp.post("/studies/load")
+@login_required
+def load() -> Any:
+    """Load a study YAML from the studies folder as a draft."""
+    form = _load_form()
+    if not form.validate_on_submit():
+        return _index(errors=["Choose one of the study files."])
+    try:
+        result = console.load_study_for(_studies_dir() / form.name.data, g.researcher)
+    except (StudyDefinitionError, StudyLoadError, ConsoleError) as exc:
+        db.session.rollback()
+        return _index(errors=[str(exc)])
+    flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")
+    return redirect(url_for("researcher.study", slug=result.study.slug))
+
+
+@bp.get("/studies/<slug>")
+@login_required
+def study(slug: str) -> str:
+    """The study's dashboard: state, links, live counts, participants, exports, payments."""
+    s = _study(slug)
+    return render_template(
+        "researcher/study.html",
+        s=s,
+        dash=console.dashboard(s, utcnow(), _active_window()),
+        participants=console.participant_rows(s),
+        links=console.recruitment_links(s, request.host_url),
+        transitions=sorted(t.value for t in console.TRANSITIONS[s.state]),
+        ledger=payments.ledger_rows(s),
+        state_form=StateForm(),
+        action_form=ParticipantActionForm(),
+        bonus_form=BonusForm(),
+        reconcile_form=ReconcileForm(),
+        formats=export_service.FORMATS,
+        study=None,
+    )
+
+
+@bp.get("/studies/<slug>/live.json")
+@login_required
+def live(slug: str) -> Response:
+    """Live counts for the dashboard's polling script."""
+    s = _study(slug)
+    data = console.dashboard(s, utcnow(), _active_window())
+    data["participants"] = console.participant_rows(s, limit=200)
+    return jsonify(data)
+
+
+@bp.post("/studies/<slug>/state")
+@login_required
+def change_state(slug: str) -> Response:
+    """Move the study to another lifecycle state."""
+    s = _study(slug)
+    form = StateForm()
+    if form.validate_on_submit():
+        try:
+            console.change_state(s, StudyState(form.state.data), g.researcher)
+            flash(f"{s.slug} is now {s.state.value}.", "info")
+        except (ValueError, ConsoleError) as exc:
+            flash(str(exc), "warning")
+    return redirect(url_for("researcher.study", slug=slug))
+
+
+@bp.get("/studies/<slug>/preview")
+@login_required
+def preview(slug: str) -> Response:
+    """Start a preview session (flagged, left out of counts and exports)."""
+    s = _study(slug)
+    audit.record(g.researcher, "study.preview", study=s)
+    return redirect(console.preview_url(s, secrets.token_hex(4)))
+
+
+@bp.post("/studies/<slug>/participants")
+@login_required
+def participant_action(slug: str) -> Response:
+    """Mark a participant returned / timed out, or exclude / re-include them."""
+    s = _study(slug)
+    form = ParticipantActionForm()
+    if form.validate_on_submit():
+        code, action = form.participant.data, form.action.data
+        try:
+            if action in ("returned", "timed_out"):
+                console.mark_participant(s, code, ParticipantStatus(action), g.researcher)
+            else:
+                console.exclude_participant(
+                    s, code, form.reason.data or "", g.researcher, excluded=action == "exclude"
+                )
+            flash(f"{code}: {action.replace('_', ' ')}", "info")
+        except ConsoleError as exc:
+            flash(str(exc), "warning")
+    else:
+        flash("The action was incomplete.", "warning")
+    return redirect(url_for("researcher.study", slug=slug) + "#participants")
+
+
+# -- exports, payments, reconciliation ------------------------------------------------------
+
+
+@bp.get("/studies/<slug>/export/<fmt>.<ext>")
+@login_required
+def export(slug: str, fmt: str, ext: str) -> Response:
+    """Download an export (long, wide, page-times, codebook) as CSV or Parquet."""
+    s = _study(slug)
+    if fmt not in export_service.FORMATS or ext not in _EXPORT_TYPES:
+        abort(404)
+    options = {
+        "include_preview": request.args.get("include_preview") == "1",
+        "include_excluded": request.args.get("include_excluded") == "1",
+    }
+    rows, columns = export_service.build_table(s, fmt, **options)
+    if ext == "parquet":
+        buffer = io.BytesIO()
+        export_service.write_parquet(rows, columns, buffer)
+        body: bytes | str = buffer.getvalue()
+    else:
+        text = io.StringIO()
+        export_service.write_csv(rows, columns, text)
+        body = text.getvalue()
+    audit.record(g.researcher, "export", study=s, detail={"format": fmt, "type": ext, **options})
+    return Response(
+        body,
+        mimetype=_EXPORT_TYPES[ext],
+        headers={"Content-Disposition": f'attachment; filename="{slug}-{fmt}.{ext}"'},
+    )
 
 
 @bp.get("/studies/<slug>/export-long.csv")
 @login_required
 def export_long(slug: str) -> Response:
-    """Download the ``long`` export (pseudonymous; no platform IDs)."""
-    study = get_study(slug)
-    if study is None:
-        raise ParticipantError("E404-STUDY", "No such study.", 404)
-    buffer = io.StringIO()
-    export_service.write_csv(
-        export_service.choice_rows(study), export_service.LONG_CHOICE_COLUMNS, buffer
-    )
+    """Download the ``long`` export as CSV (kept for existing links)."""
+    return export(slug, "long", "csv")
+
+
+@bp.post("/studies/<slug>/bonus")
+@login_required
+def bonus(slug: str) -> Any:
+    """Issue bonuses under the study's rule and download the platform's payment file."""
+    s = _study(slug)
+    form = BonusForm()
+    if not form.validate_on_submit():
+        return _back(slug, "payments", "Choose a platform.")
+    platform = Platform(form.platform.data)
+    try:
+        issue = payments.issue_bonuses(
+            s, platform, issued_by=g.researcher.username, now=utcnow(), force=form.force.data
+        )
+    except payments.PaymentError as exc:
+        return _back(slug, "payments", str(exc))
+    out = io.StringIO()
+    payments.write_bonus_file(issue.lines, platform, out)
     return Response(
-        buffer.getvalue(),
+        out.getvalue(),
         mimetype="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{slug}-long.csv"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="{slug}-bonus-{platform.value}.csv"'
+        },
     )
+
+
+@bp.post("/studies/<slug>/reconcile")
+@login_required
+def reconcile_import(slug: str) -> Any:
+    """Import a Prolific or MTurk export, update statuses and list mismatches."""
+    s = _study(slug)
+    form = ReconcileForm()
+    if not form.validate_on_submit():
+        return _back(slug, "reconcile", "Choose the platform and a CSV file.")
+    platform = Platform(form.platform.data)
+    try:
+        text = form.file.data.read().decode("utf-8-sig")
+        statuses = reconcile.read_statuses(platform, io.StringIO(text))
+    except (UnicodeDecodeError, reconcile.ReconcileError) as exc:
+        return _back(slug, "reconcile", f"Could not read the file: {exc}")
+    report = reconcile.reconcile(s, platform, statuses, g.researcher, now=utcnow())
+    return render_template("researcher/reconcile.html", s=s, report=report, study=None)
+
+
+@bp.get("/audit")
+@login_required
+def audit_log() -> str:
+    """The audit log: the researcher's own actions and those on their studies (admins: all)."""
+    events = audit.events_for(g.researcher)
+    slugs = {s.id: s.slug for s in db.session.scalars(db.select(Study))}
+    return render_template("researcher/audit.html", events=events, slugs=slugs, study=None)

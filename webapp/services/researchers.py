@@ -1,16 +1,34 @@
-"""Researcher accounts (passwords hashed with werkzeug)."""
+"""Researcher accounts (passwords hashed with werkzeug) and the console's study operations."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import statistics
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import func, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from webapp.extensions import db
-from webapp.models import Researcher
+from webapp.models import (
+    ChoiceResponse,
+    Participant,
+    ParticipantStatus,
+    Researcher,
+    Study,
+    StudyState,
+    utcnow,
+)
+from webapp.services import audit
+from webapp.services.accounts import can_access
+from webapp.services.studies import LoadResult, get_study, status_counts, store_definition
+from webapp.studydef import Where, load_study_file, validate_definition
 
 
-def set_researcher(username: str, password: str) -> Researcher:
-    """Create the account or reset its password, and commit."""
+def set_researcher(username: str, password: str, *, is_admin: bool | None = None) -> Researcher:
+    """Create the account or reset its password (and, if given, set the admin role); commit."""
     if not username.strip() or len(password) < 8:
         raise ValueError("a username and a password of at least 8 characters are required")
     researcher = db.session.scalar(select(Researcher).where(Researcher.username == username))
@@ -18,6 +36,8 @@ def set_researcher(username: str, password: str) -> Researcher:
         researcher = Researcher(username=username, password_hash="")
         db.session.add(researcher)
     researcher.password_hash = generate_password_hash(password)
+    if is_admin is not None:
+        researcher.is_admin = is_admin
     db.session.commit()
     return researcher
 
@@ -28,3 +48,418 @@ def authenticate(username: str, password: str) -> Researcher | None:
     if researcher is None or not check_password_hash(researcher.password_hash, password):
         return None
     return researcher
+
+
+# -- console: lifecycle, uploads, live progress, participant actions, recruitment links --------
+
+
+class ConsoleError(ValueError):
+    """A console action that cannot be done; ``str()`` is shown to the researcher."""
+
+
+TRANSITIONS: dict[StudyState, frozenset[StudyState]] = {
+    StudyState.draft: frozenset({StudyState.live}),
+    StudyState.live: frozenset({StudyState.paused, StudyState.closed}),
+    StudyState.paused: frozenset({StudyState.live, StudyState.closed}),
+    StudyState.closed: frozenset(),
+}
+
+
+def set_admin(username: str, is_admin: bool) -> Researcher:
+    """Grant or revoke the admin role (admins see and manage every study) and commit."""
+    researcher = db.session.scalar(select(Researcher).where(Researcher.username == username))
+    if researcher is None:
+        raise ValueError(f"no researcher {username!r}")
+    researcher.is_admin = is_admin
+    db.session.commit()
+    return researcher
+
+
+def change_state(study: Study, target: StudyState, actor: Researcher | str) -> None:
+    """Move a study along draft → live → paused → closed and commit (audited).
+
+    Raises
+    ------
+    ConsoleError
+        The transition is not allowed (e.g. a closed study cannot reopen).
+    """
+    if target not in TRANSITIONS[study.state]:
+        allowed = ", ".join(sorted(s.value for s in TRANSITIONS[study.state])) or "none"
+        raise ConsoleError(
+            f"a {study.state.value} study cannot become {target.value} (allowed: {allowed})"
+        )
+    before = study.state
+    study.state = target
+    audit.record(
+        actor,
+        "study.state",
+        study=study,
+        detail={"from": before.value, "to": target.value},
+        commit=False,
+    )
+    db.session.commit()
+
+
+def participant_gate(study: Study, *, starting: bool, preview: bool) -> StudyState | None:
+    """Return why a participant may not proceed, or ``None`` when they may.
+
+    Only live studies take new participants. People already in a paused study may finish (a
+    pause stops recruitment, not work in progress); a closed or draft study takes nobody.
+    Researchers with access may always preview.
+
+    Parameters
+    ----------
+    study : Study
+    starting : bool
+        The request would enrol a new participant (entry or consent pages).
+    preview : bool
+        A logged-in researcher with access to the study is asking.
+
+    Returns
+    -------
+    StudyState or None
+        The blocking state.
+    """
+    if preview or study.state is StudyState.live:
+        return None
+    if study.state is StudyState.paused and not starting:
+        return None
+    return study.state
+
+
+def load_uploaded_study(
+    text: str,
+    filename: str,
+    owner: Researcher,
+    studies_dir: Path,
+    *,
+    force: bool = False,
+) -> LoadResult:
+    """Validate an uploaded study YAML and store it as the owner's draft (audited).
+
+    Referenced files (e.g. ``pairs: ../product_pairs/demo.yaml``) are resolved against
+    ``studies_dir``, as if the file had been saved there.
+
+    Parameters
+    ----------
+    text : str
+        The YAML document.
+    filename : str
+        Shown in error messages.
+    owner : Researcher
+    studies_dir : Path
+        The folder of study definitions (``STUDIES_DIR``).
+    force : bool
+        Replace task blocks even if participants exist.
+
+    Returns
+    -------
+    LoadResult
+
+    Raises
+    ------
+    webapp.studydef.StudyDefinitionError
+        Invalid YAML or definition (file, path, reason).
+    ConsoleError
+        The slug belongs to another researcher's study.
+    webapp.services.studies.StudyLoadError
+        Tasks changed while participants exist.
+    """
+    where = Where(filename, "", studies_dir.resolve())
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise where.error(f"invalid YAML{line}: {getattr(exc, 'problem', exc)}") from None
+    return _store_owned(validate_definition(raw, where), f"upload:{filename}", owner, force)
+
+
+def load_study_for(path: Path, owner: Researcher, *, force: bool = False) -> LoadResult:
+    """Load a study file from the studies folder as the owner's draft (audited)."""
+    return _store_owned(load_study_file(path), str(path), owner, force)
+
+
+def _store_owned(
+    definition: dict[str, Any], source: str, owner: Researcher, force: bool
+) -> LoadResult:
+    from webapp.services.payments import check_payment_rule
+
+    check_payment_rule(definition, source)
+    existing = get_study(definition["slug"])
+    if existing is not None and not can_access(owner, existing):
+        raise ConsoleError(
+            f"the slug {definition['slug']!r} is taken by another researcher's study; "
+            "choose another slug"
+        )
+    result = store_definition(
+        definition, source, force=force, owner_id=owner.id, state=StudyState.draft
+    )
+    if result.study.owner_id is None:  # loaded earlier from the command line: adopt it
+        result.study.owner_id = owner.id
+    audit.record(
+        owner,
+        "study.load",
+        study=result.study,
+        detail={"source": source, "action": result.action, "version": result.study.version},
+    )
+    return result
+
+
+def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str, Any]:
+    """Summarise a study's progress for the live dashboard (JSON-serialisable).
+
+    Parameters
+    ----------
+    study : Study
+    now : datetime
+    active_window : timedelta
+        Started participants seen within it are "in progress"; older ones are "idle".
+
+    Returns
+    -------
+    dict
+        ``state``, ``counts`` (arrivals, in_progress, idle, completed, screened_out,
+        returned, timed_out, excluded), ``median_duration_s`` (completed; ``None`` if none),
+        ``by_sequence`` (status → A/B/total), ``per_pair`` (pair → format → choices) and
+        ``items`` (annotation studies: item → confirmed/reserved/needed, when the allocation
+        service provides it).
+    """
+    people = list(
+        db.session.scalars(
+            select(Participant).where(
+                Participant.study_id == study.id, Participant.is_preview.is_(False)
+            )
+        )
+    )
+    since = now - active_window
+    counts = dict.fromkeys(
+        ("arrivals", "in_progress", "idle", *[s.value for s in ParticipantStatus][1:]), 0
+    )
+    counts["excluded"] = 0
+    durations = []
+    for p in people:
+        counts["arrivals"] += 1
+        counts["excluded"] += int(p.excluded)
+        if p.status is ParticipantStatus.started:
+            counts["in_progress" if p.last_seen_at >= since else "idle"] += 1
+        else:
+            counts[p.status.value] += 1
+        if p.status is ParticipantStatus.completed and p.finished_at is not None:
+            durations.append((p.finished_at - p.started_at).total_seconds())
+    per_pair: dict[str, dict[str, int]] = {}
+    rows = db.session.execute(
+        select(ChoiceResponse.pair_id, ChoiceResponse.format, func.count())
+        .join(Participant, Participant.id == ChoiceResponse.participant_id)
+        .where(Participant.study_id == study.id, Participant.is_preview.is_(False))
+        .group_by(ChoiceResponse.pair_id, ChoiceResponse.format)
+    )
+    for pair_id, fmt, n in rows:
+        per_pair.setdefault(pair_id, {"original": 0, "summary": 0})[fmt] = n
+    return {
+        "slug": study.slug,
+        "state": study.state.value,
+        "counts": counts,
+        "median_duration_s": round(statistics.median(durations), 1) if durations else None,
+        "by_sequence": status_counts(study),
+        "per_pair": dict(sorted(per_pair.items())),
+        "items": _item_counts(study, now),
+        "updated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def _item_counts(study: Study, now: datetime) -> list[dict[str, Any]]:
+    """Per-item confirmed / reserved / needed counts of annotation blocks (empty otherwise)."""
+    from webapp.services import allocation
+
+    if not allocation.annotation_blocks(study):
+        return []
+    return [
+        {
+            "block": st.block_id,
+            "item_id": st.item.item_id,
+            "confirmed": st.n_labels,
+            "reserved": st.n_reserved,
+            "needed": st.needed,
+            "surplus": st.n_surplus,
+        }
+        for st in allocation.item_status(study, now)
+    ]
+
+
+def participant_rows(study: Study, *, limit: int = 1000) -> list[dict[str, Any]]:
+    """Return the participant table: status, progress and timing, newest first.
+
+    Returns
+    -------
+    list of dict
+        ``participant_id, platform, status, sequence, progress_pct, started_at, last_seen_at,
+        duration_s, excluded, exclusion_reason, platform_status, reconcile_note, is_preview``.
+    """
+    n_blocks = max(1, len(study.definition["tasks"]) - 1)
+    rows = []
+    query = (
+        select(Participant)
+        .where(Participant.study_id == study.id)
+        .order_by(Participant.id.desc())
+        .limit(limit)
+    )
+    for p in db.session.scalars(query):
+        done = p.status is not ParticipantStatus.started
+        end = p.finished_at if p.finished_at is not None else p.last_seen_at
+        rows.append(
+            {
+                "participant_id": p.code,
+                "platform": p.platform.value,
+                "status": p.status.value,
+                "sequence": p.sequence,
+                "progress_pct": 100 if done else round(100 * p.block_index / n_blocks),
+                "started_at": p.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                "last_seen_at": p.last_seen_at.strftime("%Y-%m-%d %H:%M:%S"),
+                "duration_s": round((end - p.started_at).total_seconds()),
+                "excluded": p.excluded,
+                "exclusion_reason": p.exclusion_reason,
+                "platform_status": p.platform_status,
+                "reconcile_note": p.reconcile_note,
+                "is_preview": p.is_preview,
+            }
+        )
+    return rows
+
+
+def _participant(study: Study, code: str) -> Participant:
+    p = db.session.scalar(
+        select(Participant).where(Participant.study_id == study.id, Participant.code == code)
+    )
+    if p is None:
+        raise ConsoleError(f"no participant {code!r} in this study")
+    return p
+
+
+def release_participant(participant: Participant, status: ParticipantStatus, now: datetime) -> None:
+    """Set ``returned`` or ``timed_out`` and free what the participant held (no commit).
+
+    Their sequence slot is freed by the status itself (only completed and active people count
+    towards balance); annotation reservations go back to the pool through the allocation
+    service.
+    """
+    from webapp.services import allocation
+
+    allocation.end_participant(participant, status, now)
+
+
+def mark_participant(
+    study: Study, code: str, status: ParticipantStatus, actor: Researcher | str
+) -> Participant:
+    """Mark a started participant as returned or timed out and commit (audited).
+
+    Raises
+    ------
+    ConsoleError
+        Unknown participant, a status other than returned/timed_out, or a participant who
+        already finished.
+    """
+    if status not in (ParticipantStatus.returned, ParticipantStatus.timed_out):
+        raise ConsoleError("participants can only be marked returned or timed out")
+    p = _participant(study, code)
+    if p.status is not ParticipantStatus.started:
+        raise ConsoleError(f"{code} is {p.status.value}; only started participants can be marked")
+    release_participant(p, status, utcnow())
+    audit.record(
+        actor,
+        "participant.mark",
+        study=study,
+        detail={"participant": code, "to": status.value},
+        commit=False,
+    )
+    db.session.commit()
+    return p
+
+
+def exclude_participant(
+    study: Study, code: str, reason: str, actor: Researcher | str, *, excluded: bool = True
+) -> Participant:
+    """Exclude a participant from exports and payments with a reason (or re-include) and commit.
+
+    Raises
+    ------
+    ConsoleError
+        Unknown participant or an empty reason.
+    """
+    reason = reason.strip()
+    if excluded and not reason:
+        raise ConsoleError("give a reason for the exclusion")
+    p = _participant(study, code)
+    p.excluded = excluded
+    p.exclusion_reason = reason[:500] if excluded else None
+    audit.record(
+        actor,
+        "participant.exclude" if excluded else "participant.include",
+        study=study,
+        detail={"participant": code, "reason": reason[:500]},
+        commit=False,
+    )
+    db.session.commit()
+    return p
+
+
+PROLIFIC_PLACEHOLDERS = (
+    "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+)
+
+
+def recruitment_links(study: Study, base_url: str) -> dict[str, str]:
+    """Return the study's links: Prolific URL, MTurk ExternalQuestion XML and a generic link.
+
+    Parameters
+    ----------
+    study : Study
+    base_url : str
+        The public address of the platform, e.g. ``https://framelab.example.org``.
+
+    Returns
+    -------
+    dict
+        ``prolific``, ``mturk_xml`` and ``link`` (only platforms the study accepts).
+
+    Examples
+    --------
+    >>> from webapp.models import Study
+    >>> s = Study(slug="demo", definition={"recruitment": {"platforms": ["prolific"]}})
+    >>> recruitment_links(s, "https://x.org")["prolific"]
+    'https://x.org/s/demo?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}'
+    """
+    from xml.sax.saxutils import escape
+
+    url = f"{base_url.rstrip('/')}/s/{study.slug}"
+    platforms = study.definition["recruitment"]["platforms"]
+    links: dict[str, str] = {}
+    if "prolific" in platforms:
+        links["prolific"] = f"{url}?{PROLIFIC_PLACEHOLDERS}"
+    if "mturk" in platforms:
+        # MTurk appends assignmentId, hitId, workerId and turkSubmitTo to ExternalURL itself.
+        links["mturk_xml"] = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/'
+            'AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd">\n'
+            f"  <ExternalURL>{escape(url)}</ExternalURL>\n"
+            "  <FrameHeight>0</FrameHeight>\n"
+            "</ExternalQuestion>\n"
+        )
+    if "link" in platforms:
+        links["link"] = f"{url}?participant=PARTICIPANT_ID"
+    return links
+
+
+def preview_url(study: Study, token: str) -> str:
+    """Return a participant URL for a researcher preview on a platform the study accepts."""
+    platforms = study.definition["recruitment"]["platforms"]
+    pid = f"PREVIEW{token}"
+    if "link" in platforms:
+        return f"/s/{study.slug}?participant={pid}"
+    if "prolific" in platforms:
+        return f"/s/{study.slug}?PROLIFIC_PID={pid}&STUDY_ID=PREVIEW&SESSION_ID={pid}"
+    return (
+        f"/s/{study.slug}?workerId={pid}&hitId=PREVIEW&assignmentId={pid}"
+        "&turkSubmitTo=https%3A%2F%2Fworkersandbox.mturk.com"
+    )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select
 
 from webapp.extensions import db
-from webapp.models import Participant, ParticipantStatus, Study
+from webapp.models import Participant, ParticipantStatus, Study, StudyState
 from webapp.studydef import definition_hash, load_study_file
 
 
@@ -49,7 +50,36 @@ def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
     StudyLoadError
         The tasks changed while participants exist and ``force`` is false.
     """
-    definition = load_study_file(path)
+    return store_definition(load_study_file(path), str(path), force=force)
+
+
+def store_definition(
+    definition: dict[str, Any],
+    source: str,
+    *,
+    force: bool = False,
+    owner_id: int | None = None,
+    state: StudyState | None = None,
+) -> LoadResult:
+    """Create or update a study from a validated definition and commit (see :func:`load_study`).
+
+    Parameters
+    ----------
+    definition : dict
+        The output of :func:`webapp.studydef.validate_definition`.
+    source : str
+        Where it came from (a path, or ``upload:NAME`` from the console).
+    force : bool
+        As in :func:`load_study`.
+    owner_id, state : optional
+        Owner and lifecycle state of a *new* study (the console creates drafts); ignored
+        when the study exists.
+
+    Returns
+    -------
+    LoadResult
+    """
+    path = source
     digest = definition_hash(definition)
     study = db.session.scalar(select(Study).where(Study.slug == definition["slug"]))
     if study is None:
@@ -61,6 +91,8 @@ def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
             version=1,
             export_salt=secrets.token_hex(32),
             source_path=str(path),
+            owner_id=owner_id,
+            state=state or StudyState.live,
         )
         db.session.add(study)
         db.session.commit()

@@ -1,0 +1,85 @@
+"""Accounts: hashed passwords, CSRF, rate limiting, no session fixation, production settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from webapp.config import ConfigError, resolve_config
+
+from .conftest import PASSWORD, login
+
+
+def test_passwords_are_stored_hashed(app, make_researcher):
+    from webapp.extensions import db
+    from webapp.models import Researcher
+
+    make_researcher("ana")
+    with app.app_context():
+        stored = db.session.scalars(db.select(Researcher)).one().password_hash
+    assert PASSWORD not in stored and stored.startswith(("scrypt:", "pbkdf2:"))
+
+
+def test_login_without_csrf_token_is_refused(client):
+    resp = client.post("/researcher/login", data={"username": "a", "password": "b"})
+    assert resp.status_code == 400
+
+
+def test_login_is_rate_limited_per_username(app, make_researcher):
+    make_researcher("ana")
+    client = app.test_client()
+    for _ in range(5):
+        assert login(client, "ana", "wrong password").status_code == 200
+    blocked = login(client, "ana")  # even the right password is refused while blocked
+    assert blocked.status_code == 429
+    assert "Too many failed logins" in blocked.get_data(as_text=True)
+    other = app.test_client()
+    assert login(other, "ana").status_code == 429  # the block is per username, not per cookie
+
+
+def test_login_clears_the_session_and_password_reset_logs_out(app, make_researcher):
+    from webapp.services.researchers import set_researcher
+
+    client = app.test_client()
+    with client.session_transaction() as sess:
+        sess["planted"] = "by an attacker"
+    with app.app_context():
+        set_researcher("ana", PASSWORD)
+    assert login(client, "ana").status_code == 302
+    with client.session_transaction() as sess:
+        assert "planted" not in sess and "researcher_id" in sess
+    assert client.get("/researcher/").status_code == 200
+    with app.app_context():
+        set_researcher("ana", "a brand new password")
+    resp = client.get("/researcher/")
+    assert resp.status_code == 302 and resp.headers["Location"].endswith("/researcher/login")
+
+
+def test_logout_ends_the_session(app, make_researcher):
+    from .conftest import page_token
+
+    ana = make_researcher("ana")
+    token = page_token(ana, "/researcher/")
+    assert ana.post("/researcher/logout", data={"csrf_token": token}).status_code == 302
+    assert ana.get("/researcher/").status_code == 302
+
+
+def test_production_needs_a_secret_and_uses_secure_cookies(tmp_path):
+    with pytest.raises(ConfigError, match="SECRET_KEY"):
+        resolve_config(tmp_path, environ={"FRAMELAB_ENV": "production"})
+    settings = resolve_config(tmp_path, environ={"FRAMELAB_ENV": "production", "SECRET_KEY": "k"})
+    assert settings["SESSION_COOKIE_SECURE"] is True
+    assert settings["SESSION_COOKIE_HTTPONLY"] is True
+
+
+def test_audit_log_records_who_did_what(app, study, make_researcher):
+    from .conftest import own_demo
+    from .test_lifecycle import set_state
+
+    ana = make_researcher("ana")
+    own_demo(app, "ana")
+    set_state(ana, "product-choice-demo", "paused")
+    html = ana.get("/researcher/audit").get_data(as_text=True)
+    assert 'data-action="study.state"' in html and '"to": "paused"' in html
+    assert 'data-action="login"' in html
+    bob = make_researcher("bob")
+    assert 'data-action="study.state"' not in bob.get("/researcher/audit").get_data(as_text=True)

@@ -1,0 +1,139 @@
+"""Study lifecycle: upload with inline errors, draft → live → paused → closed, preview, links."""
+
+from __future__ import annotations
+
+import io
+
+from tests.webapp.conftest import DEMO
+from webapp.bots import Bot, FlaskTransport
+
+from .conftest import page_token
+
+
+def upload(client, text: str, filename: str = "study.yaml"):
+    """Upload a study YAML through the console form."""
+    token = page_token(client, "/researcher/")
+    return client.post(
+        "/researcher/studies/upload",
+        data={"csrf_token": token, "file": (io.BytesIO(text.encode()), filename)},
+        content_type="multipart/form-data",
+    )
+
+
+def set_state(client, slug: str, state: str):
+    token = page_token(client, f"/researcher/studies/{slug}")
+    return client.post(
+        f"/researcher/studies/{slug}/state", data={"csrf_token": token, "state": state}
+    )
+
+
+def _state(app, slug="product-choice-demo") -> str:
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        return get_study(slug).state.value
+
+
+def test_invalid_upload_shows_the_error_inline(app, make_researcher):
+    ana = make_researcher("ana")
+    bad = DEMO.read_text().replace('correct: "10"', 'correct: "11"')
+    resp = upload(ana, bad, "broken.yaml")
+    html = resp.get_data(as_text=True)
+    assert resp.status_code == 422
+    assert "broken.yaml: tasks[2].questions[0].correct:" in html
+    resp = upload(ana, "slug: [unclosed", "syntax.yaml")
+    assert resp.status_code == 422 and "syntax.yaml: (top level): invalid YAML at line" in (
+        resp.get_data(as_text=True)
+    )
+    unknown_rule = DEMO.read_text().replace("rule: majority_choice", "rule: lottery")
+    resp = upload(ana, unknown_rule, "rule.yaml")
+    assert "payment.bonus.rule: unknown rule &#39;lottery&#39;" in resp.get_data(as_text=True)
+
+
+def test_lifecycle_gates_participants(app, make_researcher):
+    ana = make_researcher("ana")
+    resp = upload(ana, DEMO.read_text(), "demo.yaml")
+    assert resp.status_code == 302 and _state(app) == "draft"
+    definition = DEMO.read_text()
+    assert definition
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        study = get_study("product-choice-demo").definition
+        assert get_study("product-choice-demo").owner_id is not None
+
+    def bot(i):
+        return Bot(FlaskTransport(app), study, external_id=f"LIFE{i}")
+
+    page = bot(0).open()
+    assert page.status == 404 and page.error_code == "E404-STUDY"  # drafts are invisible
+    assert set_state(ana, "product-choice-demo", "live").status_code == 302
+    assert _state(app) == "live"
+    walker = bot(1)
+    walker.open()
+    for _ in range(4):
+        walker.step()
+    assert walker.page.kind in {"quiz", "choice", "wtp"}
+    set_state(ana, "product-choice-demo", "paused")
+    assert _state(app) == "paused"
+    page = bot(2).open()
+    assert page.status == 403 and page.error_code == "E403-PAUSED"
+    assert "paused" in page.text
+    assert walker.run().outcome == "completed"  # people already in may finish
+    set_state(ana, "product-choice-demo", "closed")
+    page = bot(3).open()
+    assert page.status == 410 and page.error_code == "E410-CLOSED"
+    # A closed study cannot reopen.
+    resp = set_state(ana, "product-choice-demo", "live")
+    assert _state(app) == "closed"
+    assert "cannot become live" in ana.get(resp.headers["Location"]).get_data(as_text=True)
+
+
+def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researcher):
+    from webapp.extensions import db
+    from webapp.models import Participant
+    from webapp.services.export import choice_rows
+    from webapp.services.studies import get_study
+
+    ana = make_researcher("ana")
+    upload(ana, DEMO.read_text(), "demo.yaml")
+    resp = ana.get("/researcher/studies/product-choice-demo/preview")
+    assert resp.status_code == 302 and "participant=PREVIEW" in resp.headers["Location"]
+    with app.app_context():
+        definition = get_study("product-choice-demo").definition
+    bot = Bot(FlaskTransport(app), definition)
+    bot.transport.client = ana  # the researcher's browser, on a draft study
+    assert bot.run().outcome == "completed"
+    with app.app_context():
+        p = db.session.scalars(db.select(Participant)).one()
+        assert p.is_preview
+        assert choice_rows(p.study) == []
+        assert len(choice_rows(p.study, include_preview=True)) == 10
+    live = ana.get("/researcher/studies/product-choice-demo/live.json").get_json()
+    assert live["counts"]["arrivals"] == 0
+
+
+def test_recruitment_links(app, make_researcher):
+    ana = make_researcher("ana")
+    upload(ana, DEMO.read_text(), "demo.yaml")
+    html = ana.get("/researcher/studies/product-choice-demo").get_data(as_text=True)
+    assert (
+        'value="http://localhost/s/product-choice-demo?PROLIFIC_PID={{%PROLIFIC_PID%}}'
+        "&amp;STUDY_ID={{%STUDY_ID%}}&amp;SESSION_ID={{%SESSION_ID%}}" in html
+    )
+    assert "&lt;ExternalURL&gt;http://localhost/s/product-choice-demo&lt;/ExternalURL&gt;" in html
+    assert "product-choice-demo?participant=PARTICIPANT_ID" in html
+
+
+def test_mturk_external_question_is_valid_xml():
+    import xml.etree.ElementTree as ET
+
+    from webapp.models import Study
+    from webapp.services.researchers import recruitment_links
+
+    s = Study(slug="x-y", definition={"recruitment": {"platforms": ["mturk"]}})
+    xml = recruitment_links(s, "https://lab.example.org/")["mturk_xml"]
+    root = ET.fromstring(xml.split("\n", 1)[1])
+    ns = "{http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd}"
+    assert root.tag == f"{ns}ExternalQuestion"
+    assert root.find(f"{ns}ExternalURL").text == "https://lab.example.org/s/x-y"

@@ -1,0 +1,180 @@
+"""Reconcile statuses with the recruiters' exports (Prolific submissions, MTurk assignments).
+
+Recruiters know things the platform cannot: who returned a submission, who timed out, who was
+approved or rejected. An import records the recruiter's status on each participant, applies
+RETURNED and TIMED-OUT to people still marked as started (releasing what they held), and flags
+mismatches both ways: completed here but returned, timed out or absent there; submitted there
+but not completed here (or never seen here).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import IO
+
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
+from webapp.extensions import db
+from webapp.models import Participant, ParticipantStatus, Platform, Study
+
+# Prolific's submission statuses; MTurk's AssignmentStatus values are mapped onto the same words.
+SUBMITTED = frozenset({"APPROVED", "AWAITING REVIEW", "REJECTED", "SUBMITTED"})
+MTURK_STATUS = {"submitted": "SUBMITTED", "approved": "APPROVED", "rejected": "REJECTED"}
+_COLUMNS = {
+    Platform.prolific: ("participant id", "status"),
+    Platform.mturk: ("workerid", "assignmentstatus"),
+}
+
+
+class ReconcileError(ValueError):
+    """The uploaded file is not a recognisable export (message names the missing column)."""
+
+
+@dataclass
+class ReconcileReport:
+    """What an import changed and which records disagree."""
+
+    platform: str
+    rows: int = 0
+    matched: int = 0
+    status_changes: dict[str, int] = field(default_factory=dict)
+    mismatches: list[tuple[str, str]] = field(default_factory=list)  # (participant, note)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-serialisable form (for the audit log)."""
+        return {
+            "platform": self.platform,
+            "rows": self.rows,
+            "matched": self.matched,
+            "status_changes": self.status_changes,
+            "mismatches": len(self.mismatches),
+        }
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.strip().lower().replace("_", " ").split())
+
+
+def read_statuses(platform: Platform, fh: IO[str]) -> dict[str, str]:
+    """Read a recruiter export into ``{platform ID: STATUS}``.
+
+    Parameters
+    ----------
+    platform : Platform
+        ``prolific`` (submissions export: ``Participant id``, ``Status``) or ``mturk`` (batch
+        results or assignment list: ``WorkerId``, ``AssignmentStatus``).
+    fh : text file
+
+    Returns
+    -------
+    dict
+        Upper-case statuses: ``APPROVED``, ``AWAITING REVIEW``, ``REJECTED``, ``RETURNED``,
+        ``TIMED-OUT``, ``SUBMITTED``, … (the last row wins for repeated IDs).
+
+    Raises
+    ------
+    ReconcileError
+        A required column is missing.
+    """
+    reader = csv.DictReader(fh)
+    names = {_norm(n): n for n in (reader.fieldnames or []) if n}
+    id_col, status_col = _COLUMNS[platform]
+    for needed in (id_col, status_col):
+        if _norm(needed) not in names:
+            raise ReconcileError(
+                f"the {platform.value} file has no column {needed!r} "
+                f"(found: {list(names.values())})"
+            )
+    out: dict[str, str] = {}
+    for row in reader:
+        pid = (row.get(names[id_col]) or "").strip()
+        status = (row.get(names[status_col]) or "").strip()
+        if not pid or not status:
+            continue
+        if platform is Platform.mturk:
+            status = MTURK_STATUS.get(status.lower(), status.upper())
+        out[pid] = status.upper()
+    return out
+
+
+def reconcile(
+    study: Study,
+    platform: Platform,
+    statuses: Mapping[str, str],
+    actor: object,
+    *,
+    now: datetime,
+) -> ReconcileReport:
+    """Apply recruiter statuses to a study's participants and commit (audited).
+
+    Parameters
+    ----------
+    study : Study
+    platform : Platform
+    statuses : Mapping
+        From :func:`read_statuses`.
+    actor : Researcher or str
+        For the audit log.
+    now : datetime
+        When returned / timed-out sessions end.
+
+    Returns
+    -------
+    ReconcileReport
+    """
+    from webapp.services import audit
+    from webapp.services.researchers import release_participant
+
+    report = ReconcileReport(platform.value, rows=len(statuses))
+    people: Iterable[Participant] = db.session.scalars(
+        select(Participant)
+        .where(
+            Participant.study_id == study.id,
+            Participant.platform == platform,
+            Participant.is_preview.is_(False),
+        )
+        .options(selectinload(Participant.identity))
+    )
+    seen: set[str] = set()
+    for p in people:
+        external = p.identity.external_id if p.identity else None
+        theirs = statuses.get(external or "")
+        note = None
+        if theirs is None:
+            p.reconcile_note = None
+            if p.status is ParticipantStatus.completed:
+                note = f"completed here, not in the {platform.value} file"
+        else:
+            seen.add(external or "")
+            report.matched += 1
+            p.platform_status = theirs[:20]
+            target = {
+                "RETURNED": ParticipantStatus.returned,
+                "TIMED-OUT": ParticipantStatus.timed_out,
+            }.get(theirs)
+            if target is not None and p.status is ParticipantStatus.started:
+                release_participant(p, target, now)
+                report.status_changes[target.value] = report.status_changes.get(target.value, 0) + 1
+            elif target is not None and p.status is ParticipantStatus.completed:
+                note = f"completed here, {theirs} on {platform.value}"
+            elif theirs in SUBMITTED and p.status not in (
+                ParticipantStatus.completed,
+                ParticipantStatus.screened_out,
+            ):
+                note = f"{theirs} on {platform.value}, {p.status.value} here"
+        p.reconcile_note = note
+        if note:
+            report.mismatches.append((p.code, note))
+    for external, theirs in sorted(statuses.items()):
+        if external not in seen and theirs in SUBMITTED:
+            # A raw platform ID is the only handle on someone who never reached us.
+            report.mismatches.append(
+                (external, f"{theirs} on {platform.value}, never arrived here")
+            )
+    audit.record(actor, "reconcile.import", study=study, detail=report.as_dict(), commit=False)
+    db.session.commit()
+    return report
