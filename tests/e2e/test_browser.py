@@ -197,3 +197,38 @@ def test_core_flow_works_without_javascript(live, chromium_path):
         choices = db.session.scalars(db.select(ChoiceResponse)).all()
         assert len(choices) == 10
         assert all(c.rt_ms is None and c.server_rt_ms is not None for c in choices)
+
+
+def test_error_pages_in_the_browser_lose_nothing(live, browser_page):
+    from webapp.extensions import db
+    from webapp.models import ChoiceResponse
+
+    app, base, definition = live
+    page = browser_page
+    blocks = {b["id"]: b for b in definition["tasks"]}
+
+    page.goto(f"{base}/s/no-such-study?participant=x")
+    assert page.locator("main").get_attribute("data-error-code") == "E404-STUDY"
+    page.goto(f"{base}/s/product-choice-demo?PROLIFIC_PID=abc")
+    assert page.locator("main").get_attribute("data-error-code") == "E400-PARAMS"
+    assert "STUDY_ID" in page.inner_text("main")
+
+    page.goto(f"{base}/s/product-choice-demo?participant=tamper-1")
+    page.get_by_role("button", name="I agree, start the study").click()
+    _continue(page)
+    _answer_questions(page, blocks["quiz"])
+    page.locator("input[name=side]").first.check()
+    _continue(page)
+    page.get_by_label("Additional amount in US dollars").fill("3")
+    _continue(page)
+    assert _kind(page) == "choice" and page.locator("main").get_attribute("data-trial") == "1"
+    # Change the hidden page token in the browser, as a curious participant could.
+    page.evaluate("document.querySelector('input[name=page]').value = '99.feedfacefeedfacefeed'")
+    page.locator("input[name=side]").first.check()
+    _continue(page)
+    assert page.locator("main").get_attribute("data-error-code") == "E400-TAMPER"
+    page.get_by_role("link", name="Continue where you were").click()
+    assert _kind(page) == "choice" and page.locator("main").get_attribute("data-trial") == "1"
+    with app.app_context():
+        saved = db.session.scalars(db.select(ChoiceResponse)).all()
+        assert [(c.trial_index, c.wtp_premium_usd) for c in saved] == [(0, 3.0)]
