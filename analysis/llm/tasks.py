@@ -407,6 +407,10 @@ def run_task(
     if backend.name == "vader" and not spec.lexicon_ok:
         raise ValueError(f"the vader baseline only answers judge-framing, not {task}")
     settings = settings_of(backend)
+    if opts.text_field != TaskOptions.text_field:
+        # Judging sources and their summaries gives the same item IDs; which field was read must
+        # be part of the key, or one run would look done to the other in a shared output file.
+        settings = {**settings, "text_field": opts.text_field}
     thash = tpl.hash(settings)
     started, t0 = utc_now(), time.perf_counter()
 

@@ -111,6 +111,27 @@ def test_judge_framing_of_summaries_reads_nested_field(tmp_path: Path, fake_back
     assert {r["label"] for r in read_records(tmp_path / "jt.jsonl")} == {"negative"}
 
 
+def test_judging_sources_and_summaries_into_one_file_keeps_both(
+    tmp_path: Path, fake_backend
+) -> None:
+    summarizer = fake_backend(lambda r: "Great value, clear sound.")
+    run_task("summarize", REVIEWS, summarizer, tmp_path / "s.jsonl", progress=False)
+    summaries = list(read_records(tmp_path / "s.jsonl"))
+    judge = fake_backend(lambda r: "Positive" if r.text.startswith("Great") else "Negative")
+    out = tmp_path / "judged.jsonl"
+    run_task("judge-framing", REVIEWS, judge, out, progress=False)
+    second = run_task(
+        "judge-framing",
+        summaries,
+        judge,
+        out,
+        options=TaskOptions(text_field="output"),
+        progress=False,
+    )
+    assert second.n_generated == 2 and second.n_done_before == 0
+    assert len(list(read_records(out))) == 4
+
+
 def test_vader_baseline_labels_framing(tmp_path: Path) -> None:
     from analysis.llm.backends import make_backend
 
