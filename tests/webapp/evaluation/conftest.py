@@ -60,3 +60,39 @@ def export(app, slug: str, fmt: str = "long") -> tuple[list[dict[str, Any]], lis
 
     with app.app_context():
         return build_table(get_study(slug), fmt)
+
+
+def write_preference_study(folder: Path, *, n_pairs: int = 10, k: int = 4, batch: int = 2) -> Path:
+    """A preference study with generated pairs (``a`` = human, ``b`` = model); its YAML path."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "pairs.jsonl").open("w", encoding="utf-8") as fh:
+        for i in range(n_pairs):
+            rec = {
+                "pair_id": f"pair{i:03d}",
+                "source": f"Source text number {i}.",
+                "a": {"system": "human", "text": f"Human summary {i}."},
+                "b": {"system": "model", "text": f"Model summary {i}."},
+            }
+            fh.write(json.dumps(rec) + "\n")
+    path = folder / "pref-small.yaml"
+    path.write_text(
+        f"""slug: pref-small
+title: Small preference study
+recruitment:
+  completion_codes: {{completed: DONE1, screened_out: SCR1, study_full: FULL1}}
+payment: {{base_usd: 1}}
+tasks:
+  - type: consent
+    text: Consent.
+  - type: pairwise_preference
+    id: prefer
+    items: pairs.jsonl
+    raters_per_item: {k}
+    items_per_participant: {batch}
+  - type: debrief
+    text: Thanks.
+"""
+    )
+    return path
