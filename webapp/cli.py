@@ -122,6 +122,27 @@ def export(
 @click.option(
     "--abandon", type=click.FloatRange(0, 1), default=0.0, help="Share of bots that stop midway."
 )
+@click.option(
+    "--rating-mean",
+    type=float,
+    default=2.5,
+    show_default=True,
+    help="summary_rating: mean of the bots' ratings (sd 1, rounded into the scale).",
+)
+@click.option(
+    "--p-choose-a",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="pairwise_preference: probability of choosing the set's summary a.",
+)
+@click.option(
+    "--p-position",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="pairwise_preference: share of verdicts that just take the summary shown first.",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the bots' own choices.")
 @with_appcontext
 def bots(
@@ -137,6 +158,9 @@ def bots(
     wtp_sd_pct: float,
     fail_quiz: float,
     abandon: float,
+    rating_mean: float,
+    p_choose_a: float,
+    p_position: float,
     seed: int | None,
 ) -> None:
     """Run simulated participants through the real pages (in-process or over HTTP)."""
@@ -156,6 +180,9 @@ def bots(
         wtp_mean_pct=wtp_mean_pct,
         wtp_target_shift_pct=wtp_target_shift_pct,
         wtp_sd_pct=wtp_sd_pct,
+        rating_mean=rating_mean,
+        p_choose_a=p_choose_a,
+        p_position=p_position,
     )
     summary = run_bots(
         current_app._get_current_object() if url is None else None,
