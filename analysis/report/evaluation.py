@@ -109,10 +109,11 @@ def analyze_ratings(
         res.tables["rating_means_by_perspective"] = rs.rating_means(
             ratings[ratings["perspective"].notna()], by=("perspective",)
         )
-    res.tables["icc"] = rs.rating_icc(ratings)
-    res.tables["alpha"] = rs.rating_alpha(
-        ratings, scale=range(scale_min, scale_max + 1), n_boot=n_boot
-    )
+    alpha = rs.rating_alpha(ratings, scale=range(scale_min, scale_max + 1), n_boot=n_boot)
+    for name, table in (("icc", rs.rating_icc(ratings)), ("alpha", alpha)):
+        # Report the dimensions in the table's order, not alphabetically.
+        ranked = table.assign(_d=table["dimension"].map(order)).sort_values("_d", kind="stable")
+        res.tables[name] = ranked.drop(columns="_d").reset_index(drop=True)
     if metrics is not None:
         means_per_summary = rs.summary_means(ratings)
         res.tables["metric_tau"] = rs.metric_rating_tau(means_per_summary, metrics)
