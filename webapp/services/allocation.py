@@ -41,6 +41,10 @@ from webapp.models import (
 )
 
 ANNOTATION_TASK = "sentiment_annotation"
+# Every task type that hands out slots with this module. Only the sentiment blocks are synced
+# here (sync_items); the rating and preference task types sync their own items
+# (webapp.tasks.rating_slots) and share the rest: reserve_batch, record_label, study_is_full.
+SLOT_TASKS = (ANNOTATION_TASK, "summary_rating", "pairwise_preference")
 # Candidates locked beyond the batch size: a few may turn out to be full when recounted.
 _MARGIN = 4
 
@@ -473,12 +477,20 @@ def study_is_full(study: Study, now: datetime) -> bool:
 
     A slot held by a live reservation is not free: a newcomer could not get it now.
     """
-    blocks = annotation_blocks(study)
+    blocks = [b for b in study.definition["tasks"] if b["type"] in SLOT_TASKS]
     if not blocks:
         return False
     if sync_items(study):
         db.session.commit()
     for block in blocks:
+        if block["type"] != ANNOTATION_TASK:
+            synced = db.session.scalar(
+                select(func.count()).where(
+                    AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+                )
+            )
+            if synced < len(block["items"]):
+                return False  # items not synced yet (nobody reached the block): all free
         free = db.session.scalar(
             select(AnnotationItem.id)
             .where(

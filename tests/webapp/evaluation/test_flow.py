@@ -13,6 +13,8 @@ def test_rating_demo_fills_every_source_with_three_raters(app, rating_demo, bot_
     # 4 sources x 3 raters, 2 sources per person: 6 complete, the 7th finds the study full.
     assert outcomes == {"completed": 6, "study_full": 1}, [r.error for r in results]
     assert results[-1].completion_code == "RATFULL3"
+    # Turned away at the study link, before consent (allocation.study_is_full).
+    assert results[-1].pages == 0
     rows, columns = export(app, "rating-demo")
     assert columns[:6] == [
         "study_slug",
@@ -72,6 +74,7 @@ def test_preference_demo_balances_orders(app, preference_demo, bot_for):
     outcomes = Counter(r.outcome for r in results)
     # 6 pairs x 4 raters, 3 pairs per person: 8 complete, the 9th finds the study full.
     assert outcomes == {"completed": 8, "study_full": 1}, [r.error for r in results]
+    assert results[-1].pages == 0
     rows, columns = export(app, "preference-demo")
     assert len(rows) == 24 and "chosen_system" in columns
     orders = Counter((r["pair_id"], r["order"]) for r in rows)
