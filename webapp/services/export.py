@@ -41,7 +41,8 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "duration_s",
 )
 PLATFORM_ID_COLUMNS = ("platform_participant_id", "platform_study_id", "platform_session_id")
-_FORMULA_START = ("=", "+", "-", "@")
+# OWASP "CSV injection": a leading tab or carriage return also makes spreadsheets run a formula.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _iso(ts: datetime | None) -> str | None:
@@ -140,8 +141,11 @@ def _cell(value: Any) -> Any:
     """Empty for missing values; text that a spreadsheet would run as a formula is quoted."""
     if value is None:
         return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
+    if isinstance(value, str):
+        quoted = "'" + value if value.startswith(_FORMULA_START) else value
+        # The writer quotes fields with "\n" but not a lone "\r", which ends the row in
+        # spreadsheets and other readers: store it as a newline.
+        return quoted.replace("\r\n", "\n").replace("\r", "\n")
     return value
 
 
