@@ -1,0 +1,127 @@
+"""Faults under gunicorn on PostgreSQL: a worker SIGKILLed and PostgreSQL restarted mid-run.
+
+Both tests run bots over real HTTP against gunicorn, strike once enough submissions were
+acknowledged, and then require that every bot completed and that the integrity audit (database
+vs the bots' log of acknowledged submissions) finds nothing lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from webapp import create_app
+
+N_BOTS = 16
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+@pytest.fixture
+def served(pg_url, loadtest, tmp_path) -> Iterator[tuple]:
+    """A fresh database with the demo studies, served by gunicorn (2 workers x 2 threads)."""
+    from webapp.services.studies import get_study
+
+    env = {"SECRET_KEY": secrets.token_hex(16), "FRAMELAB_ENV": "development"}
+    with loadtest.fresh_database(pg_url) as db_url:
+        loadtest.prepare_database(db_url, env)
+        app = create_app({"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": env["SECRET_KEY"]})
+        with app.app_context():
+            definition = get_study("product-choice-demo").definition
+        with loadtest.Gunicorn({**env, "DATABASE_URL": db_url}, 2, 2, tmp_path) as server:
+            yield app, server, definition
+        with app.app_context():
+            from webapp.extensions import db
+
+            db.engine.dispose()
+
+
+def _strike_mid_run(loadtest, url: str, definition, strike: Callable[[], None]):
+    """Run the bots; call ``strike`` (in a thread) once 150 submissions were acknowledged."""
+    run = loadtest.BotRun()
+
+    async def scenario():
+        bots = asyncio.ensure_future(
+            loadtest.run_async_bots(
+                url, [(definition, N_BOTS)], concurrency=N_BOTS, seed=21, timeout_s=400, run=run
+            )
+        )
+        while sum(len(b.acks) for b in run.bots) < 150 and not bots.done():
+            await asyncio.sleep(0.05)
+        assert not bots.done(), "the run ended before the fault could strike"
+        await asyncio.to_thread(strike)
+        return await bots
+
+    return asyncio.run(scenario())
+
+
+def _tracebacks(server) -> str:
+    log = server.error_log()
+    return "\n".join(part[:3000] for part in log.split("Traceback")[1:4])
+
+
+def _check(loadtest, app, server, run) -> Counter:
+    statuses = Counter(t.status for b in run.bots for t in b.timings)
+    outcomes = [r.outcome for r in run.results]
+    errors = [r.error for r in run.results if r.error]
+    assert outcomes == ["completed"] * N_BOTS, f"{errors}\n{_tracebacks(server)}"
+    assert 500 not in statuses, f"{statuses}\n{_tracebacks(server)}"
+    report = loadtest.audit(app, run)
+    assert report["ok"], report["problems"]
+    assert report["lost"] == 0 and report["duplicated"] == 0
+    # For docs/reliability.md (visible with -s): what the bots saw and how often they recovered.
+    print(f"statuses {dict(statuses)}, recoveries {report['recoveries']}")
+    return statuses
+
+
+def test_sigkill_of_a_worker_mid_run_loses_nothing(served, loadtest):
+    app, server, definition = served
+    before = server.worker_pids()
+    killed: list[int] = []
+
+    def kill() -> None:
+        for pid in before:  # both workers, one after the other, while bots are on them
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            asyncio.run(asyncio.sleep(0.5))
+
+    run = _strike_mid_run(loadtest, server.url, definition, kill)
+    statuses = _check(loadtest, app, server, run)
+    after = server.worker_pids()
+    assert len(after) == 2 and not set(after) & set(killed)  # gunicorn replaced both
+    # The kills were felt: requests lost their connection and the bots recovered.
+    assert sum(b.recoveries for b in run.bots) > 0 or statuses.get(0, 0) > 0, statuses
+
+
+def _cluster() -> str:
+    return sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
+
+
+def test_postgres_restart_mid_run_shows_the_retry_page_then_completes(served, loadtest):
+    app, server, definition = served
+    if not Path("/etc/postgresql").is_dir():
+        pytest.skip("no Debian PostgreSQL cluster to restart (pg_ctlcluster)")
+
+    def restart() -> None:
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", _cluster(), "main", "restart"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    run = _strike_mid_run(loadtest, server.url, definition, restart)
+    statuses = _check(loadtest, app, server, run)
+    retry_pages = [
+        t for b in run.bots for t in b.timings if t.status == 503
+    ]  # the friendly E503-BUSY page, not a 500
+    assert retry_pages or statuses.get(0, 0) > 0, statuses
+    assert sum(b.recoveries for b in run.bots) > 0
