@@ -121,22 +121,8 @@ class PairwisePreferenceTask(TaskType):
     limits_slots = True
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
-        check_keys(
-            body,
-            {
-                "items",
-                "raters_per_item",
-                "items_per_participant",
-                "reservation_minutes",
-                "heading",
-                "instructions",
-                "question",
-                "ask_reason",
-                "reason_required",
-                "show_source",
-            },
-            where,
-        )
+        own = {"question", "ask_reason", "reason_required", "show_source"}
+        check_keys(body, {*slots.COMMON_KEYS, *own}, where)
         items = read_pairs(body.get("items"), where.at("items"))
         keys = slots.allocation_keys({"raters_per_item": 4, **body}, where, len(items))
         return {

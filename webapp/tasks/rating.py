@@ -161,21 +161,7 @@ class SummaryRatingTask(TaskType):
     limits_slots = True
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
-        check_keys(
-            body,
-            {
-                "items",
-                "raters_per_item",
-                "items_per_participant",
-                "reservation_minutes",
-                "dimensions",
-                "scale",
-                "heading",
-                "instructions",
-                "passages_open",
-            },
-            where,
-        )
+        check_keys(body, {*slots.COMMON_KEYS, "dimensions", "scale", "passages_open"}, where)
         items = read_sources(body.get("items"), where.at("items"))
         open_ = body.get("passages_open", True)
         if not isinstance(open_, bool):

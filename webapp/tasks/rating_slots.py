@@ -25,6 +25,11 @@ from webapp.studydef import ID_RE, Where, get_int, get_number
 from webapp.tasks.base import Outcome, PageContext, SaveResult
 
 STUDY_FULL = "study_full"
+# YAML keys both task types accept (each adds its own).
+COMMON_KEYS = frozenset(
+    ("items", "raters_per_item", "items_per_participant", "reservation_minutes")
+    + ("heading", "instructions")
+)
 
 
 def read_jsonl(raw: Any, where: Where) -> tuple[Path, list[tuple[int, dict[str, Any]]]]:

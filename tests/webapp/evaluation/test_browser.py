@@ -9,23 +9,6 @@ from tests.webapp.evaluation.conftest import export
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def browser_page(chromium_path: str):
-    """A Playwright page in Debian's headless Chromium, 360 px wide (a small phone)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=chromium_path, headless=True, args=["--no-sandbox"]
-        )
-        context = browser.new_context(viewport={"width": 360, "height": 740})
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        yield page
-        context.close()
-        browser.close()
-
-
 def _kind(page) -> str:
     return page.locator("main").get_attribute("data-page")
 
