@@ -22,6 +22,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -52,6 +53,7 @@ class Platform(enum.Enum):
     prolific = "prolific"
     mturk = "mturk"
     link = "link"
+    mturk_batch = "mturk_batch"  # labels imported from a native MTurk batch (no web session)
 
 
 class StudyState(enum.Enum):
@@ -146,7 +148,9 @@ class Participant(db.Model):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-
+    end_reason: Mapped[str | None] = mapped_column(
+        String(40), comment="why a session ended early: qualification_failed, study_full"
+    )
     excluded: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default=false(), comment="excluded by a researcher"
     )
@@ -318,7 +322,93 @@ class BonusPayment(db.Model):
     issued_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class AnnotationState(enum.Enum):
+    """Where one (item, participant) slot of an annotation task stands.
+
+    ``reserved`` holds one of the item's slots until ``expires_at``; a label in time makes it
+    ``confirmed``. An expired or released reservation becomes ``expired`` (its slot is free
+    again); a label that arrives after that is kept as ``surplus`` and never counted.
+    """
+
+    reserved = "reserved"
+    confirmed = "confirmed"
+    expired = "expired"
+    surplus = "surplus"
+
+
+_annotation_state_type = Enum(AnnotationState, native_enum=False, length=20, validate_strings=True)
+
+
+class AnnotationItem(db.Model):
+    """One statement of an annotation block, synced from the study definition's item CSV."""
+
+    __tablename__ = "annotation_item"
+    __table_args__ = (UniqueConstraint("study_id", "block_id", "item_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
+    block_id: Mapped[str] = mapped_column(String(64))
+    item_id: Mapped[str] = mapped_column(String(64), comment="item ID from the item CSV")
+    position: Mapped[int] = mapped_column(Integer, comment="0-based row in the item CSV")
+    text: Mapped[str] = mapped_column(Text, comment="the text shown")
+    base_sentiment: Mapped[str] = mapped_column(String(10), comment="positive | negative")
+    is_gold: Mapped[bool] = mapped_column(Boolean, default=False, comment="gold/attention item")
+    gold_label: Mapped[str | None] = mapped_column(String(10), comment="answer of a gold item")
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, comment="extra CSV columns")
+    study_version: Mapped[int] = mapped_column(Integer, comment="study version last synced")
+
+
+class Annotation(db.Model):
+    """One item's slot for one participant: a reservation, and the label once it arrives."""
+
+    __tablename__ = "annotation"
+    __table_args__ = (UniqueConstraint("item_pk", "participant_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    item_pk: Mapped[int] = mapped_column(ForeignKey("annotation_item.id"), index=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), index=True)
+    trial_index: Mapped[int] = mapped_column(Integer, comment="0-based position in the batch")
+    state: Mapped[AnnotationState] = mapped_column(_annotation_state_type, index=True)
+    reserved_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    label: Mapped[str | None] = mapped_column(String(10), comment="positive | negative | neutral")
+    surplus: Mapped[bool] = mapped_column(
+        Boolean, default=False, comment="label arrived after its reservation expired"
+    )
+    rt_ms: Mapped[int | None] = mapped_column(Integer, comment="client time to label, ms")
+    answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    external_ref: Mapped[str | None] = mapped_column(
+        String(128), index=True, comment="MTurk AssignmentId of an imported label"
+    )
+
+    item: Mapped[AnnotationItem] = relationship()
+
+
+class QualificationResult(db.Model):
+    """A qualification outcome per platform ID, reused by every study of the same qualification.
+
+    Holds the raw platform ID (like ``PlatformIdentity``) and is never exported.
+    """
+
+    __tablename__ = "qualification_result"
+    __table_args__ = (UniqueConstraint("qualification", "platform", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    qualification: Mapped[str] = mapped_column(String(64), comment="qualification name")
+    platform: Mapped[Platform] = mapped_column(_platform_type)
+    external_id: Mapped[str] = mapped_column(String(128))
+    passed: Mapped[bool] = mapped_column(Boolean)
+    n_correct: Mapped[int] = mapped_column(Integer)
+    n_items: Mapped[int] = mapped_column(Integer)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), comment="where it was taken")
+    participant_id: Mapped[int | None] = mapped_column(ForeignKey("participant.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 __all__ = [
+    "Annotation",
+    "AnnotationItem",
+    "AnnotationState",
     "AuditEvent",
     "BonusPayment",
     "ChoiceResponse",
@@ -328,6 +418,7 @@ __all__ = [
     "ParticipantStatus",
     "Platform",
     "PlatformIdentity",
+    "QualificationResult",
     "QuizAttempt",
     "Researcher",
     "Study",

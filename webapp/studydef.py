@@ -155,13 +155,20 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
             raise where.at("platforms").at(i).error(f"{p!r} is not one of {list(PLATFORMS)}")
     codes_where = where.at("completion_codes")
     codes = get_mapping(raw.get("completion_codes"), codes_where)
-    check_keys(codes, {"completed", "screened_out"}, codes_where)
+    check_keys(codes, {"completed", "screened_out", "study_full"}, codes_where)
     excluded = get_list(raw.get("exclude_ids", []), where.at("exclude_ids"))
     return {
         "platforms": list(platforms),
         "completion_codes": {
             "completed": get_str(codes, "completed", codes_where),
             "screened_out": get_str(codes, "screened_out", codes_where),
+            # Shown when a study with limited slots (sentiment annotation) has none left;
+            # only stored when given, so older definitions keep their hash.
+            **(
+                {"study_full": get_str(codes, "study_full", codes_where)}
+                if "study_full" in codes
+                else {}
+            ),
         },
         "exclude_ids": [str(x) for x in excluded],
     }
@@ -236,12 +243,21 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         raise tasks_where.at(0).error("the first block must be of type 'consent'")
     if blocks[-1]["type"] != "debrief":
         raise tasks_where.at(len(blocks) - 1).error("the last block must be of type 'debrief'")
+    recruitment = _recruitment(raw.get("recruitment"), where.at("recruitment"))
+    if any(get_task_type(b["type"]).limits_slots for b in blocks) and (
+        "study_full" not in recruitment["completion_codes"]
+    ):
+        codes_where = where.at("recruitment").at("completion_codes")
+        raise codes_where.error(
+            "a study with limited slots (sentiment_annotation) needs a 'study_full' code for "
+            "the participants it turns away"
+        )
     return {
         "slug": slug,
         "title": get_str(raw, "title", where),
         "description": get_str(raw, "description", where, default=""),
         "estimated_minutes": get_number(raw, "estimated_minutes", where, default=10.0, minimum=0),
-        "recruitment": _recruitment(raw.get("recruitment"), where.at("recruitment")),
+        "recruitment": recruitment,
         "payment": _payment(raw.get("payment"), where.at("payment")),
         "tasks": blocks,
     }

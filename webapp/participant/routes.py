@@ -22,8 +22,8 @@ from webapp.models import Participant, ParticipantStatus, Platform, Study, utcno
 from webapp.participant import bp
 from webapp.participant.forms import ConsentForm
 from webapp.security import allow_mturk_framing
+from webapp.services import allocation, flow
 from webapp.services import entry as entry_service
-from webapp.services import flow
 from webapp.services.entry import Entry, EntryError
 from webapp.services.studies import get_study
 
@@ -99,6 +99,8 @@ def entry(slug: str) -> Response | str:
             "cannot take part in this one. Please return the submission (no penalty).",
             403,
         )
+    if allocation.study_is_full(study, utcnow()):
+        return _study_full(study, entry.platform.value)
     form = ConsentForm(data=entry.params())
     consent = study.definition["tasks"][0]
     return render_template("participant/consent.html", study=study, block=consent, form=form)
@@ -121,6 +123,8 @@ def start(slug: str) -> Response | str:
         return _resume_or_refuse(existing)
     if entry_service.is_excluded(study, entry):
         raise ParticipantError("E403-EXCLUDED", "You cannot take part in this study.", 403)
+    if allocation.study_is_full(study, utcnow()):
+        return _study_full(study, entry.platform.value)
     participant = entry_service.enroll(
         study,
         entry,
@@ -177,6 +181,8 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
             return redirect(here)
         status = 422
     else:
+        if flow.enter(ctx):  # the task moved the participant on (e.g. the study is full)
+            return redirect(here)
         flow.record_visit(ctx)
         form = task.build_form(ctx, None)
         status = 200
@@ -188,12 +194,27 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
     return html, status
 
 
+def _study_full(
+    study: Study, platform: str, code: str | None = None, url: str | None = None
+) -> str:
+    """The polite page for people who arrive after every item has its labels."""
+    if code is None:
+        code = study.definition["recruitment"]["completion_codes"].get("study_full")
+        if platform == "prolific" and code:
+            url = f"{current_app.config['PROLIFIC_COMPLETE_URL']}?cc={code}"
+    return render_template(
+        "participant/study_full.html", study=study, platform=platform, code=code, url=url
+    )
+
+
 def _finished(participant: Participant, study: Study) -> Response | str:
     end = flow.finish(participant, study, current_app.config["PROLIFIC_COMPLETE_URL"])
     if end.kind == "prolific":
         return redirect(end.url or "", code=303)
     if end.kind == "repeat":
         raise _refuse_repeat(participant)
+    if participant.end_reason == "study_full":
+        return _study_full(study, participant.platform.value, end.code, end.url)
     template = {
         ParticipantStatus.completed: "participant/completed.html",
         ParticipantStatus.screened_out: "participant/screened_out.html",

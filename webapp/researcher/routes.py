@@ -383,3 +383,16 @@ def audit_log() -> str:
     events = audit.events_for(g.researcher)
     slugs = {s.id: s.slug for s in db.session.scalars(db.select(Study))}
     return render_template("researcher/audit.html", events=events, slugs=slugs, study=None)
+
+
+@bp.get("/studies/<slug>/items")
+@login_required
+def items(slug: str) -> str:
+    """Per item of a sentiment study: confirmed labels, open reservations, labels needed."""
+    from webapp.services.allocation import annotation_blocks, item_status
+
+    s = _study(slug)
+    if not annotation_blocks(s):
+        abort(404)
+    rows = item_status(s, utcnow())
+    return render_template("researcher/items.html", s=s, rows=rows, study=None)

@@ -156,6 +156,16 @@ def _advance(participant: Participant, study: Study, now: datetime) -> None:
     participant.finished_at = now
 
 
+def _lock_participant(participant_id: int) -> Participant:
+    """Re-read the participant under a row lock (``FOR UPDATE``; SQLite: immediate tx)."""
+    return db.session.scalars(
+        select(Participant)
+        .where(Participant.id == participant_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one()
+
+
 def submit(
     ctx: PageContext, form: PageForm, *, token: str | None, secret: str, rt_ms: int | None
 ) -> SubmitResult:
@@ -170,12 +180,7 @@ def submit(
     SubmitResult
         ``accepted`` false for replays; otherwise the outcome and an optional message.
     """
-    p = db.session.scalars(
-        select(Participant)
-        .where(Participant.id == ctx.participant.id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).one()
+    p = _lock_participant(ctx.participant.id)
     if p.status is not ParticipantStatus.started or check_token(p, token, secret) is not (
         TokenState.current
     ):
@@ -191,17 +196,52 @@ def submit(
         visit.rt_ms = rt_ms
     p.page_seq += 1
     p.last_seen_at = ctx.now
-    if result.outcome is Outcome.next:
-        _advance(p, ctx.study, ctx.now)
-    elif result.outcome is Outcome.screen_out:
-        p.status = ParticipantStatus.screened_out
-        p.finished_at = ctx.now
+    _apply(p, ctx, result.outcome)
     try:
         db.session.commit()
     except IntegrityError:
         db.session.rollback()
         return SubmitResult(accepted=False)
     return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
+
+
+def _apply(p: Participant, ctx: PageContext, outcome: Outcome) -> None:
+    """Move the participant as a saved page's outcome says (retry stays on the page)."""
+    if outcome is Outcome.end_block:
+        p.step = task_of(ctx).n_steps(ctx.block) - 1
+        outcome = Outcome.next
+    if outcome is Outcome.next:
+        _advance(p, ctx.study, ctx.now)
+    elif outcome is Outcome.screen_out:
+        p.status = ParticipantStatus.screened_out
+        p.finished_at = ctx.now
+
+
+def enter(ctx: PageContext) -> bool:
+    """Let the page's task act before it is shown; True when the participant was moved on.
+
+    For task types with ``acts_on_entry`` (e.g. reserving a batch of items) the participant
+    row is locked first, as in :func:`submit`, so two concurrent loads of the page act once.
+    A task that skips its page (a qualification passed before) or ends the session (a full
+    study) advances the page counter, so the page's old token becomes a replay.
+    """
+    task = task_of(ctx)
+    if not task.acts_on_entry:
+        return False
+    p = _lock_participant(ctx.participant.id)
+    if p.status is not ParticipantStatus.started or (p.block_index, p.step) != (
+        ctx.block_index,
+        ctx.step,
+    ):
+        db.session.rollback()  # moved on concurrently: the caller re-reads the position
+        return True
+    result = task.enter(ctx)
+    if result is not None:
+        p.page_seq += 1
+        p.last_seen_at = ctx.now
+        _apply(p, ctx, result.outcome)
+    db.session.commit()
+    return result is not None
 
 
 @dataclass(frozen=True)
@@ -230,6 +270,8 @@ def finish(participant: Participant, study: Study, prolific_url: str) -> Finish:
     if status not in (ParticipantStatus.completed, ParticipantStatus.screened_out):
         return Finish("repeat", None)
     code = codes["completed" if status is ParticipantStatus.completed else "screened_out"]
+    if participant.end_reason == "study_full" and codes.get("study_full"):
+        code = codes["study_full"]  # turned away because no item needed labels: own code
     identity = participant.identity
     if participant.platform is Platform.prolific and status is ParticipantStatus.completed:
         return Finish("prolific", code, f"{prolific_url}?cc={code}")

@@ -112,7 +112,7 @@ def layout_html(block: dict[str, Any], title: str) -> str:
      MTurk then has {k} different workers label each statement. -->
 <script src="https://assets.crowd.aws/crowd-html-elements.js"></script>
 <crowd-form answer-format="flatten-objects">
-  <crowd-classifier name="sentiment" categories="[{escape(categories)}]"
+  <crowd-classifier name="sentiment" categories="[{escape(categories, quote=False)}]"
                     header="{escape(block["prompt"])}">
     <classification-target>${{text}}</classification-target>
     <full-instructions header="{escape(title)}">

@@ -15,6 +15,7 @@ from webapp.tasks.preference import PairwisePreferenceTask
 from webapp.tasks.product_choice import ProductChoiceTask
 from webapp.tasks.questions import AttentionCheckTask, DemographicsTask, QuizTask
 from webapp.tasks.rating import SummaryRatingTask
+from webapp.tasks.sentiment import SentimentAnnotationTask, SentimentQualificationTask
 from webapp.tasks.text_pages import ConsentTask, DebriefTask, InstructionsTask
 
 # Only serves the task templates; task pages are routed by the participant blueprint.
@@ -27,6 +28,8 @@ _BUILTIN: tuple[type[TaskType], ...] = (
     ProductChoiceTask,
     AttentionCheckTask,
     DemographicsTask,
+    SentimentQualificationTask,
+    SentimentAnnotationTask,
     SummaryRatingTask,
     PairwisePreferenceTask,
     DebriefTask,

@@ -52,6 +52,7 @@ class Outcome(enum.Enum):
     next = "next"  # go to the following page
     retry = "retry"  # show this page again (e.g. another quiz attempt)
     screen_out = "screen_out"  # end the session as screened out
+    end_block = "end_block"  # skip this block's remaining pages (e.g. a partial batch)
 
 
 @dataclass(frozen=True)
@@ -95,3 +96,17 @@ class TaskType:
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
         """Store a valid submission (inside the caller's transaction) and say what follows."""
         return NEXT
+
+    # Task types that must act before a page is shown (reserve items, skip a qualification
+    # passed in another study) set this; the flow then locks the participant and calls enter.
+    acts_on_entry: ClassVar[bool] = False
+    # True for task types that hand out a limited number of slots (their study can be full).
+    limits_slots: ClassVar[bool] = False
+
+    def enter(self, ctx: PageContext) -> SaveResult | None:
+        """Act before the page is shown (inside the caller's transaction).
+
+        Return ``None`` to show the page, or a result to apply as if the page were submitted
+        (``next`` skips it, ``screen_out`` ends the session).
+        """
+        return None
