@@ -21,7 +21,7 @@ from sqlalchemy import and_, or_, select
 from wtforms import RadioField, TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
-from webapp.models import Annotation, AnnotationState, TaskResponse
+from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
 from webapp.studydef import Where, check_keys, get_mapping, get_str
 from webapp.tasks import rating_slots as slots
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
@@ -96,10 +96,12 @@ def balanced_order(annotation: Annotation, block_id: str, now: Any, rng: Any) ->
                 Annotation.trial_index == TaskResponse.step,
             ),
         )
+        .join(Participant, Participant.id == Annotation.participant_id)
         .where(
             TaskResponse.block_id == block_id,
             Annotation.item_pk == annotation.item_pk,
             Annotation.id != annotation.id,
+            Participant.is_preview.is_(False),  # previews hold no slots, so they do not count
             holding,
         )
     )

@@ -30,7 +30,11 @@ def _run(app, serve_app, tmp_path) -> None:
         seed=7,
     )
     assert summary.errors == []
-    assert summary.counts == {"completed": n_needed, "study_full": 6}
+    counts = summary.counts
+    # Near the end the last free slots may sit on one pair, which a person can take once: a
+    # few complete a partial batch, so at least n_needed complete and the rest are turned away.
+    assert set(counts) <= {"completed", "study_full"} and sum(counts.values()) == n_needed + 6
+    assert counts["completed"] >= n_needed
     rows, _ = export(app, "pref-small")
     assert len(rows) == N_PAIRS * K
     per_pair = Counter(r["pair_id"] for r in rows)
