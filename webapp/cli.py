@@ -19,6 +19,10 @@ COMMANDS: dict[str, str] = {
     "bots": "webapp.cli:bots",
     "serve": "webapp.cli:serve",
     "create-researcher": "webapp.cli:create_researcher",
+    "bonus": "webapp.cli:bonus",
+    "reconcile": "webapp.cli:reconcile",
+    "mturk": "webapp.cli:mturk",
+    "import-mturk": "webapp.cli:import_mturk",
 }
 
 
@@ -30,12 +34,23 @@ def study() -> None:
 @study.command("load")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Replace task blocks even if participants exist.")
+@click.option(
+    "--owner",
+    default=None,
+    help="Researcher who owns the study in the console (unowned studies: admins only).",
+)
 @with_appcontext
-def study_load(files: tuple[Path, ...], force: bool) -> None:
-    """Load or update studies from YAML files."""
+def study_load(files: tuple[Path, ...], force: bool, owner: str | None) -> None:
+    """Load or update studies from YAML files (they are live at once; the console makes drafts)."""
+    from webapp.extensions import db
+    from webapp.services import audit
+    from webapp.services.accounts import get_researcher
     from webapp.services.studies import StudyLoadError, load_study
     from webapp.studydef import StudyDefinitionError
 
+    owner_row = get_researcher(owner) if owner else None
+    if owner and owner_row is None:
+        raise click.ClickException(f"no researcher {owner!r}; create it with create-researcher")
     failed = False
     for path in files:
         try:
@@ -45,6 +60,10 @@ def study_load(files: tuple[Path, ...], force: bool) -> None:
             failed = True
             continue
         s = result.study
+        if owner_row is not None:
+            s.owner_id = owner_row.id
+        audit.record("cli", "study.load", study=s, detail={"source": str(path), "owner": owner})
+        db.session.commit()
         click.echo(f"{result.action}: {s.slug} (version {s.version}) from {path}")
     if failed:
         raise SystemExit(1)
@@ -69,24 +88,50 @@ def study_list() -> None:
 
 @click.command()
 @click.argument("slug")
-@click.option("--format", "fmt", type=click.Choice(["long"]), default="long", show_default=True)
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--include-platform-ids", is_flag=True, help="Add raw Prolific/MTurk IDs.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["long", "wide", "page-times", "codebook", "items", "pairs"]),
+    default="long",
+    show_default=True,
+)
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="FILE.csv, or FILE.parquet for Parquet.",
+)
+@click.option("--include-platform-ids", is_flag=True, help="Add raw Prolific/MTurk IDs (long).")
 @click.option("--include-preview", is_flag=True, help="Keep researcher preview sessions.")
+@click.option("--include-excluded", is_flag=True, help="Keep participants a researcher excluded.")
 @with_appcontext
 def export(
-    slug: str, fmt: str, out: Path, include_platform_ids: bool, include_preview: bool
+    slug: str,
+    fmt: str,
+    out: Path,
+    include_platform_ids: bool,
+    include_preview: bool,
+    include_excluded: bool,
 ) -> None:
     """Export a study's responses (see docs/export.md)."""
-    from webapp.services.export import export_long
+    from webapp.services import audit
+    from webapp.services.export import export_table
     from webapp.services.studies import get_study
 
     s = get_study(slug)
     if s is None:
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
-    n = export_long(
-        s, out, include_platform_ids=include_platform_ids, include_preview=include_preview
-    )
+    options = {
+        "include_platform_ids": include_platform_ids,
+        "include_preview": include_preview,
+        "include_excluded": include_excluded,
+    }
+    try:
+        n = export_table(s, fmt, out, **options)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    audit.record("cli", "export", study=s, detail={"format": fmt, "out": out.name, **options})
     click.echo(f"wrote {n} rows to {out}")
 
 
@@ -206,13 +251,16 @@ def bots(
 @click.command("create-researcher")
 @click.argument("username")
 @click.password_option()
+@click.option("--admin", is_flag=True, help="Admins see and manage every study.")
 @with_appcontext
-def create_researcher(username: str, password: str) -> None:
+def create_researcher(username: str, password: str, admin: bool) -> None:
     """Create a researcher account (or reset its password)."""
+    from webapp.services import audit
     from webapp.services.researchers import set_researcher
 
     try:
-        set_researcher(username, password)
+        set_researcher(username, password, is_admin=admin or None)
+        audit.record("cli", "researcher.set", detail={"username": username, "admin": admin})
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"researcher {username!r} can now log in at /researcher/login")
@@ -239,7 +287,8 @@ def serve(host: str, port: int) -> None:
     base = f"http://{'127.0.0.1' if host in {'0.0.0.0', '::'} else host}:{port}"  # noqa: S104
     if app.config["ENV_NAME"] != "production":
         password = secrets.token_urlsafe(12)
-        set_researcher("demo", password)
+        # An admin, so the demo sees the studies loaded from the command line (unowned).
+        set_researcher("demo", password, is_admin=True)
         click.echo(f"researcher: {base}/researcher/login  (user demo, password {password})")
     for s in db.session.scalars(db.select(Study).order_by(Study.slug)):
         click.echo(f"participant: {base}/s/{s.slug}?participant=demo-{secrets.token_hex(4)}")
@@ -249,7 +298,162 @@ def serve(host: str, port: int) -> None:
     app.run(host=host, port=port, threaded=True, use_reloader=False)
 
 
+@click.command()
+@click.argument("slug")
+@click.option("--platform", type=click.Choice(["prolific", "mturk"]), required=True)
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--force", is_flag=True, help="Write bonuses already issued again (the ledger keeps one)."
+)
+@with_appcontext
+def bonus(slug: str, platform: str, out: Path, force: bool) -> None:
+    """Issue bonuses by the study's rule and write Prolific's or MTurk's payment file."""
+    from webapp.models import Platform, utcnow
+    from webapp.services.payments import PaymentError, issue_bonuses, write_bonus_file
+    from webapp.services.studies import get_study
+
+    s = get_study(slug)
+    if s is None:
+        raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    try:
+        issue = issue_bonuses(s, Platform(platform), issued_by="cli", now=utcnow(), force=force)
+    except PaymentError as exc:
+        raise click.ClickException(str(exc)) from None
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        n = write_bonus_file(issue.lines, Platform(platform), fh)
+    total = sum(line.amount_cents for line in issue.lines) / 100
+    click.echo(
+        f"wrote {n} bonuses (${total:.2f}) to {out}: {issue.newly_issued} new, "
+        f"{len(issue.lines) - issue.newly_issued} written again, "
+        f"{issue.skipped_issued - (len(issue.lines) - issue.newly_issued)} already issued "
+        f"and skipped, {issue.zero} with no bonus"
+    )
+
+
+@click.command()
+@click.argument("slug")
+@click.option("--platform", type=click.Choice(["prolific", "mturk"]), required=True)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@with_appcontext
+def reconcile(slug: str, platform: str, file: Path) -> None:
+    """Import a Prolific submissions or MTurk assignments CSV; update statuses, list mismatches."""
+    from webapp.models import Platform, utcnow
+    from webapp.services import reconcile as service
+    from webapp.services.studies import get_study
+
+    s = get_study(slug)
+    if s is None:
+        raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    try:
+        with file.open(encoding="utf-8-sig", newline="") as fh:
+            statuses = service.read_statuses(Platform(platform), fh)
+    except service.ReconcileError as exc:
+        raise click.ClickException(str(exc)) from None
+    report = service.reconcile(s, Platform(platform), statuses, "cli", now=utcnow())
+    changes = ", ".join(f"{k} {n}" for k, n in report.status_changes.items()) or "none"
+    click.echo(f"{report.rows} rows, {report.matched} matched; status changes: {changes}")
+    for who, note in report.mismatches:
+        click.echo(f"mismatch: {who}: {note}")
+
+
+@click.group()
+def mturk() -> None:
+    """Run a study on MTurk: an ExternalQuestion HIT, or a native batch of items."""
+
+
+def _study_or_fail(slug: str):  # noqa: ANN202  (a Study; the models import stays lazy)
+    from webapp.services.studies import get_study
+
+    s = get_study(slug)
+    if s is None:
+        raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    return s
+
+
+@mturk.command("external-question")
+@click.argument("slug")
+@click.option("--url", "base_url", required=True, help="Public https:// address of the platform.")
+@click.option("--frame-height", type=click.IntRange(min=0), default=0, show_default=True)
+@with_appcontext
+def mturk_external_question(slug: str, base_url: str, frame_height: int) -> None:
+    """Print the ExternalQuestion XML of a HIT that runs the study here."""
+    from webapp.services.mturk import MTurkError, external_question_xml
+
+    try:
+        click.echo(external_question_xml(_study_or_fail(slug), base_url, frame_height), nl=False)
+    except MTurkError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@mturk.command("batch")
+@click.argument("slug")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path))
+@with_appcontext
+def mturk_batch(slug: str, out: Path) -> None:
+    """Write the crowd-html layout and input CSV of a native MTurk batch (one item per HIT)."""
+    from webapp.services.mturk import MTurkError, write_batch
+
+    try:
+        layout, input_csv, n = write_batch(_study_or_fail(slug), out)
+    except MTurkError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {layout} and {input_csv} ({n} items, one per HIT)")
+
+
+@click.command("import-mturk")
+@click.argument("slug")
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option("--item-col", default="Input.item_id", show_default=True)
+@click.option("--label-col", default="Answer.sentiment.label", show_default=True)
+@click.option("--base-col", default="Input.base_sentiment", show_default=True)
+@with_appcontext
+def import_mturk(
+    slug: str, files: tuple[Path, ...], item_col: str, label_col: str, base_col: str
+) -> None:
+    """Import MTurk "Batch results" CSVs (each file whole, or refused with reasons per row)."""
+    from webapp.models import utcnow
+    from webapp.services.mturk import MTurkError, import_batch_results
+
+    try:
+        reports = import_batch_results(
+            _study_or_fail(slug),
+            list(files),
+            now=utcnow(),
+            item_col=item_col,
+            label_col=label_col,
+            base_col=base_col,
+        )
+    except MTurkError as exc:
+        raise click.ClickException(str(exc)) from None
+    for r in reports:
+        if r.refused:
+            click.echo(f"refused {r.path.name}: nothing imported; fix these rows:", err=True)
+            for problem in r.problems:
+                click.echo(f"  {problem}", err=True)
+            continue
+        click.echo(
+            f"imported {r.imported} labels from {r.path.name} ({r.counted} counted, "
+            f"{r.surplus} surplus, {len(r.skipped)} rows skipped)"
+        )
+        for note in r.skipped:
+            click.echo(f"  skipped {note}")
+    if any(r.refused for r in reports):
+        raise SystemExit(1)
+
+
 def register_commands(app: Flask) -> None:
     """Make the same commands available as ``flask --app webapp …``."""
-    for command in (study, export, bots, serve, create_researcher):
+    for command in (
+        study,
+        export,
+        bots,
+        serve,
+        create_researcher,
+        bonus,
+        reconcile,
+        mturk,
+        import_mturk,
+    ):
         app.cli.add_command(command)

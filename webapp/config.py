@@ -47,6 +47,8 @@ class BaseConfig:
     # their referenced files (e.g. product pairs) against it. None: the repository's
     # ``stimuli/studies``.
     STUDIES_DIR: str | None = None
+    # Uploads (study YAML, recruiter CSVs) larger than this are refused with HTTP 413.
+    MAX_CONTENT_LENGTH = 16 * 1024 * 1024
 
 
 class DevelopmentConfig(BaseConfig):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -12,7 +13,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from webapp.extensions import db
-from webapp.models import ChoiceResponse, Participant, ParticipantStatus, Study
+from webapp.models import (
+    ChoiceResponse,
+    PageVisit,
+    Participant,
+    ParticipantStatus,
+    Study,
+    TaskResponse,
+)
 
 LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "study_slug",
@@ -58,7 +66,11 @@ def _has_attention_check(study: Study) -> bool:
 
 
 def choice_rows(
-    study: Study, *, include_platform_ids: bool = False, include_preview: bool = False
+    study: Study,
+    *,
+    include_platform_ids: bool = False,
+    include_preview: bool = False,
+    include_excluded: bool = False,
 ) -> list[dict[str, Any]]:
     """Return one row per product-choice trial (the ``long`` export).
 
@@ -69,6 +81,8 @@ def choice_rows(
         Add the raw recruiter IDs (for payments); off by default.
     include_preview : bool
         Keep researcher preview sessions.
+    include_excluded : bool
+        Keep participants a researcher excluded (left out by default).
 
     Returns
     -------
@@ -89,25 +103,10 @@ def choice_rows(
         .options(selectinload(Participant.choices), selectinload(Participant.identity))
         .order_by(Participant.id)
     )
-    if not include_preview:
-        query = query.where(Participant.is_preview.is_(False))
+    query = _scope(query, include_preview, include_excluded)
     rows: list[dict[str, Any]] = []
     for p in db.session.scalars(query):
-        duration = None
-        if p.status is ParticipantStatus.completed and p.finished_at is not None:
-            duration = round((p.finished_at - p.started_at).total_seconds(), 3)
-        base = {
-            "study_slug": study.slug,
-            "participant_id": p.code,
-            "platform": p.platform.value,
-            "status": p.status.value,
-            "sequence": p.sequence,
-            "seed": p.seed,
-            "quiz_passed": _flag(p.quiz_passed),
-            "quiz_attempts": p.quiz_attempts,
-            "attention_passed": _flag(p.attention_passed) if with_attention else None,
-            "duration_s": duration,
-        }
+        base = _participant_cells(study, p, with_attention)
         if include_platform_ids:
             ident = p.identity
             base["platform_participant_id"] = ident.external_id if ident else None
@@ -116,6 +115,34 @@ def choice_rows(
         for c in p.choices:
             rows.append({**base, **_choice_cells(c, product_types)})
     return rows
+
+
+def _participant_cells(study: Study, p: Participant, with_attention: bool) -> dict[str, Any]:
+    """The participant-level columns shared by the long and wide exports."""
+    duration = None
+    if p.status is ParticipantStatus.completed and p.finished_at is not None:
+        duration = round((p.finished_at - p.started_at).total_seconds(), 3)
+    return {
+        "study_slug": study.slug,
+        "participant_id": p.code,
+        "platform": p.platform.value,
+        "status": p.status.value,
+        "sequence": p.sequence,
+        "seed": p.seed,
+        "quiz_passed": _flag(p.quiz_passed),
+        "quiz_attempts": p.quiz_attempts,
+        "attention_passed": _flag(p.attention_passed) if with_attention else None,
+        "duration_s": duration,
+    }
+
+
+def _scope(query: Any, include_preview: bool, include_excluded: bool) -> Any:
+    """Leave out previews and excluded participants unless asked to keep them."""
+    if not include_preview:
+        query = query.where(Participant.is_preview.is_(False))
+    if not include_excluded:
+        query = query.where(Participant.excluded.is_(False))
+    return query
 
 
 def _choice_cells(c: ChoiceResponse, product_types: Mapping[str, str]) -> dict[str, Any]:
@@ -167,6 +194,7 @@ def export_long(
     *,
     include_platform_ids: bool = False,
     include_preview: bool = False,
+    include_excluded: bool = False,
 ) -> int:
     """Write the ``long`` export of a product-choice study to a CSV file.
 
@@ -176,10 +204,352 @@ def export_long(
         Number of rows written.
     """
     rows = choice_rows(
-        study, include_platform_ids=include_platform_ids, include_preview=include_preview
+        study,
+        include_platform_ids=include_platform_ids,
+        include_preview=include_preview,
+        include_excluded=include_excluded,
     )
     columns = list(LONG_CHOICE_COLUMNS)
     if include_platform_ids:
         columns += PLATFORM_ID_COLUMNS
     with Path(out_path).open("w", newline="", encoding="utf-8") as fh:
+        return write_csv(rows, columns, fh)
+
+
+# -- wide, page times, codebook, Parquet (the researcher console and `framelab export`) --------
+
+FORMATS: tuple[str, ...] = ("long", "wide", "page-times", "codebook", "items", "pairs")
+PARTICIPANT_COLUMNS: tuple[str, ...] = (
+    "study_slug",
+    "participant_id",
+    "platform",
+    "status",
+    "sequence",
+    "seed",
+    "quiz_passed",
+    "quiz_attempts",
+    "attention_passed",
+    "duration_s",
+    "excluded",
+    "n_choices",
+    "n_chose_target",
+)
+PAGE_TIME_COLUMNS: tuple[str, ...] = (
+    "study_slug",
+    "participant_id",
+    "page_seq",
+    "page",
+    "shown_at",
+    "submitted_at",
+    "server_ms",
+    "rt_ms",
+)
+_STATUSES = "started|screened_out|completed|returned|timed_out"
+# column -> (type, meaning, allowed values); the codebook, also the Parquet schema's types.
+CODEBOOK: dict[str, tuple[str, str, str]] = {
+    "study_slug": ("str", "the study's slug", ""),
+    "participant_id": ("str", "pseudonymous ID: p_ + 16 hex of an HMAC under the study salt", ""),
+    "platform": ("str", "how the participant arrived", "prolific|mturk|link"),
+    "status": ("str", "participant status", _STATUSES),
+    "sequence": ("str", "format sequence (A starts with original, B with summary)", "A|B"),
+    "seed": ("int", "randomisation seed (re-derives pair order and sides)", ""),
+    "trial_index": ("int", "0-based position of the pair in the sequence", ""),
+    "pair_id": ("str", "product pair ID from the stimulus set", ""),
+    "product_type": ("str", "product type of the pair", ""),
+    "format": ("str", "how the products were described", "original|summary"),
+    "target_side": ("str", "side of the target manufacturer", "left|right"),
+    "chosen_side": ("str", "side chosen", "left|right"),
+    "chose_target": ("int", "1 if the target manufacturer was chosen", "0|1"),
+    "other_price_usd": ("float", "price of the product not chosen, USD", ">= 0"),
+    "wtp_premium_usd": ("float", "stated premium over the other price, USD", ">= 0"),
+    "wtp_premium_pct": ("float", "100 * wtp_premium_usd / other_price_usd", ">= 0"),
+    "rt_ms": ("int", "client-measured response time, ms", ">= 0"),
+    "wtp_rt_ms": ("int", "client-measured time on the WTP page, ms", ">= 0"),
+    "server_rt_ms": ("int", "server time between serving the page and the answer, ms", ">= 0"),
+    "answered_at": ("str", "server timestamp of the answer (ISO 8601, UTC)", ""),
+    "quiz_passed": ("int", "1 if the comprehension quiz was passed", "0|1"),
+    "quiz_attempts": ("int", "quiz attempts used", ">= 0"),
+    "attention_passed": ("int", "1 if every attention check was passed; empty if none", "0|1"),
+    "duration_s": ("float", "seconds from consent to completion; empty unless completed", ">= 0"),
+    "excluded": ("int", "1 if a researcher excluded the participant", "0|1"),
+    "n_choices": ("int", "choice trials answered", ">= 0"),
+    "n_chose_target": ("int", "trials on which the target manufacturer was chosen", ">= 0"),
+    "page_seq": ("int", "0-based page number within the participant's session", ">= 0"),
+    "page": ("str", "block id / page name", ""),
+    "shown_at": ("str", "when the page was first shown (ISO 8601, UTC)", ""),
+    "submitted_at": ("str", "when its answer was accepted (ISO 8601, UTC)", ""),
+    "server_ms": ("int", "submitted_at - shown_at, ms", ">= 0"),
+    "platform_participant_id": ("str", "raw Prolific PID / MTurk WorkerId (payment files)", ""),
+    "platform_study_id": ("str", "raw Prolific STUDY_ID / MTurk HITId", ""),
+    "platform_session_id": ("str", "raw Prolific SESSION_ID / MTurk AssignmentId", ""),
+}
+_WIDE_PREFIX = {
+    "format__": ("str", "format of pair {}", "original|summary"),
+    "chose_target__": ("int", "1 if the target was chosen in pair {}", "0|1"),
+    "wtp_premium_pct__": ("float", "WTP premium in pair {}, percent of the other price", ">= 0"),
+    "demo_": ("str", "answer to demographics question {}", ""),
+}
+
+
+def column_name(raw: str) -> str:
+    """Make an ID usable in a column name (snake_case, identifier-safe).
+
+    Examples
+    --------
+    >>> column_name("Pair-01.b")
+    'pair_01_b'
+    """
+    return re.sub(r"[^a-z0-9_]", "_", raw.lower())
+
+
+def _sentiment_codebook_tables(study: Study) -> dict[str, list[str]]:
+    from webapp.tasks.sentiment.export import ANNOTATION_LONG_COLUMNS, item_rows
+
+    return {"long": list(ANNOTATION_LONG_COLUMNS), "items": item_rows(study)[1]}
+
+
+def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
+    from webapp.tasks.rating_export import evaluation_blocks, evaluation_table
+
+    if not evaluation_blocks(study):
+        return {}
+    tables = {"long": evaluation_table(study, "long")[1]}
+    if any(b["type"] == "pairwise_preference" for b in evaluation_blocks(study)):
+        tables["pairs"] = evaluation_table(study, "pairs")[1]
+    return tables
+
+
+def describe_column(column: str) -> tuple[str, str, str]:
+    """Return ``(type, meaning, allowed values)`` of an export column for the codebook."""
+    from webapp.tasks.rating_export import CODEBOOK as EVALUATION_CODEBOOK
+    from webapp.tasks.sentiment.export import CODEBOOK as SENTIMENT_CODEBOOK
+
+    if column in CODEBOOK:
+        return CODEBOOK[column]
+    if column in EVALUATION_CODEBOOK:
+        return EVALUATION_CODEBOOK[column]
+    if column in SENTIMENT_CODEBOOK:
+        return SENTIMENT_CODEBOOK[column]
+    for prefix, (kind, meaning, allowed) in _WIDE_PREFIX.items():
+        if column.startswith(prefix):
+            return kind, meaning.format(column[len(prefix) :]), allowed
+    return "str", "", ""
+
+
+def wide_rows(
+    study: Study, *, include_preview: bool = False, include_excluded: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Return one row per participant (the ``wide`` export) and its columns.
+
+    Per pair ``format__PAIR``, ``chose_target__PAIR`` and ``wtp_premium_pct__PAIR`` (pairs in
+    the study's order) and per demographics question ``demo_QUESTION`` follow the participant
+    columns :data:`PARTICIPANT_COLUMNS`.
+
+    Returns
+    -------
+    rows : list of dict
+    columns : list of str
+    """
+    from webapp.studydef import find_blocks
+
+    pairs = [p["id"] for b in find_blocks(study.definition, "product_choice") for p in b["pairs"]]
+    questions = [
+        q["id"] for b in find_blocks(study.definition, "demographics") for q in b["questions"]
+    ]
+    columns = list(PARTICIPANT_COLUMNS)
+    for pair in pairs:
+        name = column_name(pair)
+        columns += [f"format__{name}", f"chose_target__{name}", f"wtp_premium_pct__{name}"]
+    columns += [f"demo_{column_name(q)}" for q in questions]
+    answers: dict[int, dict[str, Any]] = {}
+    demo_rows = db.session.execute(
+        select(TaskResponse.participant_id, TaskResponse.payload)
+        .join(Participant, Participant.id == TaskResponse.participant_id)
+        .where(Participant.study_id == study.id, TaskResponse.task_type == "demographics")
+    )
+    for pid, payload in demo_rows:
+        answers.setdefault(pid, {}).update(payload.get("answers") or {})
+    query = (
+        select(Participant)
+        .where(Participant.study_id == study.id)
+        .options(selectinload(Participant.choices))
+        .order_by(Participant.id)
+    )
+    with_attention = _has_attention_check(study)
+    rows = []
+    for p in db.session.scalars(_scope(query, include_preview, include_excluded)):
+        row: dict[str, Any] = {
+            **_participant_cells(study, p, with_attention),
+            "excluded": int(p.excluded),
+            "n_choices": len(p.choices),
+            "n_chose_target": sum(int(c.chose_target) for c in p.choices),
+        }
+        for c in p.choices:
+            name = column_name(c.pair_id)
+            row[f"format__{name}"] = c.format
+            row[f"chose_target__{name}"] = int(c.chose_target)
+            row[f"wtp_premium_pct__{name}"] = c.wtp_premium_pct
+        for q, value in answers.get(p.id, {}).items():
+            row[f"demo_{column_name(q)}"] = None if value in ("", None) else str(value)
+        rows.append(row)
+    return rows, columns
+
+
+def page_time_rows(
+    study: Study, *, include_preview: bool = False, include_excluded: bool = False
+) -> list[dict[str, Any]]:
+    """Return one row per page shown (the ``page-times`` export), by participant and page.
+
+    Returns
+    -------
+    list of dict
+        Keys :data:`PAGE_TIME_COLUMNS`; ``server_ms`` is empty for pages never submitted.
+    """
+    query = (
+        select(PageVisit, Participant.code)
+        .join(Participant, Participant.id == PageVisit.participant_id)
+        .where(Participant.study_id == study.id)
+        .order_by(Participant.id, PageVisit.page_seq)
+    )
+    rows = []
+    for visit, code in db.session.execute(_scope(query, include_preview, include_excluded)):
+        server_ms = None
+        if visit.submitted_at is not None:
+            server_ms = round((visit.submitted_at - visit.shown_at).total_seconds() * 1000)
+        rows.append(
+            {
+                "study_slug": study.slug,
+                "participant_id": code,
+                "page_seq": visit.page_seq,
+                "page": visit.page,
+                "shown_at": _iso(visit.shown_at),
+                "submitted_at": _iso(visit.submitted_at),
+                "server_ms": server_ms,
+                "rt_ms": visit.rt_ms,
+            }
+        )
+    return rows
+
+
+def build_table(
+    study: Study,
+    fmt: str,
+    *,
+    include_preview: bool = False,
+    include_excluded: bool = False,
+    include_platform_ids: bool = False,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Return the rows and columns of one export format (see :data:`FORMATS`).
+
+    The ``codebook`` lists every column of the ``long``, ``wide`` and ``page-times`` tables
+    of this study: ``table, column, type, meaning, allowed_values``.
+
+    Raises
+    ------
+    ValueError
+        Unknown format, or platform IDs asked for outside the ``long`` table.
+    """
+    if include_platform_ids and fmt != "long":
+        raise ValueError("raw platform IDs are only available in the long export")
+    scope = {"include_preview": include_preview, "include_excluded": include_excluded}
+    from webapp.tasks.rating_export import evaluation_blocks, evaluation_table
+
+    if evaluation_blocks(study) and fmt in {"long", "pairs"}:
+        return evaluation_table(study, fmt, include_platform_ids=include_platform_ids, **scope)
+    if fmt == "pairs":
+        raise ValueError("the pairs export is for studies with a pairwise_preference block")
+    annotation = any(b["type"] == "sentiment_annotation" for b in study.definition["tasks"])
+    if fmt == "items" and not annotation:
+        raise ValueError("the items export is for studies with a sentiment_annotation block")
+    if annotation and fmt in {"long", "items"}:
+        from webapp.tasks.sentiment.export import sentiment_table
+
+        return sentiment_table(study, fmt, include_platform_ids=include_platform_ids, **scope)
+    if fmt == "long":
+        columns = list(LONG_CHOICE_COLUMNS)
+        if include_platform_ids:
+            columns += PLATFORM_ID_COLUMNS
+        return choice_rows(study, include_platform_ids=include_platform_ids, **scope), columns
+    if fmt == "wide":
+        return wide_rows(study, **scope)
+    if fmt == "page-times":
+        return page_time_rows(study, **scope), list(PAGE_TIME_COLUMNS)
+    if fmt == "codebook":
+        tables = {
+            "long": list(LONG_CHOICE_COLUMNS),
+            **(_sentiment_codebook_tables(study) if annotation else {}),
+            **_evaluation_codebook_tables(study),
+            "wide": wide_rows(study, **scope)[1],
+            "page-times": list(PAGE_TIME_COLUMNS),
+        }
+        rows = []
+        for table, cols in tables.items():
+            for col in cols:
+                kind, meaning, allowed = describe_column(col)
+                rows.append(
+                    {
+                        "table": table,
+                        "column": col,
+                        "type": kind,
+                        "meaning": meaning,
+                        "allowed_values": allowed,
+                    }
+                )
+        return rows, ["table", "column", "type", "meaning", "allowed_values"]
+    raise ValueError(f"unknown export format {fmt!r}; use one of {list(FORMATS)}")
+
+
+def write_parquet(
+    rows: Iterable[Mapping[str, Any]], columns: Iterable[str], out: str | Path | IO[bytes]
+) -> int:
+    """Write rows as Parquet with the codebook's column types; return the row count.
+
+    Text is stored as written: formula neutralising is for spreadsheets, and Parquet is read
+    by analysis code.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = list(columns)
+    rows = list(rows)
+    types = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+    arrays = []
+    for col in columns:
+        kind = describe_column(col)[0]
+        values = [row.get(col) for row in rows]
+        if kind == "str":
+            values = [None if v is None else str(v) for v in values]
+        arrays.append(pa.array(values, type=types[kind]))
+    pq.write_table(pa.Table.from_arrays(arrays, names=columns), out)
+    return len(rows)
+
+
+def export_table(
+    study: Study,
+    fmt: str,
+    out_path: str | Path,
+    **options: bool,
+) -> int:
+    """Write one export format to ``out_path``: Parquet for ``.parquet``, CSV otherwise.
+
+    Parameters
+    ----------
+    study : Study
+    fmt : str
+        One of :data:`FORMATS`.
+    out_path : str or Path
+    **options
+        ``include_preview``, ``include_excluded``, ``include_platform_ids``
+        (see :func:`build_table`).
+
+    Returns
+    -------
+    int
+        Rows written.
+    """
+    rows, columns = build_table(study, fmt, **options)
+    path = Path(out_path)
+    if path.suffix == ".parquet":
+        return write_parquet(rows, columns, path)
+    with path.open("w", newline="", encoding="utf-8") as fh:
         return write_csv(rows, columns, fh)
