@@ -82,7 +82,7 @@ def annotation_rows(
         Keys :data:`ANNOTATION_LONG_COLUMNS` (plus the platform ID columns on request),
         ordered by participant and ``trial_index``.
     """
-    from webapp.services.export import _iso, _scope
+    from webapp.services.export import _iso
 
     query = (
         select(Annotation, AnnotationItem, Participant)
@@ -92,7 +92,10 @@ def annotation_rows(
         .options(selectinload(Participant.identity))
         .order_by(Participant.id, AnnotationItem.block_id, Annotation.trial_index)
     )
-    query = _scope(query, include_preview, include_excluded)
+    if not include_preview:
+        query = query.where(Participant.is_preview.is_(False))
+    if not include_excluded:
+        query = query.where(Participant.excluded.is_(False))
     rows = []
     for a, item, p in db.session.execute(query):
         row = {
