@@ -232,7 +232,7 @@ def study(slug: str) -> str:
         action_form=ParticipantActionForm(),
         bonus_form=BonusForm(),
         reconcile_form=ReconcileForm(),
-        formats=export_service.FORMATS,
+        formats=export_service.formats_for(s),
         study=None,
     )
 
@@ -302,7 +302,7 @@ def participant_action(slug: str) -> Response:
 def export(slug: str, fmt: str, ext: str) -> Response:
     """Download an export (long, wide, page-times, codebook) as CSV or Parquet."""
     s = _study(slug)
-    if fmt not in export_service.FORMATS or ext not in _EXPORT_TYPES:
+    if fmt not in export_service.formats_for(s) or ext not in _EXPORT_TYPES:
         abort(404)
     options = {
         "include_preview": request.args.get("include_preview") == "1",

@@ -431,6 +431,13 @@ def page_time_rows(
     return rows
 
 
+def formats_for(study: Study) -> list[str]:
+    """The export formats that apply to a study (``items`` and ``pairs`` need their blocks)."""
+    types = {b["type"] for b in study.definition["tasks"]}
+    needs = {"items": "sentiment_annotation", "pairs": "pairwise_preference"}
+    return [f for f in FORMATS if f not in needs or needs[f] in types]
+
+
 def build_table(
     study: Study,
     fmt: str,

@@ -123,3 +123,28 @@ def test_exports_wide_page_times_codebook_and_parquet(app, study, make_researche
     assert str(table.schema.field("n_choices").type) == "int64"
     assert str(table.schema.field("duration_s").type) == "double"
     assert ana.get(f"{base}/nonsense.csv").status_code == 404
+
+
+def test_other_task_types_get_their_own_counts_and_formats(app, make_researcher):
+    from .conftest import page_token
+
+    ana = make_researcher("ana")
+    token = page_token(ana, "/researcher/")
+    resp = ana.post(
+        "/researcher/studies/load", data={"csrf_token": token, "name": "sentiment-demo.yaml"}
+    )
+    assert resp.status_code == 302, resp.get_data(as_text=True)
+    slug = resp.headers["Location"].rsplit("/", 1)[1]
+    data = ana.get(f"/researcher/studies/{slug}/live.json").get_json()
+    assert data["per_pair"] == {} and data["items"]
+    assert {"item_id", "confirmed", "reserved", "needed"} <= set(data["items"][0])
+    assert all(i["confirmed"] == 0 and i["needed"] > 0 for i in data["items"])
+    page = ana.get(f"/researcher/studies/{slug}").get_data(as_text=True)
+    assert 'data-export="items-csv"' in page and 'data-export="pairs-csv"' not in page
+    assert ana.get(f"/researcher/studies/{slug}/export/pairs.csv").status_code == 404
+    # And the product-choice demo has no items table.
+    token = page_token(ana, "/researcher/")
+    ana.post(
+        "/researcher/studies/load", data={"csrf_token": token, "name": "product-choice-demo.yaml"}
+    )
+    assert ana.get(f"/researcher/studies/{SLUG}/export/items.csv").status_code == 404
