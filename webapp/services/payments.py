@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import selectinload
 
 from webapp.extensions import db
@@ -272,7 +273,14 @@ def issue_bonuses(
         },
         commit=False,
     )
-    db.session.commit()
+    try:
+        db.session.commit()
+    except IntegrityError:  # another issue of the same bonuses committed first
+        db.session.rollback()
+        raise PaymentError(
+            "bonuses were being issued at the same time elsewhere; nothing was issued by this "
+            "run; run it again to issue what is still missing"
+        ) from None
     return BonusIssue(lines, new, skipped, zero)
 
 
