@@ -80,8 +80,11 @@ def register(app: Flask) -> None:
 
         try:
             db.session.rollback()
-        except Exception:  # the connection may be gone; the session is discarded anyway
-            db.session.remove()
+        except Exception:  # the connection is gone: discard the session (the pool replaces it)
+            try:
+                db.session.remove()
+            except Exception:
+                db.session.registry.clear()
         body, status = _render(
             "E503-BUSY",
             "We are very busy for a moment",
