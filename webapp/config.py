@@ -49,6 +49,14 @@ class BaseConfig:
     STUDIES_DIR: str | None = None
     # Uploads (study YAML, recruiter CSVs) larger than this are refused with HTTP 413.
     MAX_CONTENT_LENGTH = 16 * 1024 * 1024
+    # Reverse proxies in front of the app (``FRAMELAB_PROXY_HOPS``; Heroku's router is 1). Their
+    # X-Forwarded-For/-Proto/-Host are trusted that many hops deep, so login rate limiting sees
+    # the real client and recruitment links get the public https address.
+    PROXY_HOPS = 0
+    # Flask-WTF's "SSL strict" check wants a Referer on every HTTPS POST, but every page is sent
+    # with Referrer-Policy: no-referrer (participant URLs carry tokens), so browsers send none.
+    # The CSRF token and SameSite cookies still protect every form.
+    WTF_CSRF_SSL_STRICT = False
 
 
 class DevelopmentConfig(BaseConfig):
@@ -156,6 +164,8 @@ def resolve_config(
         settings["SQLALCHEMY_DATABASE_URI"] = env["DATABASE_URL"]
     if env.get("FRAMELAB_STUDIES_DIR"):
         settings["STUDIES_DIR"] = env["FRAMELAB_STUDIES_DIR"]
+    if env.get("FRAMELAB_PROXY_HOPS"):
+        settings["PROXY_HOPS"] = int(env["FRAMELAB_PROXY_HOPS"])
     settings.update(explicit)
     if not settings.get("STUDIES_DIR"):
         settings["STUDIES_DIR"] = str(

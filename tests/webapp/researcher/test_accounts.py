@@ -83,3 +83,29 @@ def test_audit_log_records_who_did_what(app, study, make_researcher):
     assert 'data-action="login"' in html
     bob = make_researcher("bob")
     assert 'data-action="study.state"' not in bob.get("/researcher/audit").get_data(as_text=True)
+
+
+def test_behind_a_proxy_links_use_the_public_https_address(tmp_path, study):
+    from tests.webapp.conftest import make_app
+
+    app = make_app(f"sqlite:///{tmp_path / 'proxy.sqlite'}", PROXY_HOPS=1)
+    from tests.webapp.conftest import load_demo
+    from webapp.services.researchers import set_researcher
+
+    load_demo(app)
+    with app.app_context():
+        set_researcher("root", PASSWORD, is_admin=True)
+    client = app.test_client()
+    headers = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "lab.example.org"}
+    token_page = client.get("/researcher/login", headers=headers).get_data(as_text=True)
+    from .conftest import csrf_from
+
+    client.post(
+        "/researcher/login",
+        data={"csrf_token": csrf_from(token_page), "username": "root", "password": PASSWORD},
+        headers=headers,
+    )
+    html = client.get("/researcher/studies/product-choice-demo", headers=headers).get_data(
+        as_text=True
+    )
+    assert "&lt;ExternalURL&gt;https://lab.example.org/s/product-choice-demo" in html
