@@ -46,6 +46,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     with app.app_context():
         _configure_engine(app, db.engine)
+    _release_session_safely(app, db)
 
     app.register_blueprint(tasks_bp)
     app.register_blueprint(participant_bp)
@@ -83,3 +84,24 @@ def _configure_engine(app: Flask, engine: Any) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _release_session_safely(app: Flask, db: Any) -> None:
+    """End each request's session without letting a dead connection replace its response.
+
+    When PostgreSQL restarts it terminates every connection; a request whose transaction was
+    still open (a GET that only read) then fails in Flask-SQLAlchemy's teardown, whose rollback
+    raises on the dead connection, and gunicorn answers a bare 500 instead of the page already
+    rendered. This teardown runs before Flask-SQLAlchemy's (teardowns run in reverse order):
+    it removes the session and, if the connection is gone, discards it (SQLAlchemy has already
+    invalidated the connection, so the pool replaces it).
+    """
+    from sqlalchemy.exc import DBAPIError
+
+    @app.teardown_appcontext
+    def _remove_session(exc: BaseException | None) -> None:
+        try:
+            db.session.remove()
+        except DBAPIError:
+            app.logger.warning("database connection lost while ending a request")
+            db.session.registry.clear()
