@@ -188,6 +188,13 @@ def export(
     show_default=True,
     help="pairwise_preference: share of verdicts that just take the summary shown first.",
 )
+@click.option(
+    "--p-shift",
+    type=click.FloatRange(0, 1),
+    default=0.3,
+    show_default=True,
+    help="Sentiment studies: chance that a bot labels an item against its base sentiment.",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the bots' own choices.")
 @with_appcontext
 def bots(
@@ -206,6 +213,7 @@ def bots(
     rating_mean: float,
     p_choose_a: float,
     p_position: float,
+    p_shift: float,
     seed: int | None,
 ) -> None:
     """Run simulated participants through the real pages (in-process or over HTTP)."""
@@ -228,6 +236,7 @@ def bots(
         rating_mean=rating_mean,
         p_choose_a=p_choose_a,
         p_position=p_position,
+        p_shift=p_shift,
     )
     summary = run_bots(
         current_app._get_current_object() if url is None else None,
