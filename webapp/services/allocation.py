@@ -267,7 +267,7 @@ def reserve_batch(
         savepoint.commit()
     if not chosen:
         return []
-    items = [pk for pk in chosen]
+    items = list(chosen)
     rng.shuffle(items)
     gold_pks = _gold_for(study, block, rng)
     order: list[tuple[int, bool]] = [(pk, False) for pk in items]
