@@ -249,11 +249,11 @@ _STATUSES = "started|screened_out|completed|returned|timed_out"
 CODEBOOK: dict[str, tuple[str, str, str]] = {
     "study_slug": ("str", "the study's slug", ""),
     "participant_id": ("str", "pseudonymous ID: p_ + 16 hex of an HMAC under the study salt", ""),
-    "platform": ("str", "how the participant arrived", "prolific|mturk|link"),
+    "platform": ("str", "how the participant arrived", "prolific|mturk|link|mturk_batch"),
     "status": ("str", "participant status", _STATUSES),
     "sequence": ("str", "format sequence (A starts with original, B with summary)", "A|B"),
     "seed": ("int", "randomisation seed (re-derives pair order and sides)", ""),
-    "trial_index": ("int", "0-based position of the pair in the sequence", ""),
+    "trial_index": ("int", "0-based position of the pair (or item) in the sequence", ""),
     "pair_id": ("str", "product pair ID from the stimulus set", ""),
     "product_type": ("str", "product type of the pair", ""),
     "format": ("str", "how the products were described", "original|summary"),
