@@ -137,9 +137,13 @@ def check_keys(raw: Mapping[str, Any], allowed: set[str], where: Where) -> None:
 def read_yaml(path: Path, where: Where) -> Any:
     """Parse a YAML file, turning syntax errors into located errors."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        return yaml.safe_load(raw.decode("utf-8"))
     except FileNotFoundError:
         raise where.error(f"file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise where.error(f"not UTF-8 text at line {line}: save the file as UTF-8") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""
