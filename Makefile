@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 5000
 N      ?= 50
 
-.PHONY: install install-dev run test lint format loadtest clean
+.PHONY: install install-dev run test lint format loadtest audit clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,12 @@ lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 
 test: install-dev
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
+	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 format: install-dev
@@ -51,6 +53,10 @@ WORKERS ?= 3
 THREADS ?= 4
 loadtest: install-dev
 	$(BIN)/python bench/loadtest.py --n $(N) --m $(M) --workers $(WORKERS) --threads $(THREADS) $(LOADTEST_ARGS)
+
+# Known vulnerabilities in the installed packages (needs PyPI's JSON API or OSV on the network).
+audit: install-dev
+	$(BIN)/pip-audit --progress-spinner off --strict
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
