@@ -624,6 +624,7 @@ class Ack:
     pair: str | None
     page_token: str
     answer: dict[str, str]
+    item: str | None = None  # annotation pages: the item labelled
 
 
 @dataclass(frozen=True)
@@ -752,6 +753,7 @@ class AsyncBot(Bot):
                     page.main.get("data-pair"),
                     data.get("page", ""),
                     fields,
+                    page.main.get("data-item"),
                 )
             )
         return new
