@@ -58,13 +58,15 @@ def test_audit_passes_then_catches_a_lost_and_a_duplicated_answer(app, study, se
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_loadtest_50_participants_passes_its_audit(pg_url, tmp_path):
+def test_loadtest_50_plus_10_participants_passes_its_audit(pg_url, tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
             str(ROOT / "bench" / "loadtest.py"),
             "--n",
             "50",
+            "--m",
+            "10",
             "--pgbench-s",
             "3",
             "--timeout-s",
@@ -82,9 +84,12 @@ def test_loadtest_50_participants_passes_its_audit(pg_url, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (result,) = tmp_path.glob("loadtest-*.json")
     report = json.loads(result.read_text())
-    assert report["participants"] == 50 and report["completed"] == 50
+    assert report["participants"] == 60 and report["completed"] == 60
+    assert report["sentiment"] == "ran"
     assert report["errors"] == 0 and report["lost"] == 0 and report["duplicated"] == 0
-    assert report["audit"]["ok"] and report["audit"]["db_completed"] == 50
+    assert report["audit"]["ok"] and report["audit"]["db_completed"] == 60
+    (block,) = report["audit"]["annotation"]["blocks"]
+    assert block["labels"] == 10 * 10 and block["quota"] == 5
     assert report["requests"] >= 50 * 50 and report["pgbench_tps"] > 0
     for key in ("p50_ms", "p95_ms", "p99_ms", "responses_per_s"):
         assert report[key] > 0
