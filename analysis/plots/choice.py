@@ -57,10 +57,15 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
 
 
 def _errors(est, low, high):
+    """Error-bar lengths below and above each estimate, never negative.
+
+    A Wilson bound can sit 1e-16 on the wrong side of a share of exactly 0 or 1, and matplotlib
+    refuses negative error lengths.
+    """
     import numpy as np
 
     est, low, high = (np.asarray(v, dtype=float) for v in (est, low, high))
-    return np.vstack([est - low, high - est])
+    return np.clip(np.vstack([est - low, high - est]), 0, None)
 
 
 def plot_pair_rates(

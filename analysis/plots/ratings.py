@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.plots.choice import _axes
-from analysis.plots.choice import _errors as _raw_errors
+from analysis.plots.choice import _axes, _errors
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,13 +22,6 @@ __all__ = [
     "plot_preference_by_bin",
     "plot_rating_means",
 ]
-
-
-def _errors(est, low, high):
-    """Error-bar lengths, never negative: a Wilson bound can sit 1e-16 inside a 0 or 1 share."""
-    import numpy as np
-
-    return np.clip(_raw_errors(est, low, high), 0, None)
 
 
 OUTCOME_COLORS = {
