@@ -234,6 +234,9 @@ class Gunicorn:
             "120",
             "--graceful-timeout",
             "5",
+            # Longer than the bots' client-side keep-alive (1.5 s), as behind a proxy.
+            "--keep-alive",
+            "5",
             "--backlog",
             "4096",
             "--access-logfile",

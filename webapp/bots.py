@@ -637,13 +637,23 @@ class Timing:
 
 
 class AsyncHttpTransport:
-    """Requests through one ``httpx.AsyncClient`` per bot (its own cookies)."""
+    """Requests through one ``httpx.AsyncClient`` per bot (its own cookies).
 
-    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+    ``keepalive_s`` must stay below the server's keep-alive timeout (gunicorn: 2 s by
+    default): otherwise a bot that thought for longer reuses a connection the server is just
+    closing, and its POST fails with "server disconnected" (httpx does not retry it).
+    """
+
+    def __init__(self, base_url: str, timeout: float = 30.0, keepalive_s: float = 1.5) -> None:
         import httpx
 
         self.host = urlsplit(base_url).netloc
-        self.client = httpx.AsyncClient(base_url=base_url, follow_redirects=False, timeout=timeout)
+        self.client = httpx.AsyncClient(
+            base_url=base_url,
+            follow_redirects=False,
+            timeout=timeout,
+            limits=httpx.Limits(keepalive_expiry=keepalive_s),
+        )
 
     async def request(
         self, method: str, url: str, data: Mapping[str, str] | None
