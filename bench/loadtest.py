@@ -369,7 +369,7 @@ async def run_async_bots(
     async def one(k: int, definition: Mapping[str, Any]) -> BotResult:
         if ramp_s > 0:
             await asyncio.sleep(ramp_s * k / max(1, len(plan)))
-        transport = AsyncHttpTransport(base_url, timeout=60.0)
+        transport = AsyncHttpTransport(base_url, timeout=120.0)
         bot = AsyncBot(
             transport,
             definition,

@@ -27,11 +27,23 @@ PLATFORMS = ("prolific", "mturk", "link")
 
 
 class StudyDefinitionError(ValueError):
-    """A study definition is invalid; ``str()`` reads ``FILE: PATH: REASON``."""
+    """A study definition is invalid; ``str()`` reads ``FILE: PATH: REASON (line N)``.
 
-    def __init__(self, file: str, path: str, reason: str) -> None:
-        self.file, self.path, self.reason = file, path, reason
-        super().__init__(f"{file}: {path or '(top level)'}: {reason}")
+    ``source`` is the file's path when known; :func:`load_study_file` uses it to add the line.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        path: str,
+        reason: str,
+        *,
+        line: int | None = None,
+        source: Path | None = None,
+    ) -> None:
+        self.file, self.path, self.reason, self.line, self.source = file, path, reason, line, source
+        at = f" (line {line})" if line else ""
+        super().__init__(f"{file}: {path or '(top level)'}: {reason}{at}")
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,8 @@ class Where:
 
     def error(self, reason: str) -> StudyDefinitionError:
         """Return an error located here (raise it)."""
-        return StudyDefinitionError(self.file, self.path, reason)
+        source = self.base_dir / self.file if self.base_dir is not None else None
+        return StudyDefinitionError(self.file, self.path, reason, source=source)
 
 
 def get_mapping(raw: Any, where: Where) -> dict[str, Any]:
@@ -288,7 +301,38 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     where = Where(path.name, "", path.parent.resolve())
-    return validate_definition(read_yaml(path, where), where)
+    try:
+        return validate_definition(read_yaml(path, where), where)
+    except StudyDefinitionError as exc:
+        raise _with_line(exc) from None
+
+
+_PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _with_line(exc: StudyDefinitionError) -> StudyDefinitionError:
+    """Add the line of the error's place (or of its nearest existing parent) in its file."""
+    if exc.line is not None or exc.source is None or not exc.path:
+        return exc
+    try:
+        node = yaml.compose(exc.source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return exc
+    line = None
+    for key, index in _PATH_TOKEN.findall(exc.path):
+        if index and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+            node = node.value[int(index)]
+            line = node.start_mark.line + 1
+        elif key and isinstance(node, yaml.MappingNode):
+            match = next((kv for kv in node.value if getattr(kv[0], "value", None) == key), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        else:
+            break
+    if line is None:
+        return exc
+    return StudyDefinitionError(exc.file, exc.path, exc.reason, line=line, source=exc.source)
 
 
 def definition_hash(definition: Mapping[str, Any]) -> str:

@@ -146,3 +146,26 @@ def test_a_non_utf8_file_is_refused_naming_the_file(tmp_path):
     study, _ = _setup(tmp_path)
     study.write_bytes(DEMO.read_bytes().replace(b"Choosing", b"Choos\xffing"))
     _load_or_refuse(study, study)
+
+
+def test_validation_errors_name_the_line_in_the_study_and_in_the_stimulus_file(tmp_path):
+    study, pairs = _setup(tmp_path)
+    text = DEMO.read_text()
+    study.write_text(text.replace('correct: "10"', 'correct: "11"', 1))
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if 'correct: "10"' in t)
+    try:
+        load_study_file(study)
+    except StudyDefinitionError as exc:
+        assert exc.line == line and str(exc).endswith(f"(line {line})"), str(exc)
+    else:
+        raise AssertionError("a wrong quiz answer was accepted")
+    study.write_text(text)
+    pairs_text = PAIRS.read_text()
+    pairs.write_text(pairs_text.replace("price_usd: ", "price_usd: -", 1))
+    line = next(i for i, t in enumerate(pairs_text.splitlines(), 1) if "price_usd: " in t)
+    try:
+        load_study_file(study)
+    except StudyDefinitionError as exc:
+        assert exc.file == "demo.yaml" and exc.line == line, str(exc)
+    else:
+        raise AssertionError("a negative price was accepted")
