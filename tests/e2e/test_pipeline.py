@@ -88,3 +88,26 @@ def test_bots_export_analysis_from_the_command_line(tmp_path):
     # Simulated 83.7% vs 52.3%: a difference of 0.314 that the test must recover.
     assert res["ci_low"] < 0.314 < res["ci_high"]
     assert res["p_val"] < 1e-6
+
+    # The report command on the same file; its chi-square is checked against scipy applied to
+    # the exported 2x2 table directly, so the two halves are checked against each other.
+    import json
+
+    from scipy.stats import chi2_contingency
+
+    report = tmp_path / "report"
+    _run("framelab", "analyze", "choice", str(csv_path), "--out", str(report), env=env)
+    results = json.loads((report / "results.json").read_text())
+    assert (report / "report.html").exists()
+    assert results["meta"]["n_rows_analysed"] == 400
+    table = [[0, 0], [0, 0]]
+    for fmt, chose in zip(df["format"], df["chose_target"], strict=True):
+        table[fmt == "summary"][int(chose)] += 1
+    chi2 = {row["test"]: row for row in results["tables"]["chi2"]}
+    for test, correction in (("pearson_yates", True), ("pearson", False)):
+        expected = chi2_contingency(table, correction=correction)
+        assert chi2[test]["chi2"] == pytest.approx(expected.statistic, rel=1e-9)
+        assert chi2[test]["p_val"] == pytest.approx(expected.pvalue, rel=1e-9)
+    rates = {r["format"]: r["estimate"] for r in results["tables"]["selection_rates"]}
+    assert rates["summary"] == pytest.approx(table[1][1] / 200)
+    assert rates["original"] == pytest.approx(table[0][1] / 200)
