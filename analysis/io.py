@@ -391,9 +391,9 @@ def _pseudonym(worker_id: str) -> str:
 def load_mturk(
     paths: str | Path | Sequence[str | Path],
     *,
-    item_col: str = "Input.ID",
+    item_col: str = "Input.item_id",
     label_col: str = "Answer.sentiment.label",
-    base_col: str = "Input.answer",
+    base_col: str = "Input.base_sentiment",
     worker_col: str = "WorkerId",
     status_col: str = "AssignmentStatus",
     keep_rejected: bool = False,

@@ -171,7 +171,9 @@ def choice_command(
     type=click.Path(exists=True, dir_okay=False),
     help="MTurk batch-results CSV (repeatable).",
 )
-@click.option("--item-col", default="Input.ID", show_default=True, help="MTurk item ID column.")
+@click.option(
+    "--item-col", default="Input.item_id", show_default=True, help="MTurk item ID column."
+)
 @click.option(
     "--label-col",
     default="Answer.sentiment.label",
@@ -179,7 +181,10 @@ def choice_command(
     help="MTurk label column (case-insensitive values).",
 )
 @click.option(
-    "--base-col", default="Input.answer", show_default=True, help="MTurk base-sentiment column."
+    "--base-col",
+    default="Input.base_sentiment",
+    show_default=True,
+    help="MTurk base-sentiment column.",
 )
 @click.option("--worker-col", default="WorkerId", show_default=True, help="MTurk worker column.")
 @click.option(

@@ -124,14 +124,16 @@ def test_mturk_batches_with_mapping_and_case(tmp_path):
         ],
     )
     write_mturk(second, [("h2", "A1B2", "Submitted", "18", "bad", "negative", "NEUTRAL")])
-    data = load_mturk([first, second])
+    # The seed study's batch files name their columns Input.ID / Input.answer.
+    data = load_mturk([first, second], item_col="Input.ID", base_col="Input.answer")
     assert data["item_id"].tolist() == ["17", "18"]  # the rejected assignment is dropped
     assert data["label"].tolist() == ["negative", "neutral"]
     assert data["base_sentiment"].tolist() == ["positive", "negative"]
     assert data["participant_id"].nunique() == 1
     assert not data["participant_id"].str.contains("A1B2").any()  # worker IDs pseudonymised
     assert (data["platform"] == "mturk_batch").all()
-    assert len(load_mturk(first, keep_rejected=True)) == 2
+    mapped = {"item_col": "Input.ID", "base_col": "Input.answer"}
+    assert len(load_mturk(first, keep_rejected=True, **mapped)) == 2
 
 
 def test_mturk_custom_columns_and_errors(tmp_path):
@@ -139,7 +141,7 @@ def test_mturk_custom_columns_and_errors(tmp_path):
     pd.DataFrame(
         {"WorkerId": ["w"], "Input.item": ["x"], "Answer.s": ["happy"], "Input.base": ["positive"]}
     ).to_csv(path, index=False)
-    with pytest.raises(ExportFormatError, match=r"missing column\(s\): \['Input.ID'"):
+    with pytest.raises(ExportFormatError, match=r"missing column\(s\): \['Input.item_id'"):
         load_mturk(path)
     with pytest.raises(ExportFormatError, match="'label': unexpected value"):
         load_mturk(path, item_col="Input.item", label_col="Answer.s", base_col="Input.base")
