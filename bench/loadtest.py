@@ -732,6 +732,9 @@ def main(argv: list[str] | None = None) -> int:
     from webapp import create_app
     from webapp.services.studies import get_study
 
+    # A SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so gunicorn is stopped and the
+    # databases are dropped by the context managers below.
+    signal.signal(signal.SIGTERM, _interrupt)
     started = datetime.now(UTC)
     info = machine()
     secret = secrets.token_hex(32)
@@ -844,6 +847,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result_audit["ok"] and report["errors"] == 0 else 1
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _print(r: Mapping[str, Any], out: Path) -> None:
     print(
         f"participants {r['participants']} (completed {r['completed']}), requests "
@@ -876,4 +883,7 @@ def _print(r: Mapping[str, Any], out: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit("interrupted: gunicorn stopped, databases dropped, no result written")
