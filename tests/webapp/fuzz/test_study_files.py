@@ -169,3 +169,45 @@ def test_validation_errors_name_the_line_in_the_study_and_in_the_stimulus_file(t
         assert exc.file == "demo.yaml" and exc.line == line, str(exc)
     else:
         raise AssertionError("a negative price was accepted")
+
+
+SENTIMENT = ROOT / "stimuli" / "studies" / "sentiment-demo.yaml"
+CSV_FILES = ("demo_items.csv", "demo_gold.csv", "qualification.csv")
+
+
+@SETTINGS
+@given(
+    name=st.sampled_from(CSV_FILES),
+    row=st.integers(0, 80),
+    column=st.integers(0, 7),
+    value=st.one_of(SCALARS.map(str), st.just(""), st.just('"unclosed')),
+    raw=st.one_of(st.none(), st.binary(max_size=200)),
+)
+def test_mutated_annotation_item_files_are_refused_naming_the_csv(
+    tmp_path, name, row, column, value, raw
+):
+    import csv
+    import io
+
+    studies = tmp_path / "studies"
+    shutil.copytree(ROOT / "stimuli" / "sentiment", tmp_path / "sentiment", dirs_exist_ok=True)
+    studies.mkdir(exist_ok=True)
+    shutil.copy(SENTIMENT, studies / SENTIMENT.name)
+    target = tmp_path / "sentiment" / name
+    if raw is not None:
+        target.write_bytes(raw)
+    else:
+        rows = list(csv.reader(io.StringIO(target.read_text(encoding="utf-8"))))
+        r = rows[row % len(rows)]
+        if column < len(r):
+            r[column] = value
+        else:
+            r.append(value)
+        out = io.StringIO()
+        csv.writer(out).writerows(rows)
+        target.write_text(out.getvalue(), encoding="utf-8")
+    try:
+        load_study_file(studies / SENTIMENT.name)
+    except StudyDefinitionError as exc:
+        assert str(exc).startswith((f"{name}: ", f"{SENTIMENT.name}: ")), str(exc)
+        assert exc.reason
