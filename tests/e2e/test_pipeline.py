@@ -111,3 +111,93 @@ def test_bots_export_analysis_from_the_command_line(tmp_path):
     rates = {r["format"]: r["estimate"] for r in results["tables"]["selection_rates"]}
     assert rates["summary"] == pytest.approx(table[1][1] / 200)
     assert rates["original"] == pytest.approx(table[0][1] / 200)
+
+
+@pytest.mark.slow
+def test_annotation_bots_export_analysis_from_the_command_line(tmp_path):
+    """Sentiment bots → long and items exports → ``framelab analyze annotations`` with a model.
+
+    The platform counts shifts per item when it exports items; the analysis package counts them
+    again from the label rows. The two counts must agree item by item.
+    """
+    import csv
+    import json
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'sent.sqlite'}",
+        "SECRET_KEY": "pipeline-test",
+        "FRAMELAB_ENV": "development",
+    }
+    _run("flask", "--app", "webapp", "db", "upgrade", env=env)
+    _run("framelab", "study", "load", "stimuli/studies/sentiment-demo.yaml", env=env)
+    out = _run(
+        "framelab",
+        "bots",
+        "sentiment-demo",
+        "--n",
+        "36",
+        "--seed",
+        "3",
+        "--p-shift",
+        "0.3",
+        env=env,
+    )
+    assert "error" not in out.lower()
+    labels_csv, items_csv = tmp_path / "labels.csv", tmp_path / "items.csv"
+    _run(
+        "framelab",
+        "export",
+        "sentiment-demo",
+        "--format",
+        "long",
+        "--out",
+        str(labels_csv),
+        env=env,
+    )
+    _run(
+        "framelab",
+        "export",
+        "sentiment-demo",
+        "--format",
+        "items",
+        "--out",
+        str(items_csv),
+        env=env,
+    )
+    with items_csv.open(newline="") as fh:
+        items = list(csv.DictReader(fh))
+    assert items and all(int(i["n_labels"]) == 5 for i in items)
+
+    # A model that shifts exactly on the items whose ID ends in an even digit.
+    predictions = tmp_path / "model.csv"
+    flip = {"positive": "negative", "negative": "positive"}
+    with predictions.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "model", "label"])
+        for i in items:
+            even = i["item_id"][-1] in "02468"
+            w.writerow(
+                [i["item_id"], "toy", flip[i["base_sentiment"]] if even else i["base_sentiment"]]
+            )
+
+    report = tmp_path / "report"
+    _run(
+        "framelab", "analyze", "annotations", "--export", str(labels_csv),
+        "--predictions", str(predictions), "--out", str(report), env=env,
+    )  # fmt: skip
+    results = json.loads((report / "results.json").read_text())
+    assert (report / "report.html").exists()
+    analysed = {r["item_id"]: r["shift_count"] for r in results["tables"]["items"]}
+    platform = {i["item_id"]: int(i["shift_count"]) for i in items}
+    assert analysed == platform
+    (toy,) = results["tables"]["human_model"]
+    assert toy["model"] == "toy" and toy["n"] == len(items)
+
+    # Pearson r between the human shift count and the toy model's shift, by scipy directly.
+    from scipy.stats import pearsonr
+
+    ids = sorted(platform)
+    expected = pearsonr([platform[i] for i in ids], [int(i[-1] in "02468") for i in ids])
+    assert toy["estimate"] == pytest.approx(expected.statistic, rel=1e-9)
+    assert toy["p_val"] == pytest.approx(expected.pvalue, rel=1e-9)
