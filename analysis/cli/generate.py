@@ -295,3 +295,101 @@ def annotation_items_command(input_path: str, out_path: str, keep_changed: bool)
         raise click.ClickException(str(exc)) from exc
     path = write_items_csv(items, out_path)
     click.echo(f"{len(items)} items -> {path} ({dropped} reframings dropped)")
+
+
+@generate.command("rating-set")
+@click.option(
+    "--input",
+    "input_paths",
+    required=True,
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="perspective-summary records (JSONL), one file per model or one for all; repeatable.",
+)
+@click.option(
+    "--references",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CSV with item_id, perspective, text: reference (e.g. human) summaries.",
+)
+@click.option(
+    "--order",
+    type=click.Choice(["left_first", "right_first"]),
+    default="left_first",
+    show_default=True,
+)
+@click.option("--reference-system", default="reference", show_default=True)
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--metrics-out",
+    type=click.Path(dir_okay=False),
+    help="Also write BLEU/ROUGE of each summary against the reference (for analyze ratings).",
+)
+def rating_set_command(
+    input_paths: tuple[str, ...],
+    references: str | None,
+    order: str,
+    reference_system: str,
+    out_path: str,
+    metrics_out: str | None,
+) -> None:
+    """Build a summary_rating stimulus set from perspective-summary records."""
+    import csv
+
+    from analysis.llm.builders import BuildError
+    from analysis.llm.builders_eval import rating_set, summary_metrics, write_jsonl
+    from analysis.llm.store import read_records
+
+    refs: dict[tuple[str, str], str] | None = None
+    if references:
+        with open(references, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"item_id", "perspective", "text"} - set(reader.fieldnames or [])
+            if missing:
+                raise click.ClickException(f"{references}: missing column(s) {sorted(missing)}")
+            refs = {(r["item_id"], r["perspective"]): r["text"] for r in reader}
+    records = [rec for path in input_paths for rec in read_records(path)]
+    try:
+        sources = rating_set(
+            records, references=refs, order=order, reference_system=reference_system
+        )
+        path = write_jsonl(sources, out_path)
+        click.echo(f"{len(sources)} sources -> {path}")
+        if metrics_out:
+            import pandas as pd
+
+            rows = summary_metrics(sources, reference_system=reference_system)
+            pd.DataFrame(rows).to_csv(metrics_out, index=False)
+            click.echo(f"{len(rows)} summary metrics -> {metrics_out}")
+    except BuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@generate.command("preference-set")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="judge-pair records (JSONL) or the items given to judge-pair.",
+)
+@click.option("--human-system", default="human", show_default=True)
+@click.option("--generated-system", default=None, help="Default: the records' model name.")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+def preference_set_command(
+    input_path: str, human_system: str, generated_system: str | None, out_path: str
+) -> None:
+    """Build a pairwise_preference stimulus set (human vs generated summary) from judge-pair."""
+    from analysis.llm.builders import BuildError
+    from analysis.llm.builders_eval import preference_set, write_jsonl
+    from analysis.llm.store import read_records
+
+    try:
+        pairs = preference_set(
+            read_records(input_path),
+            human_system=human_system,
+            generated_system=generated_system,
+        )
+    except BuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    path = write_jsonl(pairs, out_path)
+    click.echo(f"{len(pairs)} pairs -> {path}")

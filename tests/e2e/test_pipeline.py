@@ -201,3 +201,74 @@ def test_annotation_bots_export_analysis_from_the_command_line(tmp_path):
     expected = pearsonr([platform[i] for i in ids], [int(i[-1] in "02468") for i in ids])
     assert toy["estimate"] == pytest.approx(expected.statistic, rel=1e-9)
     assert toy["p_val"] == pytest.approx(expected.pvalue, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_evaluation_sets_from_generation_records_load_and_run(tmp_path):
+    """perspective-summary / judge-pair records → `framelab generate rating-set|preference-set`
+    → a study using them loads on the platform and bots complete it."""
+    import json
+
+    import yaml
+
+    def rec(item, perspective, model, output):
+        return {
+            "item_id": item, "task": "perspective-summary", "model": model,
+            "perspective": perspective, "order": "left_first",
+            "variant": f"order=left_first,perspective={perspective}",
+            "input": {"item_id": item, "left": f"Left passage of {item}.",
+                      "right": f"Right passage of {item}."},
+            "output": f"{model} on the {perspective} of {item}.",
+        }  # fmt: skip
+
+    gen = tmp_path / "perspective.jsonl"
+    with gen.open("w") as fh:
+        for item in ("d1", "d2"):
+            for side in ("left", "right"):
+                for model in ("org/model-a", "org/model-b"):
+                    fh.write(json.dumps(rec(item, side, model, "")) + "\n")
+    refs = tmp_path / "refs.csv"
+    lines = [f"{i},{s},People on the {s} of {i}." for i in ("d1", "d2") for s in ("left", "right")]
+    refs.write_text("item_id,perspective,text\n" + "\n".join(lines) + "\n")
+    judge = tmp_path / "judge.jsonl"
+    with judge.open("w") as fh:
+        for n in range(3):
+            item = {"item_id": f"n{n}", "text": f"Source {n}.", "human_summary": f"Human {n}.",
+                    "generated_summary": f"Generated {n}.", "model": "org/model-a"}  # fmt: skip
+            for order in ("gt_first", "generated_first"):
+                fh.write(json.dumps({"item_id": f"n{n}", "task": "judge-pair", "order": order,
+                                     "input": item, "label": "gt"}) + "\n")  # fmt: skip
+
+    rating_set, pairs = tmp_path / "rating.jsonl", tmp_path / "pairs.jsonl"
+    out = _run(
+        "framelab", "generate", "rating-set", "--input", str(gen), "--references", str(refs),
+        "--out", str(rating_set), "--metrics-out", str(tmp_path / "metrics.csv"), env=os.environ,
+    )  # fmt: skip
+    assert "4 sources" in out
+    out = _run(
+        "framelab", "generate", "preference-set", "--input", str(judge), "--out", str(pairs),
+        env=os.environ,
+    )  # fmt: skip
+    assert "3 pairs" in out
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'eval.sqlite'}",
+        "SECRET_KEY": "pipeline-test",
+        "FRAMELAB_ENV": "development",
+    }
+    _run("flask", "--app", "webapp", "db", "upgrade", env=env)
+    for demo, block, items_path in (
+        ("rating-demo", "summary_rating", rating_set),
+        ("preference-demo", "pairwise_preference", pairs),
+    ):
+        study = yaml.safe_load((ROOT / "stimuli" / "studies" / f"{demo}.yaml").read_text())
+        study["slug"] = f"my-{demo}"
+        for task in study["tasks"]:
+            if task["type"] == block:
+                task["items"] = str(items_path)
+        path = tmp_path / f"my-{demo}.yaml"
+        path.write_text(yaml.safe_dump(study, sort_keys=False))
+        assert "created" in _run("framelab", "study", "load", str(path), env=env)
+        out = _run("framelab", "bots", f"my-{demo}", "--n", "2", "--platform", "link", env=env)
+        assert "completed 2" in out
