@@ -21,6 +21,7 @@ import pytest
 from webapp import create_app
 
 N_BOTS = 16
+N_ANNOTATORS = 8
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -35,24 +36,27 @@ def served(pg_url, loadtest, tmp_path) -> Iterator[tuple]:
         loadtest.prepare_database(db_url, env)
         app = create_app({"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": env["SECRET_KEY"]})
         with app.app_context():
-            definition = get_study("product-choice-demo").definition
+            # Product-choice bots, plus sentiment-annotation bots (reserved slots) if available.
+            groups = [(get_study("product-choice-demo").definition, N_BOTS)]
+            sentiment = get_study("sentiment-demo")
+            if sentiment is not None:
+                groups.append((sentiment.definition, N_ANNOTATORS))
         with loadtest.Gunicorn({**env, "DATABASE_URL": db_url}, 2, 2, tmp_path) as server:
-            yield app, server, definition
+            yield app, server, groups
         with app.app_context():
             from webapp.extensions import db
 
             db.engine.dispose()
 
 
-def _strike_mid_run(loadtest, url: str, definition, strike: Callable[[], None]):
+def _strike_mid_run(loadtest, url: str, groups, strike: Callable[[], None]):
     """Run the bots; call ``strike`` (in a thread) once 150 submissions were acknowledged."""
     run = loadtest.BotRun()
+    n = sum(k for _, k in groups)
 
     async def scenario():
         bots = asyncio.ensure_future(
-            loadtest.run_async_bots(
-                url, [(definition, N_BOTS)], concurrency=N_BOTS, seed=21, timeout_s=400, run=run
-            )
+            loadtest.run_async_bots(url, groups, concurrency=n, seed=21, timeout_s=400, run=run)
         )
         while sum(len(b.acks) for b in run.bots) < 150 and not bots.done():
             await asyncio.sleep(0.05)
@@ -72,18 +76,22 @@ def _check(loadtest, app, server, run) -> Counter:
     statuses = Counter(t.status for b in run.bots for t in b.timings)
     outcomes = [r.outcome for r in run.results]
     errors = [r.error for r in run.results if r.error]
-    assert outcomes == ["completed"] * N_BOTS, f"{errors}\n{_tracebacks(server)}"
+    assert outcomes == ["completed"] * len(run.bots), f"{errors}\n{_tracebacks(server)}"
     assert 500 not in statuses, f"{statuses}\n{_tracebacks(server)}"
     report = loadtest.audit(app, run)
     assert report["ok"], report["problems"]
     assert report["lost"] == 0 and report["duplicated"] == 0
+    annotation = report["annotation"]
+    if annotation.get("checked"):  # every label acknowledged is stored, no item over quota
+        (block,) = annotation["blocks"]
+        assert block["labels"] >= 10 * N_ANNOTATORS and not annotation["violations"]
     # For docs/reliability.md (visible with -s): what the bots saw and how often they recovered.
     print(f"statuses {dict(statuses)}, recoveries {report['recoveries']}")
     return statuses
 
 
 def test_sigkill_of_a_worker_mid_run_loses_nothing(served, loadtest):
-    app, server, definition = served
+    app, server, groups = served
     before = server.worker_pids()
     killed: list[int] = []
 
@@ -93,7 +101,7 @@ def test_sigkill_of_a_worker_mid_run_loses_nothing(served, loadtest):
             killed.append(pid)
             asyncio.run(asyncio.sleep(0.5))
 
-    run = _strike_mid_run(loadtest, server.url, definition, kill)
+    run = _strike_mid_run(loadtest, server.url, groups, kill)
     statuses = _check(loadtest, app, server, run)
     after = server.worker_pids()
     assert len(after) == 2 and not set(after) & set(killed)  # gunicorn replaced both
@@ -106,7 +114,7 @@ def _cluster() -> str:
 
 
 def test_postgres_restart_mid_run_shows_the_retry_page_then_completes(served, loadtest):
-    app, server, definition = served
+    app, server, groups = served
     if not Path("/etc/postgresql").is_dir():
         pytest.skip("no Debian PostgreSQL cluster to restart (pg_ctlcluster)")
 
@@ -118,7 +126,7 @@ def test_postgres_restart_mid_run_shows_the_retry_page_then_completes(served, lo
             timeout=120,
         )
 
-    run = _strike_mid_run(loadtest, server.url, definition, restart)
+    run = _strike_mid_run(loadtest, server.url, groups, restart)
     statuses = _check(loadtest, app, server, run)
     retry_pages = [
         t for b in run.bots for t in b.timings if t.status == 503
