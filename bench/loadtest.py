@@ -598,7 +598,10 @@ def audit_annotations(db: Any, studies: Mapping[int, Any], run: BotRun) -> dict[
             ):
                 lost += 1
                 violations.append(f"{bot.external_id}: label of {ack.item} lost")
+    ran = {b.definition.get("slug") for b in run.bots}
     for study in studies.values():
+        if study.slug not in ran:
+            continue
         for block in study.definition["tasks"]:
             if block["type"] != SENTIMENT_TYPE:
                 continue
