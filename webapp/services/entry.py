@@ -188,6 +188,61 @@ def balance_counts(study: Study, now: datetime, active_window: timedelta) -> dic
     return counts
 
 
+def add_participant(
+    study: Study,
+    *,
+    platform: Platform,
+    external_id: str,
+    now: datetime,
+    seed: int,
+    sequence: str,
+    status: ParticipantStatus = ParticipantStatus.started,
+    block_index: int = 0,
+    finished_at: datetime | None = None,
+    is_preview: bool = False,
+    external_study_id: str | None = None,
+    external_session_id: str | None = None,
+    return_url: str | None = None,
+) -> Participant:
+    """Add a participant and its platform identity (kept apart from responses); flush, no commit.
+
+    The one place a participant row is created, for link entries and for imported MTurk batch
+    workers alike, so the pseudonym and the identity row can never drift apart.
+    """
+    participant = Participant(
+        study_id=study.id,
+        code=pseudonym(study.export_salt, platform, external_id),
+        platform=platform,
+        seed=seed,
+        sequence=sequence,
+        status=status,
+        block_index=block_index,
+        step=0,
+        page_seq=0,
+        quiz_attempts=0,
+        is_preview=is_preview,
+        study_version=study.version,
+        started_at=now,
+        last_seen_at=now,
+        finished_at=finished_at,
+    )
+    db.session.add(participant)
+    db.session.flush()
+    db.session.add(
+        PlatformIdentity(
+            participant_id=participant.id,
+            study_id=study.id,
+            platform=platform,
+            external_id=external_id,
+            external_study_id=external_study_id,
+            external_session_id=external_session_id,
+            return_url=return_url,
+            created_at=now,
+        )
+    )
+    return participant
+
+
 def enroll(
     study: Study,
     entry: Entry,
@@ -229,35 +284,17 @@ def enroll(
         db.session.commit()
         return existing
     sequence = choose_sequence(balance_counts(study, now, active_window), rng)
-    participant = Participant(
-        study_id=study.id,
-        code=pseudonym(study.export_salt, entry.platform, entry.external_id),
+    participant = add_participant(
+        study,
         platform=entry.platform,
+        external_id=entry.external_id,
+        now=now,
         seed=rng.randrange(2**31),
         sequence=sequence,
-        status=ParticipantStatus.started,
-        block_index=0,
-        step=0,
-        page_seq=0,
-        quiz_attempts=0,
         is_preview=is_preview,
-        study_version=study.version,
-        started_at=now,
-        last_seen_at=now,
-    )
-    db.session.add(participant)
-    db.session.flush()
-    db.session.add(
-        PlatformIdentity(
-            participant_id=participant.id,
-            study_id=study.id,
-            platform=entry.platform,
-            external_id=entry.external_id,
-            external_study_id=entry.external_study_id,
-            external_session_id=entry.external_session_id,
-            return_url=entry.return_url,
-            created_at=now,
-        )
+        external_study_id=entry.external_study_id,
+        external_session_id=entry.external_session_id,
+        return_url=entry.return_url,
     )
     # Consent was given by submitting the entry form: start on the block after it.
     blocks = study.definition["tasks"]

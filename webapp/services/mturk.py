@@ -295,7 +295,7 @@ def _read_rows(
 
 
 def _batch_participant(study: Study, row: _Row, now: datetime) -> Participant:
-    from webapp.services.entry import pseudonym
+    from webapp.services.entry import add_participant
 
     found = db.session.scalar(
         select(Participant)
@@ -308,36 +308,18 @@ def _batch_participant(study: Study, row: _Row, now: datetime) -> Participant:
     )
     if found is not None:
         return found
-    p = Participant(
-        study_id=study.id,
-        code=pseudonym(study.export_salt, Platform.mturk_batch, row.worker),
+    return add_participant(
+        study,
         platform=Platform.mturk_batch,
+        external_id=row.worker,
+        now=now,
         seed=0,  # nothing to randomise: MTurk chose the items
         sequence="A",
         status=ParticipantStatus.completed,
         block_index=len(study.definition["tasks"]),
-        step=0,
-        page_seq=0,
-        quiz_attempts=0,
-        is_preview=False,
-        study_version=study.version,
-        started_at=now,
-        last_seen_at=now,
         finished_at=now,
+        external_study_id=row.hit or None,
     )
-    db.session.add(p)
-    db.session.flush()
-    db.session.add(
-        PlatformIdentity(
-            participant_id=p.id,
-            study_id=study.id,
-            platform=Platform.mturk_batch,
-            external_id=row.worker,
-            external_study_id=row.hit or None,
-            created_at=now,
-        )
-    )
-    return p
 
 
 def import_batch_results(
