@@ -4,7 +4,8 @@ Precedence, highest first:
 
 1. the ``config`` mapping passed to ``create_app(config)`` (tests, embedding);
 2. the environment: ``SECRET_KEY``, ``DATABASE_URL``, ``FRAMELAB_ENV``
-   (``development`` | ``production`` | ``testing``), ``FRAMELAB_STUDIES_DIR``;
+   (``development`` | ``production`` | ``testing``), ``FRAMELAB_STUDIES_DIR``,
+   ``FRAMELAB_PROXY_HOPS``, ``FRAMELAB_ACTIVE_WINDOW_MINUTES``;
 3. the defaults of the class selected by ``FRAMELAB_ENV`` (``development`` when unset).
 
 The database defaults to ``instance/framelab.sqlite``. ``DATABASE_URL`` may use Heroku's
@@ -89,6 +90,13 @@ CONFIGS: dict[str, type[BaseConfig]] = {
 }
 
 
+# Whole-number settings that the environment may override: variable -> config key.
+_INT_ENV = {
+    "FRAMELAB_PROXY_HOPS": "PROXY_HOPS",
+    "FRAMELAB_ACTIVE_WINDOW_MINUTES": "ACTIVE_WINDOW_MINUTES",
+}
+
+
 def normalise_database_url(url: str) -> str:
     """Map Heroku-style and driver-less PostgreSQL URLs onto psycopg 3.
 
@@ -164,8 +172,12 @@ def resolve_config(
         settings["SQLALCHEMY_DATABASE_URI"] = env["DATABASE_URL"]
     if env.get("FRAMELAB_STUDIES_DIR"):
         settings["STUDIES_DIR"] = env["FRAMELAB_STUDIES_DIR"]
-    if env.get("FRAMELAB_PROXY_HOPS"):
-        settings["PROXY_HOPS"] = int(env["FRAMELAB_PROXY_HOPS"])
+    for var, key in _INT_ENV.items():
+        if env.get(var):
+            try:
+                settings[key] = int(env[var])
+            except ValueError:
+                raise ConfigError(f"{var}={env[var]!r} is not a whole number") from None
     settings.update(explicit)
     if not settings.get("STUDIES_DIR"):
         settings["STUDIES_DIR"] = str(

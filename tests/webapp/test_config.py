@@ -44,6 +44,15 @@ def test_production_refuses_to_start_without_secret_key(tmp_path):
     assert settings["SESSION_COOKIE_SECURE"] is True
 
 
+def test_whole_number_settings_from_the_environment(tmp_path):
+    env = {"FRAMELAB_ACTIVE_WINDOW_MINUTES": "15", "FRAMELAB_PROXY_HOPS": "1"}
+    settings = resolve_config(tmp_path, None, environ=env)
+    assert settings["ACTIVE_WINDOW_MINUTES"] == 15 and settings["PROXY_HOPS"] == 1
+    assert resolve_config(tmp_path, None, environ={})["ACTIVE_WINDOW_MINUTES"] == 60
+    with pytest.raises(ConfigError, match="FRAMELAB_ACTIVE_WINDOW_MINUTES='soon'"):
+        resolve_config(tmp_path, None, environ={"FRAMELAB_ACTIVE_WINDOW_MINUTES": "soon"})
+
+
 def test_unknown_environment_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="FRAMELAB_ENV"):
         resolve_config(tmp_path, None, environ={"FRAMELAB_ENV": "staging"})
