@@ -28,7 +28,7 @@ COMMANDS: dict[str, str] = {
 
 @click.group()
 def study() -> None:
-    """Load and list study definitions."""
+    """Load, list and open or close studies."""
 
 
 @study.command("load")
@@ -83,7 +83,30 @@ def study_list() -> None:
     for s in studies:
         counts = status_counts(s)
         summary = ", ".join(f"{k} {v['total']}" for k, v in counts.items() if v["total"])
-        click.echo(f"{s.slug}\tv{s.version}\t{s.title}\t{summary or 'no participants'}")
+        click.echo(
+            f"{s.slug}\tv{s.version}\t{s.title}\t{summary or 'no participants'}\t{s.state.value}"
+        )
+
+
+@study.command("state")
+@click.argument("slug")
+@click.argument("target", type=click.Choice(["live", "paused", "closed"]))
+@with_appcontext
+def study_state(slug: str, target: str) -> None:
+    """Move a study to live, paused or closed (as the console's buttons do; audited)."""
+    from webapp.models import StudyState
+    from webapp.services.researchers import ConsoleError, change_state
+    from webapp.services.studies import get_study
+
+    s = get_study(slug)
+    if s is None:
+        raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    before = s.state.value
+    try:
+        change_state(s, StudyState(target), "cli")
+    except ConsoleError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{slug}: {before} -> {target}")
 
 
 @click.command()

@@ -27,6 +27,13 @@ def test_study_load_and_list(runner, tmp_path):
     assert "unchanged: product-choice-demo" in result.output
     result = runner.invoke(args=["study", "list"])
     assert result.output.startswith("product-choice-demo\tv1\tChoosing between products")
+    assert result.output.rstrip().endswith("\tlive")
+    result = runner.invoke(args=["study", "state", "product-choice-demo", "paused"])
+    assert result.exit_code == 0 and "live -> paused" in result.output
+    assert runner.invoke(args=["study", "state", "product-choice-demo", "closed"]).exit_code == 0
+    result = runner.invoke(args=["study", "state", "product-choice-demo", "live"])
+    assert result.exit_code == 1 and "a closed study cannot become live" in result.output
+    assert runner.invoke(args=["study", "list"]).output.rstrip().endswith("\tclosed")
     bad = tmp_path / "bad.yaml"
     bad.write_text("slug: Bad\n")
     result = runner.invoke(args=["study", "load", str(bad)])
