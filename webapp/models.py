@@ -25,11 +25,12 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 from sqlalchemy.sql.expression import false
 from sqlalchemy.types import TypeDecorator
 
 from webapp.extensions import db
+from webapp.studydef import definition_hash
 
 
 def utcnow() -> datetime:
@@ -116,6 +117,16 @@ class Study(db.Model):
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("researcher.id"), index=True)
 
     participants: Mapped[list[Participant]] = relationship(back_populates="study")
+
+    @validates("definition")
+    def _hash_follows_definition(self, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        """Keep ``definition_hash`` describing ``definition`` whoever assigns it.
+
+        The per-process definition cache (:func:`webapp.services.studies.get_study`) is keyed
+        on the hash, so a definition stored under a stale hash would never be seen.
+        """
+        self.definition_hash = definition_hash(value)
+        return value
 
 
 class Participant(db.Model):

@@ -18,6 +18,7 @@ from flask import (
 from werkzeug.wrappers import Response
 
 from webapp.errors import ParticipantError
+from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Platform, Study, utcnow
 from webapp.participant import bp
 from webapp.participant.forms import ConsentForm
@@ -25,7 +26,7 @@ from webapp.security import allow_mturk_framing
 from webapp.services import allocation, flow
 from webapp.services import entry as entry_service
 from webapp.services.entry import Entry, EntryError
-from webapp.services.studies import get_study
+from webapp.services.studies import get_request_study
 
 
 def _secret() -> str:
@@ -33,7 +34,7 @@ def _secret() -> str:
 
 
 def _study_or_404(slug: str) -> Study:
-    study = get_study(slug)
+    study = get_request_study(slug)
     if study is None:
         raise ParticipantError(
             "E404-STUDY",
@@ -80,6 +81,17 @@ def _resume_or_refuse(participant: Participant) -> Response:
     if participant.status is ParticipantStatus.started:
         return _go(participant)
     raise _refuse_repeat(participant)
+
+
+@bp.before_request
+def _keep_rows_after_commit() -> None:
+    """Keep this request's loaded rows usable after a commit instead of re-reading them.
+
+    A participant request commits once and then only renders or redirects from the rows it
+    has just written; expiring them on commit (SQLAlchemy's default) cost two more SELECTs per
+    page. The session ends with the request, so nothing stale outlives it.
+    """
+    db.session().expire_on_commit = False
 
 
 @bp.get("/s/<slug>")
@@ -140,7 +152,7 @@ def start(slug: str) -> Response | str:
 def page(slug: str, token: str) -> Response | str | tuple[str, int]:
     """Show the participant's current page, or save its answers and redirect (PRG)."""
     study = _study_or_404(slug)
-    participant = flow.participant_from_token(token, _secret())
+    participant = flow.participant_from_token(token, _secret(), lock=request.method == "POST")
     if participant is None or participant.study_id != study.id:
         raise ParticipantError(
             "E404-SESSION", "We could not find your session. Please use the study link again.", 404
@@ -173,6 +185,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                 token=form.page.data,
                 secret=_secret(),
                 rt_ms=flow.parse_rt_ms(form.rt_ms.data),
+                locked=True,
             )
             if not result.accepted:
                 flash("That page was already answered; here is where you are now.", "info")

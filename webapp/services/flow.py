@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
@@ -40,14 +40,20 @@ def participant_token(participant_id: int, secret: str) -> str:
     return URLSafeSerializer(secret, salt="framelab-participant").dumps(participant_id)
 
 
-def participant_from_token(token: str, secret: str) -> Participant | None:
-    """Return the participant of a URL token, or ``None`` if it does not verify."""
+def participant_from_token(token: str, secret: str, *, lock: bool = False) -> Participant | None:
+    """Return the participant of a URL token, or ``None`` if it does not verify.
+
+    ``lock=True`` reads the row under the lock :func:`submit` needs (pass ``locked=True``
+    there), saving the second read of the row on every submitted page.
+    """
     try:
         pid = URLSafeSerializer(secret, salt="framelab-participant").loads(token)
     except BadSignature:
         return None
     if not isinstance(pid, int):
         return None
+    if lock:
+        return _lock_participant(pid)
     return db.session.get(Participant, pid)
 
 
@@ -114,31 +120,32 @@ def task_of(ctx: PageContext) -> TaskType:
     return task
 
 
-def record_visit(ctx: PageContext) -> PageVisit:
-    """Note when this page was first shown (reloads keep the first time) and commit."""
+def record_visit(ctx: PageContext) -> None:
+    """Note when this page was first shown (reloads keep the first time) and commit.
+
+    One ``INSERT ... ON CONFLICT DO NOTHING`` on the unique (participant, page) pair, so a
+    reload, or two concurrent loads of the page, keep the first time without a read first.
+    """
     p = ctx.participant
-    visit = db.session.scalar(
-        select(PageVisit).where(PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq)
-    )
-    if visit is None:
-        visit = PageVisit(
+    db.session.execute(
+        _insert_or_ignore(PageVisit, ("participant_id", "page_seq")).values(
             participant_id=p.id,
             page_seq=p.page_seq,
             page=task_of(ctx).page_name(ctx.block, ctx.step),
             shown_at=ctx.now,
         )
-        db.session.add(visit)
+    )
     p.last_seen_at = ctx.now
-    try:
-        db.session.commit()
-    except IntegrityError:  # a concurrent reload recorded it first
-        db.session.rollback()
-        visit = db.session.scalar(
-            select(PageVisit).where(
-                PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq
-            )
-        )
-    return visit
+    db.session.commit()
+
+
+def _insert_or_ignore(model: type, unique: tuple[str, ...]) -> Any:
+    """An INSERT that skips rows violating ``unique`` (PostgreSQL and SQLite syntax)."""
+    if db.session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(model).on_conflict_do_nothing(index_elements=list(unique))
 
 
 @dataclass(frozen=True)
@@ -163,18 +170,24 @@ def _advance(participant: Participant, study: Study, now: datetime) -> None:
     participant.finished_at = now
 
 
-def _lock_participant(participant_id: int) -> Participant:
+def _lock_participant(participant_id: int) -> Participant | None:
     """Re-read the participant under a row lock (``FOR UPDATE``; SQLite: immediate tx)."""
     return db.session.scalars(
         select(Participant)
         .where(Participant.id == participant_id)
         .with_for_update()
         .execution_options(populate_existing=True)
-    ).one()
+    ).one_or_none()
 
 
 def submit(
-    ctx: PageContext, form: PageForm, *, token: str | None, secret: str, rt_ms: int | None
+    ctx: PageContext,
+    form: PageForm,
+    *,
+    token: str | None,
+    secret: str,
+    rt_ms: int | None,
+    locked: bool = False,
 ) -> SubmitResult:
     """Save a validated page and move the participant on, all in one transaction.
 
@@ -186,21 +199,27 @@ def submit(
     -------
     SubmitResult
         ``accepted`` false for replays; otherwise the outcome and an optional message.
+
+    ``locked=True``: the caller read ``ctx.participant`` with
+    ``participant_from_token(..., lock=True)`` in this transaction.
     """
-    p = _lock_participant(ctx.participant.id)
-    if p.status is not ParticipantStatus.started or check_token(p, token, secret) is not (
-        TokenState.current
+    p = ctx.participant if locked else _lock_participant(ctx.participant.id)
+    if (
+        p is None
+        or p.status is not ParticipantStatus.started
+        or check_token(p, token, secret) is not TokenState.current
     ):
         db.session.rollback()
         return SubmitResult(accepted=False)
-    visit = db.session.scalar(
-        select(PageVisit).where(PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq)
+    # Stamp the page's visit and read when it was shown, in one statement.
+    ctx.shown_at = db.session.scalar(
+        update(PageVisit)
+        .where(PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq)
+        .values(submitted_at=ctx.now, rt_ms=rt_ms)
+        .returning(PageVisit.shown_at)
+        .execution_options(synchronize_session=False)
     )
-    ctx.shown_at = visit.shown_at if visit is not None else None
     result = task_of(ctx).save(ctx, form, rt_ms)
-    if visit is not None:
-        visit.submitted_at = ctx.now
-        visit.rt_ms = rt_ms
     p.page_seq += 1
     p.last_seen_at = ctx.now
     _apply(p, ctx, result.outcome)
@@ -236,9 +255,14 @@ def enter(ctx: PageContext) -> bool:
     if not task.acts_on_entry:
         return False
     p = _lock_participant(ctx.participant.id)
-    if p.status is not ParticipantStatus.started or (p.block_index, p.step) != (
-        ctx.block_index,
-        ctx.step,
+    if (
+        p is None
+        or p.status is not ParticipantStatus.started
+        or (p.block_index, p.step)
+        != (
+            ctx.block_index,
+            ctx.step,
+        )
     ):
         db.session.rollback()  # moved on concurrently: the caller re-reads the position
         return True

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.orm import defer
+from sqlalchemy.orm.attributes import set_committed_value
 
 from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Study, StudyState
@@ -116,8 +119,53 @@ def store_definition(
 
 
 def get_study(slug: str) -> Study | None:
-    """Return the study with this slug, or ``None``."""
-    return db.session.scalar(select(Study).where(Study.slug == slug))
+    """Return the study with this slug, or ``None``.
+
+    The definition (about 12 kB of JSON for the demo study; a fifth of a participant page's
+    database time when it was read and parsed on every request) comes from a per-process cache
+    keyed by the row's id and ``definition_hash``, which the row itself carries, so a changed
+    definition is never served from the cache.
+    """
+    study = db.session.scalar(
+        select(Study).where(Study.slug == slug).options(defer(Study.definition))
+    )
+    if study is not None and "definition" in sa_inspect(study).unloaded:
+        _attach_definition(study)
+    return study
+
+
+_DEFINITIONS: dict[tuple[int, str], dict[str, Any]] = {}
+_DEFINITIONS_MAX = 256  # studies per process; past it the cache starts over
+
+
+def _attach_definition(study: Study) -> None:
+    """Give a row loaded without its definition the cached (or freshly read) definition."""
+    key = (study.id, study.definition_hash)
+    definition = _DEFINITIONS.get(key)
+    if definition is None:
+        row = db.session.execute(
+            select(Study.definition, Study.definition_hash).where(Study.id == study.id)
+        ).one()
+        definition, key = row.definition, (study.id, row.definition_hash)
+        if len(_DEFINITIONS) >= _DEFINITIONS_MAX:
+            _DEFINITIONS.clear()
+        _DEFINITIONS[key] = definition  # dict assignment is atomic under the GIL
+        set_committed_value(study, "definition_hash", row.definition_hash)
+    set_committed_value(study, "definition", definition)
+
+
+def get_request_study(slug: str) -> Study | None:
+    """:func:`get_study`, looked up once per request.
+
+    The participant gate and the participant view both need the study of the URL; on the
+    load test's pages the second identical query was a tenth of the app's time.
+    """
+    from flask import g
+
+    cache: dict[str, Study | None] = g.setdefault("framelab_studies", {})
+    if slug not in cache:
+        cache[slug] = get_study(slug)
+    return cache[slug]
 
 
 def status_counts(study: Study, *, include_preview: bool = False) -> dict[str, dict[str, int]]:
