@@ -53,6 +53,7 @@ from typing import Any
 # fault tests import this file by path, so make the folder importable either way.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadtest_audit import SENTIMENT_TYPE, audit  # noqa: E402
+from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -527,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
                 groups.append((sentiment.definition, args.m))
         m_run = args.m if sentiment is not None else 0
         with Gunicorn({**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)) as g:
+            cpu_before = CpuSnapshot.take([g.proc.pid, *g.worker_pids()])
             run = asyncio.run(
                 run_async_bots(
                     g.url,
@@ -538,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                 )
             )
+            cpu_after = CpuSnapshot.take([g.proc.pid, *g.worker_pids()])
         server = server_latencies(Path(logs) / "access.log")
         result_audit = audit(app, run)
         with app.app_context():
@@ -591,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
         "p99_ms": overall["p99_ms"],
         "latency_by_route": {r: _summary(ms) for r, ms in sorted(by_route.items())},
         "server_latency_by_route": server,
+        "cpu": cpu_report(cpu_before, cpu_after, run.wall_s, len(timings)),
         "pgbench_tps": pgbench["tps"] if pgbench else None,
         "pgbench": pgbench,
         "ratio_responses_to_pgbench": (
@@ -624,6 +628,11 @@ def _print(r: Mapping[str, Any], out: Path) -> None:
         base = route.split(":")[0]
         sp99 = server.get(base, {}).get("p99_ms", float("nan"))
         print(f"{route:<26}{s['n']:>8}{s['p50_ms']:>9}{s['p95_ms']:>9}{s['p99_ms']:>9}   {sp99}")
+    c = r["cpu"]
+    if c["ms_per_request"]:
+        per = ", ".join(f"{k} {v} ms" for k, v in c["ms_per_request"].items())
+        share = ", ".join(f"{k} {v:.0%}" for k, v in c["share_of_machine"].items())
+        print(f"CPU per request: {per}; share of the machine: {share}; busy {c['machine_busy']}")
     if r["pgbench_tps"]:
         print(
             f"committed responses {r['responses_per_s']}/s; pgbench simple-update "
