@@ -54,9 +54,11 @@ THREADS ?= 4
 loadtest: install-dev
 	$(BIN)/python bench/loadtest.py --n $(N) --m $(M) --workers $(WORKERS) --threads $(THREADS) $(LOADTEST_ARGS)
 
-# Known vulnerabilities in the installed packages (needs PyPI's JSON API or OSV on the network).
+# Known vulnerabilities in the installed packages: PyPI's JSON API by default, AUDIT_SERVICE=osv
+# for OSV. Needs the network, so it is not part of `test` (docs/security.md).
+AUDIT_SERVICE ?= pypi
 audit: install-dev
-	$(BIN)/pip-audit --progress-spinner off --strict
+	$(BIN)/pip-audit --progress-spinner off --strict -s $(AUDIT_SERVICE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
