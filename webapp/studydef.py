@@ -2,8 +2,10 @@
 
 A study is metadata (slug, title, recruitment, payment) plus an ordered list of task blocks.
 Each block names a task ``type`` from :mod:`webapp.tasks`; that task type validates its own
-keys. Every error names the file, the path inside it and the reason, e.g.
-``demo.yaml: tasks[2].questions[0].correct: 'maybe' is not one of the options``.
+keys. Every error names the file, the path inside it, the reason and the line, e.g.
+``demo.yaml: tasks[2].questions[0].correct: 'maybe' is not one of the options (line 31)``;
+stimulus files (pairs YAML, item CSVs, JSONL sets) are refused the same way, naming their own
+file and line.
 
 The validation is written by hand rather than with a schema library because the reasons must
 speak the researcher's language and each task type owns its part of the schema.
@@ -24,12 +26,15 @@ import yaml
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
 ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 PLATFORMS = ("prolific", "mturk", "link")
+REASON_MAX = 500  # characters of a reason kept in messages
 
 
 class StudyDefinitionError(ValueError):
     """A study definition is invalid; ``str()`` reads ``FILE: PATH: REASON (line N)``.
 
-    ``source`` is the file's path when known; :func:`load_study_file` uses it to add the line.
+    ``source`` is the file's path when known; :func:`load_study_file` uses it to add the line
+    of ``locate`` (a path inside the file; default ``path``). Errors in files that are not
+    YAML (CSV, JSONL) carry their ``line`` from the start.
     """
 
     def __init__(
@@ -40,30 +45,43 @@ class StudyDefinitionError(ValueError):
         *,
         line: int | None = None,
         source: Path | None = None,
+        locate: str | None = None,
     ) -> None:
+        if len(reason) > REASON_MAX:  # a 10,000-character value quoted in it: keep both ends
+            half = REASON_MAX // 2 - 2
+            reason = f"{reason[:half]} … {reason[-half:]}"
         self.file, self.path, self.reason, self.line, self.source = file, path, reason, line, source
+        self.locate = path if locate is None else locate
         at = f" (line {line})" if line else ""
         super().__init__(f"{file}: {path or '(top level)'}: {reason}{at}")
 
 
 @dataclass(frozen=True)
 class Where:
-    """A position inside a definition file, used to build error messages."""
+    """A position inside a definition file, used to build error messages.
+
+    ``line`` is set for files whose lines are known while reading (a CSV row, a JSONL record);
+    children inherit it. YAML positions leave it unset: :func:`load_study_file` finds it.
+    """
 
     file: str
     path: str = ""
     base_dir: Path | None = None
+    line: int | None = None
 
     def at(self, key: str | int) -> Where:
         """Return the position of a child key or list index."""
         if isinstance(key, int):
-            return Where(self.file, f"{self.path}[{key}]", self.base_dir)
-        return Where(self.file, f"{self.path}.{key}" if self.path else key, self.base_dir)
+            return Where(self.file, f"{self.path}[{key}]", self.base_dir, self.line)
+        path = f"{self.path}.{key}" if self.path else key
+        return Where(self.file, path, self.base_dir, self.line)
 
-    def error(self, reason: str) -> StudyDefinitionError:
-        """Return an error located here (raise it)."""
+    def error(self, reason: str, *, locate: str | None = None) -> StudyDefinitionError:
+        """Return an error located here (raise it); ``locate`` is a path whose line to report."""
         source = self.base_dir / self.file if self.base_dir is not None else None
-        return StudyDefinitionError(self.file, self.path, reason, source=source)
+        return StudyDefinitionError(
+            self.file, self.path, reason, line=self.line, source=source, locate=locate
+        )
 
 
 def get_mapping(raw: Any, where: Where) -> dict[str, Any]:
@@ -141,26 +159,100 @@ def get_id(raw: Mapping[str, Any], key: str, where: Where) -> str:
 
 
 def check_keys(raw: Mapping[str, Any], allowed: set[str], where: Where) -> None:
-    """Reject unknown keys, which are nearly always typos."""
-    unknown = sorted(set(raw) - allowed)
+    """Reject unknown keys, which are nearly always typos (the line is the first one's)."""
+    # YAML keys may be numbers, dates or None: sort by their text.
+    unknown = sorted(set(raw) - allowed, key=str)
     if unknown:
-        raise where.error(f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+        raise where.error(
+            f"unknown key(s) {unknown}; allowed: {sorted(allowed)}",
+            locate=where.at(str(unknown[0])).path,
+        )
+
+
+def stimulus_path(raw: Any, where: Where, what: str) -> Path:
+    """Return the file named by ``raw`` (a study key), relative to the study file's folder."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise where.error(f"expected the path of {what} (relative to the study file)")
+    if where.base_dir is None:
+        raise where.error(f"{what} needs the study file's folder")
+    if "\x00" in raw:
+        raise where.error(f"{raw!r} is not a file name (it contains a NUL character)")
+    return (where.base_dir / raw.strip()).resolve()
+
+
+def _line_at(data: bytes, offset: int) -> int:
+    """The 1-based line of byte ``offset`` (lines end with LF, CRLF or CR)."""
+    head = data[:offset]
+    return head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
+
+
+def read_text(path: Path, where: Where, *, encoding: str = "utf-8") -> str:
+    """Return a file's text; a missing or unreadable file is refused at ``where`` (the key
+    naming it), bytes that are not UTF-8 are refused naming the file and their line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise where.error(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise where.error(f"{path} is a folder, not a file") from None
+    except OSError as exc:
+        raise where.error(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = _line_at(data, exc.start)
+        raise Where(path.name, "", path.parent, line).error(
+            f"not UTF-8 text at line {line}: save the file as UTF-8"
+        ) from None
+
+
+def n_lines(text: str) -> int:
+    """How many lines ``text`` has as an editor shows them (at least 1)."""
+    return max(1, len(text.splitlines()))
+
+
+class _Loader(yaml.SafeLoader):
+    """``SafeLoader`` whose scalar conversion errors are YAML errors with a position.
+
+    PyYAML raises a bare ``ValueError`` for ``2001-02-30`` or an integer of 5,000 digits.
+    """
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            value = str(node.value)
+            value = value if len(value) <= 40 else f"{value[:37]}..."
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {value!r}: {str(exc)[:200]}", node.start_mark
+            ) from None
 
 
 def read_yaml(path: Path, where: Where) -> Any:
-    """Parse a YAML file, turning syntax errors into located errors."""
+    """Parse a YAML file; syntax errors are refused naming the file and line.
+
+    ``where`` is the place that names the file (a missing file is reported there).
+    """
+    text = read_text(path, where)
     try:
-        raw = path.read_bytes()
-        return yaml.safe_load(raw.decode("utf-8"))
-    except FileNotFoundError:
-        raise where.error(f"file not found: {path}") from None
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise where.error(f"not UTF-8 text at line {line}: save the file as UTF-8") from None
+        return yaml.load(text, Loader=_Loader)  # noqa: S506  # nosec B506: a SafeLoader subclass
+    except RecursionError:
+        raise Where(path.name, "", path.parent, 1).error(
+            "invalid YAML: nested too deeply"
+        ) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        raise where.error(f"invalid YAML{line}: {getattr(exc, 'problem', exc)}") from None
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        if mark is not None:
+            line = mark.line + 1
+        elif isinstance(getattr(exc, "position", None), int):  # a ReaderError
+            line = n_lines(text[: exc.position + 1])
+        else:
+            line = 1
+        line = min(line, n_lines(text))  # "end of stream" is after the last line
+        reason = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        raise Where(path.name, "", path.parent, line).error(
+            f"invalid YAML at line {line}: {reason}"
+        ) from None
 
 
 def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
@@ -229,6 +321,8 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     """
     from webapp.tasks import get_task_type, task_type_names
 
+    if raw is None:
+        raise where.error("the file is empty; a study needs at least slug, title and tasks")
     raw = get_mapping(raw, where)
     check_keys(
         raw,
@@ -311,28 +405,33 @@ _PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 def _with_line(exc: StudyDefinitionError) -> StudyDefinitionError:
-    """Add the line of the error's place (or of its nearest existing parent) in its file."""
-    if exc.line is not None or exc.source is None or not exc.path:
+    """Add the line of the error's place in its YAML file.
+
+    A missing key gets the line where its mapping starts (where it should be added); a place
+    that does not exist, the line of its nearest existing parent; an empty file, line 1.
+    """
+    if exc.line is not None or exc.source is None:
         return exc
     try:
         node = yaml.compose(exc.source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return exc
-    line = None
-    for key, index in _PATH_TOKEN.findall(exc.path):
+    line = node.start_mark.line + 1 if node is not None else 1
+    for key, index in _PATH_TOKEN.findall(exc.locate):
         if index and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
             node = node.value[int(index)]
             line = node.start_mark.line + 1
         elif key and isinstance(node, yaml.MappingNode):
             match = next((kv for kv in node.value if getattr(kv[0], "value", None) == key), None)
             if match is None:
+                line = node.start_mark.line + 1
                 break
             line, node = match[0].start_mark.line + 1, match[1]
         else:
             break
-    if line is None:
-        return exc
-    return StudyDefinitionError(exc.file, exc.path, exc.reason, line=line, source=exc.source)
+    return StudyDefinitionError(
+        exc.file, exc.path, exc.reason, line=line, source=exc.source, locate=exc.locate
+    )
 
 
 def definition_hash(definition: Mapping[str, Any]) -> str:
