@@ -44,7 +44,7 @@ def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
     pairs = []
     seen: set[str] = set()
     for n, rec in records:
-        rw = Where(path.name, f"line {n}")
+        rw = Where(path.name, f"line {n}", line=n)
         pair_id = slots.item_id_of(rec.get("pair_id"), rw.at("pair_id"), seen)
         sides = {}
         for side in ("a", "b"):

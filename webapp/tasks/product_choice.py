@@ -26,6 +26,7 @@ from webapp.studydef import (
     get_number,
     get_str,
     read_yaml,
+    stimulus_path,
 )
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
 
@@ -148,9 +149,8 @@ class ProductChoiceTask(TaskType):
         pw = where.at("pairs")
         raw_pairs = body.get("pairs")
         if isinstance(raw_pairs, str):  # a file next to the study definition
-            if where.base_dir is None:
-                raise pw.error("a pairs file needs the study file's folder")
-            path = (where.base_dir / raw_pairs).resolve()
+            path = stimulus_path(raw_pairs, pw, "a pairs file")
+            # Errors inside it name the pairs file; load_study_file adds their line there.
             file_where = Where(path.name, "", path.parent)
             doc = read_yaml(path, pw)
             doc = get_mapping(doc, file_where)

@@ -113,7 +113,7 @@ def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
     sources = []
     seen: set[str] = set()
     for n, rec in records:
-        rw = Where(path.name, f"line {n}")
+        rw = Where(path.name, f"line {n}", line=n)
         item_id = slots.item_id_of(rec.get("item_id"), rw.at("item_id"), seen)
         passages = []
         for i, p in enumerate(get_list(rec.get("passages"), rw.at("passages"), min_len=1)):

@@ -12,6 +12,7 @@ Items come from a JSONL stimulus set (one source or pair per line, written by
 
 from __future__ import annotations
 
+import io
 import json
 import random
 from pathlib import Path
@@ -21,7 +22,7 @@ from sqlalchemy import func, select
 
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
-from webapp.studydef import ID_RE, Where, get_int, get_number
+from webapp.studydef import ID_RE, Where, get_int, get_number, read_text, stimulus_path
 from webapp.tasks.base import Outcome, PageContext, SaveResult
 
 STUDY_FULL = "study_full"
@@ -33,31 +34,29 @@ COMMON_KEYS = frozenset(
 
 
 def read_jsonl(raw: Any, where: Where) -> tuple[Path, list[tuple[int, dict[str, Any]]]]:
-    """Read a JSONL file named relative to the study file; return it with (line, record) pairs."""
-    if not isinstance(raw, str) or not raw.strip():
-        raise where.error("expected the path of a JSONL file (relative to the study file)")
-    if where.base_dir is None:
-        raise where.error("an item file needs the study file's folder")
-    path = (where.base_dir / raw.strip()).resolve()
+    """Read a JSONL file named relative to the study file; return it with (line, record) pairs.
+
+    Errors in a record name the JSONL file and the record's line (``Where.line``).
+    """
+    path = stimulus_path(raw, where, "a JSONL file")
+    text = read_text(path, where)
     records = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise Where(path.name, f"line {n}").error(f"not JSON: {exc.msg}") from None
-                if not isinstance(rec, dict):
-                    raise Where(path.name, f"line {n}").error("expected a JSON object")
-                records.append((n, rec))
-    except FileNotFoundError:
-        raise where.error(f"file not found: {path}") from None
-    except UnicodeDecodeError:
-        raise where.error(f"not a UTF-8 file: {path}") from None
+    # Universal newlines, as an editor counts lines; JSON strings cannot hold a raw newline.
+    for n, line in enumerate(io.StringIO(text, newline=None), start=1):
+        if not line.strip():
+            continue
+        rw = Where(path.name, f"line {n}", line=n)
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise rw.error(f"not JSON: {exc.msg} (column {exc.colno})") from None
+        except (ValueError, RecursionError) as exc:  # 5,000-digit numbers, deep nesting
+            raise rw.error(f"not JSON this program can read: {str(exc)[:200]}") from None
+        if not isinstance(rec, dict):
+            raise rw.error("expected a JSON object")
+        records.append((n, rec))
     if not records:
-        raise Where(path.name).error("has no items")
+        raise Where(path.name, line=1).error("has no items")
     return path, records
 
 

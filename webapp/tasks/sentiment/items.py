@@ -3,16 +3,19 @@
 An item CSV has at least ``item_id``, ``text`` and ``base_sentiment`` (``positive`` or
 ``negative``, any case). A gold file may add ``gold_label`` (default: the base sentiment).
 Every other column is kept with the item (exported as ``item_<column>``). Errors name the file,
-the row (1-based, header = row 1) and the column, like the study YAML errors.
+the row (1-based, header = row 1, as a spreadsheet numbers them), the column and the line in the
+file where the row starts (a quoted cell may span several lines), like the study YAML errors:
+``demo_items.csv: row 3.text: is empty (line 4)``.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Any
 
-from webapp.studydef import ID_RE, Where
+from webapp.studydef import ID_RE, Where, n_lines, read_text, stimulus_path
 
 BASE_SENTIMENTS = ("positive", "negative")
 LABELS = ("positive", "negative", "neutral")
@@ -21,11 +24,39 @@ REQUIRED_COLUMNS = ("item_id", "text", "base_sentiment")
 
 def resolve_path(raw: Any, where: Where) -> Path:
     """Return the CSV file named by ``raw``, relative to the study file's folder."""
-    if not isinstance(raw, str) or not raw.strip():
-        raise where.error("expected the path of a CSV file (relative to the study file)")
-    if where.base_dir is None:
-        raise where.error("an item file needs the study file's folder")
-    return (where.base_dir / raw.strip()).resolve()
+    return stimulus_path(raw, where, "a CSV file")
+
+
+def read_rows(path: Path, where: Where) -> tuple[list[str], list[tuple[int, dict[Any, Any]]]]:
+    """Read a CSV file: its stripped header and (line where the row starts, row) pairs.
+
+    Blank lines are skipped; a row with more cells than the header keeps the extra ones under
+    ``None`` and a shorter one has ``None`` for its missing cells, as ``csv.DictReader`` does.
+    Unreadable CSV is refused naming the file and the line.
+    """
+    text = read_text(path, where, encoding="utf-8-sig")
+    # newline="" keeps newlines inside quoted cells; line_num counts physical lines read.
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header: list[str] | None = None
+    rows: list[tuple[int, dict[Any, Any]]] = []
+    last = 0  # the line on which the previous row ended
+    try:
+        for cells in reader:
+            start, last = last + 1, reader.line_num
+            if header is None:
+                header = [h.strip() for h in cells]
+            elif cells:
+                row: dict[Any, Any] = dict(zip(header, cells, strict=False))
+                row.update({h: None for h in header[len(cells) :]})
+                if len(cells) > len(header):
+                    row[None] = cells[len(header) :]
+                rows.append((start, row))
+    except csv.Error as exc:
+        line = min(max(reader.line_num, 1), n_lines(text))
+        raise Where(path.name, "", path.parent, line).error(
+            f"not a readable CSV file: {exc}"
+        ) from None
+    return header or [], rows
 
 
 def read_items(
@@ -57,25 +88,16 @@ def read_items(
         Missing file or column, empty cell, unknown sentiment, duplicate ``item_id``.
     """
     path = resolve_path(raw, where)
-    file_where = Where(path.name, "", path.parent)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            header = [h.strip() for h in reader.fieldnames or []]
-            reader.fieldnames = header
-            rows = list(reader)
-    except FileNotFoundError:
-        raise where.error(f"file not found: {path}") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise file_where.error(f"not a readable UTF-8 CSV file: {exc}") from None
+    file_where = Where(path.name, "", path.parent, 1)
+    header, rows = read_rows(path, where)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise file_where.error(f"missing column(s) {missing}; the header is {header}")
     extra_cols = [c for c in header if c not in {*REQUIRED_COLUMNS, "gold_label"} and c]
     items: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for n, row in enumerate(rows, start=2):
-        rw = Where(path.name, f"row {n}", path.parent)
+    for n, (line, row) in enumerate(rows, start=2):
+        rw = Where(path.name, f"row {n}", path.parent, line)
         item_id = (row.get("item_id") or "").strip()
         if not ID_RE.match(item_id):
             raise rw.at("item_id").error(f"{item_id!r} is not a valid id (letters, digits, _ . -)")
