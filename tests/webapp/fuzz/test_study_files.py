@@ -5,11 +5,16 @@ nothing else escapes (no KeyError, TypeError, UnicodeDecodeError, ...)."""
 from __future__ import annotations
 
 import copy
+import csv
+import io
+import json
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -211,3 +216,371 @@ def test_mutated_annotation_item_files_are_refused_naming_the_csv(
     except StudyDefinitionError as exc:
         assert str(exc).startswith((f"{name}: ", f"{SENTIMENT.name}: ")), str(exc)
         assert exc.reason
+
+
+# -- Every refusal carries a line --------------------------------------------------------------
+# Each demo study and the stimulus files it references are mutated (structure: drop, rename or
+# retype a key at any depth, top level included; text: truncate, insert a junk line; CSV: a
+# cell spanning several lines). The study either loads or is refused naming a file, a line
+# that lies within that file and a reason; no other exception escapes.
+
+STIMULI = ROOT / "stimuli"
+STUDIES = sorted((STIMULI / "studies").glob("*.yaml"))
+REFERENCED = {  # the stimulus files each demo study reads (relative to stimuli/)
+    "product-choice-demo.yaml": ["product_pairs/demo.yaml"],
+    "sentiment-demo.yaml": [
+        "sentiment/qualification.csv",
+        "sentiment/demo_items.csv",
+        "sentiment/demo_gold.csv",
+    ],
+    "rating-demo.yaml": ["evaluation/rating-demo.jsonl"],
+    "preference-demo.yaml": ["evaluation/preference-demo.jsonl"],
+}
+JUNK_LINES = st.one_of(
+    st.sampled_from(
+        ["", ":", "- [", "{", '"', "key: value", "  - type: consent", "\t", 'a,b,"c', "\x00", "é"]
+    ),
+    st.text(max_size=40).map(lambda t: t.replace("\n", " ").replace("\r", " ")),
+)
+MULTILINE = st.sampled_from(["two\nlines", "three\r\nlines\nhere", "\n", "x\n\n\ny", 'a,"b"\nc'])
+FAST = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def test_every_demo_study_references_the_files_the_fuzzer_mutates():
+    assert {p.name for p in STUDIES} == set(REFERENCED)
+    for rel in (r for refs in REFERENCED.values() for r in refs):
+        assert (STIMULI / rel).is_file(), rel
+
+
+def _lines(text: str) -> int:
+    return max(1, len(text.splitlines()))
+
+
+def _assert_located(exc: StudyDefinitionError, files: dict[str, str]) -> None:
+    """The error names one of ``files`` (name → text), a line within it and a reason."""
+    message = str(exc)
+    assert exc.file in files, message
+    assert message.startswith(f"{exc.file}: "), message
+    assert exc.reason.strip(), message
+    assert exc.line is not None and message.endswith(f"(line {exc.line})"), message
+    assert 1 <= exc.line <= _lines(files[exc.file]), (message, _lines(files[exc.file]))
+    assert "Traceback" not in message and len(message) < 2_000, message
+
+
+def _csv_text(rows: list[list[str]]) -> tuple[str, list[int]]:
+    """Write rows as CSV; return the text and the line on which each row starts."""
+    out, starts, line = io.StringIO(), [], 1
+    for row in rows:
+        one = io.StringIO()
+        csv.writer(one).writerow(row)
+        starts.append(line)
+        line += len(io.StringIO(one.getvalue(), newline="").readlines())
+        out.write(one.getvalue())
+    return out.getvalue(), starts
+
+
+def _mutate_text(text: str, data: Any) -> str:
+    lines = text.splitlines(keepends=True)
+    if data.draw(st.booleans()):  # truncate anywhere
+        return text[: data.draw(st.integers(0, len(text)))]
+    at = data.draw(st.integers(0, len(lines)))
+    lines.insert(at, data.draw(JUNK_LINES) + "\n")
+    return "".join(lines)
+
+
+def _mutate_structure(doc: Any, data: Any) -> Any:
+    paths = _paths(doc)
+    path = paths[data.draw(st.integers(0, len(paths) - 1))]
+    op = data.draw(st.sampled_from(["delete", "rename", "retype", "add"]))
+    if op == "rename" and path:
+        doc = copy.deepcopy(doc)
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        if isinstance(parent, dict):
+            parent[data.draw(st.sampled_from(["", "x", "Slug", "tasks ", "1", "id_"]))] = (
+                parent.pop(path[-1])
+            )
+            return doc
+    return _mutate(doc, path, {"retype": "replace"}.get(op, op), data.draw(NODES))
+
+
+def _mutate_file(target: Path, data: Any) -> list[int] | None:
+    """Mutate one file in place; for a CSV edited cell-wise, return its rows' start lines."""
+    text = target.read_text(encoding="utf-8")
+    kind = data.draw(st.sampled_from(["structure", "structure", "text"]))
+    if kind == "text":
+        target.write_text(_mutate_text(text, data), encoding="utf-8")
+        return None
+    if target.suffix == ".csv":
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+        for _ in range(data.draw(st.integers(1, 3))):
+            r = rows[data.draw(st.integers(0, len(rows) - 1))]
+            op = data.draw(st.sampled_from(["multiline", "multiline", "value", "drop"]))
+            i = data.draw(st.integers(0, len(r) - 1))
+            if op == "drop" and len(r) > 1:
+                del r[i]
+            else:
+                r[i] = data.draw(MULTILINE if op == "multiline" else SCALARS.map(str))
+        out, starts = _csv_text(rows)
+        target.write_text(out, encoding="utf-8")
+        return starts
+    if target.suffix == ".jsonl":
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        i = data.draw(st.integers(0, len(records) - 1))
+        records[i] = _mutate_structure(records[i], data)
+        target.write_text(
+            "".join(json.dumps(r, default=str) + "\n" for r in records), encoding="utf-8"
+        )
+        return None
+    doc = _mutate_structure(yaml.safe_load(text), data)
+    target.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return None
+
+
+@pytest.fixture
+def stimuli_copy(tmp_path: Path) -> Path:
+    """A private copy of ``stimuli/`` (studies and the files they reference)."""
+    shutil.copytree(STIMULI, tmp_path / "stimuli")
+    return tmp_path / "stimuli"
+
+
+@FAST
+@given(data=st.data())
+def test_mutated_studies_and_stimulus_files_are_refused_with_file_line_and_reason(
+    stimuli_copy, data
+):
+    study = data.draw(st.sampled_from([p.name for p in STUDIES]))
+    rel = data.draw(st.sampled_from([f"studies/{study}", *REFERENCED[study]]))
+    target = stimuli_copy / rel
+    original = target.read_bytes()
+    try:
+        starts = _mutate_file(target, data)
+        files = {
+            p.name: p.read_bytes().decode("utf-8", errors="replace")
+            for p in stimuli_copy.rglob("*")
+            if p.is_file()
+        }
+        try:
+            load_study_file(stimuli_copy / "studies" / study)
+        except StudyDefinitionError as exc:
+            _assert_located(exc, files)
+            row = re.match(r"row (\d+)", exc.path)
+            if starts is not None and exc.file == target.name and row:
+                # header = row 1; the line is where the row starts, not where it ends
+                assert exc.line == starts[int(row.group(1)) - 1], str(exc)
+    finally:
+        target.write_bytes(original)
+
+
+# -- Examples: one per gap fixed -----------------------------------------------------------------
+
+
+def _refusal(path: Path) -> StudyDefinitionError:
+    with pytest.raises(StudyDefinitionError) as info:
+        load_study_file(path)
+    return info.value
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, t in enumerate(text.splitlines(), 1) if needle in t)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "the file is empty"),
+        ("# only a comment\n", "the file is empty"),
+        ("- a list\n- not a mapping\n", "expected a mapping, got list"),
+        ("just a sentence\n", "expected a mapping, got str"),
+    ],
+)
+def test_an_empty_or_non_mapping_study_file_is_refused_at_line_1(tmp_path, text, reason):
+    study, _ = _setup(tmp_path)
+    study.write_text(text)
+    exc = _refusal(study)
+    assert reason in exc.reason and exc.line == 1 and str(exc).endswith("(line 1)"), str(exc)
+
+
+@pytest.mark.parametrize("key", ["slug", "title", "tasks"])
+def test_a_missing_top_level_key_is_refused_at_the_line_where_the_mapping_starts(tmp_path, key):
+    study, _ = _setup(tmp_path)
+    text = "\n".join(t for t in DEMO.read_text().splitlines() if not t.startswith(f"{key}:"))
+    if key == "tasks":  # drop the list under it too
+        text = text.split("\ntasks:")[0].split("\n  - type:")[0] + "\n"
+        text = "\n".join(t for t in text.splitlines() if not t.startswith("  - "))
+    study.write_text(text + "\n")
+    first_key = next(
+        i for i, t in enumerate(text.splitlines(), 1) if t.strip() and not t.startswith("#")
+    )
+    exc = _refusal(study)
+    assert exc.path == key and exc.line == first_key, str(exc)
+
+
+def test_an_unknown_top_level_key_is_refused_at_its_own_line(tmp_path):
+    study, _ = _setup(tmp_path)
+    text = DEMO.read_text().replace("\nrecruitment:", "\ncolour: red\nrecruitment:", 1)
+    study.write_text(text)
+    exc = _refusal(study)
+    assert "unknown key(s) ['colour']" in exc.reason and exc.path == "", str(exc)
+    assert exc.line == _line_of(text, "colour: red"), str(exc)
+
+
+def test_unknown_keys_that_are_not_strings_are_refused_not_a_type_error(tmp_path):
+    study, _ = _setup(tmp_path)
+    study.write_text(DEMO.read_text() + "1: one\nnull: nothing\n")
+    exc = _refusal(study)
+    assert "unknown key(s)" in exc.reason and exc.line is not None, str(exc)
+
+
+def test_a_missing_nested_key_is_refused_at_the_line_where_its_mapping_starts(tmp_path):
+    study, _ = _setup(tmp_path)
+    text = DEMO.read_text().replace("    completed: C7F3D2A1\n", "", 1)
+    study.write_text(text)
+    exc = _refusal(study)
+    assert exc.path == "recruitment.completion_codes.completed", str(exc)
+    assert exc.line == _line_of(text, "screened_out: SCRN0QZ1"), str(exc)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [("2001-02-30", "day is out of range"), ("1" * 5_000, "digits")],
+)
+def test_a_yaml_value_python_cannot_convert_is_refused_at_its_line(tmp_path, value, reason):
+    study, _ = _setup(tmp_path)
+    text = DEMO.read_text().replace("estimated_minutes: 12", f"estimated_minutes: {value}", 1)
+    study.write_text(text)
+    exc = _refusal(study)
+    assert reason in exc.reason and exc.line == _line_of(text, "estimated_minutes"), str(exc)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [('""', "expected the path of a pairs file"), ('"."', "is a folder"), ('"a\\0b"', "NUL")],
+)
+def test_a_pairs_path_that_is_no_file_is_refused_at_the_study_line(tmp_path, value, reason):
+    study, _ = _setup(tmp_path)
+    text = DEMO.read_text().replace("pairs: ../product_pairs/demo.yaml", f"pairs: {value}", 1)
+    study.write_text(text)
+    exc = _refusal(study)
+    assert exc.file == study.name and reason in exc.reason, str(exc)
+    assert exc.line == _line_of(text, "pairs: "), str(exc)
+
+
+def test_a_syntax_error_in_the_pairs_file_names_the_pairs_file_and_its_line(tmp_path):
+    study, pairs = _setup(tmp_path)
+    shutil.copy(DEMO, study)
+    text = PAIRS.read_text()
+    pairs.write_text(text.replace("price_usd: ", "price_usd: [", 1))
+    exc = _refusal(study)
+    assert exc.file == "demo.yaml" and "invalid YAML" in exc.reason, str(exc)
+    assert _line_of(text, "price_usd: ") <= exc.line <= _line_of(text, "price_usd: ") + 2
+
+
+def test_a_pairs_file_without_pairs_is_refused_at_a_line(tmp_path):
+    study, pairs = _setup(tmp_path)
+    shutil.copy(DEMO, study)
+    pairs.write_text("# no pairs yet\nversion: 1\n")
+    exc = _refusal(study)
+    assert exc.file == "demo.yaml" and exc.path == "pairs" and exc.line == 2, str(exc)
+
+
+def _sentiment(stimuli_copy: Path, items: str | bytes) -> StudyDefinitionError:
+    target = stimuli_copy / "sentiment" / "demo_items.csv"
+    if isinstance(items, bytes):
+        target.write_bytes(items)
+    else:
+        target.write_text(items, encoding="utf-8")
+    return _refusal(stimuli_copy / "studies" / "sentiment-demo.yaml")
+
+
+def test_a_csv_row_after_multi_line_cells_is_refused_at_its_physical_line(stimuli_copy):
+    rows = [
+        ["item_id", "text", "base_sentiment"],
+        ["a1", "one\nline\nafter another", "positive"],
+        ["a2", "two\r\nlines", "negative"],
+        ["a3", "fine", "maybe"],
+    ]
+    text, starts = _csv_text(rows)
+    assert starts == [1, 2, 5, 7]
+    exc = _sentiment(stimuli_copy, text)
+    # The fourth record (spreadsheet row 4) starts on line 7 of the file.
+    assert exc.file == "demo_items.csv" and exc.path == "row 4.base_sentiment", str(exc)
+    assert exc.line == 7 and str(exc).endswith("(line 7)"), str(exc)
+
+
+def test_a_multi_line_cell_that_is_itself_wrong_is_refused_at_the_line_it_starts(stimuli_copy):
+    text = 'item_id,text,base_sentiment\n\na1,fine,positive\n"bad\nid",x,positive\n'
+    exc = _sentiment(stimuli_copy, text)
+    assert exc.path == "row 3.item_id" and exc.line == 4, str(exc)  # the blank line counts
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "reason"),
+    [
+        (b"item_id,text,base_sentiment\na1,ok,positive\na2,caf\xe9,positive\n", 3, "UTF-8"),
+        ('item_id,text,base_sentiment\na1,"' + "x" * 200_000 + '",positive\n', 2, "field limit"),
+        ("item_id,text\na1,ok\n", 1, "missing column(s) ['base_sentiment']"),
+        ("item_id,text,base_sentiment\n\n", 1, "has no items"),
+        ("", 1, "missing column(s)"),
+    ],
+)
+def test_an_unreadable_or_incomplete_csv_is_refused_with_its_line(
+    stimuli_copy, content, line, reason
+):
+    exc = _sentiment(stimuli_copy, content)
+    assert exc.file == "demo_items.csv" and reason in exc.reason and exc.line == line, str(exc)
+
+
+def test_a_csv_path_that_is_a_folder_is_refused_at_the_study_line(stimuli_copy):
+    study = stimuli_copy / "studies" / "sentiment-demo.yaml"
+    text = study.read_text().replace("items: ../sentiment/demo_items.csv", "items: ../sentiment")
+    study.write_text(text)
+    exc = _refusal(study)
+    assert exc.file == study.name and "is a folder" in exc.reason, str(exc)
+    assert exc.line == next(
+        i for i, t in enumerate(text.splitlines(), 1) if t.endswith("items: ../sentiment")
+    ), str(exc)
+
+
+@pytest.mark.parametrize(
+    ("second_line", "reason"),
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"item_id": ' + "9" * 5_000 + "}", "not JSON this program can read"),
+        ("[" * 50_000, "not JSON"),
+        ('{"item_id": "x"}', "expected a list"),
+    ],
+)
+def test_a_bad_jsonl_record_is_refused_at_its_line(stimuli_copy, second_line, reason):
+    target = stimuli_copy / "evaluation" / "rating-demo.jsonl"
+    first = target.read_text().splitlines()[0]
+    target.write_text(f"{first}\n\n{second_line}\n")
+    exc = _refusal(stimuli_copy / "studies" / "rating-demo.yaml")
+    assert exc.file == "rating-demo.jsonl" and reason in exc.reason, str(exc)
+    assert exc.line == 3 and str(exc).endswith("(line 3)"), str(exc)
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "reason"),
+    [(b"\n\n", 1, "has no items"), (b'{"pair_id": "p"}\n{"a": "\xff"}\n', 2, "UTF-8")],
+)
+def test_an_empty_or_non_utf8_jsonl_file_is_refused_naming_it(stimuli_copy, content, line, reason):
+    (stimuli_copy / "evaluation" / "preference-demo.jsonl").write_bytes(content)
+    exc = _refusal(stimuli_copy / "studies" / "preference-demo.yaml")
+    assert exc.file == "preference-demo.jsonl" and reason in exc.reason, str(exc)
+    assert exc.line == line, str(exc)
+
+
+def test_a_huge_value_is_quoted_shortened_and_the_reason_kept(tmp_path):
+    study, _ = _setup(tmp_path)
+    text = DEMO.read_text().replace("slug: product-choice-demo", "slug: " + "x" * 10_000, 1)
+    study.write_text(text)
+    exc = _refusal(study)
+    assert len(str(exc)) < 600 and "must be lower-case letters" in exc.reason, str(exc)[:700]
+    assert exc.line == _line_of(text, "slug: "), str(exc)[:700]
