@@ -49,6 +49,27 @@ def _check_race(app, url: str, definition) -> None:
         )  # instructions, quiz, this choice
 
 
+def _check_double_start(app, url: str, definition) -> None:
+    """Eight copies of one consent POST at once enrol one participant, all sent to its page.
+
+    The enrolment no longer re-reads the platform ID under the study lock: the unique
+    identity refuses the copies, which then resume the participant the first one created.
+    """
+    transport = HttpTransport(url)
+    bot = Bot(transport, definition, BotBehaviour(platform="prolific"), external_id="clicker")
+    bot.open()
+    assert bot.page.kind == "consent"
+    data = bot.answer()
+    action = bot.page.forms[0].action
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(lambda _: transport.request("POST", action, data), range(8)))
+    transport.close()
+    assert {status for status, _, _ in replies} == {302}, [r[0] for r in replies]
+    assert len({location for _, location, _ in replies}) == 1  # the same session for all
+    with app.app_context():
+        assert db.session.scalar(select(func.count()).select_from(Participant)) == 1
+
+
 def test_migrations_match_models_on_sqlite(app):
     assert _schema_matches_models(app) == []
 
@@ -67,6 +88,16 @@ def test_bots_over_http_with_concurrency_on_sqlite(app, study, serve_app):
 
 def test_concurrent_double_post_saves_once_on_sqlite(app, study, serve_app):
     _check_race(app, serve_app(app), study)
+
+
+def test_concurrent_double_consent_enrols_once_on_sqlite(app, study, serve_app):
+    _check_double_start(app, serve_app(app), study)
+
+
+@pytest.mark.postgres
+def test_concurrent_double_consent_enrols_once_on_postgres(pg_app, serve_app):
+    definition = load_demo(pg_app)
+    _check_double_start(pg_app, serve_app(pg_app), definition)
 
 
 @pytest.mark.postgres
