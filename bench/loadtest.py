@@ -583,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         "http_statuses": {str(k): v for k, v in sorted(statuses.items())},
         "errors": len(errors) + sum(1 for t in timings if t.status >= 500 or t.status == 0),
         "error_samples": [f"{r.external_id}: {r.error}" for r in errors[:10]],
+        "transport_errors": dict(Counter(f"{t.route}: {t.error}" for t in timings if t.error)),
         "lost": result_audit["lost"],
         "duplicated": result_audit["duplicated"],
         "wall_s": round(run.wall_s, 2),
@@ -628,6 +629,8 @@ def _print(r: Mapping[str, Any], out: Path) -> None:
         base = route.split(":")[0]
         sp99 = server.get(base, {}).get("p99_ms", float("nan"))
         print(f"{route:<26}{s['n']:>8}{s['p50_ms']:>9}{s['p95_ms']:>9}{s['p99_ms']:>9}   {sp99}")
+    for what, n in r["transport_errors"].items():
+        print(f"  no response {n}x: {what}")
     c = r["cpu"]
     if c["ms_per_request"]:
         per = ", ".join(f"{k} {v} ms" for k, v in c["ms_per_request"].items())

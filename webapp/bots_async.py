@@ -56,6 +56,7 @@ class Timing:
     route: str
     status: int  # 0: no response (connection refused, reset or timed out)
     ms: float
+    error: str = ""  # status 0: the exception's class, e.g. ReadTimeout, RemoteProtocolError
 
 
 class AsyncHttpTransport:
@@ -146,8 +147,9 @@ class AsyncBot(Bot):
             t0 = time.perf_counter()
             try:
                 status, location, text = await self.atransport.request(method, url, data)
-            except Exception:
-                self.timings.append(Timing(route_class(method, url, kind), 0, _ms_since(t0)))
+            except Exception as exc:
+                route = route_class(method, url, kind)
+                self.timings.append(Timing(route, 0, _ms_since(t0), type(exc).__name__))
                 raise
             ms = _ms_since(t0)
             first = status if first is None else first
