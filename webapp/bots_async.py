@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from webapp.bots import Bot, BotBehaviour, BotResult, Page
+from webapp.bots import Bot, BotBehaviour, BotResult, Page, tls_context
 
 RETRYABLE_STATUSES = frozenset({502, 503, 504})
 
@@ -76,6 +76,7 @@ class AsyncHttpTransport:
             follow_redirects=False,
             timeout=timeout,
             limits=httpx.Limits(keepalive_expiry=keepalive_s),
+            verify=tls_context(),
         )
 
     async def request(
