@@ -239,9 +239,11 @@ class Gunicorn:
             "120",
             "--graceful-timeout",
             "5",
-            # Longer than the bots' client-side keep-alive (1.5 s), as behind a proxy.
+            # Well above the bots' client-side keep-alive (1.5 s), as behind a proxy (nginx
+            # keeps 75 s). With 5 s, a bot whose event loop lagged under overload read its
+            # response late and reused the connection just as gunicorn closed it (ReadError).
             "--keep-alive",
-            "5",
+            "30",
             "--backlog",
             "4096",
             "--access-logfile",
