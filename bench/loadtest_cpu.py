@@ -1,6 +1,7 @@
 """Where the CPU went during a load test: app (gunicorn), PostgreSQL, the bots, the machine.
 
-Read from ``/proc`` (Linux only; elsewhere every figure is ``None``). The per-request figures
+Read from ``/proc`` (Linux only; elsewhere the CPU seconds read 0 and ``machine_busy`` is
+``None``). The per-request figures
 say what the throughput of this machine is bounded by: with the bots on the same cores, the
 app gets what the bots and the database leave over.
 """
@@ -28,8 +29,11 @@ def process_cpu_s(pid: int) -> float:
 
 def postgres_pids() -> list[int]:
     """PIDs of the local PostgreSQL server's processes (postmaster and backends)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
+    pids: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return pids
+    for entry in proc.iterdir():
         if entry.name.isdigit():
             try:
                 if (entry / "comm").read_text().strip() in {"postgres", "postmaster"}:

@@ -22,9 +22,14 @@ def summary_table(r: dict[str, Any]) -> str:
         (
             "load",
             f"{r['participants']:,} participants ({r['participants_product_choice']:,} product "
-            f"choice + {r['participants_sentiment']} sentiment), think time "
-            f"{cfg['think_ms'] / 1000:g} s (mean, exponential), arrivals over "
-            f"{cfg['ramp_s']:g} s; gunicorn {cfg['workers']} x {cfg['threads']} threads",
+            f"choice + {r['participants_sentiment']} sentiment); "
+            + (
+                f"think time {cfg['think_ms'] / 1000:g} s (mean, exponential)"
+                if cfg["think_ms"]
+                else "no think time"
+            )
+            + (f", arrivals over {cfg['ramp_s']:g} s" if cfg["ramp_s"] else ", all at once")
+            + f"; gunicorn {cfg['workers']} x {cfg['threads']} threads",
         ),
         ("outcomes", ", ".join(f"{k} {v:,}" for k, v in r["outcomes"].items())),
         (

@@ -3,12 +3,14 @@
 Usage::
 
     .venv/bin/python bench/profile_pages.py                       # SQLite file, 30 bots
-    .venv/bin/python bench/profile_pages.py --db postgresql+psycopg://postgres@127.0.0.1:5432/test
+    .venv/bin/python bench/profile_pages.py --pg-url postgresql://postgres@127.0.0.1:5432/postgres
     .venv/bin/python bench/profile_pages.py --profile 25          # + the 25 costliest functions
 
 The bots run in-process through Flask's test client, one after another, on the product-choice
-demo study. The app is timed at its WSGI boundary with the thread's CPU clock, so the bots' own
-HTML parsing is not counted; SQL statements are counted with an engine event. This is the
+demo study, in a database made for the run (``--pg-url``: a fresh database on that PostgreSQL
+server, dropped afterwards, as in the load test). The app is timed at its WSGI boundary with
+the thread's CPU clock, so the bots' own HTML parsing is not counted; SQL statements are
+counted with an engine event. This is the
 per-request figure that bounds the load test's throughput (``bench/loadtest.py``): requests/s
 on one core is about 1000 / (CPU ms per request).
 """
@@ -16,6 +18,7 @@ on one core is about 1000 / (CPU ms per request).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import pstats
 import statistics
@@ -63,47 +66,53 @@ class _Meter:
         return body
 
 
-def _reset_database(app: Any) -> None:
+def _build_database(app: Any) -> None:
+    """Migrate the empty database and load the demo study."""
     from flask_migrate import upgrade
 
-    from webapp.extensions import db
     from webapp.services.studies import load_study
 
     with app.app_context():
-        db.drop_all()
-        with db.engine.begin() as conn:
-            conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
         upgrade()
         load_study(STUDY)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", help="SQLAlchemy URL (default: a temporary SQLite file)")
+    parser.add_argument(
+        "--pg-url", help="a PostgreSQL server to make a fresh database on (default: SQLite file)"
+    )
     parser.add_argument("--n", type=int, default=30, help="bots (default 30)")
     parser.add_argument("--warmup", type=int, default=3, help="bots before measuring")
     parser.add_argument("--profile", type=int, default=0, metavar="K", help="print top K")
     parser.add_argument("--dump", help="write the profile here (pstats format)")
     args = parser.parse_args(argv)
+    with contextlib.ExitStack() as stack:
+        if args.pg_url:
+            from loadtest import fresh_database  # bench/ is a folder of scripts
 
+            url = stack.enter_context(fresh_database(args.pg_url, prefix="framelab_profile"))
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            url = f"sqlite:///{Path(tmp) / 'profile.sqlite'}"
+        return _measure(url, args)
+
+
+def _measure(url: str, args: argparse.Namespace) -> int:
+    """Run the bots on a new database at ``url`` and print the per-request figures."""
     from sqlalchemy import event
 
     from webapp import create_app
     from webapp.bots import run_bots
+    from webapp.extensions import db
     from webapp.studydef import load_study_file
 
-    tmp = tempfile.TemporaryDirectory()
-    url = args.db or f"sqlite:///{Path(tmp.name) / 'profile.sqlite'}"
-    app = create_app(
-        {"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "profile", "FRAMELAB_ENV": "production"}
-    )
-    _reset_database(app)
+    app = create_app({"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "profile"})
+    _build_database(app)
     definition = load_study_file(STUDY)
     meter = _Meter(app.wsgi_app)
     app.wsgi_app = meter  # type: ignore[method-assign]
     with app.app_context():
-        from webapp.extensions import db
-
         event.listen(db.engine, "before_cursor_execute", meter.count)
 
     run_bots(app, definition, n=args.warmup, seed=1)
@@ -137,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
         if args.dump:
             profiler.dump_stats(args.dump)
-    tmp.cleanup()
+    with app.app_context():
+        db.engine.dispose()  # before the fresh database is dropped
     return 0
 
 

@@ -22,11 +22,11 @@ from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Platform, Study, utcnow
 from webapp.participant import bp
 from webapp.participant.forms import ConsentForm
+from webapp.participant.lookup import request_study
 from webapp.security import allow_mturk_framing
 from webapp.services import allocation, flow
 from webapp.services import entry as entry_service
 from webapp.services.entry import Entry, EntryError
-from webapp.services.studies import get_request_study
 
 
 def _secret() -> str:
@@ -34,7 +34,7 @@ def _secret() -> str:
 
 
 def _study_or_404(slug: str) -> Study:
-    study = get_request_study(slug)
+    study = request_study(slug)
     if study is None:
         raise ParticipantError(
             "E404-STUDY",
@@ -185,7 +185,6 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                 token=form.page.data,
                 secret=_secret(),
                 rt_ms=flow.parse_rt_ms(form.rt_ms.data),
-                locked=True,
             )
             if not result.accepted:
                 flash("That page was already answered; here is where you are now.", "info")

@@ -11,11 +11,11 @@ from flask import request, session
 from webapp.errors import ParticipantError
 from webapp.extensions import db
 from webapp.models import Researcher, Study, StudyState
+from webapp.participant.lookup import request_study
 from webapp.researcher import bp
 from webapp.services.accounts import can_access
 from webapp.services.entry import EntryError, find_participant, parse_entry
 from webapp.services.researchers import participant_gate
-from webapp.services.studies import get_request_study
 
 _STARTING = {"participant.entry", "participant.start"}
 _MESSAGES = {
@@ -56,7 +56,7 @@ def study_must_be_live() -> None:
     if request.blueprint != "participant" or not request.view_args:
         return
     slug = request.view_args.get("slug")
-    study = get_request_study(slug) if isinstance(slug, str) else None
+    study = request_study(slug) if isinstance(slug, str) else None
     if study is None:
         return  # the participant view shows its own "not found" page
     rid = session.get("researcher_id")

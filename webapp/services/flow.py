@@ -43,8 +43,8 @@ def participant_token(participant_id: int, secret: str) -> str:
 def participant_from_token(token: str, secret: str, *, lock: bool = False) -> Participant | None:
     """Return the participant of a URL token, or ``None`` if it does not verify.
 
-    ``lock=True`` reads the row under the lock :func:`submit` needs (pass ``locked=True``
-    there), saving the second read of the row on every submitted page.
+    ``lock=True`` reads the row under the lock :func:`submit` needs, so a submitted page reads
+    its participant once.
     """
     try:
         pid = URLSafeSerializer(secret, salt="framelab-participant").loads(token)
@@ -187,27 +187,23 @@ def submit(
     token: str | None,
     secret: str,
     rt_ms: int | None,
-    locked: bool = False,
 ) -> SubmitResult:
     """Save a validated page and move the participant on, all in one transaction.
 
-    The participant row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite transactions
-    are immediate), then the token is checked again, so two concurrent copies of the same
-    POST save exactly one answer; unique constraints are the last line of defence.
+    ``ctx.participant`` must have been read under its row lock in this transaction
+    (``participant_from_token(..., lock=True)``: ``FOR UPDATE`` on PostgreSQL; SQLite
+    transactions are immediate). The token is checked again under that lock, so two concurrent
+    copies of the same POST save exactly one answer; unique constraints are the last line of
+    defence.
 
     Returns
     -------
     SubmitResult
         ``accepted`` false for replays; otherwise the outcome and an optional message.
-
-    ``locked=True``: the caller read ``ctx.participant`` with
-    ``participant_from_token(..., lock=True)`` in this transaction.
     """
-    p = ctx.participant if locked else _lock_participant(ctx.participant.id)
-    if (
-        p is None
-        or p.status is not ParticipantStatus.started
-        or check_token(p, token, secret) is not TokenState.current
+    p = ctx.participant
+    if p.status is not ParticipantStatus.started or (
+        check_token(p, token, secret) is not TokenState.current
     ):
         db.session.rollback()
         return SubmitResult(accepted=False)
@@ -258,11 +254,7 @@ def enter(ctx: PageContext) -> bool:
     if (
         p is None
         or p.status is not ParticipantStatus.started
-        or (p.block_index, p.step)
-        != (
-            ctx.block_index,
-            ctx.step,
-        )
+        or (p.block_index, p.step) != (ctx.block_index, ctx.step)
     ):
         db.session.rollback()  # moved on concurrently: the caller re-reads the position
         return True

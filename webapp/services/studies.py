@@ -83,14 +83,12 @@ def store_definition(
     LoadResult
     """
     path = source
-    digest = definition_hash(definition)
     study = db.session.scalar(select(Study).where(Study.slug == definition["slug"]))
     if study is None:
         study = Study(
             slug=definition["slug"],
             title=definition["title"],
-            definition=definition,
-            definition_hash=digest,
+            definition=definition,  # sets definition_hash (Study._hash_follows_definition)
             version=1,
             export_salt=secrets.token_hex(32),
             source_path=str(path),
@@ -100,7 +98,7 @@ def store_definition(
         db.session.add(study)
         db.session.commit()
         return LoadResult(study, "created")
-    if study.definition_hash == digest:
+    if study.definition_hash == definition_hash(definition):
         return LoadResult(study, "unchanged")
     n = db.session.scalar(select(func.count()).where(Participant.study_id == study.id)) or 0
     if n and study.definition["tasks"] != definition["tasks"] and not force:
@@ -110,8 +108,7 @@ def store_definition(
             "new definition), or load it under a new slug"
         )
     study.title = definition["title"]
-    study.definition = definition
-    study.definition_hash = digest
+    study.definition = definition  # and its hash
     study.version += 1
     study.source_path = str(path)
     db.session.commit()
@@ -152,20 +149,6 @@ def _attach_definition(study: Study) -> None:
         _DEFINITIONS[key] = definition  # dict assignment is atomic under the GIL
         set_committed_value(study, "definition_hash", row.definition_hash)
     set_committed_value(study, "definition", definition)
-
-
-def get_request_study(slug: str) -> Study | None:
-    """:func:`get_study`, looked up once per request.
-
-    The participant gate and the participant view both need the study of the URL; on the
-    load test's pages the second identical query was a tenth of the app's time.
-    """
-    from flask import g
-
-    cache: dict[str, Study | None] = g.setdefault("framelab_studies", {})
-    if slug not in cache:
-        cache[slug] = get_study(slug)
-    return cache[slug]
 
 
 def status_counts(study: Study, *, include_preview: bool = False) -> dict[str, dict[str, int]]:

@@ -22,23 +22,18 @@ LABELS = ("positive", "negative", "neutral")
 REQUIRED_COLUMNS = ("item_id", "text", "base_sentiment")
 
 
-def resolve_path(raw: Any, where: Where) -> Path:
-    """Return the CSV file named by ``raw``, relative to the study file's folder."""
-    return stimulus_path(raw, where, "a CSV file")
-
-
-def read_rows(path: Path, where: Where) -> tuple[list[str], list[tuple[int, dict[Any, Any]]]]:
+def read_rows(path: Path, where: Where) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """Read a CSV file: its stripped header and (line where the row starts, row) pairs.
 
-    Blank lines are skipped; a row with more cells than the header keeps the extra ones under
-    ``None`` and a shorter one has ``None`` for its missing cells, as ``csv.DictReader`` does.
-    Unreadable CSV is refused naming the file and the line.
+    Blank lines are skipped; cells beyond the header are dropped and missing cells are absent
+    from the row. Unreadable CSV is refused naming the file and the line. (``csv.DictReader``
+    skips blank lines inside ``next()``, which hides where a row starts.)
     """
     text = read_text(path, where, encoding="utf-8-sig")
     # newline="" keeps newlines inside quoted cells; line_num counts physical lines read.
     reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = None
-    rows: list[tuple[int, dict[Any, Any]]] = []
+    rows: list[tuple[int, dict[str, str]]] = []
     last = 0  # the line on which the previous row ended
     try:
         for cells in reader:
@@ -46,11 +41,7 @@ def read_rows(path: Path, where: Where) -> tuple[list[str], list[tuple[int, dict
             if header is None:
                 header = [h.strip() for h in cells]
             elif cells:
-                row: dict[Any, Any] = dict(zip(header, cells, strict=False))
-                row.update({h: None for h in header[len(cells) :]})
-                if len(cells) > len(header):
-                    row[None] = cells[len(header) :]
-                rows.append((start, row))
+                rows.append((start, dict(zip(header, cells, strict=False))))
     except csv.Error as exc:
         line = min(max(reader.line_num, 1), n_lines(text))
         raise Where(path.name, "", path.parent, line).error(
@@ -87,7 +78,7 @@ def read_items(
     webapp.studydef.StudyDefinitionError
         Missing file or column, empty cell, unknown sentiment, duplicate ``item_id``.
     """
-    path = resolve_path(raw, where)
+    path = stimulus_path(raw, where, "a CSV file")
     file_where = Where(path.name, "", path.parent, 1)
     header, rows = read_rows(path, where)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
