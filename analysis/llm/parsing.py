@@ -142,22 +142,20 @@ def parse_choice(answer: str, names: Mapping[str, str]) -> str:
     return tails.get(bare, OTHER) if len(tails) == len(names) else OTHER
 
 
-# nltk's sentence splitter needs the punkt data package, which cannot be downloaded here; a split on
-# terminal punctuation followed by a capital is enough to keep "the first sentence" of a summary.
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s+[\"'(\[]?[A-Z0-9])")
-
-
 def first_sentence(text: str) -> str:
     """Return the first sentence of ``text`` (the whole text if it has no sentence break).
+
+    The shared library splitter (:func:`analysis.metrics.text.first_sentence`) decides, so a
+    summary that starts "The U.S. Senate ..." is not cut after "The U.S.".
 
     Examples
     --------
     >>> first_sentence("Taxes rise. Jobs go.")
     'Taxes rise.'
     """
-    stripped = text.strip()
-    end = _SENTENCE_END.search(stripped)
-    return stripped[: end.end()].strip() if end else stripped
+    from analysis.metrics.text import first_sentence as shared
+
+    return shared(text)
 
 
 def clean_reframing(answer: str) -> str:

@@ -9,7 +9,6 @@ resume key. :func:`run_task` ties a task to a backend and a result store.
 from __future__ import annotations
 
 import platform
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -157,21 +156,22 @@ def _expand_reframe(
 
 
 def mix_passages(first: str, second: str) -> str:
-    """Interleave two passages unit by unit (paragraphs, or sentences for single paragraphs).
+    """Interleave two texts unit by unit (lines or paragraphs, or sentences for a single line).
+
+    Units are :func:`analysis.metrics.text.passages`: a side of several lines (PoliSum separates
+    its passages by single newlines) is interleaved passage by passage, never sentence by
+    sentence; a one-line side is cut into sentences by the shared library splitter.
 
     Examples
     --------
     >>> mix_passages("L1. L2.", "R1. R2.")
     'L1.\\n\\nR1.\\n\\nL2.\\n\\nR2.'
+    >>> mix_passages("Mr. Li spoke. He left.\\nSen. Ng agreed.", "R1.")
+    'Mr. Li spoke. He left.\\n\\nR1.\\n\\nSen. Ng agreed.'
     """
+    from analysis.metrics.text import passages
 
-    def units(text: str) -> list[str]:
-        paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-        if len(paras) > 1:
-            return paras
-        return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
-
-    a, b = units(first), units(second)
+    a, b = passages(first), passages(second)
     mixed: list[str] = []
     for i in range(max(len(a), len(b))):
         mixed.extend(u[i] for u in (a, b) if i < len(u))

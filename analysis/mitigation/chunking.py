@@ -4,9 +4,12 @@
   tokens (the last chunk also takes the remainder, so nothing is lost).
 - Weighted Summaries gives the beginning, middle and end 33 %, 34 % and 33 % of the target length,
   rounded so the budgets sum exactly to the target.
-- Position-Invariant Shuffle splits a document into sentences on periods and shuffles them with a
-  fixed seed (42).
-- Attention-Sort works on paragraphs (blank-line separated; sentences when there is only one).
+- Position-Invariant Shuffle splits a document into sentences and shuffles them with a fixed seed
+  (42). Sentences come from the shared splitter (:func:`analysis.metrics.text.split_sentences`,
+  so "The U.S." is not cut into "The U." and "S."); ``split="periods"`` reproduces the seed
+  description's literal "split on periods".
+- Attention-Sort works on passages (:func:`analysis.metrics.text.passages`: lines or blank-line
+  paragraphs; sentences when there is only one).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ __all__ = [
     "chunk_document",
     "paragraphs",
     "shuffle_sentences",
+    "SPLITS",
     "split_on_periods",
     "weighted_budgets",
 ]
@@ -117,8 +121,11 @@ def split_on_periods(text: str) -> list[str]:
     return [p.strip() for p in pieces if p.strip()]
 
 
-def shuffle_sentences(text: str, seed: int = 42) -> str:
-    """Shuffle the period-delimited sentences of ``text`` with ``random.Random(seed)``.
+SPLITS = ("sentences", "periods")
+
+
+def shuffle_sentences(text: str, seed: int = 42, *, split: str = "sentences") -> str:
+    """Shuffle the sentences of ``text`` with ``random.Random(seed)``.
 
     Parameters
     ----------
@@ -126,13 +133,23 @@ def shuffle_sentences(text: str, seed: int = 42) -> str:
         The document.
     seed : int, default 42
         The shuffle seed; the same text and seed always give the same order.
+    split : {"sentences", "periods"}, default "sentences"
+        ``sentences`` uses the shared library splitter; ``periods`` cuts at every period
+        (:func:`split_on_periods`), the seed description taken literally.
 
     Returns
     -------
     str
         The shuffled sentences joined by single spaces.
     """
-    sentences = split_on_periods(text)
+    if split == "sentences":
+        from analysis.metrics.text import split_sentences
+
+        sentences = split_sentences(text)
+    elif split == "periods":
+        sentences = split_on_periods(text)
+    else:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     random.Random(seed).shuffle(sentences)
     return " ".join(sentences)
 
@@ -140,10 +157,10 @@ def shuffle_sentences(text: str, seed: int = 42) -> str:
 def paragraphs(text: str) -> list[str]:
     """Split a document into the units Attention-Sort reorders.
 
-    Paragraphs are separated by blank lines; a document with a single paragraph is split into
-    its period-delimited sentences instead, so there is something to reorder.
+    These are :func:`analysis.metrics.text.passages`: the document's lines (paragraphs separated
+    by one newline or by blank lines); a single-line document is split into its sentences, so
+    there is something to reorder.
     """
-    paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-    if len(paras) > 1:
-        return paras
-    return split_on_periods(text)
+    from analysis.metrics.text import passages
+
+    return passages(text)

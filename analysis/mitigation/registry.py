@@ -206,10 +206,16 @@ METHODS: dict[str, MethodSpec] = {
             "re-rank",
             "summarize",
             "primacy",
-            "Position-Invariant Shuffle: sentences (split on periods) are shuffled with a fixed "
-            "seed before summarisation.",
+            "Position-Invariant Shuffle: sentences are shuffled with a fixed seed before "
+            "summarisation.",
             params=(
                 Param("shuffle_seed", 42, "seed of random.Random that shuffles the sentences"),
+                Param(
+                    "sentence_split",
+                    "sentences",
+                    "'sentences' (the shared library splitter) or 'periods' (cut at every "
+                    "period, the seed description taken literally)",
+                ),
             ),
         ),
         # --- decoding family ---

@@ -250,7 +250,9 @@ def _shuffle() -> Plan:
     tpl = _baseline_summary()
 
     def shuffle(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        state.values["text"] = chunking.shuffle_sentences(state.source, int(params["shuffle_seed"]))
+        state.values["text"] = chunking.shuffle_sentences(
+            state.source, int(params["shuffle_seed"]), split=str(params["sentence_split"])
+        )
         return []
 
     def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -86,6 +86,9 @@ def test_parse_choice_with_system_names() -> None:
         ('He said "no." Then left.', 'He said "no."'),
         ("Prices rose 3.5 percent. Wages fell.", "Prices rose 3.5 percent."),
         ("  Is it? Yes!  ", "Is it?"),
+        # Seen in a real run: the old regex cut this summary to "The U.S.".
+        ("The U.S. Senate passed the bill. It failed later.", "The U.S. Senate passed the bill."),
+        ("Sen. Warren and Mr. Smith agreed. Others did not.", "Sen. Warren and Mr. Smith agreed."),
     ],
 )
 def test_first_sentence(text: str, first: str) -> None:

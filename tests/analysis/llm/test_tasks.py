@@ -200,6 +200,18 @@ def test_perspective_summary_both_orders_first_sentence(tmp_path: Path, fake_bac
     assert passages == {"L1.\n\nR1.\n\nL2.\n\nR2.", "R1.\n\nL1.\n\nR2.\n\nL2."}
 
 
+def test_mix_passages_keeps_single_newline_passages_whole() -> None:
+    # PoliSum separates passages by single newlines; they were interleaved sentence by sentence.
+    left = "Taxes hurt jobs. Cut them.\nThe U.S. economy needs growth."
+    right = "Schools need money. Fund them.\nHealth care is a right."
+    assert mix_passages(left, right).split("\n\n") == [
+        "Taxes hurt jobs. Cut them.",
+        "Schools need money. Fund them.",
+        "The U.S. economy needs growth.",
+        "Health care is a right.",
+    ]
+
+
 def test_mix_passages_uneven_paragraphs() -> None:
     assert mix_passages("A\n\nB\n\nC", "X") == "A\n\nX\n\nB\n\nC"
 

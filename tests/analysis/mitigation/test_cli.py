@@ -72,7 +72,7 @@ def test_method_command_runs_and_resumes(tiny_model_dir, docs_file, tmp_path):
     assert "2 of 2 items done" in first
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["method"] for r in records} == {"position-shuffle"}
-    assert records[0]["hyperparameters"] == {"shuffle_seed": 3}
+    assert records[0]["hyperparameters"] == {"shuffle_seed": 3, "sentence_split": "sentences"}
     assert "nothing to do" in _invoke(args)
 
 

@@ -98,8 +98,8 @@ def test_hyperparameters_change_the_hash(backend, tmp_path):
     hashes = {r["template_hash"] for r in _lines(out)}
     assert len(hashes) == 2
     assert {tuple(r["hyperparameters"].items()) for r in _lines(out)} == {
-        (("shuffle_seed", 42),),
-        (("shuffle_seed", 7),),
+        (("shuffle_seed", 42), ("sentence_split", "sentences")),
+        (("shuffle_seed", 7), ("sentence_split", "sentences")),
     }
 
 

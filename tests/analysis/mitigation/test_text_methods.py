@@ -52,6 +52,24 @@ def test_shuffle_is_deterministic_with_seed_42():
 def test_paragraphs_fall_back_to_sentences():
     assert chunking.paragraphs("A b.\n\nC d.") == ["A b.", "C d."]
     assert chunking.paragraphs("A b. C d.") == ["A b.", "C d."]
+    assert chunking.paragraphs("The U.S. Senate met. Mr. Li left.") == [
+        "The U.S. Senate met.",
+        "Mr. Li left.",
+    ]
+
+
+def test_shuffle_keeps_abbreviations_whole_and_periods_is_the_literal_option():
+    text = "The U.S. Senate met. Mr. Li left. Dr. Ng stayed. It rained."
+    units = ["The U.S. Senate met.", "Mr. Li left.", "Dr. Ng stayed.", "It rained."]
+    shuffled = chunking.shuffle_sentences(text)
+    order = list(range(4))
+    random.Random(42).shuffle(order)
+    assert shuffled == " ".join(units[i] for i in order)
+    # The seed description taken literally cuts "U.S." and "Mr." apart.
+    literal = chunking.shuffle_sentences(text, split="periods")
+    assert "The U.S. Senate met." in shuffled and "The U.S. Senate met." not in literal
+    with pytest.raises(ValueError, match="split must be one of"):
+        chunking.shuffle_sentences(text, split="words")
 
 
 def test_extract_section_handles_decorated_and_missing_markers():
@@ -96,7 +114,7 @@ def test_registry_has_the_18_methods_of_the_seed_study():
     assert defaults["rejection-sampling"] == {"top_k": 5}
     assert defaults["self-debias"] == {"decay": 10.0, "refresh_every": 4}
     assert defaults["explanation-guard"]["check_every"] == 5
-    assert defaults["position-shuffle"] == {"shuffle_seed": 42}
+    assert defaults["position-shuffle"] == {"shuffle_seed": 42, "sentence_split": "sentences"}
     assert defaults["attention-sort"] == {"iterations": 2}
     assert defaults["self-help-debias"] == {"rewrite_max_new_tokens": 300}
     assert defaults["partial-summaries"] == {"n_chunks": 3}
