@@ -211,6 +211,9 @@ HALLUCINATION_OPTIONS = [
                  help="Field with the item's truth value."),
     click.option("--date-field", default="date", show_default=True,
                  help="Field with the news date (ISO)."),
+    click.option("--undated", type=click.Choice(["report", "refuse"]), default="report",
+                 show_default=True,
+                 help="Items without a date: their own period 'undated', or an error."),
 ]  # fmt: skip
 
 
@@ -218,12 +221,13 @@ HALLUCINATION_OPTIONS = [
 @INPUT
 @OUT
 @_apply(HALLUCINATION_OPTIONS)
-def hallucination(inputs, out, cutoffs, pair_field, truth_field, date_field) -> None:
+def hallucination(inputs, out, cutoffs, pair_field, truth_field, date_field, undated) -> None:
     """Actual, falsified and strict fact-check accuracy around each model's cutoff, and δH."""
     from analysis.metrics.report import ReportOptions, hallucination_section
 
     opts = ReportOptions(cutoffs=_cutoffs(cutoffs), pair_field=pair_field,
-                         truth_field=truth_field, date_field=date_field)  # fmt: skip
+                         truth_field=truth_field, date_field=date_field,
+                         undated=undated)  # fmt: skip
     section = _build(hallucination_section, _records(inputs), opts)
     _write(section, out)
     _show(section, "hallucination_scores")
@@ -322,7 +326,7 @@ OVERLAP_OPTIONS = [
     click.option("--generated-field", default="generated_summary", show_default=True,
                  help="Field with the generated summary."),
     click.option("--length-filter", is_flag=True,
-                 help="Keep only generated summaries of 95–105 words."),
+                 help="Keep only items whose human reference has 95–105 words."),
     click.option("--bins", default=10, show_default=True,
                  help="Equal-width similarity bins over [0, 1]."),
 ]  # fmt: skip
@@ -384,7 +388,7 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
 @click.option("--any-judge", is_flag=True, help="Framing: pair labels from different judges.")
 def report(inputs, out, no_primacy, embed_model, device, batch_size, query_prefix,
            passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
-           source_field, summary_field, cutoffs, pair_field, truth_field, date_field,
+           source_field, summary_field, cutoffs, pair_field, truth_field, date_field, undated,
            human_field, generated_field, length_filter, bins, lexicon, left_field, right_field,
            n_bins, mapping, gold_field, k, any_judge) -> None:  # fmt: skip
     """Every metric the records allow: CSVs, PNGs and index.html in --out."""
@@ -394,7 +398,7 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, query_prefi
     opts = ReportOptions(
         alpha=alpha, unit=unit, source_field=source_field, summary_field=summary_field, k=k,
         mapping=mapping, gold_field=gold_field, cutoffs=_cutoffs(cutoffs), pair_field=pair_field,
-        truth_field=truth_field, date_field=date_field, human_field=human_field,
+        truth_field=truth_field, date_field=date_field, undated=undated, human_field=human_field,
         generated_field=generated_field, length_filter=length_filter, bins=bins,
         left_field=left_field, right_field=right_field, lexicon=_lexicon(lexicon),
         n_bins=n_bins, match_judge=not any_judge,

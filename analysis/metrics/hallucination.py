@@ -5,17 +5,34 @@ Fact-check items come in (true, negated) pairs sharing a ``pair_id``; the model 
 answered ``true``; falsified-news accuracy the share of negated items answered ``false``; strict
 accuracy s_TH the share of complete pairs with both answered correctly. Items dated on or before the
 model's cutoff are ``pre``, later ones ``post``; δH = |s_TH(pre) − s_TH(post)|.
+
+Every score is per model × method × template × period (:data:`HALLUCINATION_GROUPS`, the columns a
+file has): pooling two prompt templates or two mitigation methods into one group would pair the
+answers of one with those of the other. An item without a date is never guessed into a period:
+it is reported as ``undated`` (or refused, ``undated="refuse"``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["confidence_breakdown", "hallucination_gap", "hallucination_scores", "parse_truth"]
+__all__ = [
+    "HALLUCINATION_GROUPS",
+    "PERIODS",
+    "confidence_breakdown",
+    "hallucination_gap",
+    "hallucination_mean_of_means",
+    "hallucination_scores",
+    "parse_truth",
+]
+
+# Answers are compared only within one model, mitigation method and prompt template.
+HALLUCINATION_GROUPS = ("model", "method", "template")
+PERIODS = ("pre", "post", "undated", "all")
 
 _TRUE = {"true", "1", "yes", "t", "actual", "real"}
 _FALSE = {"false", "0", "no", "f", "negated", "falsified", "fake"}
@@ -39,17 +56,60 @@ def parse_truth(value: object) -> bool:
     raise ValueError(f"not a truth value: {value!r}")
 
 
-def _answers(data: pd.DataFrame, *, model: str, truth: str, label: str) -> pd.DataFrame:
-    """Model, truth value, normalised label and correctness of each answer."""
-    df = pd.DataFrame(
-        {
-            "model": data[model].astype(str).to_numpy(),
-            "truth": [parse_truth(v) for v in data[truth]],
-            "label": data[label].astype(str).str.strip().str.lower().to_numpy(),
-        }
-    )
+def _group_columns(data: pd.DataFrame, model: str, by: Sequence[str]) -> list[str]:
+    """The grouping columns present in ``data`` (``model`` is required)."""
+    if model not in data.columns:
+        raise KeyError(f"no column {model!r} with the model")
+    return [c for c in by if c == "model" or c in data.columns]
+
+
+def _answers(
+    data: pd.DataFrame, *, model: str, truth: str, label: str, by: Sequence[str] = ("model",)
+) -> pd.DataFrame:
+    """Group columns, truth value, normalised label and correctness of each answer."""
+    df = pd.DataFrame(index=range(len(data)))
+    for col in _group_columns(data, model, by):
+        source = data[model if col == "model" else col]
+        df[col] = source.fillna("").astype(str).to_numpy()
+    df["truth"] = [parse_truth(v) for v in data[truth]]
+    df["label"] = data[label].astype(str).str.strip().str.lower().to_numpy()
     df["correct"] = np.where(df["truth"], df["label"] == "true", df["label"] == "false")
     return df
+
+
+def _periods(
+    data: pd.DataFrame,
+    models: pd.Series,
+    *,
+    cutoffs: Mapping[str, str | date] | None,
+    date_col: str,
+    undated: str,
+    item: str = "item_id",
+) -> np.ndarray:
+    """``pre``/``post``/``undated`` for models with a cutoff, ``all`` for the others."""
+    if undated not in ("report", "refuse"):
+        raise ValueError(f"undated must be 'report' or 'refuse', got {undated!r}")
+    period = np.full(len(data), "all", dtype=object)
+    if not cutoffs:
+        return period
+    raw = data[date_col] if date_col in data.columns else pd.Series(None, index=data.index)
+    when = pd.to_datetime(raw, utc=True).dt.tz_localize(None).to_numpy()
+    cut = pd.to_datetime(models.map({str(k): v for k, v in cutoffs.items()}), utc=True)
+    cut = cut.dt.tz_localize(None).to_numpy()
+    has_cut, no_date = ~pd.isna(cut), pd.isna(when)
+    missing = has_cut & no_date
+    if missing.any() and undated == "refuse":
+        row = int(np.flatnonzero(missing)[0])
+        label = data[item].iloc[row] if item in data.columns else row
+        raise ValueError(
+            f"{int(missing.sum())} fact-check item(s) have no {date_col!r} (first: item "
+            f"{label!r}), so they are neither before nor after the cutoff; add dates, or "
+            "report them as 'undated'"
+        )
+    dated = has_cut & ~no_date
+    period[dated] = np.where(when[dated] <= cut[dated], "pre", "post")
+    period[missing] = "undated"
+    return period
 
 
 def _prepare(
@@ -61,17 +121,20 @@ def _prepare(
     truth: str,
     date_col: str,
     label: str,
+    by: Sequence[str] = HALLUCINATION_GROUPS,
+    undated: str = "report",
 ) -> pd.DataFrame:
-    df = _answers(data, model=model, truth=truth, label=label)
+    df = _answers(data, model=model, truth=truth, label=label, by=by)
     df["pair_id"] = data[pair].astype(str).to_numpy()
-    df["period"] = "all"
-    if cutoffs:
-        when = pd.to_datetime(data[date_col], utc=True).dt.tz_localize(None).to_numpy()
-        cut = pd.to_datetime(df["model"].map({str(k): v for k, v in cutoffs.items()}), utc=True)
-        cut = cut.dt.tz_localize(None).to_numpy()
-        has_cut = ~pd.isna(cut)
-        df.loc[has_cut, "period"] = np.where(when[has_cut] <= cut[has_cut], "pre", "post")
+    df["period"] = _periods(data, df["model"], cutoffs=cutoffs, date_col=date_col, undated=undated)
     return df
+
+
+def _sort_periods(out: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    order = {p: i for i, p in enumerate(PERIODS)}
+    return out.sort_values(
+        [*keys, "period"], key=lambda s: s.map(order) if s.name == "period" else s
+    ).reset_index(drop=True)
 
 
 def hallucination_scores(
@@ -83,8 +146,10 @@ def hallucination_scores(
     truth: str = "truth",
     date: str = "date",
     label: str = "label",
+    by: Sequence[str] = HALLUCINATION_GROUPS,
+    undated: str = "report",
 ) -> pd.DataFrame:
-    """Actual, falsified and strict accuracy per model and period.
+    """Actual, falsified and strict accuracy per model × method × template and period.
 
     Parameters
     ----------
@@ -95,23 +160,40 @@ def hallucination_scores(
     model, pair, truth, date, label : str
         Columns: the model, the pair ID shared by a true item and its negation, the item's truth
         value, its news date (ISO) and the parsed answer (``true``/``false``/``other``).
+    by : sequence of str, default ("model", "method", "template")
+        Grouping columns; those missing from ``data`` (other than ``model``) are skipped.
+    undated : {"report", "refuse"}, default "report"
+        Items without a date, for a model with a cutoff: period ``undated``, or a ValueError
+        naming the first one. They were counted as post-cutoff before.
 
     Returns
     -------
     pandas.DataFrame
-        One row per (model, period) with period ``pre``/``post`` (when the model has a cutoff) and
-        ``all``: ``model``, ``period``, ``n_true``, ``n_false`` (items), ``actual_acc``,
-        ``falsified_acc``, ``n_pairs`` (complete pairs), ``strict_acc`` (s_TH). A pair's period is
-        that of its items; a pair whose items straddle the cutoff is left out of strict accuracy.
+        One row per group and period, period ``pre``/``post``/``undated`` (when the model has a
+        cutoff) and ``all``: the ``by`` columns, ``period``, ``n_true``, ``n_false`` (items),
+        ``actual_acc``, ``falsified_acc``, ``n_pairs`` (complete pairs), ``strict_acc`` (s_TH).
+        A pair's period is that of its items; a pair whose items straddle the cutoff (or have
+        one dated and one undated item) is left out of strict accuracy.
+
+    Examples
+    --------
+    >>> data = pd.DataFrame({"model": "m", "template": ["a", "a", "b", "b"],
+    ...                      "pair_id": ["1", "1", "1", "1"], "truth": [True, False] * 2,
+    ...                      "label": ["true", "false", "true", "true"]})
+    >>> hallucination_scores(data)[["template", "strict_acc"]].to_dict("records")
+    [{'template': 'a', 'strict_acc': 1.0}, {'template': 'b', 'strict_acc': 0.0}]
     """
     df = _prepare(
-        data, cutoffs=cutoffs, model=model, pair=pair, truth=truth, date_col=date, label=label
-    )
+        data, cutoffs=cutoffs, model=model, pair=pair, truth=truth, date_col=date, label=label,
+        by=by, undated=undated,
+    )  # fmt: skip
+    keys = [c for c in by if c in df.columns]
     frames = [df.assign(period="all")]
     if (df["period"] != "all").any():
         frames.insert(0, df.loc[df["period"] != "all"])
     rows = []
-    for (mdl, period), g in pd.concat(frames).groupby(["model", "period"], sort=True):
+    for key, g in pd.concat(frames).groupby([*keys, "period"], sort=True):
+        group = dict(zip([*keys, "period"], key, strict=True))
         pairs = g.groupby("pair_id").agg(
             has_true=("truth", "any"),
             has_false=("truth", lambda s: (~s).any()),
@@ -121,8 +203,7 @@ def hallucination_scores(
         t, f = g.loc[g["truth"]], g.loc[~g["truth"]]
         rows.append(
             {
-                "model": mdl,
-                "period": period,
+                **group,
                 "n_true": len(t),
                 "n_false": len(f),
                 "actual_acc": t["correct"].mean() if len(t) else np.nan,
@@ -131,57 +212,113 @@ def hallucination_scores(
                 "strict_acc": complete["all_correct"].mean() if len(complete) else np.nan,
             }
         )
-    order = {"pre": 0, "post": 1, "all": 2}
-    out = pd.DataFrame(rows)
-    out = out.sort_values(
-        ["model", "period"], key=lambda s: s.map(order) if s.name == "period" else s
-    )
-    return out.reset_index(drop=True)
+    return _sort_periods(pd.DataFrame(rows), keys)
 
 
 def hallucination_gap(scores: pd.DataFrame) -> pd.DataFrame:
-    """δH = |s_pre − s_post| per model from :func:`hallucination_scores`.
+    """δH = |s_pre − s_post| per group from :func:`hallucination_scores`.
 
     Returns
     -------
     pandas.DataFrame
-        ``model``, ``s_pre``, ``s_post`` (strict accuracy before/after the cutoff) and
-        ``delta_h`` (NaN when a period is missing).
+        The group columns of ``scores`` (model, method, template as present), ``s_pre``,
+        ``s_post`` (strict accuracy before/after the cutoff) and ``delta_h`` (NaN when a period
+        is missing).
     """
-    wide = scores.pivot_table(index="model", columns="period", values="strict_acc", aggfunc="first")
+    keys = [c for c in HALLUCINATION_GROUPS if c in scores.columns]
+    out = scores.loc[scores["period"].isin(["pre", "post"])]
+    wide = out.pivot_table(index=keys, columns="period", values="strict_acc", aggfunc="first")
     wide = wide.reindex(columns=["pre", "post"])
-    out = pd.DataFrame(
-        {"model": wide.index, "s_pre": wide["pre"].to_numpy(), "s_post": wide["post"].to_numpy()}
-    )
-    out["delta_h"] = (out["s_pre"] - out["s_post"]).abs()
-    return out
+    index = scores[keys].drop_duplicates().set_index(keys).index
+    wide = wide.reindex(index).reset_index()
+    wide.columns.name = None
+    wide = wide.rename(columns={"pre": "s_pre", "post": "s_post"})
+    wide["delta_h"] = (wide["s_pre"] - wide["s_post"]).abs()
+    return wide.sort_values(keys).reset_index(drop=True)
+
+
+def hallucination_mean_of_means(
+    scores: pd.DataFrame, *, over: Sequence[str] = ("model",)
+) -> pd.DataFrame:
+    """Unweighted mean of the per-model accuracies and δH, as φframe's mean of means.
+
+    The paper's headline hallucination figures average over models, each model counting once
+    whatever its number of items (like φframe's mean over model–dataset pairs).
+
+    Parameters
+    ----------
+    scores : pandas.DataFrame
+        Output of :func:`hallucination_scores`.
+    over : sequence of str, default ("model",)
+        Columns averaged over; the other group columns (method, template) are kept.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per remaining group and period: those columns, ``period``, ``n_means`` (groups
+        averaged, those with a value of ``strict_acc``), ``actual_acc``, ``falsified_acc``,
+        ``strict_acc``; and in the ``pre``/``post`` rows ``delta_h``, the mean over models of
+        each model's δH (NaN in the other rows).
+    """
+    keys = [c for c in HALLUCINATION_GROUPS if c in scores.columns and c not in over]
+    values = ["actual_acc", "falsified_acc", "strict_acc"]
+    grouped = scores.groupby([*keys, "period"], sort=True, dropna=False)
+    out = grouped[values].mean().reset_index()
+    out.insert(len(keys) + 1, "n_means", grouped["strict_acc"].count().to_numpy())
+    gap = hallucination_gap(scores)
+    delta = gap.groupby(keys, sort=True)["delta_h"].mean() if keys else gap["delta_h"].mean()
+    if keys:
+        mapped = out.set_index(keys).index.map(delta.to_dict().get)
+        out["delta_h"] = np.asarray(mapped, dtype=float)
+    else:
+        out["delta_h"] = delta
+    out.loc[~out["period"].isin(["pre", "post"]), "delta_h"] = np.nan
+    return _sort_periods(out, keys)
 
 
 def confidence_breakdown(
     data: pd.DataFrame,
     *,
+    cutoffs: Mapping[str, str | date] | None = None,
     model: str = "model",
     truth: str = "truth",
     label: str = "label",
     confidence: str = "confidence",
+    date: str = "date",
+    by: Sequence[str] = HALLUCINATION_GROUPS,
+    undated: str = "report",
 ) -> pd.DataFrame:
-    """Accuracy by confidence tag (high/low) per model and truth value.
+    """Accuracy by confidence tag (high/low) per group, period and truth value.
+
+    The paper breaks the confidence of answers down before and after the knowledge cutoff;
+    periods follow :func:`hallucination_scores` (``pre``/``post``/``undated`` for models with a
+    cutoff, and ``all``).
 
     Returns
     -------
     pandas.DataFrame
-        One row per (model, truth, confidence): ``model``, ``truth`` (bool), ``confidence``
-        (``high``, ``low`` or ``none`` when untagged), ``n``, ``share`` (of the model's items
-        with that truth value) and ``accuracy``.
+        One row per (group, period, truth, confidence): the ``by`` columns present, ``period``,
+        ``truth`` (bool), ``confidence`` (``high``, ``low`` or ``none`` when untagged), ``n``,
+        ``share`` (of the group's items in that period with that truth value) and ``accuracy``.
     """
-    df = _answers(data, model=model, truth=truth, label=label)
+    df = _answers(data, model=model, truth=truth, label=label, by=by)
+    df["period"] = _periods(data, df["model"], cutoffs=cutoffs, date_col=date, undated=undated)
     tags = data[confidence] if confidence in data.columns else pd.Series("none", index=data.index)
     df["confidence"] = tags.fillna("none").astype(str).str.lower().to_numpy()
+    frames = [df.assign(period="all")]
+    if (df["period"] != "all").any():
+        frames.insert(0, df.loc[df["period"] != "all"])
+    keys = [c for c in by if c in df.columns]
     out = (
-        df.groupby(["model", "truth", "confidence"], sort=True)
+        pd.concat(frames)
+        .groupby([*keys, "period", "truth", "confidence"], sort=True)
         .agg(n=("correct", "size"), accuracy=("correct", "mean"))
         .reset_index()
     )
-    totals = out.groupby(["model", "truth"])["n"].transform("sum")
-    out.insert(4, "share", out["n"] / totals)
-    return out
+    totals = out.groupby([*keys, "period", "truth"])["n"].transform("sum")
+    out.insert(len(keys) + 4, "share", out["n"] / totals)
+    order = {p: i for i, p in enumerate(PERIODS)}
+    return out.sort_values(
+        [*keys, "period", "truth", "confidence"],
+        key=lambda s: s.map(order) if s.name == "period" else s,
+    ).reset_index(drop=True)

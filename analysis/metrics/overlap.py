@@ -78,13 +78,17 @@ def overlap_similarity(
 
 
 def length_filter(
-    data: pd.DataFrame, *, columns: Sequence[str] = ("generated",), low: int = 95, high: int = 105
+    data: pd.DataFrame, *, columns: Sequence[str] = ("reference",), low: int = 95, high: int = 105
 ) -> pd.DataFrame:
     """Keep rows whose texts in ``columns`` all have ``low``..``high`` whitespace words (inclusive).
 
+    The overlap paper keeps items whose *human reference* summary has 95–105 words, so the
+    default filters ``reference``; the generated summaries are left as the model wrote them
+    (filtering them instead kept 1 of 10 items whose references were all exactly 100 words).
+
     Examples
     --------
-    >>> df = pd.DataFrame({"generated": ["w " * 95, "w " * 94]})
+    >>> df = pd.DataFrame({"reference": ["w " * 95, "w " * 94], "generated": ["w", "w " * 100]})
     >>> len(length_filter(df))
     1
     """

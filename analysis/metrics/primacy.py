@@ -17,7 +17,7 @@ from analysis.metrics.embed import Embedder, PrimacyEmbedder
 from analysis.metrics.records import each_group
 from analysis.metrics.text import split_parts
 
-__all__ = ["PRIMACY_GROUPS", "primacy_scores", "primacy_similarities"]
+__all__ = ["PRIMACY_GROUPS", "primacy_mean_of_means", "primacy_scores", "primacy_similarities"]
 
 PRIMACY_GROUPS = ("model", "dataset", "method")
 
@@ -173,3 +173,44 @@ def primacy_scores(
         )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def primacy_mean_of_means(
+    scores: pd.DataFrame, *, over: Sequence[str] = ("model", "dataset")
+) -> pd.DataFrame:
+    """Unweighted mean of ψpri, ψrec and the mean similarities across model–dataset pairs.
+
+    The paper's headline ψpri (like φframe) is a mean of the per model–dataset values, each
+    pair counting once whatever its number of items, not a share pooled over all items.
+
+    Parameters
+    ----------
+    scores : pandas.DataFrame
+        Output of :func:`primacy_scores`.
+    over : sequence of str, default ("model", "dataset")
+        Columns averaged over; the other grouping columns (e.g. ``method``) are kept.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per remaining group: those columns, ``n_pairs`` (groups averaged), and the
+        means of ``s_b``, ``s_m``, ``s_e``, ``coverage``, ``psi_pri`` and ``psi_rec``.
+
+    Examples
+    --------
+    >>> scores = pd.DataFrame({"model": ["a", "b"], "n": [1, 3], "s_b": [0.9, 0.5],
+    ...     "s_m": [0.5, 0.5], "s_e": [0.1, 0.5], "coverage": [0.5, 0.5],
+    ...     "psi_pri": [1.0, 0.0], "psi_rec": [0.0, 0.0]})
+    >>> primacy_mean_of_means(scores)[["n_pairs", "psi_pri"]].to_dict("records")
+    [{'n_pairs': 2, 'psi_pri': 0.5}]
+    """
+    values = ["s_b", "s_m", "s_e", "coverage", "psi_pri", "psi_rec"]
+    rest = [c for c in PRIMACY_GROUPS if c in scores.columns and c not in over]
+    if rest:
+        grouped = scores.groupby(rest, dropna=False, sort=True)
+        out = grouped[values].mean().reset_index()
+        out.insert(len(rest), "n_pairs", grouped.size().to_numpy())
+        return out
+    out = scores[values].mean().to_frame().T
+    out.insert(0, "n_pairs", len(scores))
+    return out

@@ -58,6 +58,7 @@ class ReportOptions:
     pair_field: str = "pair_id"
     truth_field: str = "truth"
     date_field: str = "date"
+    undated: str = "report"
     human_field: str = "human_summary"
     generated_field: str = "generated_summary"
     length_filter: bool = False
@@ -125,7 +126,11 @@ def primacy_section(
     records: pd.DataFrame, opts: ReportOptions, embedder: Embedder | PrimacyEmbedder | None
 ) -> Section:
     """Primacy and coverage from summarize records."""
-    from analysis.metrics.primacy import primacy_scores, primacy_similarities
+    from analysis.metrics.primacy import (
+        primacy_mean_of_means,
+        primacy_scores,
+        primacy_similarities,
+    )
     from analysis.metrics.records import summary_pairs
     from analysis.plots.metrics import plot_primacy
 
@@ -144,7 +149,11 @@ def primacy_section(
     scores = primacy_scores(sims, alpha=opts.alpha)
     if isinstance(embedder, PrimacyEmbedder):
         sec.notes.append(f"embedding: {embedder.describe()}.")
-    sec.tables = {"primacy_items": sims, "primacy_scores": scores}
+    sec.tables = {
+        "primacy_items": sims,
+        "primacy_scores": scores,
+        "primacy_mean_of_means": primacy_mean_of_means(scores),
+    }
     sec.figures["primacy"] = lambda ax: plot_primacy(scores, ax)
     return sec
 
@@ -184,6 +193,7 @@ def hallucination_section(records: pd.DataFrame, opts: ReportOptions) -> Section
     from analysis.metrics.hallucination import (
         confidence_breakdown,
         hallucination_gap,
+        hallucination_mean_of_means,
         hallucination_scores,
     )
     from analysis.metrics.records import column, select_task
@@ -201,12 +211,27 @@ def hallucination_section(records: pd.DataFrame, opts: ReportOptions) -> Section
     if not opts.cutoffs:
         sec.notes.append("no --cutoff MODEL=DATE given: only the overall period is reported.")
     scores = hallucination_scores(
-        rows, cutoffs=opts.cutoffs, pair=cols["pair"], truth=cols["truth"], date=cols["date"]
-    )
+        rows, cutoffs=opts.cutoffs, pair=cols["pair"], truth=cols["truth"], date=cols["date"],
+        undated=opts.undated,
+    )  # fmt: skip
+    undated = scores.loc[scores["period"] == "undated"]
+    if len(undated):
+        n = int((undated["n_true"] + undated["n_false"]).sum())
+        sec.notes.append(
+            f"{n} answer(s) to items without a date are reported as period 'undated', "
+            "neither before nor after the cutoff (--undated refuse makes this an error)."
+        )
     sec.tables = {
         "hallucination_scores": scores,
         "hallucination_gap": hallucination_gap(scores),
-        "hallucination_confidence": confidence_breakdown(rows, truth=cols["truth"]),
+        "hallucination_mean_of_means": hallucination_mean_of_means(scores),
+        "hallucination_confidence": confidence_breakdown(
+            rows,
+            cutoffs=opts.cutoffs,
+            truth=cols["truth"],
+            date=cols["date"],
+            undated=opts.undated,
+        ),  # fmt: skip
     }
     sec.figures["hallucination"] = lambda ax: plot_hallucination(scores, ax)
     return sec
@@ -234,7 +259,9 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
     texts = verdicts.drop_duplicates("item_id")[["item_id", "reference", "generated"]]
     if opts.length_filter:
         texts = length_filter(texts)
-        sec.notes.append(f"95–105-word filter on the generated summary: {len(texts)} items kept.")
+        sec.notes.append(
+            f"95–105-word filter on the human reference summary: {len(texts)} items kept."
+        )
     sims = overlap_similarity(texts)
     outcomes = judge_outcomes(verdicts, gt="gt").merge(
         sims.drop(columns=["reference", "generated"]), on="item_id", how="inner"

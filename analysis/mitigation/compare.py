@@ -133,8 +133,9 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
     Returns
     -------
     pandas.DataFrame
-        One row per (period, method): ``period`` (``pre``, ``post``, ``all``), ``method``,
-        ``family``, ``n_true``, ``n_false``, ``n_pairs``, ``actual_acc``, ``falsified_acc``,
+        One row per (period, method): ``period`` (``pre``, ``post``, ``undated``, ``all``),
+        ``method``, ``family``, ``n_true``, ``n_false``, ``n_pairs``, ``actual_acc``,
+        ``falsified_acc``,
         ``strict_acc`` (from :func:`analysis.metrics.hallucination.hallucination_scores`) and
         ``model``.
     """
@@ -158,7 +159,7 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
         frames.append(scores.assign(method=method))
     table = pd.concat(frames, ignore_index=True)
     table["family"] = table["method"].map(_family)
-    periods = {"pre": 0, "post": 1, "all": 2}
+    periods = {"pre": 0, "post": 1, "undated": 2, "all": 3}
     table = table.sort_values(
         ["period", "method"],
         key=lambda s: s.map(periods) if s.name == "period" else s.map(_order(s)),

@@ -114,12 +114,18 @@ def plot_positional_distribution(
 
 
 def plot_judge_outcomes(shares: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Stacked outcome shares per similarity bin (one judge's rows of :func:`outcome_shares`)."""
+    """Stacked outcome shares per similarity bin (one judge's rows of :func:`outcome_shares`).
+
+    Each bar is the bin's outcomes as shares summing to 1, as the overlap paper draws them (a
+    bin's item count would otherwise dominate the picture); empty bins are left blank.
+    """
     from analysis.metrics.overlap import OUTCOMES
 
     ax = _axes(ax)
     wide = shares.pivot_table(index="bin_low", columns="outcome", values="n", aggfunc="sum")
     wide = wide.reindex(columns=list(OUTCOMES), fill_value=0).fillna(0)
+    totals = wide.sum(axis=1).to_numpy(float)
+    wide = wide.div(np.where(totals > 0, totals, 1.0), axis=0)
     widths = shares.groupby("bin_low")["bin_high"].first().reindex(wide.index) - wide.index
     bottom = np.zeros(len(wide))
     for outcome in OUTCOMES:
@@ -128,7 +134,8 @@ def plot_judge_outcomes(shares: pd.DataFrame, ax: Axes | None = None) -> Axes:
                label=outcome)  # fmt: skip
         bottom += counts
     ax.set_xlabel("similarity to the human summary (mean of BLEU-1, BLEU-4, ROUGE-1, ROUGE-2)")
-    ax.set_ylabel("items")
+    ax.set_ylabel("share of items in the bin")
+    ax.set_ylim(0, 1)
     ax.legend(fontsize="small")
     ax.set_title("Judge outcome by similarity")
     return ax
@@ -149,10 +156,16 @@ def plot_extraction_coverage(table: pd.DataFrame, ax: Axes | None = None) -> Axe
 
 
 def plot_hallucination(scores: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Strict accuracy s_TH per model and period (:func:`hallucination_scores`)."""
+    """Strict accuracy s_TH per group (model, method, template) and period."""
+    from analysis.metrics.hallucination import HALLUCINATION_GROUPS, PERIODS
+
     ax = _axes(ax)
-    wide = scores.pivot_table(index="model", columns="period", values="strict_acc", aggfunc="first")
-    periods = [p for p in ("pre", "post", "all") if p in wide.columns]
+    keys = [c for c in HALLUCINATION_GROUPS if c in scores.columns]
+    # One bar group per model × method × template: their answers are never pooled.
+    labels = scores[keys].astype(str).agg(" / ".join, axis=1).rename("group")
+    table = scores.assign(group=labels)
+    wide = table.pivot_table(index="group", columns="period", values="strict_acc", aggfunc="first")
+    periods = [p for p in PERIODS if p in wide.columns]
     _grouped_bars(ax, list(map(str, wide.index)), {p: wide[p].to_numpy(float) for p in periods})
     ax.set_ylabel("strict accuracy s_TH")
     ax.set_ylim(0, 1)

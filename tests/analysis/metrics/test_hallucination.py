@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.metrics.hallucination import (
     confidence_breakdown,
     hallucination_gap,
+    hallucination_mean_of_means,
     hallucination_scores,
     parse_truth,
 )
@@ -82,3 +84,86 @@ def test_parse_truth_refuses_garbage():
     assert parse_truth("Actual") is True and parse_truth(0) is False
     with pytest.raises(ValueError, match="not a truth value"):
         parse_truth("maybe")
+
+
+# Defect 1: two templates (or methods) in one file were pooled into one group, so a pair's
+# true item answered under one template met its negation answered under the other.
+def _two_templates():
+    rows = []
+    # Template "a": every true item rejected, every negation accepted: strict 0.
+    for p in ("p1", "p2", "p3", "p4"):
+        rows += [(p, "a", True, "false"), (p, "a", False, "true")]
+    # Template "b": one pair of four fully right: strict 0.25.
+    for i, p in enumerate(("p1", "p2", "p3", "p4")):
+        rows += [(p, "b", True, "true"), (p, "b", False, "false" if i == 0 else "true")]
+    df = pd.DataFrame(rows, columns=["pair_id", "template", "truth", "label"])
+    return df.assign(model="m", method="baseline", date="2024-01-01")
+
+
+def test_templates_are_scored_apart():
+    scores = hallucination_scores(_two_templates()).set_index("template")
+    assert scores.loc["a", "strict_acc"] == 0.0
+    assert scores.loc["b", "strict_acc"] == 0.25
+    assert scores["n_pairs"].tolist() == [4, 4]
+
+
+def test_methods_are_scored_apart_and_gap_is_per_group():
+    df = _two_templates().drop(columns="template")
+    df["method"] = np.where(np.arange(len(df)) < 8, "baseline", "self-help")
+    df.loc[df["pair_id"].isin(["p3", "p4"]), "date"] = "2025-01-01"
+    scores = hallucination_scores(df, cutoffs={"m": "2024-06-01"})
+    assert set(scores["method"]) == {"baseline", "self-help"}
+    gap = hallucination_gap(scores).set_index("method")
+    # self-help: p1 right (pre), p2 wrong (pre), p3/p4 wrong (post): s_pre 0.5, s_post 0.
+    assert gap.loc["self-help", "s_pre"] == 0.5 and gap.loc["self-help", "delta_h"] == 0.5
+    assert gap.loc["baseline", "delta_h"] == 0.0
+
+
+# Defect 2: an item without a date was compared NaT <= cutoff -> False -> "post".
+@pytest.mark.parametrize("missing", [None, "", float("nan")])
+def test_undated_items_are_reported_as_undated_not_post(missing):
+    df = _answers()
+    df["date"] = df["date"].astype(object)
+    df.loc[df["pair_id"] == "p4", "date"] = missing
+    scores = hallucination_scores(df, cutoffs={"m": "2024-06-01"}).set_index("period")
+    assert scores.index.tolist() == ["pre", "post", "undated", "all"]
+    assert scores.loc["post", "n_pairs"] == 1  # p3 only
+    assert scores.loc["undated", "n_pairs"] == 1 and scores.loc["undated", "n_true"] == 1
+    assert scores.loc["all", "n_pairs"] == 4
+    conf = confidence_breakdown(df, cutoffs={"m": "2024-06-01"})
+    assert conf.loc[conf["period"] == "undated", "n"].sum() == 2
+
+
+def test_undated_items_can_be_refused_naming_one():
+    df = _answers().assign(item_id=[f"i{k}" for k in range(8)])
+    df.loc[6, "date"] = None
+    with pytest.raises(ValueError, match=r"1 fact-check item\(s\) have no 'date' .*'i6'"):
+        hallucination_scores(df, cutoffs={"m": "2024-06-01"}, undated="refuse")
+    # Without a cutoff the date plays no part, so nothing is refused.
+    assert hallucination_scores(df, undated="refuse")["period"].tolist() == ["all"]
+
+
+# Defect 4: the confidence breakdown before and after the cutoff.
+def test_confidence_breakdown_before_and_after_the_cutoff():
+    table = confidence_breakdown(_answers(), cutoffs={"m": "2024-06-01"})
+    table = table.set_index(["period", "truth", "confidence"])
+    assert table.loc[("pre", True, "high"), "accuracy"] == 1.0  # p1
+    assert table.loc[("post", True, "high"), "accuracy"] == 0.0  # p3
+    assert table.loc[("pre", True, "low"), "share"] == 0.5  # p2 of p1, p2
+    assert table.loc[("all", True, "high"), "n"] == 2
+
+
+# Defect 4: mean of means, each model counting once (as φframe's mean over model-dataset pairs).
+def test_mean_of_means_weights_models_equally():
+    big = _answers().assign(model="big")
+    big = pd.concat([big.assign(pair_id=big["pair_id"] + f"-{k}") for k in range(5)])
+    small = _answers().assign(model="small", label="other")  # all wrong
+    data = pd.concat([big, small], ignore_index=True)
+    scores = hallucination_scores(data, cutoffs={"big": "2024-06-01", "small": "2024-06-01"})
+    means = hallucination_mean_of_means(scores).set_index("period")
+    # s_TH(pre): big 0.5, small 0.0 -> 0.25 (pooled over pairs it would be 5/12).
+    assert means.loc["pre", "strict_acc"] == pytest.approx(0.25)
+    assert means.loc["pre", "n_means"] == 2
+    # δH: big |0.5 - 0| = 0.5, small 0 -> mean 0.25.
+    assert means.loc["pre", "delta_h"] == pytest.approx(0.25)
+    assert np.isnan(means.loc["all", "delta_h"])

@@ -111,16 +111,22 @@ def test_empty_bin_share_is_nan():
     assert shares.loc[shares["bin_low"] == 0.5, "share"].isna().all()
 
 
-def test_length_filter_95_to_105_words():
-    data = pd.DataFrame(
+def test_length_filter_is_on_the_human_reference():
+    # The overlap paper keeps items whose *human reference* has 95-105 words. The case:
+    # ten references of exactly 100 words; filtering the generated summaries kept 1 of 10.
+    generated = [" ".join(["w"] * n) for n in (20, 50, 80, 94, 100, 106, 120, 150, 200, 300)]
+    data = pd.DataFrame({"generated": generated, "reference": [" ".join(["w"] * 100)] * 10})
+    assert len(length_filter(data)) == 10
+    bounds = pd.DataFrame(
         {
-            "generated": [" ".join(["w"] * n) for n in (94, 95, 100, 105, 106)],
-            "reference": [" ".join(["w"] * n) for n in (100, 100, 3, 100, 100)],
+            "reference": [" ".join(["w"] * n) for n in (94, 95, 100, 105, 106)],
+            "generated": [" ".join(["w"] * n) for n in (100, 100, 3, 100, 100)],
         }
     )
-    assert length_filter(data)["generated"].str.split().str.len().tolist() == [95, 100, 105]
-    both = length_filter(data, columns=("generated", "reference"))
-    assert both["generated"].str.split().str.len().tolist() == [95, 105]
+    kept = length_filter(bounds)["reference"].str.split().str.len().tolist()
+    assert kept == [95, 100, 105]  # inclusive bounds
+    both = length_filter(bounds, columns=("generated", "reference"))
+    assert both["reference"].str.split().str.len().tolist() == [95, 105]
 
 
 def test_two_judges_and_reruns_make_no_phantom_items():
@@ -143,3 +149,31 @@ def test_two_judges_and_reruns_make_no_phantom_items():
 def test_missing_similarity_is_not_binned():
     outcomes = pd.DataFrame({"judge": "j", "outcome": ["GT", "GT"], "similarity": [0.2, None]})
     assert outcome_shares(outcomes, bins=2)["n"].sum() == 1
+
+
+def test_outcome_plot_draws_shares_of_each_bin():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from analysis.plots.metrics import plot_judge_outcomes
+
+    outcomes = pd.DataFrame(
+        {
+            "judge": "j",
+            "similarity": [0.05, 0.05, 0.05, 0.05, 0.95],
+            "outcome": ["GT", "GT", "GT", "Generated", "tied-chose-first"],
+        }
+    )
+    fig, ax = plt.subplots()
+    try:
+        plot_judge_outcomes(outcome_shares(outcomes, bins=2), ax)
+        tops: dict[float, float] = {}
+        for bar in ax.patches:
+            x = round(bar.get_x(), 6)
+            tops[x] = max(tops.get(x, 0.0), bar.get_y() + bar.get_height())
+        assert tops == pytest.approx({0.0: 1.0, 0.5: 1.0})  # each bin stacks to 1, not to n
+        assert ax.get_ylabel() == "share of items in the bin"
+    finally:
+        plt.close(fig)

@@ -245,3 +245,24 @@ def test_local_path_e5_style_model_with_prefixes(tmp_path):
     assert np.allclose(embedder.query(["taxes rise"]), expected, atol=1e-5)
     expected = base.encoder.encode(["passage: taxes rise"], normalize_embeddings=True)
     assert np.allclose(embedder.passage(["taxes rise"]), expected, atol=1e-5)
+
+
+def test_primacy_mean_of_means_weights_model_dataset_pairs_equally():
+    from analysis.metrics.primacy import primacy_mean_of_means
+
+    # Model a on d1: 1 item with primacy; model b on d1: 3 items without. Pooled over items
+    # psi_pri would be 1/4; the mean of the two per-pair values is 1/2.
+    sims = pd.DataFrame(
+        {
+            "model": ["a", "b", "b", "b"],
+            "dataset": "d1",
+            "method": "baseline",
+            "s_b": [0.9, 0.5, 0.5, 0.5],
+            "s_m": [0.5, 0.5, 0.5, 0.5],
+            "s_e": [0.1, 0.5, 0.5, 0.5],
+        }
+    )
+    means = primacy_mean_of_means(primacy_scores(sims)).iloc[0]
+    assert means["method"] == "baseline" and means["n_pairs"] == 2
+    assert means["psi_pri"] == pytest.approx(0.5)
+    assert means["s_b"] == pytest.approx((0.9 + 0.5) / 2)
