@@ -350,9 +350,19 @@ def _framelab_version() -> str | None:
 
 
 def settings_of(backend: Backend) -> dict[str, Any]:
-    """The backend's output-changing settings (empty for lexicon backends)."""
+    """Every setting of the backend that changes outputs (empty for lexicon backends).
+
+    The decoding settings, plus the backend's loading choices when it has any
+    (``output_settings()``: revision, GGUF file, dtype, … of the transformers backend). They
+    go into the template hash, hence the resume key, and into the manifest: a run with another
+    quantization or dtype is another run, never "nothing to generate".
+    """
     settings = getattr(backend, "settings", None)
-    return settings.hash_fields() if settings is not None else {}
+    fields = settings.hash_fields() if settings is not None else {}
+    output_settings = getattr(backend, "output_settings", None)
+    if callable(output_settings):
+        fields = {**fields, "backend": output_settings()}
+    return fields
 
 
 def run_task(

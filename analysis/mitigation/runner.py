@@ -417,8 +417,9 @@ def _settings(backend: Any, changes: Mapping[str, Any]) -> Iterator[None]:
 
 
 def _settings_fields(backend: Any) -> dict[str, Any]:
-    settings = getattr(backend, "settings", None)
-    return settings.hash_fields() if settings is not None else {}
+    from analysis.llm.tasks import settings_of
+
+    return settings_of(backend)
 
 
 def _hash(payload: Any) -> str:

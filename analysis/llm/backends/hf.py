@@ -9,7 +9,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.llm.backends.base import BatchContext, Completion, GenerationSettings, Request
+from analysis.llm.backends.base import (
+    BatchContext,
+    Completion,
+    GenerationSettings,
+    Request,
+    item_seed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +102,11 @@ class TransformersBackend:
         self.load()
         return self._tokenizer
 
-    def load(self) -> None:
-        """Load tokenizer and model now (otherwise on first use)."""
-        if self._model is not None:
-            return
+    def _resolved(self) -> tuple[str, str]:
+        """The device and dtype name that ``"auto"`` stands for on this machine."""
+        if self._model is not None and self._device is not None:
+            return self._device, self._dtype_name
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         device = self.device_spec
         if device == "auto":
@@ -109,6 +114,33 @@ class TransformersBackend:
         dtype_name = self.dtype_spec
         if dtype_name == "auto":
             dtype_name = "bfloat16" if device.startswith("cuda") else "float32"
+        return device, dtype_name
+
+    def output_settings(self) -> dict[str, Any]:
+        """The loading choices that change outputs: part of the resume key and the manifest.
+
+        The checkpoint's revision, the GGUF file (another quantization is another model), the
+        resolved dtype, the attention implementation and extra ``generate`` arguments (e.g.
+        ``num_beams``). The device and batch size are left out on purpose (a resumed run may
+        continue on another machine; they change only float rounding); the manifest records
+        them.
+        """
+        return {
+            "revision": self.revision,
+            "gguf_file": self.gguf_file,
+            "dtype": self._resolved()[1],
+            "attn_implementation": self.attn_implementation,
+            "generate_kwargs": dict(sorted(self.generate_kwargs.items())),
+        }
+
+    def load(self) -> None:
+        """Load tokenizer and model now (otherwise on first use)."""
+        if self._model is not None:
+            return
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device, dtype_name = self._resolved()
         dtype = getattr(torch, dtype_name)
         kwargs: dict[str, Any] = {"revision": self.revision}
         if self.gguf_file:
@@ -127,14 +159,21 @@ class TransformersBackend:
         self._dtype_name = dtype_name
 
     def format_prompt(self, messages: Sequence[dict[str, str]]) -> str:
-        """Render chat messages with the model's chat template (or a plain layout without one)."""
+        """Render chat messages with the model's chat template (or a plain layout without one).
+
+        Prompts are tokenized without special tokens (a chat template writes its own BOS), so
+        the plain layout of a checkpoint without a template starts with the tokenizer's BOS
+        token itself: base models are trained on sequences that begin with it.
+        """
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             return tok.apply_chat_template(
                 list(messages), tokenize=False, add_generation_prompt=True
             )
         parts = [m["content"] for m in messages]
-        return "\n\n".join(parts) + "\n\n"
+        text = "\n\n".join(parts) + "\n\n"
+        bos = getattr(tok, "bos_token", None)
+        return bos + text if bos and not text.startswith(bos) else text
 
     def _generation_config(self) -> Any:
         from transformers import GenerationConfig
@@ -144,12 +183,14 @@ class TransformersBackend:
         eos = base.eos_token_id if base.eos_token_id is not None else self.tokenizer.eos_token_id
         # A fresh config rather than the checkpoint's: instruct checkpoints ship sampling defaults
         # (temperature 0.6, top_p 0.9) that would silently override greedy decoding.
+        # Sampling is done by :class:`_RowSampler` (one generator per item), so the config itself
+        # is greedy: argmax then picks the one token the sampler left.
         return GenerationConfig(
             max_new_tokens=s.max_new_tokens,
             min_new_tokens=s.min_new_tokens,
-            do_sample=s.do_sample,
-            temperature=s.temperature if s.do_sample else None,
-            top_p=s.top_p if s.do_sample else None,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
             top_k=None,
             eos_token_id=eos,
             pad_token_id=self.tokenizer.pad_token_id,
@@ -169,6 +210,7 @@ class TransformersBackend:
         if not reqs:
             return
         tok = self.tokenizer
+        # Sampling draws from one generator per item (item_seed); this seeds anything else.
         set_seed(self.settings.seed)
         prompts = [self.format_prompt(r.messages) for r in reqs]
         lengths = [len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"]]
@@ -209,6 +251,12 @@ class TransformersBackend:
         enc = enc.to(self._device)
         ctx = BatchContext(reqs, enc["input_ids"], enc["attention_mask"], tok, model)
         processors = LogitsProcessorList(f(ctx) for f in self.settings.logits_processors)
+        if self.settings.do_sample:
+            # Last, after every mitigation processor: it draws the token from what they left.
+            seeds = [item_seed(self.settings.seed, r.key) for r in reqs]
+            processors.append(
+                row_sampler(seeds, self.settings.temperature, self.settings.top_p, self._device)
+            )
         with torch.inference_mode():
             out = model.generate(
                 **enc,
@@ -252,6 +300,44 @@ class TransformersBackend:
             "generate_kwargs": self.generate_kwargs,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         }
+
+
+def row_sampler(seeds: Sequence[int], temperature: float, top_p: float, device: str | None) -> Any:
+    """A logits processor that samples each row with its own ``torch.Generator``.
+
+    Temperature and nucleus (top-p) filtering are applied as ``transformers`` does, then one
+    token per row is drawn from the softmax with that row's generator; every other token is set
+    to ``-inf``, so greedy search takes the drawn one. Batched sampling in ``generate`` uses one
+    global generator, so a row's tokens would depend on its batch and on earlier batches.
+    """
+    import torch
+    from transformers import LogitsProcessor
+
+    class _RowSampler(LogitsProcessor):
+        def __init__(self) -> None:
+            self.generators = [
+                torch.Generator(device=device or "cpu").manual_seed(int(s)) for s in seeds
+            ]
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            logits = scores.float()
+            if temperature and temperature > 0 and temperature != 1.0:
+                logits = logits / temperature
+            if top_p is not None and top_p < 1.0:
+                ordered, index = torch.sort(logits, descending=True, dim=-1)
+                cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+                # Remove tokens once the mass before them reaches top_p (the first one stays).
+                remove = (cumulative - ordered.softmax(dim=-1)) >= top_p
+                remove = remove.scatter(1, index, remove)
+                logits = logits.masked_fill(remove, float("-inf"))
+            probs = logits.softmax(dim=-1)
+            out = torch.full_like(scores, float("-inf"))
+            for row, generator in enumerate(self.generators):
+                token = torch.multinomial(probs[row], 1, generator=generator)
+                out[row, token] = 0.0
+            return out
+
+    return _RowSampler()
 
 
 def _local_revision(model_id: str, model: Any) -> str | None:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from analysis.llm.backends.base import Completion, GenerationSettings, Request
+from analysis.llm.backends.base import Completion, GenerationSettings, Request, item_seed
 
 _DONE = object()
 
@@ -137,9 +137,14 @@ class OpenAIBackend:
             async with gate:
                 if stop.is_set():
                     return
+                # A sampled request carries its own seed (from the run seed and its key), so the
+                # server can reproduce it whatever the order requests arrive in or a resume.
+                seed = item_seed(self.settings.seed, req.key) if self.settings.do_sample else None
                 try:
                     resp = await client.chat.completions.create(
-                        model=self.model_id, messages=list(req.messages), **params
+                        model=self.model_id,
+                        messages=list(req.messages),
+                        **({**params, "seed": seed} if seed is not None else params),
                     )
                 except openai.APIStatusError as exc:
                     results.put(
