@@ -101,6 +101,8 @@ def _two_templates():
 
 
 def test_templates_are_scored_apart():
+    """Seed study: strict accuracy s_TH = share of (true, negated) pairs with both answered
+    correctly, per model; here per model x method x template, as the issue's defect 1 asks."""
     scores = hallucination_scores(_two_templates()).set_index("template")
     assert scores.loc["a", "strict_acc"] == 0.0
     assert scores.loc["b", "strict_acc"] == 0.25
@@ -155,6 +157,7 @@ def test_confidence_breakdown_before_and_after_the_cutoff():
 
 # Defect 4: mean of means, each model counting once (as φframe's mean over model-dataset pairs).
 def test_mean_of_means_weights_models_equally():
+    """Seed study: delta_H = |s_pre - s_post|; headline numbers are means over models."""
     big = _answers().assign(model="big")
     big = pd.concat([big.assign(pair_id=big["pair_id"] + f"-{k}") for k in range(5)])
     small = _answers().assign(model="small", label="other")  # all wrong

@@ -248,6 +248,8 @@ def test_local_path_e5_style_model_with_prefixes(tmp_path):
 
 
 def test_primacy_mean_of_means_weights_model_dataset_pairs_equally():
+    """Seed study: psi_pri = share of items with s_b > s_m + alpha (alpha = 0.05), reported as a
+    mean over model-dataset pairs (as phi_frame)."""
     from analysis.metrics.primacy import primacy_mean_of_means
 
     # Model a on d1: 1 item with primacy; model b on d1: 3 items without. Pooled over items
