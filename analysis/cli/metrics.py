@@ -96,11 +96,15 @@ def _cutoffs(values: Sequence[str]) -> dict[str, str]:
 E5_PREFIXES = ("query: ", "passage: ")
 
 
-def _embedder(model: str, device: str | None, batch_size: int, query_prefix: str,
+def _embedder(model: str, device: str | None, batch_size: int, prefix: str, query_prefix: str,
               passage_prefix: str, e5: bool, max_seq_length: int | None,
               chunk_words: int):  # fmt: skip
     from analysis.metrics.embed import primacy_embedder
 
+    if prefix:
+        if query_prefix or passage_prefix or e5:
+            raise click.UsageError("--prefix sets both prefixes; give it or the per-role ones")
+        query_prefix = passage_prefix = prefix
     if e5:
         if query_prefix or passage_prefix:
             raise click.UsageError("--e5 sets both prefixes; give it or --query/--passage-prefix")
@@ -151,6 +155,8 @@ EMBED_OPTIONS = [
                  help="Sentence-transformers model directory (default: the offline MiniLM)."),
     click.option("--device", default=None, help="cpu, cuda, … (default: automatic)."),
     click.option("--batch-size", default=64, show_default=True, help="Texts per forward pass."),
+    click.option("--prefix", default="",
+                 help="Prepended to every text, summaries and thirds alike."),
     click.option("--query-prefix", default="",
                  help='Prepended to each summary (E5: "query: ").'),
     click.option("--passage-prefix", default="",
@@ -187,7 +193,7 @@ def _apply(options):
 @INPUT
 @OUT
 @_apply(EMBED_OPTIONS + PRIMACY_OPTIONS)
-def primacy(inputs, out, embed_model, device, batch_size, query_prefix, passage_prefix, e5,
+def primacy(inputs, out, embed_model, device, batch_size, prefix, query_prefix, passage_prefix, e5,
             max_seq_length, chunk_words,
             unit, alpha, source_field, summary_field) -> None:  # fmt: skip
     """Similarity of summaries to source thirds, ψpri, ψrec and the s_b vs s_m t-test."""
@@ -195,8 +201,8 @@ def primacy(inputs, out, embed_model, device, batch_size, query_prefix, passage_
 
     opts = ReportOptions(alpha=alpha, unit=unit, source_field=source_field,
                          summary_field=summary_field)  # fmt: skip
-    embedder = _embedder(embed_model, device, batch_size, query_prefix, passage_prefix, e5,
-                         max_seq_length, chunk_words)  # fmt: skip
+    embedder = _embedder(embed_model, device, batch_size, prefix, query_prefix, passage_prefix,
+                         e5, max_seq_length, chunk_words)  # fmt: skip
     section = _build(primacy_section, _records(inputs), opts, embedder)
     _write(section, out)
     _show(section, "primacy_scores")
@@ -386,7 +392,7 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
 @_apply(EXTRACTION_OPTIONS + POSITION_OPTIONS)
 @click.option("--k", "k", default=3, show_default=True, help="Position-bias segments.")
 @click.option("--any-judge", is_flag=True, help="Framing: pair labels from different judges.")
-def report(inputs, out, no_primacy, embed_model, device, batch_size, query_prefix,
+def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, query_prefix,
            passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field, undated,
            human_field, generated_field, length_filter, bins, lexicon, left_field, right_field,
@@ -409,6 +415,7 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, query_prefi
             embed_model,
             device,
             batch_size,
+            prefix,
             query_prefix,
             passage_prefix,
             e5,

@@ -165,6 +165,8 @@ def test_e5_flag_and_explicit_prefixes_conflict(examples, tmp_path):
     args = ["primacy", "-i", str(examples / "records.jsonl"), "-o", str(tmp_path), "--e5"]
     result = CliRunner().invoke(metrics, [*args, "--query-prefix", "q: "])
     assert result.exit_code == 2 and "--e5 sets both prefixes" in result.output
+    result = CliRunner().invoke(metrics, [*args[:-1], "--prefix", "x: ", "--passage-prefix", "p"])
+    assert result.exit_code == 2 and "--prefix sets both prefixes" in result.output
 
 
 def _fact_without_pair(tmp_path):
