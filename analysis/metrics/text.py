@@ -65,12 +65,19 @@ def split_sentences(text: str) -> list[str]:
     >>> split_sentences("The U.S. Senate met. Sen. Warren spoke!\\nMr. Smith left.")
     ['The U.S. Senate met.', 'Sen. Warren spoke!', 'Mr. Smith left.']
     """
+    return list(_split_cached(text))
+
+
+# pySBD costs about 0.2 s for an 800-word line (its abbreviation rules rescan the line once per
+# candidate), and the same source is split once per model and method that summarised it.
+@functools.lru_cache(maxsize=4096)
+def _split_cached(text: str) -> tuple[str, ...]:
     segmenter = _segmenter()
     sentences: list[str] = []
     for line in text.splitlines():
         if line.strip():
             sentences.extend(s.strip() for s in segmenter.segment(line) if s.strip())
-    return sentences
+    return tuple(sentences)
 
 
 def first_sentence(text: str) -> str:
