@@ -32,7 +32,7 @@ REASON_MAX = 1000
 
 
 def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Read a preference set (JSONL, one pair per line; ``stimuli/evaluation/README.md``).
+    """Read a preference set (JSONL, one pair per line; ``stimuli/studies/evaluation/README.md``).
 
     Returns
     -------

@@ -111,7 +111,7 @@ def _product(raw: Any, where: Where) -> dict[str, Any]:
 
 
 def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Validate a list of product pairs (see ``stimuli/product_pairs/demo.yaml``)."""
+    """Validate a list of product pairs (see ``stimuli/studies/product_pairs/demo.yaml``)."""
     pairs = []
     for i, item in enumerate(get_list(raw, where, min_len=2)):
         w = where.at(i)

@@ -100,7 +100,7 @@ def _scale(raw: Any, where: Where) -> dict[str, Any]:
 
 
 def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Read a rating set (JSONL, one source per line; ``stimuli/evaluation/README.md``).
+    """Read a rating set (JSONL, one source per line; ``stimuli/studies/evaluation/README.md``).
 
     Returns
     -------

@@ -7,7 +7,7 @@ in the study definition), a slot is an ``Annotation``, and the answer itself (ra
 chosen summary, its order and the reason) is the page's ``TaskResponse`` payload.
 
 Items come from a JSONL stimulus set (one source or pair per line, written by
-``analysis.llm.builders_eval`` or by hand; see ``stimuli/evaluation/README.md``).
+``analysis.llm.builders_eval`` or by hand; see ``stimuli/studies/evaluation/README.md``).
 """
 
 from __future__ import annotations

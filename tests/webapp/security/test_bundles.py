@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from webapp import bundle as bundles
@@ -181,6 +181,15 @@ def test_a_study_on_disk_names_only_regular_files_of_its_own_folder(
     assert message.startswith("s.yaml: tasks[3].pairs: ") and reason in exc.reason, message
     assert exc.line == _pairs_line(), message
     assert str(tmp_path) not in message and CANARY not in message and PASSWD_LINE not in message
+
+
+def test_a_fifo_as_the_study_file_itself_is_refused_without_blocking(studies):
+    # The console offers every *.yaml of the studies folder; a FIFO among them must not hang.
+    exc = _refused_quickly(studies / "fifo.yaml")
+    assert (
+        str(exc)
+        == "fifo.yaml: (top level): 'fifo.yaml' is not a regular file (a device or a pipe) (line 1)"
+    )
 
 
 def test_a_device_inside_the_folder_is_refused_before_it_is_read(studies):
@@ -498,17 +507,25 @@ def study_texts(draw) -> str:
     return draw(st.text(max_size=300))
 
 
+SAFE_NAMES = st.from_regex(r"[a-z]{1,8}(/[a-z_]{1,8}){0,2}\.(yaml|yml)", fullmatch=True)
+
+
 @st.composite
 def uploads(draw) -> list[tuple[str, tuple[str, bytes]]]:
-    study = draw(study_texts()).encode("utf-8", errors="surrogatepass")
-    extra = {draw(NAMES): draw(st.sampled_from([PAIRS.read_bytes(), b"", b"\xff\xfe", b"\0"]))}
-    if draw(st.booleans()):
-        extra[PAIRS_NAME] = PAIRS.read_bytes()
-    if draw(st.booleans()):
-        files = {draw(NAMES.filter(bool)): study, **extra}
+    """A console upload: a zip, or the study YAML with stimulus files; often nearly valid."""
+    pairs_name = draw(st.one_of(st.just(PAIRS_NAME), SAFE_NAMES, NAMES))
+    valid = _demo_naming(pairs_name.replace("\n", " "))
+    study = draw(st.one_of(st.just(valid), st.just(valid), study_texts()))
+    study_bytes = study.encode("utf-8", errors="surrogatepass")
+    # sampled_from, not integers or booleans: those lean towards 0 and False.
+    extra = {pairs_name: PAIRS.read_bytes()} if draw(st.sampled_from([1, 1, 1, 0])) else {}
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+        extra[draw(NAMES)] = draw(st.sampled_from([PAIRS.read_bytes(), b"", b"\xff\xfe", b"\0"]))
+    study_name = draw(st.one_of(st.just("study.yaml"), SAFE_NAMES, NAMES))
+    if draw(st.sampled_from(["zip", "files"])) == "zip":
+        files = {study_name.strip("/") or "x.yaml": study_bytes, **extra}
         return [("file", ("bundle.zip", _zip_lenient(files)))]
-    name = draw(NAMES)
-    return [("file", (name, study))] + [("stimuli", (n, b)) for n, b in extra.items()]
+    return [("file", (study_name, study_bytes))] + [("stimuli", (n, b)) for n, b in extra.items()]
 
 
 def _zip_lenient(files: dict[str, bytes]) -> bytes:
@@ -545,6 +562,7 @@ def test_generated_bundles_never_500_stay_bounded_and_never_show_foreign_content
     elapsed = time.monotonic() - start
     html = resp.get_data(as_text=True)
     assert resp.status_code in (302, 413, 422), (resp.status_code, html[:1000])
+    event(f"HTTP {resp.status_code}")
     assert elapsed < 10, elapsed  # tracemalloc slows Python down several times
     assert peak < 8 * bundles.MAX_BUNDLE_BYTES, peak
     assert PASSWD_LINE not in html and "PATH=" not in html and "test-secret" not in html
