@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -143,6 +144,8 @@ def get_number(
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise where.at(key).error(f"expected a number, got {value!r}")
+    if not math.isfinite(value):  # YAML's .nan/.inf: no JSON column can store them
+        raise where.at(key).error(f"expected a finite number, got {value!r}")
     if minimum is not None and value < minimum:
         raise where.at(key).error(f"must be at least {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -511,7 +514,12 @@ def load_bundle(bundle: Bundle) -> dict[str, Any]:
             raise Where(name, "", bundle, line).error(
                 f"not UTF-8 text at line {line}: save the file as UTF-8"
             ) from None
-        return validate_definition(parse_yaml(text, where), where)
+        definition = validate_definition(parse_yaml(text, where), where)
+        try:  # what the database's JSON column will accept (PostgreSQL refuses NaN)
+            json.dumps(definition, allow_nan=False)
+        except ValueError:
+            raise where.error("a number is not finite (NaN or infinity)") from None
+        return definition
     except StudyDefinitionError as exc:
         raise _with_line(exc) from None
 
@@ -528,7 +536,7 @@ def _with_line(exc: StudyDefinitionError) -> StudyDefinitionError:
     if exc.line is not None or exc.source is None:
         return exc
     try:
-        node = yaml.compose(exc.source, Loader=_Loader)  # noqa: S506  # nosec B506: as above
+        node = yaml.compose(exc.source, Loader=_Loader)
     except (yaml.YAMLError, RecursionError):
         return exc
     line = node.start_mark.line + 1 if node is not None else 1
