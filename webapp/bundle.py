@@ -224,7 +224,13 @@ class Bundle:
             if self._folder is None:
                 if any(n.startswith(f"{name}/") for n in self._files):
                     raise BundleError(f"{_shown(name)} is a folder, not a file")
-                raise BundleError(f"file not found in the study bundle: {_shown(name)}")
+                # Names from the researcher's own upload: a hint when a browser sent bare names.
+                held = sorted(n for n in self._files if n != self.study_name)
+                has = ", ".join(map(_shown, held[:5])) + (", ..." if len(held) > 5 else "")
+                raise BundleError(
+                    f"file not found in the study bundle: {_shown(name)} "
+                    f"(it holds {has or 'only the study file'})"
+                )
             data = self._read_from_folder(name, min(limit, MAX_FILE_BYTES))
             self._files[name] = data
         if len(data) > limit:

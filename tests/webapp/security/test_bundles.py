@@ -357,6 +357,19 @@ def test_a_zip_whose_header_understates_an_entry_is_still_bounded():
     assert "larger than" in str(info.value) or "cannot be decompressed" in str(info.value)
 
 
+def test_a_name_missing_from_an_upload_lists_what_the_bundle_holds():
+    # Browsers send bare file names for a multi-file pick: say what arrived.
+    from webapp.studydef import load_bundle
+
+    files = [("study.yaml", DEMO.read_bytes()), ("demo.yaml", PAIRS.read_bytes())]
+    with pytest.raises(StudyDefinitionError) as info:
+        load_bundle(Bundle.from_files(files, study_name="study.yaml"))
+    assert info.value.reason == (
+        "file not found in the study bundle: 'product_pairs/demo.yaml' (it holds 'demo.yaml')"
+    )
+    assert info.value.line == _pairs_line()
+
+
 def test_a_zipped_folder_is_one_bundle():
     bundle = Bundle.from_zip(_zip({f"mystudy/{n}": b for n, b in _demo_zip().items()}))
     assert bundle.study_name == "demo.yaml" and bundle.read(PAIRS_NAME) == PAIRS.read_bytes()
@@ -515,11 +528,17 @@ ODD_SCALARS = st.sampled_from(
         "<<: {a: 1}",
     ]
 )
+
+
+def _nested(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    )
+
+
 VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=50)),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
+    _nested,
     max_leaves=10,
 )
 
