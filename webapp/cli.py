@@ -41,7 +41,11 @@ def study() -> None:
 )
 @with_appcontext
 def study_load(files: tuple[Path, ...], force: bool, owner: str | None) -> None:
-    """Load or update studies from YAML files (they are live at once; the console makes drafts)."""
+    """Load or update studies from YAML files (they are live at once; the console makes drafts).
+
+    A study file names only files of its own folder (no absolute paths, ``..`` or symbolic
+    links; regular files within the size limits of :mod:`webapp.bundle`).
+    """
     from webapp.extensions import db
     from webapp.services import audit
     from webapp.services.accounts import get_researcher

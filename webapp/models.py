@@ -21,6 +21,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -127,6 +128,26 @@ class Study(db.Model):
         """
         self.definition_hash = definition_hash(value)
         return value
+
+
+class StudyFile(db.Model):
+    """One file of a study's bundle as it was loaded (the study YAML and its stimulus files).
+
+    The definition already inlines the stimuli; these rows record what was uploaded (or read
+    from the studies folder) for each version, so it can be downloaded again from any host.
+    """
+
+    __tablename__ = "study_file"
+    __table_args__ = (UniqueConstraint("study_id", "version", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer, comment="study version loaded with this file")
+    name: Mapped[str] = mapped_column(String(200), comment="bundle-relative POSIX name")
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Participant(db.Model):

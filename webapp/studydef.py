@@ -7,6 +7,11 @@ keys. Every error names the file, the path inside it, the reason and the line, e
 stimulus files (pairs YAML, item CSVs, JSONL sets) are refused the same way, naming their own
 file and line.
 
+A study is a bundle (:mod:`webapp.bundle`): the files it names are read through it, so they can
+only be files of the bundle, and every read is bounded. All YAML (study files on disk, uploads,
+pairs files) goes through one hardened loader that refuses anchors, aliases and merge keys and
+bounds the size and nesting.
+
 The validation is written by hand rather than with a schema library because the reasons must
 speak the researcher's language and each task type owns its part of the schema.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,18 +29,21 @@ from typing import Any
 
 import yaml
 
+from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError, safe_name
+
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
 ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 PLATFORMS = ("prolific", "mturk", "link")
 REASON_MAX = 500  # characters of a reason kept in messages
+MAX_YAML_DEPTH = 40  # nesting of YAML collections (a study needs about 8)
 
 
 class StudyDefinitionError(ValueError):
     """A study definition is invalid; ``str()`` reads ``FILE: PATH: REASON (line N)``.
 
-    ``source`` is the file's path when known; :func:`load_study_file` uses it to add the line
+    ``source`` is the YAML file's text when known; :func:`load_bundle` uses it to add the line
     of ``locate`` (a path inside the file; default ``path``). Errors in files that are not
-    YAML (CSV, JSONL) carry their ``line`` from the start.
+    YAML (CSV, JSONL) carry their ``line`` from the start. ``file`` is a bundle-relative name.
     """
 
     def __init__(
@@ -44,7 +53,7 @@ class StudyDefinitionError(ValueError):
         reason: str,
         *,
         line: int | None = None,
-        source: Path | None = None,
+        source: str | None = None,
         locate: str | None = None,
     ) -> None:
         if len(reason) > REASON_MAX:  # a 10,000-character value quoted in it: keep both ends
@@ -60,25 +69,29 @@ class StudyDefinitionError(ValueError):
 class Where:
     """A position inside a definition file, used to build error messages.
 
-    ``line`` is set for files whose lines are known while reading (a CSV row, a JSONL record);
-    children inherit it. YAML positions leave it unset: :func:`load_study_file` finds it.
+    ``file`` is the file's name inside ``bundle``, which holds the files it may name. ``line``
+    is set for files whose lines are known while reading (a CSV row, a JSONL record); children
+    inherit it. YAML positions leave it unset: :func:`load_bundle` finds it.
     """
 
     file: str
     path: str = ""
-    base_dir: Path | None = None
+    bundle: Bundle | None = None
     line: int | None = None
 
     def at(self, key: str | int) -> Where:
         """Return the position of a child key or list index."""
         if isinstance(key, int):
-            return Where(self.file, f"{self.path}[{key}]", self.base_dir, self.line)
+            return Where(self.file, f"{self.path}[{key}]", self.bundle, self.line)
         path = f"{self.path}.{key}" if self.path else key
-        return Where(self.file, path, self.base_dir, self.line)
+        return Where(self.file, path, self.bundle, self.line)
 
     def error(self, reason: str, *, locate: str | None = None) -> StudyDefinitionError:
         """Return an error located here (raise it); ``locate`` is a path whose line to report."""
-        source = self.base_dir / self.file if self.base_dir is not None else None
+        source = None
+        if self.bundle is not None and self.line is None:
+            data = self.bundle.cached(self.file)
+            source = data.decode("utf-8", errors="replace") if data is not None else None
         return StudyDefinitionError(
             self.file, self.path, reason, line=self.line, source=source, locate=locate
         )
@@ -131,6 +144,8 @@ def get_number(
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise where.at(key).error(f"expected a number, got {value!r}")
+    if not math.isfinite(value):  # YAML's .nan/.inf: no JSON column can store them
+        raise where.at(key).error(f"expected a finite number, got {value!r}")
     if minimum is not None and value < minimum:
         raise where.at(key).error(f"must be at least {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -169,15 +184,23 @@ def check_keys(raw: Mapping[str, Any], allowed: set[str], where: Where) -> None:
         )
 
 
-def stimulus_path(raw: Any, where: Where, what: str) -> Path:
-    """Return the file named by ``raw`` (a study key), relative to the study file's folder."""
+def stimulus_path(raw: Any, where: Where, what: str) -> str:
+    """Return the bundle-relative name of the file named by ``raw`` (a study key).
+
+    Names are relative to the study file and must stay inside its bundle: absolute paths,
+    ``..``, backslashes and control characters are refused here, by their text, before
+    anything is opened.
+    """
     if not isinstance(raw, str) or not raw.strip():
         raise where.error(f"expected the path of {what} (relative to the study file)")
-    if where.base_dir is None:
-        raise where.error(f"{what} needs the study file's folder")
-    if "\x00" in raw:
-        raise where.error(f"{raw!r} is not a file name (it contains a NUL character)")
-    return (where.base_dir / raw.strip()).resolve()
+    if where.bundle is None:
+        raise where.error(f"{what} needs the study's bundle")
+    try:
+        name = safe_name(raw.strip())
+    except BundleError as exc:
+        raise where.error(str(exc)) from None
+    folder = where.file.rpartition("/")[0]  # names are relative to the naming file
+    return f"{folder}/{name}" if folder else name
 
 
 def _line_at(data: bytes, offset: int) -> int:
@@ -186,22 +209,23 @@ def _line_at(data: bytes, offset: int) -> int:
     return head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
 
 
-def read_text(path: Path, where: Where, *, encoding: str = "utf-8") -> str:
-    """Return a file's text; a missing or unreadable file is refused at ``where`` (the key
-    naming it), bytes that are not UTF-8 are refused naming the file and their line."""
+def read_text(name: str, where: Where, *, encoding: str = "utf-8", limit: int | None = None) -> str:
+    """Return the text of the bundle file ``name`` (from :func:`stimulus_path`).
+
+    A file that is not in the bundle, not a regular file or too large is refused at ``where``
+    (the key naming it); bytes that are not UTF-8 are refused naming the file and their line.
+    """
+    if where.bundle is None:
+        raise where.error("needs the study's bundle")
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise where.error(f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise where.error(f"{path} is a folder, not a file") from None
-    except OSError as exc:
-        raise where.error(f"cannot read {path}: {exc.strerror or exc}") from None
+        data = where.bundle.read(name, **({"limit": limit} if limit is not None else {}))
+    except BundleError as exc:
+        raise where.error(str(exc)) from None
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
         line = _line_at(data, exc.start)
-        raise Where(path.name, "", path.parent, line).error(
+        raise Where(name, "", where.bundle, line).error(
             f"not UTF-8 text at line {line}: save the file as UTF-8"
         ) from None
 
@@ -212,10 +236,50 @@ def n_lines(text: str) -> int:
 
 
 class _Loader(yaml.SafeLoader):
-    """``SafeLoader`` whose scalar conversion errors are YAML errors with a position.
+    """The one YAML loader of study files: ``SafeLoader``, hardened.
 
-    PyYAML raises a bare ``ValueError`` for ``2001-02-30`` or an integer of 5,000 digits.
+    * Anchors, aliases and merge keys are refused with their line: a few hundred bytes of
+      nested aliases expand to hundreds of megabytes (a "billion laughs"), and a study file
+      gains nothing from them that writing the value out does not give.
+    * Collections nest at most :data:`MAX_YAML_DEPTH` deep (the composer recurses).
+    * Scalar conversion errors are YAML errors with a position: PyYAML raises a bare
+      ``ValueError`` for ``2001-02-30`` or an integer of 5,000 digits.
+
+    The size is bounded before parsing (:data:`webapp.bundle.MAX_YAML_BYTES`).
     """
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "anchors and aliases (& and *) are not allowed in a study file; "
+                "write the value out",
+                event.start_mark,
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    "merge keys (<<) are not allowed in a study file; write the keys out",
+                    key_node.start_mark,
+                )
+        super().flatten_mapping(node)
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
@@ -228,16 +292,28 @@ class _Loader(yaml.SafeLoader):
             ) from None
 
 
-def read_yaml(path: Path, where: Where) -> Any:
-    """Parse a YAML file; syntax errors are refused naming the file and line.
+def read_yaml(name: str, where: Where) -> Any:
+    """Parse a bundle's YAML file; syntax errors are refused naming the file and line.
 
     ``where`` is the place that names the file (a missing file is reported there).
     """
-    text = read_text(path, where)
+    text = read_text(name, where, limit=MAX_YAML_BYTES)
+    return parse_yaml(text, Where(name, "", where.bundle))
+
+
+def parse_yaml(text: str, where: Where) -> Any:
+    """Parse YAML ``text`` (the file of ``where``) with the hardened loader.
+
+    Raises
+    ------
+    StudyDefinitionError
+        Naming the file and the line, for syntax errors, anchors, aliases, merge keys, deep
+        nesting and values Python cannot hold.
+    """
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506  # nosec B506: a SafeLoader subclass
     except RecursionError:
-        raise Where(path.name, "", path.parent, 1).error(
+        raise Where(where.file, "", where.bundle, 1).error(
             "invalid YAML: nested too deeply"
         ) from None
     except yaml.YAMLError as exc:
@@ -250,7 +326,7 @@ def read_yaml(path: Path, where: Where) -> Any:
             line = 1
         line = min(line, n_lines(text))  # "end of stream" is after the last line
         reason = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise Where(path.name, "", path.parent, line).error(
+        raise Where(where.file, "", where.bundle, line).error(
             f"invalid YAML at line {line}: {reason}"
         ) from None
 
@@ -393,10 +469,57 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
     >>> d["slug"]  # doctest: +SKIP
     'product-choice-demo'
     """
+    return load_bundle(folder_bundle(path))
+
+
+def folder_bundle(path: str | Path) -> Bundle:
+    """The bundle of a study file on disk: the file and its own folder (see
+    :meth:`webapp.bundle.Bundle.from_folder`); a name that is no file name is refused."""
     path = Path(path)
-    where = Where(path.name, "", path.parent.resolve())
     try:
-        return validate_definition(read_yaml(path, where), where)
+        return Bundle.from_folder(path)
+    except BundleError as exc:
+        raise StudyDefinitionError(path.name[:100], "", str(exc), line=1) from None
+
+
+def load_bundle(bundle: Bundle) -> dict[str, Any]:
+    """Read and validate the study file of a bundle (the files it names are inlined).
+
+    Parameters
+    ----------
+    bundle : webapp.bundle.Bundle
+        From an upload or a folder; the study file is ``bundle.study_name``.
+
+    Returns
+    -------
+    dict
+        The normalised definition (see :func:`validate_definition`).
+
+    Raises
+    ------
+    StudyDefinitionError
+        Naming a file of the bundle, the place in it, the reason and the line.
+    """
+    name = bundle.study_name
+    where = Where(name, "", bundle)
+    try:
+        try:
+            data = bundle.read(name, limit=MAX_YAML_BYTES)
+        except BundleError as exc:
+            raise Where(name, "", bundle, 1).error(str(exc)) from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = _line_at(data, exc.start)
+            raise Where(name, "", bundle, line).error(
+                f"not UTF-8 text at line {line}: save the file as UTF-8"
+            ) from None
+        definition = validate_definition(parse_yaml(text, where), where)
+        try:  # what the database's JSON column will accept (PostgreSQL refuses NaN)
+            json.dumps(definition, allow_nan=False)
+        except ValueError:
+            raise where.error("a number is not finite (NaN or infinity)") from None
+        return definition
     except StudyDefinitionError as exc:
         raise _with_line(exc) from None
 
@@ -413,8 +536,8 @@ def _with_line(exc: StudyDefinitionError) -> StudyDefinitionError:
     if exc.line is not None or exc.source is None:
         return exc
     try:
-        node = yaml.compose(exc.source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        node = yaml.compose(exc.source, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError):
         return exc
     line = node.start_mark.line + 1 if node is not None else 1
     for key, index in _PATH_TOKEN.findall(exc.locate):

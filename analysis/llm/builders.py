@@ -1,8 +1,9 @@
 """Stimulus-set builders: turn generated text into what the participant platform loads.
 
 * :func:`build_product_pairs` — reviews with summaries and framing labels of both become a
-  product-pair file and a study YAML in the format of ``stimuli/product_pairs/demo.yaml`` and
-  ``stimuli/studies/product-choice-demo.yaml`` (checked by ``framelab study load``).
+  product-pair file and a study YAML in the format of
+  ``stimuli/studies/product_pairs/demo.yaml`` and ``stimuli/studies/product-choice-demo.yaml``
+  (checked by ``framelab study load``).
 * :func:`build_annotation_items` — base statements and their reframings become the item CSV of a
   ``sentiment_annotation`` study (``item_id, text, base_sentiment`` plus extra columns).
 
@@ -346,7 +347,8 @@ def build_product_pairs(
     n_pairs: int | None = None,
     target_from: Sequence[str] = ("negative", "neutral"),
 ) -> PairSet:
-    """Select pairs and write ``product_pairs/SLUG.yaml``, ``studies/SLUG.yaml`` and provenance.
+    """Select pairs and write ``studies/SLUG.yaml``, ``studies/product_pairs/SLUG.yaml`` and
+    provenance (a study names only files of its own folder: its bundle).
 
     Parameters
     ----------
@@ -354,7 +356,7 @@ def build_product_pairs(
         Reviews with summaries and framing labels (see :func:`select_pairs`, or
         :func:`join_generations` to build them from ``framelab generate`` outputs).
     out_dir : str or Path
-        A stimuli folder (e.g. ``stimuli/``); ``product_pairs/`` and ``studies/`` are created.
+        A stimuli folder (e.g. ``stimuli/``); ``studies/product_pairs/`` is created.
     slug : str
         Study slug and file stem.
     title : str
@@ -378,9 +380,8 @@ def build_product_pairs(
         reasons = "; ".join(f"{k}: {v}" for k, v in result.skipped.items()) or "no rows"
         raise BuildError(f"no product type has both a target and a control ({reasons})")
     out = Path(out_dir)
-    (out / "product_pairs").mkdir(parents=True, exist_ok=True)
-    (out / "studies").mkdir(parents=True, exist_ok=True)
-    pairs_path = out / "product_pairs" / f"{slug}.yaml"
+    (out / "studies" / "product_pairs").mkdir(parents=True, exist_ok=True)
+    pairs_path = out / "studies" / "product_pairs" / f"{slug}.yaml"
     header = (
         f"# Product pairs built by `framelab` (analysis.llm.builders) for the study {slug}.\n"
         "# Target: review framed negative/neutral, LLM summary framed positive. Control: review\n"
@@ -390,13 +391,13 @@ def build_product_pairs(
     pairs_path.write_text(
         header + yaml.safe_dump({"pairs": result.pairs}, **dump), encoding="utf-8"
     )
-    provenance_path = out / "product_pairs" / f"{slug}.provenance.json"
+    provenance_path = out / "studies" / "product_pairs" / f"{slug}.provenance.json"
     provenance_path.write_text(
         json.dumps({"pairs": result.provenance, "skipped": result.skipped}, indent=2) + "\n",
         encoding="utf-8",
     )
     study_path = out / "studies" / f"{slug}.yaml"
-    definition = study_definition(slug, title, f"../product_pairs/{slug}.yaml", len(result.pairs))
+    definition = study_definition(slug, title, f"product_pairs/{slug}.yaml", len(result.pairs))
     study_path.write_text(
         f"# Product-choice study built from {pairs_path.name}. Load with\n"
         f"#   framelab study load {study_path}\n" + yaml.safe_dump(definition, **dump),

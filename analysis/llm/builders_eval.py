@@ -13,7 +13,7 @@
   ``framelab analyze ratings --metrics``.
 
 Both sets are JSONL files, one source or pair per line, in the format the platform loads
-(``stimuli/evaluation/README.md``); the webapp validates them again when a study is loaded.
+(``stimuli/studies/evaluation/README.md``); the webapp validates them again when a study is loaded.
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ def test_evaluation_sets_from_generation_records_load_and_run(tmp_path):
         study["slug"] = f"my-{demo}"
         for task in study["tasks"]:
             if task["type"] == block:
-                task["items"] = str(items_path)
+                task["items"] = items_path.name  # next to the study file: its bundle
         path = tmp_path / f"my-{demo}.yaml"
         path.write_text(yaml.safe_dump(study, sort_keys=False))
         assert "created" in _run("framelab", "study", "load", str(path), env=env)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 from collections import Counter
 
 import pytest
@@ -44,9 +45,9 @@ def test_study_load_and_list(runner, tmp_path):
 def test_changing_tasks_of_a_study_with_participants_needs_force(runner, make_bot, tmp_path):
     assert make_bot().run().outcome == "completed"
     changed = tmp_path / "changed.yaml"
-    text = DEMO.read_text().replace(
-        "../product_pairs/demo.yaml", str((DEMO.parent / "../product_pairs/demo.yaml").resolve())
-    )
+    # A study names files of its own folder only: the changed copy gets its own pairs file.
+    shutil.copytree(DEMO.parent / "product_pairs", tmp_path / "product_pairs")
+    text = DEMO.read_text()
     changed.write_text(text.replace("attempts: 2", "attempts: 3"))
     result = runner.invoke(args=["study", "load", str(changed)])
     assert result.exit_code == 1 and "--force" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def test_demo_study_is_valid_and_has_ten_pairs():
 
 def _write(tmp_path: Path, mutate) -> Path:
     raw = yaml.safe_load(DEMO.read_text())
-    raw["tasks"][3]["pairs"] = str((DEMO.parent / raw["tasks"][3]["pairs"]).resolve())
+    # The study's bundle is its folder: give the copy its own pairs file.
+    shutil.copytree(DEMO.parent / "product_pairs", tmp_path / "product_pairs", dirs_exist_ok=True)
     mutate(raw)
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -92,7 +94,7 @@ def test_pairs_file_errors_name_the_pairs_file(tmp_path):
           - {id: b, product_type: x}
     """)
     )
-    path = _write(tmp_path, lambda r: r["tasks"][3].update(pairs=str(pairs)))
+    path = _write(tmp_path, lambda r: r["tasks"][3].update(pairs=pairs.name))
     with pytest.raises(StudyDefinitionError, match=r"pairs.yaml: pairs\[0\]: .*different"):
         load_study_file(path)
 

@@ -4,7 +4,7 @@ Select choices are plain strings: WTForms 3.3 deprecates (value, label) tuples.
 """
 
 from flask_wtf import FlaskForm
-from flask_wtf.file import FileField, FileRequired
+from flask_wtf.file import FileField, FileRequired, MultipleFileField
 from wtforms import BooleanField, HiddenField, PasswordField, SelectField, StringField
 from wtforms.validators import InputRequired, Length
 
@@ -17,9 +17,10 @@ class LoginForm(FlaskForm):
 
 
 class UploadForm(FlaskForm):
-    """Upload a study YAML file."""
+    """Upload a study bundle: a zip, or the study YAML with the stimulus files it names."""
 
-    file = FileField("Study YAML", validators=[FileRequired()])
+    file = FileField("Study YAML or zip", validators=[FileRequired()])
+    stimuli = MultipleFileField("Stimulus files it names (not with a zip)")
     force = BooleanField("Replace task blocks even if participants exist")
 
 

@@ -30,6 +30,7 @@ from flask import (
     url_for,
 )
 
+from webapp import bundle as bundles
 from webapp.extensions import db
 from webapp.models import ParticipantStatus, Platform, Researcher, Study, StudyState, utcnow
 from webapp.researcher import bp
@@ -46,7 +47,7 @@ from webapp.services import accounts, audit, payments, reconcile
 from webapp.services import export as export_service
 from webapp.services import researchers as console
 from webapp.services.researchers import ConsoleError, authenticate
-from webapp.services.studies import StudyLoadError, get_study, status_counts
+from webapp.services.studies import StudyLoadError, bundle_zip, get_study, status_counts
 from webapp.studydef import StudyDefinitionError
 
 _EXPORT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
@@ -169,6 +170,12 @@ def _index(upload: UploadForm | None = None, errors: list[str] | None = None) ->
         rows=rows,
         upload=upload or UploadForm(),
         load=_load_form(),
+        limits={
+            "file": bundles.size_text(bundles.MAX_FILE_BYTES),
+            "bundle": bundles.size_text(bundles.MAX_BUNDLE_BYTES),
+            "yaml": bundles.size_text(bundles.MAX_YAML_BYTES),
+            "files": bundles.MAX_FILES,
+        },
         errors=errors or [],
         researcher=g.researcher,
         study=None,
@@ -179,19 +186,18 @@ def _index(upload: UploadForm | None = None, errors: list[str] | None = None) ->
 @bp.post("/studies/upload")
 @login_required
 def upload() -> Any:
-    """Validate an uploaded study YAML and store it as a draft; errors are shown inline."""
+    """Validate an uploaded study bundle and store it as a draft; errors are shown inline."""
     form = UploadForm()
     if not form.validate_on_submit():
-        return _index(form, ["Choose a YAML file to upload."])
-    data = form.file.data
-    filename = Path(data.filename or "upload.yaml").name
+        return _index(form, ["Choose a study YAML file or a zip to upload."])
+    uploads = [form.file.data, *(f for f in form.stimuli.data or () if f and f.filename)]
+    # MAX_CONTENT_LENGTH bounds the request; each file is read at most one byte past the limit.
+    files = [(f.filename or "", f.read(bundles.MAX_BUNDLE_BYTES + 1)) for f in uploads]
     try:
-        text = data.read().decode("utf-8")
-        result = console.load_uploaded_study(
-            text, filename, g.researcher, _studies_dir(), force=form.force.data
-        )
-    except UnicodeDecodeError:
-        return _index(form, [f"{filename}: the file is not UTF-8 text"])
+        bundle = bundles.bundle_from_upload(files)
+        result = console.load_uploaded_study(bundle, g.researcher, force=form.force.data)
+    except bundles.BundleError as exc:
+        return _index(form, [f"upload: {exc}"])
     except (StudyDefinitionError, StudyLoadError, ConsoleError) as exc:
         db.session.rollback()
         return _index(form, [str(exc)])
@@ -322,6 +328,22 @@ def export(slug: str, fmt: str, ext: str) -> Response:
         body,
         mimetype=_EXPORT_TYPES[ext],
         headers={"Content-Disposition": f'attachment; filename="{slug}-{fmt}.{ext}"'},
+    )
+
+
+@bp.get("/studies/<slug>/bundle.zip")
+@login_required
+def bundle_download(slug: str) -> Response:
+    """Download the files the study's current version was loaded from, as a zip."""
+    s = _study(slug)
+    body = bundle_zip(s)
+    if body is None:  # loaded before bundles were kept
+        abort(404)
+    audit.record(g.researcher, "study.bundle", study=s, detail={"version": s.version})
+    return Response(
+        body,
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{slug}-v{s.version}.zip"'},
     )
 
 

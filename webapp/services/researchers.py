@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
 from sqlalchemy import func, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from webapp.bundle import Bundle
 from webapp.extensions import db
 from webapp.models import (
     ChoiceResponse,
@@ -24,7 +24,7 @@ from webapp.models import (
 from webapp.services import audit
 from webapp.services.accounts import can_access
 from webapp.services.studies import LoadResult, get_study, status_counts, store_definition
-from webapp.studydef import Where, load_study_file, validate_definition
+from webapp.studydef import folder_bundle, load_bundle
 
 
 def set_researcher(username: str, password: str, *, is_admin: bool | None = None) -> Researcher:
@@ -127,28 +127,17 @@ def participant_gate(study: Study, *, starting: bool, preview: bool) -> StudySta
     return study.state
 
 
-def load_uploaded_study(
-    text: str,
-    filename: str,
-    owner: Researcher,
-    studies_dir: Path,
-    *,
-    force: bool = False,
-) -> LoadResult:
-    """Validate an uploaded study YAML and store it as the owner's draft (audited).
+def load_uploaded_study(bundle: Bundle, owner: Researcher, *, force: bool = False) -> LoadResult:
+    """Validate an uploaded study bundle and store it as the owner's draft (audited).
 
-    Referenced files (e.g. ``pairs: ../product_pairs/demo.yaml``) are resolved against
-    ``studies_dir``, as if the file had been saved there.
+    The study file can name only files of its bundle (:mod:`webapp.bundle`); the bundle is
+    stored with the study version.
 
     Parameters
     ----------
-    text : str
-        The YAML document.
-    filename : str
-        Shown in error messages.
+    bundle : webapp.bundle.Bundle
+        From :func:`webapp.bundle.bundle_from_upload`.
     owner : Researcher
-    studies_dir : Path
-        The folder of study definitions (``STUDIES_DIR``).
     force : bool
         Replace task blocks even if participants exist.
 
@@ -165,27 +154,30 @@ def load_uploaded_study(
     webapp.services.studies.StudyLoadError
         Tasks changed while participants exist.
     """
-    where = Where(filename, "", studies_dir.resolve())
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        raise where.error(f"invalid YAML{line}: {getattr(exc, 'problem', exc)}") from None
-    return _store_owned(validate_definition(raw, where), f"upload:{filename}", owner, force)
+    definition = load_bundle(bundle)
+    source = f"upload:{bundle.study_name}"
+    return _store_owned(definition, source, owner, force, bundle)
 
 
 def load_study_for(path: Path, owner: Researcher, *, force: bool = False) -> LoadResult:
-    """Load a study file from the studies folder as the owner's draft (audited)."""
-    return _store_owned(load_study_file(path), str(path), owner, force)
+    """Load a study file from the studies folder as the owner's draft (audited).
+
+    Like the command line, it reads only files of the study file's own folder.
+    """
+    bundle = folder_bundle(path)
+    return _store_owned(load_bundle(bundle), str(path), owner, force, bundle)
 
 
 def _store_owned(
-    definition: dict[str, Any], source: str, owner: Researcher, force: bool
+    definition: dict[str, Any],
+    source: str,
+    owner: Researcher,
+    force: bool,
+    bundle: Bundle,
 ) -> LoadResult:
     from webapp.services.payments import check_payment_rule
 
-    check_payment_rule(definition, source)
+    check_payment_rule(definition, bundle.study_name)  # never a server path in a message
     existing = get_study(definition["slug"])
     if existing is not None and not can_access(owner, existing):
         raise ConsoleError(
@@ -193,7 +185,12 @@ def _store_owned(
             "choose another slug"
         )
     result = store_definition(
-        definition, source, force=force, owner_id=owner.id, state=StudyState.draft
+        definition,
+        source,
+        force=force,
+        owner_id=owner.id,
+        state=StudyState.draft,
+        files=bundle.files(),
     )
     if result.study.owner_id is None:  # loaded earlier from the command line: adopt it
         result.study.owner_id = owner.id

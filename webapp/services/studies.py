@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import secrets
+import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,9 +15,10 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import defer
 from sqlalchemy.orm.attributes import set_committed_value
 
+from webapp.bundle import BundleFile
 from webapp.extensions import db
-from webapp.models import Participant, ParticipantStatus, Study, StudyState
-from webapp.studydef import definition_hash, load_study_file
+from webapp.models import Participant, ParticipantStatus, Study, StudyFile, StudyState
+from webapp.studydef import definition_hash, folder_bundle, load_bundle
 
 
 class StudyLoadError(RuntimeError):
@@ -31,6 +35,9 @@ class LoadResult:
 
 def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
     """Create or update a study from its YAML file and commit.
+
+    The files it names are read from its own folder only (:meth:`Bundle.from_folder`) and
+    stored with the study version (:class:`webapp.models.StudyFile`).
 
     Parameters
     ----------
@@ -53,7 +60,8 @@ def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
     StudyLoadError
         The tasks changed while participants exist and ``force`` is false.
     """
-    return store_definition(load_study_file(path), str(path), force=force)
+    bundle = folder_bundle(path)
+    return store_definition(load_bundle(bundle), str(path), force=force, files=bundle.files())
 
 
 def store_definition(
@@ -63,6 +71,7 @@ def store_definition(
     force: bool = False,
     owner_id: int | None = None,
     state: StudyState | None = None,
+    files: Sequence[BundleFile] = (),
 ) -> LoadResult:
     """Create or update a study from a validated definition and commit (see :func:`load_study`).
 
@@ -77,12 +86,14 @@ def store_definition(
     owner_id, state : optional
         Owner and lifecycle state of a *new* study (the console creates drafts); ignored
         when the study exists.
+    files : sequence of BundleFile
+        The bundle it was loaded from, stored with the new version (not when unchanged).
 
     Returns
     -------
     LoadResult
     """
-    path = source
+    path = source[:500]  # the column's width; a path is for people to read
     study = db.session.scalar(select(Study).where(Study.slug == definition["slug"]))
     if study is None:
         study = Study(
@@ -96,6 +107,8 @@ def store_definition(
             state=state or StudyState.live,
         )
         db.session.add(study)
+        db.session.flush()
+        _add_files(study, files)
         db.session.commit()
         return LoadResult(study, "created")
     if study.definition_hash == definition_hash(definition):
@@ -111,8 +124,39 @@ def store_definition(
     study.definition = definition  # and its hash
     study.version += 1
     study.source_path = str(path)
+    _add_files(study, files)
     db.session.commit()
     return LoadResult(study, "updated")
+
+
+def _add_files(study: Study, files: Sequence[BundleFile]) -> None:
+    for f in files:
+        db.session.add(
+            StudyFile(
+                study_id=study.id,
+                version=study.version,
+                name=f.name,
+                size_bytes=len(f.content),
+                sha256=f.sha256,
+                content=f.content,
+            )
+        )
+
+
+def bundle_zip(study: Study) -> bytes | None:
+    """The files the study's current version was loaded from, as a zip (``None``: none kept)."""
+    files = db.session.scalars(
+        select(StudyFile)
+        .where(StudyFile.study_id == study.id, StudyFile.version == study.version)
+        .order_by(StudyFile.name)
+    ).all()
+    if not files:
+        return None
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for f in files:
+            archive.writestr(f.name, f.content)
+    return buffer.getvalue()
 
 
 def get_study(slug: str) -> Study | None:

@@ -32,7 +32,7 @@ REASON_MAX = 1000
 
 
 def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Read a preference set (JSONL, one pair per line; ``stimuli/evaluation/README.md``).
+    """Read a preference set (JSONL, one pair per line; ``stimuli/studies/evaluation/README.md``).
 
     Returns
     -------
@@ -40,11 +40,11 @@ def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
         ``item_id`` (the pair ID), ``source_id``, ``text`` (the source, may be empty),
         ``a`` and ``b`` (``system``, ``text``).
     """
-    path, records = slots.read_jsonl(raw, where)
+    name, records = slots.read_jsonl(raw, where)
     pairs = []
     seen: set[str] = set()
     for n, rec in records:
-        rw = Where(path.name, f"line {n}", line=n)
+        rw = Where(name, f"line {n}", line=n)
         pair_id = slots.item_id_of(rec.get("pair_id"), rw.at("pair_id"), seen)
         sides = {}
         for side in ("a", "b"):

@@ -111,7 +111,7 @@ def _product(raw: Any, where: Where) -> dict[str, Any]:
 
 
 def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Validate a list of product pairs (see ``stimuli/product_pairs/demo.yaml``)."""
+    """Validate a list of product pairs (see ``stimuli/studies/product_pairs/demo.yaml``)."""
     pairs = []
     for i, item in enumerate(get_list(raw, where, min_len=2)):
         w = where.at(i)
@@ -148,11 +148,11 @@ class ProductChoiceTask(TaskType):
         check_keys(body, {"pairs", "labels", "prompt", "wtp"}, where)
         pw = where.at("pairs")
         raw_pairs = body.get("pairs")
-        if isinstance(raw_pairs, str):  # a file next to the study definition
-            path = stimulus_path(raw_pairs, pw, "a pairs file")
-            # Errors inside it name the pairs file; load_study_file adds their line there.
-            file_where = Where(path.name, "", path.parent)
-            doc = read_yaml(path, pw)
+        if isinstance(raw_pairs, str):  # a file of the study's bundle
+            name = stimulus_path(raw_pairs, pw, "a pairs file")
+            # Errors inside it name the pairs file; load_bundle adds their line there.
+            file_where = Where(name, "", pw.bundle)
+            doc = read_yaml(name, pw)
             doc = get_mapping(doc, file_where)
             pairs = validate_pairs(doc.get("pairs"), file_where.at("pairs"))
         else:

@@ -100,7 +100,7 @@ def _scale(raw: Any, where: Where) -> dict[str, Any]:
 
 
 def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Read a rating set (JSONL, one source per line; ``stimuli/evaluation/README.md``).
+    """Read a rating set (JSONL, one source per line; ``stimuli/studies/evaluation/README.md``).
 
     Returns
     -------
@@ -109,11 +109,11 @@ def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
         ``topic``, ``passages`` (``label``, ``text``) and ``summaries`` (``summary_id``,
         ``system``, ``text``).
     """
-    path, records = slots.read_jsonl(raw, where)
+    name, records = slots.read_jsonl(raw, where)
     sources = []
     seen: set[str] = set()
     for n, rec in records:
-        rw = Where(path.name, f"line {n}", line=n)
+        rw = Where(name, f"line {n}", line=n)
         item_id = slots.item_id_of(rec.get("item_id"), rw.at("item_id"), seen)
         passages = []
         for i, p in enumerate(get_list(rec.get("passages"), rw.at("passages"), min_len=1)):

@@ -7,7 +7,7 @@ in the study definition), a slot is an ``Annotation``, and the answer itself (ra
 chosen summary, its order and the reason) is the page's ``TaskResponse`` payload.
 
 Items come from a JSONL stimulus set (one source or pair per line, written by
-``analysis.llm.builders_eval`` or by hand; see ``stimuli/evaluation/README.md``).
+``analysis.llm.builders_eval`` or by hand; see ``stimuli/studies/evaluation/README.md``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
@@ -33,19 +32,19 @@ COMMON_KEYS = frozenset(
 )
 
 
-def read_jsonl(raw: Any, where: Where) -> tuple[Path, list[tuple[int, dict[str, Any]]]]:
-    """Read a JSONL file named relative to the study file; return it with (line, record) pairs.
+def read_jsonl(raw: Any, where: Where) -> tuple[str, list[tuple[int, dict[str, Any]]]]:
+    """Read a JSONL file of the study's bundle; return its name with (line, record) pairs.
 
     Errors in a record name the JSONL file and the record's line (``Where.line``).
     """
-    path = stimulus_path(raw, where, "a JSONL file")
-    text = read_text(path, where)
+    name = stimulus_path(raw, where, "a JSONL file")
+    text = read_text(name, where)
     records = []
     # Universal newlines, as an editor counts lines; JSON strings cannot hold a raw newline.
     for n, line in enumerate(io.StringIO(text, newline=None), start=1):
         if not line.strip():
             continue
-        rw = Where(path.name, f"line {n}", line=n)
+        rw = Where(name, f"line {n}", line=n)
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -56,8 +55,8 @@ def read_jsonl(raw: Any, where: Where) -> tuple[Path, list[tuple[int, dict[str, 
             raise rw.error("expected a JSON object")
         records.append((n, rec))
     if not records:
-        raise Where(path.name, line=1).error("has no items")
-    return path, records
+        raise Where(name, line=1).error("has no items")
+    return name, records
 
 
 def text_of(raw: Any, where: Where) -> str:

@@ -67,7 +67,7 @@ def test_select_pairs_picks_shift_and_neutral_control_with_closest_price() -> No
 
 def test_built_study_is_accepted_by_the_platform(tmp_path: Path) -> None:
     result = build_product_pairs(ROWS, tmp_path, slug="built-demo", title="Built demo")
-    assert result.pairs_path == tmp_path / "product_pairs" / "built-demo.yaml"
+    assert result.pairs_path == tmp_path / "studies" / "product_pairs" / "built-demo.yaml"
     doc = yaml.safe_load(result.pairs_path.read_text())
     assert set(doc) == {"pairs"} and len(doc["pairs"]) == 2
     assert set(doc["pairs"][0]["target"]) == {"manufacturer", "price_usd", "review", "summary"}
@@ -138,11 +138,15 @@ def test_from_generation_outputs_through_the_cli(tmp_path: Path, fake_backend) -
     )
     assert result.exit_code == 0, result.output
     assert "2 pairs" in result.output and "skipped blender" in result.output
-    pairs = yaml.safe_load((tmp_path / "stimuli/product_pairs/from-llm.yaml").read_text())["pairs"]
+    pairs = yaml.safe_load((tmp_path / "stimuli/studies/product_pairs/from-llm.yaml").read_text())[
+        "pairs"
+    ]
     head = next(p for p in pairs if p["id"] == "wireless-headphones")
     assert head["target"]["summary"] == "Summary of h1"
     assert head["target"]["review"].endswith("It broke.")
-    prov = json.loads((tmp_path / "stimuli/product_pairs/from-llm.provenance.json").read_text())
+    prov = json.loads(
+        (tmp_path / "stimuli/studies/product_pairs/from-llm.provenance.json").read_text()
+    )
     assert prov["pairs"][0]["target_model"] == "fake-model"
 
 

@@ -29,7 +29,7 @@ def test_rating_demo_bots_export_analyze(app, rating_demo, bot_for, tmp_path):
     assert {r.outcome for r in results} == {"completed"}
     csv_path = tmp_path / "ratings.csv"
     assert export_to(app, "rating-demo", "long", csv_path) == 240
-    metrics = ROOT / "stimuli" / "evaluation" / "rating-demo.metrics.csv"
+    metrics = ROOT / "stimuli" / "studies" / "evaluation" / "rating-demo.metrics.csv"
     out = tmp_path / "report"
     result = CliRunner().invoke(
         main,

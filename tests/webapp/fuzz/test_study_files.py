@@ -23,7 +23,7 @@ from webapp.studydef import StudyDefinitionError, load_study_file
 
 from ..conftest import DEMO, ROOT
 
-PAIRS = ROOT / "stimuli" / "product_pairs" / "demo.yaml"
+PAIRS = ROOT / "stimuli" / "studies" / "product_pairs" / "demo.yaml"
 SETTINGS = settings(
     max_examples=150,
     deadline=None,
@@ -78,9 +78,8 @@ def _mutate(doc: Any, path: tuple, op: str, value: Any) -> Any:
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path]:
-    studies, pairs = tmp_path / "studies", tmp_path / "product_pairs"
-    studies.mkdir(exist_ok=True)
-    pairs.mkdir(exist_ok=True)
+    studies, pairs = tmp_path / "studies", tmp_path / "studies" / "product_pairs"
+    pairs.mkdir(parents=True, exist_ok=True)
     shutil.copy(PAIRS, pairs / "demo.yaml")
     return studies / "fuzzed.yaml", pairs / "demo.yaml"
 
@@ -123,7 +122,7 @@ def test_mutated_stimulus_files_are_refused_naming_the_stimulus_file(tmp_path, d
     try:
         load_study_file(study)
     except StudyDefinitionError as exc:
-        assert str(exc).startswith(("demo.yaml: ", "fuzzed.yaml: ")), str(exc)
+        assert str(exc).startswith(("product_pairs/demo.yaml: ", "fuzzed.yaml: ")), str(exc)
 
 
 @SETTINGS
@@ -171,7 +170,7 @@ def test_validation_errors_name_the_line_in_the_study_and_in_the_stimulus_file(t
     try:
         load_study_file(study)
     except StudyDefinitionError as exc:
-        assert exc.file == "demo.yaml" and exc.line == line, str(exc)
+        assert exc.file == "product_pairs/demo.yaml" and exc.line == line, str(exc)
     else:
         raise AssertionError("a negative price was accepted")
 
@@ -195,10 +194,9 @@ def test_mutated_annotation_item_files_are_refused_naming_the_csv(
     import io
 
     studies = tmp_path / "studies"
-    shutil.copytree(ROOT / "stimuli" / "sentiment", tmp_path / "sentiment", dirs_exist_ok=True)
-    studies.mkdir(exist_ok=True)
+    shutil.copytree(SENTIMENT.parent / "sentiment", studies / "sentiment", dirs_exist_ok=True)
     shutil.copy(SENTIMENT, studies / SENTIMENT.name)
-    target = tmp_path / "sentiment" / name
+    target = studies / "sentiment" / name
     if raw is not None:
         target.write_bytes(raw)
     else:
@@ -214,7 +212,7 @@ def test_mutated_annotation_item_files_are_refused_naming_the_csv(
     try:
         load_study_file(studies / SENTIMENT.name)
     except StudyDefinitionError as exc:
-        assert str(exc).startswith((f"{name}: ", f"{SENTIMENT.name}: ")), str(exc)
+        assert str(exc).startswith((f"sentiment/{name}: ", f"{SENTIMENT.name}: ")), str(exc)
         assert exc.reason
 
 
@@ -224,9 +222,9 @@ def test_mutated_annotation_item_files_are_refused_naming_the_csv(
 # cell spanning several lines). The study either loads or is refused naming a file, a line
 # that lies within that file and a reason; no other exception escapes.
 
-STIMULI = ROOT / "stimuli"
-STUDIES = sorted((STIMULI / "studies").glob("*.yaml"))
-REFERENCED = {  # the stimulus files each demo study reads (relative to stimuli/)
+STIMULI = ROOT / "stimuli" / "studies"
+STUDIES = sorted(STIMULI.glob("*.yaml"))
+REFERENCED = {  # the stimulus files each demo study reads (its bundle: relative to studies/)
     "product-choice-demo.yaml": ["product_pairs/demo.yaml"],
     "sentiment-demo.yaml": [
         "sentiment/qualification.csv",
@@ -344,9 +342,9 @@ def _mutate_file(target: Path, data: Any) -> list[int] | None:
 
 @pytest.fixture
 def stimuli_copy(tmp_path: Path) -> Path:
-    """A private copy of ``stimuli/`` (studies and the files they reference)."""
-    shutil.copytree(STIMULI, tmp_path / "stimuli")
-    return tmp_path / "stimuli"
+    """A private copy of ``stimuli/studies/`` (studies and the files they reference)."""
+    shutil.copytree(STIMULI, tmp_path / "studies")
+    return tmp_path / "studies"
 
 
 @FAST
@@ -355,22 +353,22 @@ def test_mutated_studies_and_stimulus_files_are_refused_with_file_line_and_reaso
     stimuli_copy, data
 ):
     study = data.draw(st.sampled_from([p.name for p in STUDIES]))
-    rel = data.draw(st.sampled_from([f"studies/{study}", *REFERENCED[study]]))
+    rel = data.draw(st.sampled_from([study, *REFERENCED[study]]))
     target = stimuli_copy / rel
     original = target.read_bytes()
     try:
         starts = _mutate_file(target, data)
         files = {
-            p.name: p.read_bytes().decode("utf-8", errors="replace")
+            p.relative_to(stimuli_copy).as_posix(): p.read_bytes().decode("utf-8", errors="replace")
             for p in stimuli_copy.rglob("*")
             if p.is_file()
         }
         try:
-            load_study_file(stimuli_copy / "studies" / study)
+            load_study_file(stimuli_copy / study)
         except StudyDefinitionError as exc:
             _assert_located(exc, files)
             row = re.match(r"row (\d+)", exc.path)
-            if starts is not None and exc.file == target.name and row:
+            if starts is not None and exc.file == rel and row:
                 # header = row 1; the line is where the row starts, not where it ends
                 assert exc.line == starts[int(row.group(1)) - 1], str(exc)
     finally:
@@ -464,7 +462,7 @@ def test_a_yaml_value_python_cannot_convert_is_refused_at_its_line(tmp_path, val
 )
 def test_a_pairs_path_that_is_no_file_is_refused_at_the_study_line(tmp_path, value, reason):
     study, _ = _setup(tmp_path)
-    text = DEMO.read_text().replace("pairs: ../product_pairs/demo.yaml", f"pairs: {value}", 1)
+    text = DEMO.read_text().replace("pairs: product_pairs/demo.yaml", f"pairs: {value}", 1)
     study.write_text(text)
     exc = _refusal(study)
     assert exc.file == study.name and reason in exc.reason, str(exc)
@@ -477,7 +475,7 @@ def test_a_syntax_error_in_the_pairs_file_names_the_pairs_file_and_its_line(tmp_
     text = PAIRS.read_text()
     pairs.write_text(text.replace("price_usd: ", "price_usd: [", 1))
     exc = _refusal(study)
-    assert exc.file == "demo.yaml" and "invalid YAML" in exc.reason, str(exc)
+    assert exc.file == "product_pairs/demo.yaml" and "invalid YAML" in exc.reason, str(exc)
     assert _line_of(text, "price_usd: ") <= exc.line <= _line_of(text, "price_usd: ") + 2
 
 
@@ -486,7 +484,7 @@ def test_a_pairs_file_without_pairs_is_refused_at_a_line(tmp_path):
     shutil.copy(DEMO, study)
     pairs.write_text("# no pairs yet\nversion: 1\n")
     exc = _refusal(study)
-    assert exc.file == "demo.yaml" and exc.path == "pairs" and exc.line == 2, str(exc)
+    assert exc.file == "product_pairs/demo.yaml" and exc.path == "pairs" and exc.line == 2, str(exc)
 
 
 def _sentiment(stimuli_copy: Path, items: str | bytes) -> StudyDefinitionError:
@@ -495,7 +493,7 @@ def _sentiment(stimuli_copy: Path, items: str | bytes) -> StudyDefinitionError:
         target.write_bytes(items)
     else:
         target.write_text(items, encoding="utf-8")
-    return _refusal(stimuli_copy / "studies" / "sentiment-demo.yaml")
+    return _refusal(stimuli_copy / "sentiment-demo.yaml")
 
 
 def test_a_csv_row_after_multi_line_cells_is_refused_at_its_physical_line(stimuli_copy):
@@ -509,7 +507,7 @@ def test_a_csv_row_after_multi_line_cells_is_refused_at_its_physical_line(stimul
     assert starts == [1, 2, 5, 7]
     exc = _sentiment(stimuli_copy, text)
     # The fourth record (spreadsheet row 4) starts on line 7 of the file.
-    assert exc.file == "demo_items.csv" and exc.path == "row 4.base_sentiment", str(exc)
+    assert exc.file == "sentiment/demo_items.csv" and exc.path == "row 4.base_sentiment", str(exc)
     assert exc.line == 7 and str(exc).endswith("(line 7)"), str(exc)
 
 
@@ -533,17 +531,18 @@ def test_an_unreadable_or_incomplete_csv_is_refused_with_its_line(
     stimuli_copy, content, line, reason
 ):
     exc = _sentiment(stimuli_copy, content)
-    assert exc.file == "demo_items.csv" and reason in exc.reason and exc.line == line, str(exc)
+    assert exc.file == "sentiment/demo_items.csv" and reason in exc.reason, str(exc)
+    assert exc.line == line, str(exc)
 
 
 def test_a_csv_path_that_is_a_folder_is_refused_at_the_study_line(stimuli_copy):
-    study = stimuli_copy / "studies" / "sentiment-demo.yaml"
-    text = study.read_text().replace("items: ../sentiment/demo_items.csv", "items: ../sentiment")
+    study = stimuli_copy / "sentiment-demo.yaml"
+    text = study.read_text().replace("items: sentiment/demo_items.csv", "items: sentiment")
     study.write_text(text)
     exc = _refusal(study)
     assert exc.file == study.name and "is a folder" in exc.reason, str(exc)
     assert exc.line == next(
-        i for i, t in enumerate(text.splitlines(), 1) if t.endswith("items: ../sentiment")
+        i for i, t in enumerate(text.splitlines(), 1) if t.endswith("items: sentiment")
     ), str(exc)
 
 
@@ -561,8 +560,8 @@ def test_a_bad_jsonl_record_is_refused_at_its_line(stimuli_copy, second_line, re
     target = stimuli_copy / "evaluation" / "rating-demo.jsonl"
     first = target.read_text().splitlines()[0]
     target.write_text(f"{first}\n\n{second_line}\n")
-    exc = _refusal(stimuli_copy / "studies" / "rating-demo.yaml")
-    assert exc.file == "rating-demo.jsonl" and reason in exc.reason, str(exc)
+    exc = _refusal(stimuli_copy / "rating-demo.yaml")
+    assert exc.file == "evaluation/rating-demo.jsonl" and reason in exc.reason, str(exc)
     assert exc.line == 3 and str(exc).endswith("(line 3)"), str(exc)
 
 
@@ -572,8 +571,8 @@ def test_a_bad_jsonl_record_is_refused_at_its_line(stimuli_copy, second_line, re
 )
 def test_an_empty_or_non_utf8_jsonl_file_is_refused_naming_it(stimuli_copy, content, line, reason):
     (stimuli_copy / "evaluation" / "preference-demo.jsonl").write_bytes(content)
-    exc = _refusal(stimuli_copy / "studies" / "preference-demo.yaml")
-    assert exc.file == "preference-demo.jsonl" and reason in exc.reason, str(exc)
+    exc = _refusal(stimuli_copy / "preference-demo.yaml")
+    assert exc.file == "evaluation/preference-demo.jsonl" and reason in exc.reason, str(exc)
     assert exc.line == line, str(exc)
 
 

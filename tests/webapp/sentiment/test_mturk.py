@@ -30,7 +30,7 @@ def _write(path: Path, header: list[str], rows: list[list[str]]) -> Path:
 
 
 def _items(n: int) -> list[tuple[str, str]]:
-    with (DEMO.parent.parent / "sentiment" / "demo_items.csv").open(encoding="utf-8") as fh:
+    with (DEMO.parent / "sentiment" / "demo_items.csv").open(encoding="utf-8") as fh:
         return [(r["item_id"], r["base_sentiment"]) for r in csv.DictReader(fh)][:n]
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 from typing import Any
 
 from webapp.studydef import ID_RE, Where, n_lines, read_text, stimulus_path
@@ -22,14 +21,15 @@ LABELS = ("positive", "negative", "neutral")
 REQUIRED_COLUMNS = ("item_id", "text", "base_sentiment")
 
 
-def read_rows(path: Path, where: Where) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    """Read a CSV file: its stripped header and (line where the row starts, row) pairs.
+def read_rows(name: str, where: Where) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """Read a CSV file of the study's bundle: its stripped header and (line where the row
+    starts, row) pairs.
 
     Blank lines are skipped; cells beyond the header are dropped and missing cells are absent
     from the row. Unreadable CSV is refused naming the file and the line. (``csv.DictReader``
     skips blank lines inside ``next()``, which hides where a row starts.)
     """
-    text = read_text(path, where, encoding="utf-8-sig")
+    text = read_text(name, where, encoding="utf-8-sig")
     # newline="" keeps newlines inside quoted cells; line_num counts physical lines read.
     reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = None
@@ -44,9 +44,7 @@ def read_rows(path: Path, where: Where) -> tuple[list[str], list[tuple[int, dict
                 rows.append((start, dict(zip(header, cells, strict=False))))
     except csv.Error as exc:
         line = min(max(reader.line_num, 1), n_lines(text))
-        raise Where(path.name, "", path.parent, line).error(
-            f"not a readable CSV file: {exc}"
-        ) from None
+        raise Where(name, "", where.bundle, line).error(f"not a readable CSV file: {exc}") from None
     return header or [], rows
 
 
@@ -78,9 +76,9 @@ def read_items(
     webapp.studydef.StudyDefinitionError
         Missing file or column, empty cell, unknown sentiment, duplicate ``item_id``.
     """
-    path = stimulus_path(raw, where, "a CSV file")
-    file_where = Where(path.name, "", path.parent, 1)
-    header, rows = read_rows(path, where)
+    name = stimulus_path(raw, where, "a CSV file")
+    file_where = Where(name, "", where.bundle, 1)
+    header, rows = read_rows(name, where)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise file_where.error(f"missing column(s) {missing}; the header is {header}")
@@ -88,7 +86,7 @@ def read_items(
     items: list[dict[str, Any]] = []
     seen: set[str] = set()
     for n, (line, row) in enumerate(rows, start=2):
-        rw = Where(path.name, f"row {n}", path.parent, line)
+        rw = Where(name, f"row {n}", where.bundle, line)
         item_id = (row.get("item_id") or "").strip()
         if not ID_RE.match(item_id):
             raise rw.at("item_id").error(f"{item_id!r} is not a valid id (letters, digits, _ . -)")
