@@ -45,16 +45,10 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
 )
 @click.option(
     "--wtp-model",
-    type=click.Choice(["auto", "crossed", "crossed_sparse", "pair_fixed"]),
+    type=click.Choice(["auto", "crossed_sparse", "crossed", "pair_fixed"]),
     default="auto",
     show_default=True,
-    help="WTP mixed model; auto picks by size (see docs/analysis.md).",
-)
-@click.option(
-    "--max-crossed-cells",
-    type=int,
-    default=None,
-    help="Size budget n_obs x (participants + pairs) of the crossed fit [default: 1,000,000].",
+    help="WTP mixed model; auto = crossed_sparse (lme4's REML) unless both factors are huge.",
 )
 @click.option(
     "--optimizer",
@@ -100,7 +94,6 @@ def choice_command(
     out_dir: str,
     wtp_log: bool,
     wtp_model: str,
-    max_crossed_cells: int | None,
     optimizers: tuple[str, ...],
     padjust: str,
     keep_incomplete: bool,
@@ -134,7 +127,6 @@ def choice_command(
             padjust=padjust,
             wtp_transform="log" if wtp_log else None,
             wtp_model=wtp_model,
-            max_crossed_cells=max_crossed_cells,
             optimizers=optimizers or None,
             clustered=not no_gee,
         )
@@ -142,18 +134,28 @@ def choice_command(
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
     n_files = _write(results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures)
+    from analysis.report.writer import format_p
+
     chi = results.tables["chi2"].iloc[0]
     click.echo(
         f"{results.meta['n_participants_analysed']} participants, "
         f"{results.meta['n_rows_analysed']} choices analysed; "
-        f"chi2 (Yates) = {chi['chi2']:.3f}, p = {chi['p_val']:.3g}"
+        f"chi2 (Yates) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])}"
     )
     if "wtp_model" in results.tables:
         row = results.tables["wtp_model"].iloc[0]
+        test = (
+            f"t({row['df']:.1f}) = {row['statistic']:.3f}"
+            if row["df"] == row["df"]
+            else f"z = {row['statistic']:.3f}"
+        )
         click.echo(
             f"WTP ({row['model']}, {row['optimizer']}): {row['estimate']:+.3f} "
-            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], z = {row['statistic']:.3f}"
+            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], {test}, p {format_p(row['p_val'])}; "
+            + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
         )
+    elif "wtp_model_failed" in results.meta:
+        click.echo(f"WTP model: not reported ({results.meta['wtp_model_failed']})")
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 

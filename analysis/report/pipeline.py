@@ -77,11 +77,14 @@ CHOICE_SPECS = {
         "repeated choices within participants"
     ),
     "wtp_model": (
-        "linear mixed model, REML: wtp ~ format + (1 | participant) + (1 | pair). Small data: "
-        "statsmodels MixedLM, one group with two variance components (crossed); large data: "
-        "the same model by profiled REML in a sparse formulation (crossed_sparse, checked "
-        "against lme4); or pair as fixed effect + participant random intercept (pair_fixed). "
-        "Wald z test; a fit that did not converge is never reported"
+        "linear mixed model, REML: wtp ~ format + (1 | participant) + (1 | pair), by profiled "
+        "REML in a sparse formulation (crossed_sparse, as lme4::lmer; checked against lme4 "
+        "and lmerTest to 1e-6); t test with Satterthwaite df (as lmerTest), normal p beside "
+        "it; singular = a variance at the boundary (as lme4::isSingular); AIC/BIC of the ML "
+        "refit; ICC = each variance over the sum; d = effect / sqrt(sum of the variances) "
+        "(Westfall, Kenny & Judd 2014). On request: statsmodels' dense fit (crossed) or pair "
+        "as fixed effect (pair_fixed; also when both factors have > 3,000 levels). A fit that "
+        "did not converge is never reported: its section says why"
     ),
     "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
 }
@@ -94,7 +97,6 @@ def analyze_choice(
     padjust: str = "holm",
     wtp_transform: str | None = None,
     wtp_model: str = "auto",
-    max_crossed_cells: int | None = None,
     optimizers: Sequence[str] | None = None,
     clustered: bool = True,
 ) -> Results:
@@ -110,10 +112,8 @@ def analyze_choice(
         Multiple-comparison correction across pairs.
     wtp_transform : {None, "log"}
         Premium in percent, or ``log(1 + pct/100)``.
-    wtp_model : {"auto", "crossed", "crossed_sparse", "pair_fixed"}
+    wtp_model : {"auto", "crossed_sparse", "crossed", "pair_fixed"}
         Mixed model for WTP (see :func:`analysis.stats.wtp.wtp_mixed`).
-    max_crossed_cells : int, optional
-        Size budget for the crossed fit.
     optimizers : sequence of str, optional
         Mixed-model optimizers, tried in order.
     clustered : bool
@@ -126,6 +126,8 @@ def analyze_choice(
         ``clustered``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts, rules,
         specifications, versions and per-step timings.
     """
+    import numpy as np
+
     from analysis.exclusions import exclude_choice, exclusion_summary
     from analysis.stats import choice, wtp
 
@@ -148,6 +150,7 @@ def analyze_choice(
     res.tables["effects"] = timed("effects", choice.choice_effects, kept)
     res.tables["by_pair"] = timed("by_pair", choice.choice_by_pair, kept, padjust=padjust)
     clustered_note = "not requested"
+    wtp_failure = None
     if clustered:
         try:
             res.tables["clustered"] = timed("clustered", choice.choice_clustered, kept)
@@ -158,13 +161,15 @@ def analyze_choice(
 
     wtp_rows = kept[kept["wtp_premium_pct"].notna()]
     wtp_kwargs: dict[str, object] = {"transform": wtp_transform, "model": wtp_model}
-    if max_crossed_cells is not None:
-        wtp_kwargs["max_crossed_cells"] = max_crossed_cells
     if optimizers:
         wtp_kwargs["optimizers"] = tuple(optimizers)
     if len(wtp_rows):
         res.tables["wtp_by_format"] = timed("wtp_by_format", wtp.wtp_by_format, wtp_rows)
-        res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
+        try:
+            res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
+        except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+            # A failed WTP model must not cost the choice results: its section says why.
+            wtp_failure = f"{type(exc).__name__}: {exc}"
     res.meta = {
         "n_rows_input": len(data),
         "n_participants_input": int(data["participant_id"].nunique()),
@@ -179,6 +184,8 @@ def analyze_choice(
         "versions": library_versions(),
         "timings_s": timings,
     }
+    if wtp_failure is not None:
+        res.meta["wtp_model_failed"] = wtp_failure
     if "wtp_model" in res.tables:
         row = res.tables["wtp_model"].iloc[0]
         res.meta["wtp_model_ran"] = {
@@ -186,6 +193,7 @@ def analyze_choice(
             "formula": row["formula"],
             "reason": row["reason"],
             "optimizer": row["optimizer"],
+            "singular": bool(row["singular"]),
             "notes": row["notes"],
         }
     return res

@@ -65,7 +65,14 @@ def main() -> None:
     # Random slopes: the format effect varies by pair and by participant.
     d = design(rng, 70, 10)
     d["wtp_premium_pct"] = wtp(
-        rng, d, base=30, effect=4.5, sd_part=6, sd_pair=3, sd_res=5, slope_pair=3.0,
+        rng,
+        d,
+        base=30,
+        effect=4.5,
+        sd_part=6,
+        sd_pair=3,
+        sd_res=5,
+        slope_pair=3.0,
         slope_part=2.0,
     )
     sets["slopes_70x10"] = d
