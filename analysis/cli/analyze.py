@@ -87,6 +87,13 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
     show_default=True,
     help="Exclude participants faster than this fraction of the median duration (0 disables).",
 )
+@click.option(
+    "--levels",
+    "format_levels",
+    default=None,
+    metavar="REFERENCE,TREATMENT",
+    help="Format levels when they are not original,summary (the reference sets every sign).",
+)
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 def choice_command(
@@ -102,6 +109,7 @@ def choice_command(
     keep_duplicates: bool,
     min_duration_s: float | None,
     min_duration_frac: float,
+    format_levels: str | None,
     no_gee: bool,
     no_figures: bool,
 ) -> None:
@@ -119,6 +127,11 @@ def choice_command(
         min_duration_s=min_duration_s,
         min_duration_frac_median=min_duration_frac or None,
     )
+    levels = None
+    if format_levels is not None:
+        levels = tuple(v.strip() for v in format_levels.split(","))
+        if len(levels) != 2 or not all(levels):
+            raise click.BadParameter("give two levels: REFERENCE,TREATMENT", param_hint="--levels")
     try:
         data = load_choice(input_path)
         results = analyze_choice(
@@ -129,6 +142,7 @@ def choice_command(
             wtp_model=wtp_model,
             optimizers=optimizers or None,
             clustered=not no_gee,
+            levels=levels,
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc

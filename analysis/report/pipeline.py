@@ -64,7 +64,8 @@ CHOICE_SPECS = {
         "Cramer's V from the uncorrected statistic"
     ),
     "effects": (
-        "risk difference summary - original (Newcombe hybrid score CI, score test); odds ratio "
+        "risk difference summary - original (Newcombe hybrid score CI, Miettinen-Nurminen score "
+        "test p); odds ratio "
         "(Woolf logit CI, Wald test)"
     ),
     "by_pair": (
@@ -99,6 +100,7 @@ def analyze_choice(
     wtp_model: str = "auto",
     optimizers: Sequence[str] | None = None,
     clustered: bool = True,
+    levels: Sequence[str] | None = None,
 ) -> Results:
     """Run the whole choice analysis on trial-level data.
 
@@ -118,6 +120,9 @@ def analyze_choice(
         Mixed-model optimizers, tried in order.
     clustered : bool
         Also fit the GEE robustness model.
+    levels : sequence of str, optional
+        ``(reference, treatment)`` format levels; required unless the column holds only
+        ``original`` and ``summary`` (the reference sets the sign of every effect).
 
     Returns
     -------
@@ -145,26 +150,38 @@ def analyze_choice(
         raise ValueError("every row was excluded; nothing to analyse (see the exclusion rules)")
     res = Results(kind="choice")
     res.tables["exclusions"] = exclusion_summary(data, excluded)
-    res.tables["selection_rates"] = timed("selection_rates", choice.selection_rates, kept)
-    res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept)
-    res.tables["effects"] = timed("effects", choice.choice_effects, kept)
-    res.tables["by_pair"] = timed("by_pair", choice.choice_by_pair, kept, padjust=padjust)
+    res.tables["selection_rates"] = timed(
+        "selection_rates", choice.selection_rates, kept, levels=levels
+    )
+    res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept, levels=levels)
+    res.tables["effects"] = timed("effects", choice.choice_effects, kept, levels=levels)
+    res.tables["by_pair"] = timed(
+        "by_pair", choice.choice_by_pair, kept, padjust=padjust, levels=levels
+    )
     clustered_note = "not requested"
     wtp_failure = None
     if clustered:
         try:
-            res.tables["clustered"] = timed("clustered", choice.choice_clustered, kept)
+            res.tables["clustered"] = timed(
+                "clustered", choice.choice_clustered, kept, levels=levels
+            )
             clustered_note = "reported"
         except wtp.ConvergenceError as exc:
             # The robustness check failing must not hide the primary results; say so instead.
             clustered_note = f"not reported: {exc}"
 
     wtp_rows = kept[kept["wtp_premium_pct"].notna()]
-    wtp_kwargs: dict[str, object] = {"transform": wtp_transform, "model": wtp_model}
+    wtp_kwargs: dict[str, object] = {
+        "transform": wtp_transform,
+        "model": wtp_model,
+        "levels": levels,
+    }
     if optimizers:
         wtp_kwargs["optimizers"] = tuple(optimizers)
     if len(wtp_rows):
-        res.tables["wtp_by_format"] = timed("wtp_by_format", wtp.wtp_by_format, wtp_rows)
+        res.tables["wtp_by_format"] = timed(
+            "wtp_by_format", wtp.wtp_by_format, wtp_rows, levels=levels
+        )
         try:
             res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
         except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
@@ -179,6 +196,11 @@ def analyze_choice(
         "n_rows_with_wtp": len(wtp_rows),
         "exclusion_rules": rules.as_dict(),
         "padjust": padjust,
+        "format_levels": {
+            "reference": (levels or choice.DEFAULT_LEVELS)[0],
+            "treatment": (levels or choice.DEFAULT_LEVELS)[1],
+            "source": "given" if levels else "default (original, summary)",
+        },
         "clustered_model": clustered_note,
         "specifications": CHOICE_SPECS,
         "versions": library_versions(),

@@ -316,7 +316,7 @@ def kendall_tau(data: pd.DataFrame, *, x: str, y: str, confidence: float = 0.95)
     Returns
     -------
     pandas.DataFrame
-        One row: ``n``, ``estimate`` (tau-b, ``scipy.stats.kendalltau``: exact p without ties and
+        One row: ``n``, ``estimate`` (tau-b, ``scipy.stats.kendalltau``; exact p without ties and
         n < 50, else the normal approximation, as R ``cor.test(method="kendall")``),
         ``ci_low``, ``ci_high`` (Fieller, Hartley & Pearson 1957), ``p_val``, ``method``.
         NaN when n < 3 or a column is constant; no interval when n < 5.
@@ -334,7 +334,11 @@ def kendall_tau(data: pd.DataFrame, *, x: str, y: str, confidence: float = 0.95)
     n = len(df)
     est = low = high = p = np.nan
     if n >= 3 and df[x].nunique() > 1 and df[y].nunique() > 1:
-        res = kendalltau(df[x], df[y])
+        # R's cor.test uses the exact null distribution when n < 50 and there are no ties;
+        # scipy's "auto" switches to the normal approximation from n = 34, so ask explicitly.
+        no_ties = df[x].is_unique and df[y].is_unique
+        method = "exact" if n < 50 and no_ties else "asymptotic"
+        res = kendalltau(df[x], df[y], method=method)
         est, p = float(res.statistic), float(res.pvalue)
         if n > 4 and abs(est) < 1:
             half = norm.ppf(0.5 + confidence / 2) * np.sqrt(0.437 / (n - 4))

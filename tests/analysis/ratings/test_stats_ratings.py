@@ -122,6 +122,17 @@ def test_kendall_tau_matches_r_cor_test():
     assert res["ci_high"] == pytest.approx(np.tanh(np.arctanh(4 / 9) + half), abs=1e-6)
 
 
+def test_kendall_tau_exact_p_for_34_to_49_like_r():
+    # Issue 15, finding 7: scipy's default uses the normal approximation from n = 34 while R
+    # uses the exact distribution below 50 without ties.
+    # R 4.2.2> x <- 1:40; y <- (7 * x) %% 41; cor.test(x, y, method = "kendall")
+    # tau = 0.1923077, p-value = 0.08254121 (exact = FALSE would give 0.08052375)
+    x = np.arange(1, 41)
+    res = kendall_tau(pd.DataFrame({"x": x, "y": (7 * x) % 41}), x="x", y="y").iloc[0]
+    assert res["estimate"] == pytest.approx(0.19230769230769235, rel=1e-12)
+    assert res["p_val"] == pytest.approx(0.082541210230990147, rel=1e-9)
+
+
 def test_kendall_tau_degenerate_is_nan():
     res = kendall_tau(pd.DataFrame({"x": [1, 1, 1, 1], "y": [1, 2, 3, 4]}), x="x", y="y")
     assert np.isnan(res["estimate"].iloc[0]) and res["n"].iloc[0] == 4
