@@ -341,3 +341,26 @@ def test_underflowed_p_is_printed_as_a_bound_not_zero():
     assert format_p(0.0123) == "= 0.0123"
     html = _html_table(pd.DataFrame({"p_val": [0.0, 0.5], "estimate": [0.0, 1.0]}))
     assert "&lt; 1e-300" in html and "<td>0</td>" in html  # the estimate 0 stays 0
+
+
+def test_levels_option_sets_the_reference_explicitly(runner, choice_export, tmp_path):
+    path, _ = choice_export
+    out = tmp_path / "flipped"
+    args = ["analyze", "choice", str(path), "--no-figures", "--no-gee", "--out"]
+    result = runner.invoke(main, [*args, str(out), "--levels", "summary,original"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["meta"]["format_levels"] == {
+        "reference": "summary",
+        "treatment": "original",
+        "source": "given",
+    }
+    assert payload["tables"]["wtp_model"][0]["effect"] == "format[original]"
+    default = tmp_path / "default"
+    assert runner.invoke(main, [*args, str(default)]).exit_code == 0
+    plain = json.loads((default / "results.json").read_text())
+    assert plain["meta"]["format_levels"]["source"] == "default (original, summary)"
+    flipped_rd = payload["tables"]["effects"][0]["estimate"]
+    assert flipped_rd == pytest.approx(-plain["tables"]["effects"][0]["estimate"])
+    bad = runner.invoke(main, [*args, str(tmp_path / "bad"), "--levels", "summary"])
+    assert bad.exit_code != 0 and "REFERENCE,TREATMENT" in bad.output
