@@ -634,6 +634,23 @@ class _CrossedProblem:
         return np.asarray(res.x, float), float(res.fun)
 
 
+def _one_blas_thread():
+    """Context in which BLAS runs on one thread (a no-op without threadpoolctl).
+
+    Every product in the sparse fit is at most ``n_small`` wide; BLAS threads only add
+    synchronisation there, and on a loaded 2-core machine a 20 x 3,000 x 20 product took
+    9 ms with OpenBLAS' threads against 1 ms on one (bench/wtp_models.py). threadpoolctl comes
+    with scikit-learn, a dependency of the analysis extra.
+    """
+    from contextlib import nullcontext
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn brings it
+        return nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _hessian(fun, x, rel_step: float = 1e-4):
     """Central-difference Hessian of a scalar function (Richardson-extrapolated once)."""
     import numpy as np
@@ -772,14 +789,15 @@ def crossed_lmm(
     y = df[dv].to_numpy(float)
     p = X.shape[1]
     problem = _CrossedProblem(X, y, pd.factorize(df[large])[0], pd.factorize(df[small])[0])
-    theta, criterion = problem.fit(reml)
-    _, dev_ml = (theta, criterion) if not reml else problem.fit(reml=False)
-    xtx, beta, r2, _ = problem._split(theta)
-    dof = n - p if reml else n
-    sigma = float(np.sqrt(r2 / dof))
-    cov = sigma * sigma * np.linalg.inv(xtx)
-    # Satterthwaite df are defined for the REML criterion (as lmerTest); none for ML fits.
-    dfs = _satterthwaite_df(problem, theta, sigma, np.eye(p)) if reml else np.full(p, np.nan)
+    with _one_blas_thread():
+        theta, criterion = problem.fit(reml)
+        _, dev_ml = (theta, criterion) if not reml else problem.fit(reml=False)
+        xtx, beta, r2, _ = problem._split(theta)
+        dof = n - p if reml else n
+        sigma = float(np.sqrt(r2 / dof))
+        cov = sigma * sigma * np.linalg.inv(xtx)
+        # Satterthwaite df are defined for the REML criterion (as lmerTest); none for ML fits.
+        dfs = _satterthwaite_df(problem, theta, sigma, np.eye(p)) if reml else np.full(p, np.nan)
     rows: list[dict[str, object]] = []
     for i, term in enumerate(["Intercept", *fixed]):
         est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
