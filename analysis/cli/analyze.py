@@ -94,6 +94,11 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
     metavar="REFERENCE,TREATMENT",
     help="Format levels when they are not original,summary (the reference sets every sign).",
 )
+@click.option(
+    "--wtp-slopes",
+    is_flag=True,
+    help="Also fit random slopes of format by participant and pair, with their LR test.",
+)
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 def choice_command(
@@ -110,6 +115,7 @@ def choice_command(
     min_duration_s: float | None,
     min_duration_frac: float,
     format_levels: str | None,
+    wtp_slopes: bool,
     no_gee: bool,
     no_figures: bool,
 ) -> None:
@@ -143,6 +149,7 @@ def choice_command(
             optimizers=optimizers or None,
             clustered=not no_gee,
             levels=levels,
+            wtp_slopes=wtp_slopes,
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -170,6 +177,17 @@ def choice_command(
         )
     elif "wtp_model_failed" in results.meta:
         click.echo(f"WTP model: not reported ({results.meta['wtp_model_failed']})")
+    if "wtp_slopes" in results.tables:
+        row = results.tables["wtp_slopes"].iloc[0]
+        click.echo(
+            f"WTP with random slopes: {row['estimate']:+.3f} "
+            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], t({row['df']:.1f}) = "
+            f"{row['statistic']:.3f}, p {format_p(row['p_val'])}; slopes vs intercepts: "
+            f"chi2(4) = {row['lrt_chisq']:.2f}, p {format_p(row['lrt_p'])}; "
+            + ("SINGULAR fit" if row["singular"] else "not singular")
+        )
+    elif "wtp_slopes_failed" in results.meta:
+        click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 

@@ -88,6 +88,12 @@ CHOICE_SPECS = {
         "did not converge is never reported: its section says why"
     ),
     "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
+    "wtp_slopes": (
+        "maximal model wtp ~ format + (1 + format | participant) + (1 + format | pair), REML, "
+        "lme4's formulation (checked against lmer to 1e-4); Satterthwaite t; likelihood-ratio "
+        "test of the slopes against the intercept-only model (ML fits, chi-square 4 df, as "
+        "anova() in lme4); singular as lme4::isSingular"
+    ),
 }
 
 
@@ -101,6 +107,7 @@ def analyze_choice(
     optimizers: Sequence[str] | None = None,
     clustered: bool = True,
     levels: Sequence[str] | None = None,
+    wtp_slopes: bool = False,
 ) -> Results:
     """Run the whole choice analysis on trial-level data.
 
@@ -123,6 +130,10 @@ def analyze_choice(
     levels : sequence of str, optional
         ``(reference, treatment)`` format levels; required unless the column holds only
         ``original`` and ``summary`` (the reference sets the sign of every effect).
+    wtp_slopes : bool
+        Also fit the maximal model with random slopes of format by participant and pair
+        (:func:`analysis.stats.wtp.wtp_slopes`) and its likelihood-ratio test: table
+        ``wtp_slopes``.
 
     Returns
     -------
@@ -160,6 +171,7 @@ def analyze_choice(
     )
     clustered_note = "not requested"
     wtp_failure = None
+    slopes_failure = None
     if clustered:
         try:
             res.tables["clustered"] = timed(
@@ -187,6 +199,17 @@ def analyze_choice(
         except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
             # A failed WTP model must not cost the choice results: its section says why.
             wtp_failure = f"{type(exc).__name__}: {exc}"
+        if wtp_slopes:
+            try:
+                res.tables["wtp_slopes"] = timed(
+                    "wtp_slopes",
+                    wtp.wtp_slopes,
+                    wtp_rows,
+                    transform=wtp_transform,
+                    levels=levels,
+                )
+            except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+                slopes_failure = f"{type(exc).__name__}: {exc}"
     res.meta = {
         "n_rows_input": len(data),
         "n_participants_input": int(data["participant_id"].nunique()),
@@ -208,6 +231,8 @@ def analyze_choice(
     }
     if wtp_failure is not None:
         res.meta["wtp_model_failed"] = wtp_failure
+    if slopes_failure is not None:
+        res.meta["wtp_slopes_failed"] = slopes_failure
     if "wtp_model" in res.tables:
         row = res.tables["wtp_model"].iloc[0]
         res.meta["wtp_model_ran"] = {

@@ -265,6 +265,22 @@ def _choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, o
             + f"pair {row['icc_item']:.3f}."
             + (f" Notes: {ran['notes']}" if ran["notes"] else "")
         )
+        if "wtp_slopes" in t:
+            sl = t["wtp_slopes"].iloc[0]
+            text += (
+                f" With random slopes ({sl['formula']}): {sl['estimate']:.3f} "
+                f"[{sl['ci_low']:.3f}, {sl['ci_high']:.3f}], t({sl['df']:.1f}) = "
+                f"{sl['statistic']:.2f}, p {format_p(sl['p_val'])}; slopes vs intercepts "
+                f"chi-square(4) = {sl['lrt_chisq']:.2f}, p {format_p(sl['lrt_p'])}"
+                + (
+                    "; singular (a slope variance or correlation at the boundary: the data do "
+                    "not support the maximal structure)."
+                    if sl["singular"]
+                    else "; not singular."
+                )
+            )
+        elif "wtp_slopes_failed" in m:
+            text += f" Random-slope model not reported: {m['wtp_slopes_failed']}."
         sections.append(
             {
                 "title": "Willingness to pay",
@@ -272,7 +288,18 @@ def _choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, o
                 "tables": [
                     ("Mixed-model format effect", _html_table(t["wtp_model"])),
                     ("WTP by format", _html_table(t["wtp_by_format"])),
-                ],
+                ]
+                + (
+                    [
+                        (
+                            "Random slopes of format by participant and pair (maximal model) "
+                            "and the likelihood-ratio test of the slopes",
+                            _html_table(t["wtp_slopes"]),
+                        )
+                    ]
+                    if "wtp_slopes" in t
+                    else []
+                ),
                 "figures": [(figs[k], k) for k in ("wtp.png",) if k in figs],
             }
         )

@@ -364,3 +364,23 @@ def test_levels_option_sets_the_reference_explicitly(runner, choice_export, tmp_
     assert flipped_rd == pytest.approx(-plain["tables"]["effects"][0]["estimate"])
     bad = runner.invoke(main, [*args, str(tmp_path / "bad"), "--levels", "summary"])
     assert bad.exit_code != 0 and "REFERENCE,TREATMENT" in bad.output
+
+
+def test_wtp_slopes_option_reports_the_maximal_model_and_its_lr_test(runner, tmp_path):
+    from pathlib import Path
+
+    data = pd.read_csv(Path(__file__).parent / "r" / "data" / "slopes_70x10.csv")
+    data["chose_target"] = (data["wtp_premium_pct"] > data["wtp_premium_pct"].median()).astype(int)
+    tidy = tmp_path / "slopes.csv"
+    data.to_csv(tidy, index=False)
+    out = tmp_path / "report"
+    args = ["analyze", "choice", str(tidy), "--out", str(out), "--no-figures", "--no-gee"]
+    result = runner.invoke(main, [*args, "--wtp-slopes"])
+    assert result.exit_code == 0, result.output
+    assert "WTP with random slopes" in result.output and "chi2(4)" in result.output
+    payload = json.loads((out / "results.json").read_text())
+    row = payload["tables"]["wtp_slopes"][0]
+    # lme4 (tests/analysis/r/lme4_reference.csv): SE 1.04666, LRT chi-square 33.8237.
+    assert row["se"] == pytest.approx(1.0466600808476425, rel=1e-4)
+    assert row["lrt_chisq"] == pytest.approx(33.823730130771764, rel=1e-4)
+    assert "Random slopes of format" in (out / "report.html").read_text()
