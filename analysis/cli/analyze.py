@@ -45,16 +45,10 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
 )
 @click.option(
     "--wtp-model",
-    type=click.Choice(["auto", "crossed", "crossed_sparse", "pair_fixed"]),
+    type=click.Choice(["auto", "crossed_sparse", "crossed", "pair_fixed"]),
     default="auto",
     show_default=True,
-    help="WTP mixed model; auto picks by size (see docs/analysis.md).",
-)
-@click.option(
-    "--max-crossed-cells",
-    type=int,
-    default=None,
-    help="Size budget n_obs x (participants + pairs) of the crossed fit [default: 1,000,000].",
+    help="WTP mixed model; auto = crossed_sparse (lme4's REML) unless both factors are huge.",
 )
 @click.option(
     "--optimizer",
@@ -93,6 +87,18 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
     show_default=True,
     help="Exclude participants faster than this fraction of the median duration (0 disables).",
 )
+@click.option(
+    "--levels",
+    "format_levels",
+    default=None,
+    metavar="REFERENCE,TREATMENT",
+    help="Format levels when they are not original,summary (the reference sets every sign).",
+)
+@click.option(
+    "--wtp-slopes",
+    is_flag=True,
+    help="Also fit random slopes of format by participant and pair, with their LR test.",
+)
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 def choice_command(
@@ -100,7 +106,6 @@ def choice_command(
     out_dir: str,
     wtp_log: bool,
     wtp_model: str,
-    max_crossed_cells: int | None,
     optimizers: tuple[str, ...],
     padjust: str,
     keep_incomplete: bool,
@@ -109,6 +114,8 @@ def choice_command(
     keep_duplicates: bool,
     min_duration_s: float | None,
     min_duration_frac: float,
+    format_levels: str | None,
+    wtp_slopes: bool,
     no_gee: bool,
     no_figures: bool,
 ) -> None:
@@ -126,6 +133,11 @@ def choice_command(
         min_duration_s=min_duration_s,
         min_duration_frac_median=min_duration_frac or None,
     )
+    levels = None
+    if format_levels is not None:
+        levels = tuple(v.strip() for v in format_levels.split(","))
+        if len(levels) != 2 or not all(levels):
+            raise click.BadParameter("give two levels: REFERENCE,TREATMENT", param_hint="--levels")
     try:
         data = load_choice(input_path)
         results = analyze_choice(
@@ -134,26 +146,48 @@ def choice_command(
             padjust=padjust,
             wtp_transform="log" if wtp_log else None,
             wtp_model=wtp_model,
-            max_crossed_cells=max_crossed_cells,
             optimizers=optimizers or None,
             clustered=not no_gee,
+            levels=levels,
+            wtp_slopes=wtp_slopes,
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
     n_files = _write(results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures)
+    from analysis.report.writer import format_p
+
     chi = results.tables["chi2"].iloc[0]
     click.echo(
         f"{results.meta['n_participants_analysed']} participants, "
         f"{results.meta['n_rows_analysed']} choices analysed; "
-        f"chi2 (Yates) = {chi['chi2']:.3f}, p = {chi['p_val']:.3g}"
+        f"chi2 (Yates) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])}"
     )
     if "wtp_model" in results.tables:
         row = results.tables["wtp_model"].iloc[0]
+        test = (
+            f"t({row['df']:.1f}) = {row['statistic']:.3f}"
+            if row["df"] == row["df"]
+            else f"z = {row['statistic']:.3f}"
+        )
         click.echo(
             f"WTP ({row['model']}, {row['optimizer']}): {row['estimate']:+.3f} "
-            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], z = {row['statistic']:.3f}"
+            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], {test}, p {format_p(row['p_val'])}; "
+            + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
         )
+    elif "wtp_model_failed" in results.meta:
+        click.echo(f"WTP model: not reported ({results.meta['wtp_model_failed']})")
+    if "wtp_slopes" in results.tables:
+        row = results.tables["wtp_slopes"].iloc[0]
+        click.echo(
+            f"WTP with random slopes: {row['estimate']:+.3f} "
+            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], t({row['df']:.1f}) = "
+            f"{row['statistic']:.3f}, p {format_p(row['p_val'])}; slopes vs intercepts: "
+            f"chi2(4) = {row['lrt_chisq']:.2f}, p {format_p(row['lrt_p'])}; "
+            + ("SINGULAR fit" if row["singular"] else "not singular")
+        )
+    elif "wtp_slopes_failed" in results.meta:
+        click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 

@@ -64,7 +64,8 @@ CHOICE_SPECS = {
         "Cramer's V from the uncorrected statistic"
     ),
     "effects": (
-        "risk difference summary - original (Newcombe hybrid score CI, score test); odds ratio "
+        "risk difference summary - original (Newcombe hybrid score CI, Miettinen-Nurminen score "
+        "test p); odds ratio "
         "(Woolf logit CI, Wald test)"
     ),
     "by_pair": (
@@ -77,13 +78,22 @@ CHOICE_SPECS = {
         "repeated choices within participants"
     ),
     "wtp_model": (
-        "linear mixed model, REML: wtp ~ format + (1 | participant) + (1 | pair). Small data: "
-        "statsmodels MixedLM, one group with two variance components (crossed); large data: "
-        "the same model by profiled REML in a sparse formulation (crossed_sparse, checked "
-        "against lme4); or pair as fixed effect + participant random intercept (pair_fixed). "
-        "Wald z test; a fit that did not converge is never reported"
+        "linear mixed model, REML: wtp ~ format + (1 | participant) + (1 | pair), by profiled "
+        "REML in a sparse formulation (crossed_sparse, as lme4::lmer; checked against lme4 "
+        "and lmerTest to 1e-6); t test with Satterthwaite df (as lmerTest), normal p beside "
+        "it; singular = a variance at the boundary (as lme4::isSingular); AIC/BIC of the ML "
+        "refit; ICC = each variance over the sum; d = effect / sqrt(sum of the variances) "
+        "(Westfall, Kenny & Judd 2014). On request: statsmodels' dense fit (crossed) or pair "
+        "as fixed effect (pair_fixed; also when both factors have > 3,000 levels). A fit that "
+        "did not converge is never reported: its section says why"
     ),
     "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
+    "wtp_slopes": (
+        "maximal model wtp ~ format + (1 + format | participant) + (1 + format | pair), REML, "
+        "lme4's formulation (checked against lmer to 1e-4); Satterthwaite t; likelihood-ratio "
+        "test of the slopes against the intercept-only model (ML fits, chi-square 4 df, as "
+        "anova() in lme4); singular as lme4::isSingular"
+    ),
 }
 
 
@@ -94,9 +104,10 @@ def analyze_choice(
     padjust: str = "holm",
     wtp_transform: str | None = None,
     wtp_model: str = "auto",
-    max_crossed_cells: int | None = None,
     optimizers: Sequence[str] | None = None,
     clustered: bool = True,
+    levels: Sequence[str] | None = None,
+    wtp_slopes: bool = False,
 ) -> Results:
     """Run the whole choice analysis on trial-level data.
 
@@ -110,14 +121,19 @@ def analyze_choice(
         Multiple-comparison correction across pairs.
     wtp_transform : {None, "log"}
         Premium in percent, or ``log(1 + pct/100)``.
-    wtp_model : {"auto", "crossed", "crossed_sparse", "pair_fixed"}
+    wtp_model : {"auto", "crossed_sparse", "crossed", "pair_fixed"}
         Mixed model for WTP (see :func:`analysis.stats.wtp.wtp_mixed`).
-    max_crossed_cells : int, optional
-        Size budget for the crossed fit.
     optimizers : sequence of str, optional
         Mixed-model optimizers, tried in order.
     clustered : bool
         Also fit the GEE robustness model.
+    levels : sequence of str, optional
+        ``(reference, treatment)`` format levels; required unless the column holds only
+        ``original`` and ``summary`` (the reference sets the sign of every effect).
+    wtp_slopes : bool
+        Also fit the maximal model with random slopes of format by participant and pair
+        (:func:`analysis.stats.wtp.wtp_slopes`) and its likelihood-ratio test: table
+        ``wtp_slopes``.
 
     Returns
     -------
@@ -126,6 +142,8 @@ def analyze_choice(
         ``clustered``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts, rules,
         specifications, versions and per-step timings.
     """
+    import numpy as np
+
     from analysis.exclusions import exclude_choice, exclusion_summary
     from analysis.stats import choice, wtp
 
@@ -143,28 +161,55 @@ def analyze_choice(
         raise ValueError("every row was excluded; nothing to analyse (see the exclusion rules)")
     res = Results(kind="choice")
     res.tables["exclusions"] = exclusion_summary(data, excluded)
-    res.tables["selection_rates"] = timed("selection_rates", choice.selection_rates, kept)
-    res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept)
-    res.tables["effects"] = timed("effects", choice.choice_effects, kept)
-    res.tables["by_pair"] = timed("by_pair", choice.choice_by_pair, kept, padjust=padjust)
+    res.tables["selection_rates"] = timed(
+        "selection_rates", choice.selection_rates, kept, levels=levels
+    )
+    res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept, levels=levels)
+    res.tables["effects"] = timed("effects", choice.choice_effects, kept, levels=levels)
+    res.tables["by_pair"] = timed(
+        "by_pair", choice.choice_by_pair, kept, padjust=padjust, levels=levels
+    )
     clustered_note = "not requested"
+    wtp_failure = None
+    slopes_failure = None
     if clustered:
         try:
-            res.tables["clustered"] = timed("clustered", choice.choice_clustered, kept)
+            res.tables["clustered"] = timed(
+                "clustered", choice.choice_clustered, kept, levels=levels
+            )
             clustered_note = "reported"
         except wtp.ConvergenceError as exc:
             # The robustness check failing must not hide the primary results; say so instead.
             clustered_note = f"not reported: {exc}"
 
     wtp_rows = kept[kept["wtp_premium_pct"].notna()]
-    wtp_kwargs: dict[str, object] = {"transform": wtp_transform, "model": wtp_model}
-    if max_crossed_cells is not None:
-        wtp_kwargs["max_crossed_cells"] = max_crossed_cells
+    wtp_kwargs: dict[str, object] = {
+        "transform": wtp_transform,
+        "model": wtp_model,
+        "levels": levels,
+    }
     if optimizers:
         wtp_kwargs["optimizers"] = tuple(optimizers)
     if len(wtp_rows):
-        res.tables["wtp_by_format"] = timed("wtp_by_format", wtp.wtp_by_format, wtp_rows)
-        res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
+        res.tables["wtp_by_format"] = timed(
+            "wtp_by_format", wtp.wtp_by_format, wtp_rows, levels=levels
+        )
+        try:
+            res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
+        except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+            # A failed WTP model must not cost the choice results: its section says why.
+            wtp_failure = f"{type(exc).__name__}: {exc}"
+        if wtp_slopes:
+            try:
+                res.tables["wtp_slopes"] = timed(
+                    "wtp_slopes",
+                    wtp.wtp_slopes,
+                    wtp_rows,
+                    transform=wtp_transform,
+                    levels=levels,
+                )
+            except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+                slopes_failure = f"{type(exc).__name__}: {exc}"
     res.meta = {
         "n_rows_input": len(data),
         "n_participants_input": int(data["participant_id"].nunique()),
@@ -174,11 +219,20 @@ def analyze_choice(
         "n_rows_with_wtp": len(wtp_rows),
         "exclusion_rules": rules.as_dict(),
         "padjust": padjust,
+        "format_levels": {
+            "reference": (levels or choice.DEFAULT_LEVELS)[0],
+            "treatment": (levels or choice.DEFAULT_LEVELS)[1],
+            "source": "given" if levels else "default (original, summary)",
+        },
         "clustered_model": clustered_note,
         "specifications": CHOICE_SPECS,
         "versions": library_versions(),
         "timings_s": timings,
     }
+    if wtp_failure is not None:
+        res.meta["wtp_model_failed"] = wtp_failure
+    if slopes_failure is not None:
+        res.meta["wtp_slopes_failed"] = slopes_failure
     if "wtp_model" in res.tables:
         row = res.tables["wtp_model"].iloc[0]
         res.meta["wtp_model_ran"] = {
@@ -186,6 +240,7 @@ def analyze_choice(
             "formula": row["formula"],
             "reason": row["reason"],
             "optimizer": row["optimizer"],
+            "singular": bool(row["singular"]),
             "notes": row["notes"],
         }
     return res

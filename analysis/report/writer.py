@@ -67,13 +67,38 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def format_p(p: object) -> str:
+    """Return ``"= 0.0123"`` or, for a p that underflowed to 0, ``"< 1e-300"``.
+
+    A double underflows below about 2e-308, so an exact 0 only says the p is smaller than any
+    printed number; "p = 0" would claim certainty no test gives.
+    """
+    v = float(p)  # type: ignore[arg-type]
+    if not math.isfinite(v):
+        return "= NA"
+    if v == 0.0:
+        return "< 1e-300"
+    return "= " + _fmt(v)
+
+
+def _is_p_column(name: object) -> bool:
+    return isinstance(name, str) and (name.startswith("p_val") or name.startswith("p_adj"))
+
+
+def _fmt_cell(col: object, value: object) -> str:
+    if _is_p_column(col) and isinstance(value, float) and value == 0.0:
+        return "< 1e-300"
+    return _fmt(value)
+
+
 def _html_table(df: pd.DataFrame, max_rows: int = 60) -> str:
     import numpy as np
 
     shown = df.head(max_rows).copy()
     for col in shown.columns:
         shown[col] = [
-            _fmt(v.item() if isinstance(v, np.generic) else v) for v in shown[col].tolist()
+            _fmt_cell(col, v.item() if isinstance(v, np.generic) else v)
+            for v in shown[col].tolist()
         ]
     html = '<div class="tw">' + shown.to_html(index=False, escape=True, border=0) + "</div>"
     if len(df) > max_rows:
@@ -184,7 +209,8 @@ def _choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, o
         f"{m['n_participants_analysed']} participants, {m['n_rows_analysed']} choices, "
         f"{m['n_pairs']} pairs after exclusions. Target chosen in "
         + ", ".join(f"{lvl}: {v:.1%}" for lvl, v in rates.items())
-        + f"; chi-square (Yates) = {chi['chi2']:.3f}, df = {chi['dof']}, p = {_fmt(chi['p_val'])}."
+        + f"; chi-square (Yates) = {chi['chi2']:.3f}, df = {chi['dof']}, "
+        + f"p {format_p(chi['p_val'])}."
     )
     sections: list[dict[str, object]] = [
         {
@@ -217,10 +243,44 @@ def _choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, o
     ]
     if "wtp_model" in t:
         ran = m["wtp_model_ran"]
+        row = t["wtp_model"].iloc[0]
+        test = (
+            f"t({row['df']:.1f}) = {row['statistic']:.2f}, p {format_p(row['p_val'])} "
+            f"(Satterthwaite df; normal p {format_p(row['p_val_z'])})"
+            if math.isfinite(float(row["df"]))
+            else f"z = {row['statistic']:.2f}, p {format_p(row['p_val'])} (normal)"
+        )
         text = (
             f"Model that ran: {ran['model']} ({ran['formula']}); why: {ran['reason']}. "
-            f"Optimizer: {ran['optimizer']}." + (f" Notes: {ran['notes']}" if ran["notes"] else "")
+            f"Optimizer: {ran['optimizer']}. "
+            + (
+                "Singular fit: a variance component is at the boundary (0), as lme4's "
+                "isSingular; the model is over-parameterised for these data. "
+                if ran["singular"]
+                else "Not singular (no variance at the boundary). "
+            )
+            + f"Format effect {row['estimate']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}], "
+            + f"{test}; baseline ({row['reference']}) {row['intercept']:.3f}; "
+            + f"d = {row['d_standardised']:.3f}; ICC participant {row['icc_subject']:.3f}, "
+            + f"pair {row['icc_item']:.3f}."
+            + (f" Notes: {ran['notes']}" if ran["notes"] else "")
         )
+        if "wtp_slopes" in t:
+            sl = t["wtp_slopes"].iloc[0]
+            text += (
+                f" With random slopes ({sl['formula']}): {sl['estimate']:.3f} "
+                f"[{sl['ci_low']:.3f}, {sl['ci_high']:.3f}], t({sl['df']:.1f}) = "
+                f"{sl['statistic']:.2f}, p {format_p(sl['p_val'])}; slopes vs intercepts "
+                f"chi-square(4) = {sl['lrt_chisq']:.2f}, p {format_p(sl['lrt_p'])}"
+                + (
+                    "; singular (a slope variance or correlation at the boundary: the data do "
+                    "not support the maximal structure)."
+                    if sl["singular"]
+                    else "; not singular."
+                )
+            )
+        elif "wtp_slopes_failed" in m:
+            text += f" Random-slope model not reported: {m['wtp_slopes_failed']}."
         sections.append(
             {
                 "title": "Willingness to pay",
@@ -228,8 +288,35 @@ def _choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, o
                 "tables": [
                     ("Mixed-model format effect", _html_table(t["wtp_model"])),
                     ("WTP by format", _html_table(t["wtp_by_format"])),
-                ],
+                ]
+                + (
+                    [
+                        (
+                            "Random slopes of format by participant and pair (maximal model) "
+                            "and the likelihood-ratio test of the slopes",
+                            _html_table(t["wtp_slopes"]),
+                        )
+                    ]
+                    if "wtp_slopes" in t
+                    else []
+                ),
                 "figures": [(figs[k], k) for k in ("wtp.png",) if k in figs],
+            }
+        )
+    elif "wtp_model_failed" in m:
+        sections.append(
+            {
+                "title": "Willingness to pay",
+                "text": (
+                    "The mixed model was not reported: "
+                    f"{m['wtp_model_failed']}. The other sections are unaffected."
+                ),
+                "tables": (
+                    [("WTP by format", _html_table(t["wtp_by_format"]))]
+                    if "wtp_by_format" in t
+                    else []
+                ),
+                "figures": [],
             }
         )
     return sections

@@ -55,10 +55,23 @@ def wilson_ci(count, nobs, confidence: float = 0.95):
     return low, high
 
 
+# Which test each effect's p comes from, said in the table (issue 15: "score test" was ambiguous
+# beside the chi-square p of the same 2x2 table).
+P_METHODS = ["Miettinen-Nurminen score test", "Wald test of log odds ratio"]
+
+
 def _levels(data: pd.DataFrame, between: str, levels: Sequence[str] | None) -> tuple[str, str]:
     present = list(dict.fromkeys(data[between].dropna()))
     if levels is None:
-        levels = DEFAULT_LEVELS if set(DEFAULT_LEVELS) >= set(present) else sorted(present)
+        if not set(DEFAULT_LEVELS) >= set(present):
+            # Taking the alphabetical first level as the reference would silently set the sign
+            # of every effect; the analyst has to say which level is the reference.
+            raise ValueError(
+                f"{between!r} holds {sorted(map(str, present))}, not {list(DEFAULT_LEVELS)}: "
+                "name the reference and treatment levels explicitly (levels=(reference, "
+                "treatment); on the command line --levels REFERENCE,TREATMENT)"
+            )
+        levels = DEFAULT_LEVELS
     if len(levels) != 2:
         raise ValueError(f"{between!r} must have exactly two levels, got {list(levels)}")
     unknown = set(present) - set(levels)
@@ -235,6 +248,7 @@ def _effects_from_table(table, confidence: float = 0.95) -> pd.DataFrame:
                 "ci_high": nan,
                 "p_val": nan,
                 "method": ["newcombe", "woolf"],
+                "p_method": P_METHODS,
             }
         )
     rd = k_trt / n_trt - k_ref / n_ref
@@ -265,6 +279,7 @@ def _effects_from_table(table, confidence: float = 0.95) -> pd.DataFrame:
             "ci_high": [float(rd_high), or_high],
             "p_val": [float(rd_p), or_p],
             "method": ["newcombe", "woolf"],
+            "p_method": P_METHODS,
         }
     )
 
@@ -293,9 +308,11 @@ def choice_effects(
     Returns
     -------
     pandas.DataFrame
-        Rows ``risk_difference`` (Newcombe hybrid score interval, score-test p) and
+        Rows ``risk_difference`` (Newcombe hybrid score interval; p of the Miettinen-Nurminen
+        score test, statsmodels ``test_proportions_2indep(method="score")``) and
         ``odds_ratio`` (Woolf logit interval, Wald p; NaN with an empty cell), columns
-        ``effect, estimate, ci_low, ci_high, p_val, method, reference, treatment``.
+        ``effect, estimate, ci_low, ci_high, p_val, method, p_method`` (which test gave the
+        p: these are not the chi-square p of the same table), ``reference, treatment``.
 
     Notes
     -----

@@ -75,7 +75,10 @@ def spearman(data: pd.DataFrame, *, x: str, y: str, confidence: float = 0.95) ->
     Returns
     -------
     pandas.DataFrame
-        One row: ``n``, ``estimate`` (rho), ``ci_low``, ``ci_high``, ``p_val``, ``method``.
+        One row: ``n``, ``estimate`` (rho), ``ci_low``, ``ci_high``, ``p_val`` (the t
+        approximation of ``scipy.stats.spearmanr``, as R ``cor.test(method = "spearman",
+        exact = FALSE)``; R's default is exact for n < 1290 without ties), ``method``,
+        ``p_method``.
     """
     import numpy as np
     import pandas as pd
@@ -99,6 +102,7 @@ def spearman(data: pd.DataFrame, *, x: str, y: str, confidence: float = 0.95) ->
             "ci_high": [high],
             "p_val": [p],
             "method": ["spearman"],
+            "p_method": ["t approximation"],
         }
     )
 

@@ -130,6 +130,48 @@ def _one_way_ci(f_value: float, df1: float, df2: float, k: float, confidence: fl
     return single, average
 
 
+def _two_way_ci(table, confidence: float) -> dict[str, tuple[float, float]]:
+    """Intervals of the two-way coefficients at full precision, at the requested coverage.
+
+    ``table`` is the complete targets x raters matrix. ICC(C,1) and ICC(C,k): F intervals of
+    Shrout & Fleiss (1979, eqs. 9-10 on ``MSR / MSE``); ICC(A,1): McGraw & Wong (1996, table 7,
+    case 2A) with Satterthwaite's df ``v`` for the mixture of mean squares; ICC(A,k): that
+    interval stepped up by Spearman-Brown (as R ``psych::ICC``). pingouin computes the same
+    formulas but rounds to two decimals and fixes the coverage at 95%.
+    """
+    import numpy as np
+    from scipy.stats import f
+
+    y = np.asarray(table, float)
+    n, k = y.shape
+    grand = y.mean()
+    ss_rows = k * ((y.mean(axis=1) - grand) ** 2).sum()
+    ss_cols = n * ((y.mean(axis=0) - grand) ** 2).sum()
+    ss_err = ((y - grand) ** 2).sum() - ss_rows - ss_cols
+    msr, msc = ss_rows / (n - 1), ss_cols / (k - 1)
+    mse = ss_err / ((n - 1) * (k - 1))
+    q = 0.5 + confidence / 2
+    df_err = (n - 1) * (k - 1)
+    f_obs = msr / mse
+    f_low = f_obs / f.ppf(q, n - 1, df_err)
+    f_high = f_obs * f.ppf(q, df_err, n - 1)
+    out = {
+        "ICC(C,1)": ((f_low - 1) / (f_low + k - 1), (f_high - 1) / (f_high + k - 1)),
+        "ICC(C,k)": (1 - 1 / f_low, 1 - 1 / f_high),
+    }
+    icc_a = (msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n)
+    a = k * icc_a / (n * (1 - icc_a))
+    b = 1 + k * icc_a * (n - 1) / (n * (1 - icc_a))
+    v = (a * msc + b * mse) ** 2 / ((a * msc) ** 2 / (k - 1) + (b * mse) ** 2 / df_err)
+    f_star_low = f.ppf(q, n - 1, v)
+    f_star_high = f.ppf(q, v, n - 1)
+    low = n * (msr - f_star_low * mse) / (f_star_low * (k * msc + (k * n - k - n) * mse) + n * msr)
+    high = n * (f_star_high * msr - mse) / (k * msc + (k * n - k - n) * mse + n * f_star_high * msr)
+    out["ICC(A,1)"] = (low, high)
+    out["ICC(A,k)"] = (low * k / (1 + low * (k - 1)), high * k / (1 + high * (k - 1)))
+    return {name: (float(lo), float(hi)) for name, (lo, hi) in out.items()}
+
+
 def rating_icc(
     data: pd.DataFrame,
     *,
@@ -156,7 +198,8 @@ def rating_icc(
     dimension : str or None
         Compute one set of coefficients per value of this column (``None``: all rows at once).
     confidence : float
-        Coverage of the intervals of the one-way coefficients (others: pingouin's 95% interval).
+        Coverage of the intervals (all computed here at full precision; pingouin's are rounded
+        to two decimals and always 95%).
 
     Returns
     -------
@@ -195,16 +238,22 @@ def rating_icc(
             warnings.filterwarnings("ignore", message="The inplace keyword in DataFrame.dropna")
             table = pg.intraclass_corr(df, targets=target, raters=rater, ratings=rating)
         k = df[rater].nunique()
+        two_way = (
+            _two_way_ci(df.pivot(index=target, columns=rater, values=rating), confidence)
+            if crossed
+            else {}
+        )
         for _, row in table.iterrows():
             one_way = str(row["Type"]).startswith("ICC(1")
             if not crossed and not one_way:
                 continue
-            low, high = (float(v) for v in row["CI95"])
             if one_way:
                 single, average = _one_way_ci(
                     float(row["F"]), float(row["df1"]), float(row["df2"]), k, confidence
                 )
                 low, high = single if row["Type"] == "ICC(1,1)" else average
+            else:
+                low, high = two_way[str(row["Type"])]
             rows.append(
                 {
                     "dimension": dim,
@@ -316,7 +365,7 @@ def kendall_tau(data: pd.DataFrame, *, x: str, y: str, confidence: float = 0.95)
     Returns
     -------
     pandas.DataFrame
-        One row: ``n``, ``estimate`` (tau-b, ``scipy.stats.kendalltau``: exact p without ties and
+        One row: ``n``, ``estimate`` (tau-b, ``scipy.stats.kendalltau``; exact p without ties and
         n < 50, else the normal approximation, as R ``cor.test(method="kendall")``),
         ``ci_low``, ``ci_high`` (Fieller, Hartley & Pearson 1957), ``p_val``, ``method``.
         NaN when n < 3 or a column is constant; no interval when n < 5.
@@ -334,7 +383,11 @@ def kendall_tau(data: pd.DataFrame, *, x: str, y: str, confidence: float = 0.95)
     n = len(df)
     est = low = high = p = np.nan
     if n >= 3 and df[x].nunique() > 1 and df[y].nunique() > 1:
-        res = kendalltau(df[x], df[y])
+        # R's cor.test uses the exact null distribution when n < 50 and there are no ties;
+        # scipy's "auto" switches to the normal approximation from n = 34, so ask explicitly.
+        no_ties = df[x].is_unique and df[y].is_unique
+        method = "exact" if n < 50 and no_ties else "asymptotic"
+        res = kendalltau(df[x], df[y], method=method)
         est, p = float(res.statistic), float(res.pvalue)
         if n > 4 and abs(est) < 1:
             half = norm.ppf(0.5 + confidence / 2) * np.sqrt(0.437 / (n - 4))

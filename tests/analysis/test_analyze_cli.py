@@ -40,7 +40,9 @@ def test_choice_report_from_long_export(runner, choice_export, tmp_path):
     out = tmp_path / "report"
     result = runner.invoke(main, ["analyze", "choice", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "chi2 (Yates)" in result.output and "WTP (crossed" in result.output
+    assert "chi2 (Yates)" in result.output and "WTP (crossed_sparse" in result.output
+    # Satterthwaite t and the singular verdict are on the CLI line (issue 15, findings 2, 5).
+    assert "t(" in result.output and "not singular" in result.output
     for name in (
         "results.json",
         "report.html",
@@ -68,11 +70,14 @@ def test_choice_report_from_long_export(runner, choice_export, tmp_path):
     exclusions = {row["reason"]: row["n_participants"] for row in payload["tables"]["exclusions"]}
     assert exclusions == {"status not completed": 3, "failed comprehension quiz": 3, "total": 6}
     assert payload["meta"]["n_participants_analysed"] == 54
-    assert payload["meta"]["wtp_model_ran"]["model"] == "crossed"
+    assert payload["meta"]["wtp_model_ran"]["model"] == "crossed_sparse"
+    assert payload["meta"]["wtp_model_ran"]["singular"] is False
+    assert payload["tables"]["wtp_model"][0]["singular"] is False
     assert payload["meta"]["versions"]["statsmodels"]
 
     html = (out / "report.html").read_text()
-    assert "Model that ran: crossed" in html and "statsmodels" in html
+    assert "Model that ran: crossed_sparse" in html and "statsmodels" in html
+    assert "Satterthwaite df" in html and "Not singular" in html
     assert '<img src="pair_rates.png"' in html and "failed comprehension quiz" in html
     csv = pd.read_csv(out / "by_pair.csv")
     assert len(csv) == 10 and {"p_adj", "rate_summary"} <= set(csv.columns)
@@ -284,3 +289,98 @@ def test_failed_robustness_model_is_reported_not_fatal(monkeypatch):
     assert "clustered" not in results.tables
     assert results.meta["clustered_model"].startswith("not reported: GEE did not converge")
     assert "chi2" in results.tables and "wtp_model" in results.tables
+
+
+def test_failed_wtp_model_is_reported_and_the_rest_written(
+    runner, choice_export, tmp_path, monkeypatch
+):
+    # Finding 6 of issue 15: a WTP convergence failure used to abort everything (no folder,
+    # the valid choice results lost). Now its section says why and the rest is written.
+    from analysis.stats import wtp
+
+    def never_converges(*args, **kwargs):
+        raise wtp.ConvergenceError("sparse crossed REML: Nelder-Mead did not converge (test)")
+
+    monkeypatch.setattr(wtp, "wtp_mixed", never_converges)
+    path, _ = choice_export
+    out = tmp_path / "report"
+    result = runner.invoke(
+        main, ["analyze", "choice", str(path), "--out", str(out), "--no-figures"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "WTP model: not reported (ConvergenceError" in result.output
+    payload = json.loads((out / "results.json").read_text())
+    assert "wtp_model" not in payload["tables"] and "chi2" in payload["tables"]
+    assert payload["meta"]["wtp_model_failed"].startswith("ConvergenceError: sparse crossed")
+    html = (out / "report.html").read_text()
+    assert "The mixed model was not reported" in html and "did not converge (test)" in html
+    assert (out / "chi2.csv").stat().st_size > 0 and (out / "wtp_by_format.csv").exists()
+
+
+def test_singular_wtp_fit_is_said_on_the_cli_line_and_in_the_report(runner, tmp_path):
+    from pathlib import Path
+
+    data = pd.read_csv(Path(__file__).parent / "r" / "data" / "singular_pair.csv")
+    data["chose_target"] = (data["wtp_premium_pct"] > data["wtp_premium_pct"].median()).astype(int)
+    tidy = tmp_path / "singular.csv"
+    data.to_csv(tidy, index=False)
+    out = tmp_path / "report"
+    result = runner.invoke(
+        main, ["analyze", "choice", str(tidy), "--out", str(out), "--no-figures", "--no-gee"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "SINGULAR fit" in result.output
+    html = (out / "report.html").read_text()
+    assert "Singular fit: a variance component is at the boundary" in html
+
+
+def test_underflowed_p_is_printed_as_a_bound_not_zero():
+    from analysis.report.writer import _html_table, format_p
+
+    assert format_p(0.0) == "< 1e-300"
+    assert format_p(0.0123) == "= 0.0123"
+    html = _html_table(pd.DataFrame({"p_val": [0.0, 0.5], "estimate": [0.0, 1.0]}))
+    assert "&lt; 1e-300" in html and "<td>0</td>" in html  # the estimate 0 stays 0
+
+
+def test_levels_option_sets_the_reference_explicitly(runner, choice_export, tmp_path):
+    path, _ = choice_export
+    out = tmp_path / "flipped"
+    args = ["analyze", "choice", str(path), "--no-figures", "--no-gee", "--out"]
+    result = runner.invoke(main, [*args, str(out), "--levels", "summary,original"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["meta"]["format_levels"] == {
+        "reference": "summary",
+        "treatment": "original",
+        "source": "given",
+    }
+    assert payload["tables"]["wtp_model"][0]["effect"] == "format[original]"
+    default = tmp_path / "default"
+    assert runner.invoke(main, [*args, str(default)]).exit_code == 0
+    plain = json.loads((default / "results.json").read_text())
+    assert plain["meta"]["format_levels"]["source"] == "default (original, summary)"
+    flipped_rd = payload["tables"]["effects"][0]["estimate"]
+    assert flipped_rd == pytest.approx(-plain["tables"]["effects"][0]["estimate"])
+    bad = runner.invoke(main, [*args, str(tmp_path / "bad"), "--levels", "summary"])
+    assert bad.exit_code != 0 and "REFERENCE,TREATMENT" in bad.output
+
+
+def test_wtp_slopes_option_reports_the_maximal_model_and_its_lr_test(runner, tmp_path):
+    from pathlib import Path
+
+    data = pd.read_csv(Path(__file__).parent / "r" / "data" / "slopes_70x10.csv")
+    data["chose_target"] = (data["wtp_premium_pct"] > data["wtp_premium_pct"].median()).astype(int)
+    tidy = tmp_path / "slopes.csv"
+    data.to_csv(tidy, index=False)
+    out = tmp_path / "report"
+    args = ["analyze", "choice", str(tidy), "--out", str(out), "--no-figures", "--no-gee"]
+    result = runner.invoke(main, [*args, "--wtp-slopes"])
+    assert result.exit_code == 0, result.output
+    assert "WTP with random slopes" in result.output and "chi2(4)" in result.output
+    payload = json.loads((out / "results.json").read_text())
+    row = payload["tables"]["wtp_slopes"][0]
+    # lme4 (tests/analysis/r/lme4_reference.csv): SE 1.04666, LRT chi-square 33.8237.
+    assert row["se"] == pytest.approx(1.0466600808476425, rel=1e-4)
+    assert row["lrt_chisq"] == pytest.approx(33.823730130771764, rel=1e-4)
+    assert "Random slopes of format" in (out / "report.html").read_text()

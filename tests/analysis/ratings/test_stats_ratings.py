@@ -59,6 +59,38 @@ def test_icc_crossed_matches_shrout_fleiss():
     assert res.loc["ICC(1,k)", "ci_high"] == pytest.approx(0.91, abs=0.005)
 
 
+# R 4.2.2, psych 2.2.9> ICC(sf, alpha = alpha, lmer = FALSE)$results   (lower, upper bound)
+# tests/analysis/r/psych_icc_reference.R prints these at 17 digits.
+PSYCH_ICC = {
+    0.95: {
+        "ICC(1,1)": (-0.13293232487475087, 0.72256006232812109),
+        "ICC(A,1)": (0.018786513374712047, 0.7610843696489531),
+        "ICC(C,1)": (0.34246476503392537, 0.94585825995535955),
+        "ICC(1,k)": (-0.88444215523811898, 0.91241542034077561),
+        "ICC(A,k)": (0.071136815302503487, 0.92723204016772198),
+        "ICC(C,k)": (0.67567471381630473, 0.98589167816906231),
+    },
+    0.90: {
+        "ICC(1,1)": (-0.096722203657742117, 0.64339831070442322),
+        "ICC(A,1)": (0.042901191540539951, 0.69107060661835673),
+        "ICC(C,1)": (0.41183413091904414, 0.92583280768027942),
+        "ICC(1,k)": (-0.54504172473686729, 0.87830103540640758),
+        "ICC(A,k)": (0.15203705385595825, 0.89947670011362502),
+        "ICC(C,k)": (0.73689767857705224, 0.98036605604721416),
+    },
+}
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.90])
+def test_icc_intervals_full_precision_and_coverage_match_psych(confidence):
+    # Issue 15, finding 7: the two-way intervals came from pingouin, rounded to two decimals
+    # and always 95% whatever `confidence` said.
+    res = rating_icc(shrout_fleiss_long(), confidence=confidence).set_index("type")
+    for name, (low, high) in PSYCH_ICC[confidence].items():
+        assert res.loc[name, "ci_low"] == pytest.approx(low, rel=1e-9, abs=1e-12), name
+        assert res.loc[name, "ci_high"] == pytest.approx(high, rel=1e-9), name
+
+
 def test_icc_one_way_when_raters_differ_per_target():
     # Give every target its own 4 judges: only the one-way coefficients remain, and they do not
     # depend on who the raters are (ICC(1,1) of Shrout & Fleiss is still .17).
@@ -120,6 +152,17 @@ def test_kendall_tau_matches_r_cor_test():
     half = 1.959964 * np.sqrt(0.437 / 5)
     assert res["ci_low"] == pytest.approx(np.tanh(np.arctanh(4 / 9) - half), abs=1e-6)
     assert res["ci_high"] == pytest.approx(np.tanh(np.arctanh(4 / 9) + half), abs=1e-6)
+
+
+def test_kendall_tau_exact_p_for_34_to_49_like_r():
+    # Issue 15, finding 7: scipy's default uses the normal approximation from n = 34 while R
+    # uses the exact distribution below 50 without ties.
+    # R 4.2.2> x <- 1:40; y <- (7 * x) %% 41; cor.test(x, y, method = "kendall")
+    # tau = 0.1923077, p-value = 0.08254121 (exact = FALSE would give 0.08052375)
+    x = np.arange(1, 41)
+    res = kendall_tau(pd.DataFrame({"x": x, "y": (7 * x) % 41}), x="x", y="y").iloc[0]
+    assert res["estimate"] == pytest.approx(0.19230769230769235, rel=1e-12)
+    assert res["p_val"] == pytest.approx(0.082541210230990147, rel=1e-9)
 
 
 def test_kendall_tau_degenerate_is_nan():

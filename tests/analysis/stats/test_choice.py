@@ -101,10 +101,34 @@ def test_by_pair_uses_fisher_for_small_counts_and_adjusts():
 
 def test_levels_are_validated():
     df = pd.DataFrame({"format": ["original", "summary", "other"], "chose_target": [1, 0, 1]})
-    with pytest.raises(ValueError, match="exactly two levels"):
+    with pytest.raises(ValueError, match="name the reference"):
         chi2_choice(df)
+    with pytest.raises(ValueError, match="exactly two levels"):
+        chi2_choice(df, levels=("original", "summary", "other"))
     with pytest.raises(ValueError, match="outside"):
         chi2_choice(df, levels=("original", "summary"))
+
+
+def test_other_format_coding_needs_an_explicit_reference():
+    # Issue 15, finding 7: a coding other than original/summary used to take the alphabetical
+    # first level as the reference, silently setting the sign of the effect.
+    data = table_to_long([[30, 70], [60, 40]], ["plain", "ai"], between="format", dv="chose_target")
+    with pytest.raises(ValueError, match="name the reference and treatment levels"):
+        choice_effects(data)
+    rd = choice_effects(data, levels=("plain", "ai")).set_index("effect").loc["risk_difference"]
+    assert rd["estimate"] == pytest.approx(0.6 - 0.3)
+    assert (rd["reference"], rd["treatment"]) == ("plain", "ai")
+    flipped = choice_effects(data, levels=("ai", "plain")).set_index("effect")
+    assert flipped.loc["risk_difference", "estimate"] == pytest.approx(-0.3)
+
+
+def test_each_effect_says_which_test_gave_its_p():
+    # Issue 15, finding 7: the risk-difference p was labelled "score test" beside the
+    # chi-square p of the same table; it is the Miettinen-Nurminen score test.
+    res = choice_effects(PHS, dv="mi", between="group", levels=("aspirin", "placebo"))
+    methods = res.set_index("effect")["p_method"]
+    assert methods["risk_difference"] == "Miettinen-Nurminen score test"
+    assert methods["odds_ratio"] == "Wald test of log odds ratio"
 
 
 def test_gee_agrees_with_marginal_odds_ratio_when_no_clustering():

@@ -33,6 +33,7 @@ def test_pearson_matches_r_cor_test():
 def test_spearman_matches_r_cor_test():
     # R> cor.test(x, y, method = "spearman")   # S = 48, p-value = 0.0968, rho 0.6
     res = spearman(pd.DataFrame({"x": X, "y": Y}), x="x", y="y").iloc[0]
+    assert res["p_method"] == "t approximation"  # said, not implied (issue 15, finding 7)
     assert res["estimate"] == pytest.approx(0.6)
     # scipy's t approximation, not R's exact permutation p (0.0968): close, not equal.
     assert 0.05 < res["p_val"] < 0.15

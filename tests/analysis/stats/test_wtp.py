@@ -106,17 +106,21 @@ def test_penicillin_crossed_matches_lme4():
     assert sd["Residual"] == pytest.approx(0.54992, abs=1e-4)
 
 
-def test_wtp_auto_picks_model_by_size():
+def test_wtp_auto_uses_the_sparse_lme4_fit_at_every_size():
+    # Finding 1 of issue 15: small data used to go to statsmodels' dense fit (slower, stops near
+    # the boundary, no df). The sparse profiled-REML fit is now the default at every size.
     small = simulate_choice_study(n_participants=40, n_pairs=10, seed=3)
     res = wtp_mixed(small)
-    assert res.loc[0, "model"] == "crossed"
-    assert "crossed random intercepts" in res.loc[0, "reason"]
+    assert res.loc[0, "model"] == "crossed_sparse"
+    assert "profiled REML" in res.loc[0, "reason"]
     assert res.loc[0, "n_obs"] == len(small)
+    assert res.loc[0, "p_method"] == "t, Satterthwaite df"
+    assert 300 < res.loc[0, "df"] < 400  # 400 rows, 40 participants: within-participant df
 
-    over_budget = wtp_mixed(small, max_crossed_cells=10)
-    assert over_budget.loc[0, "model"] == "crossed_sparse"
-    assert "dense" in over_budget.loc[0, "reason"]
-    assert over_budget.loc[0, "estimate"] == pytest.approx(res.loc[0, "estimate"], abs=1e-5)
+    dense = wtp_mixed(small, model="crossed")
+    assert dense.loc[0, "reason"] == "requested"
+    assert dense.loc[0, "estimate"] == pytest.approx(res.loc[0, "estimate"], abs=1e-5)
+    assert np.isnan(dense.loc[0, "df"]) and dense.loc[0, "p_method"] == "normal (Wald z)"
 
     pair_fixed = wtp_mixed(small, model="pair_fixed")
     assert pair_fixed.loc[0, "reason"] == "requested"
@@ -126,6 +130,10 @@ def test_wtp_auto_picks_model_by_size():
     )
     # Balanced, counterbalanced design: both models estimate nearly the same format effect.
     assert pair_fixed.loc[0, "estimate"] == pytest.approx(res.loc[0, "estimate"], abs=0.3)
+    # Participant SD well away from 0: not singular, and no stale "covariance is singular" note.
+    assert pair_fixed.loc[0, "sd_subject"] > 1
+    assert not pair_fixed.loc[0, "singular"]
+    assert "singular" not in pair_fixed.loc[0, "notes"]
 
 
 def test_wtp_log_transform_and_descriptives():
@@ -143,7 +151,7 @@ def test_nonconverged_fit_is_refused():
     data = simulate_choice_study(n_participants=20, n_pairs=10, seed=1)
     # One iteration cannot converge: the fit must raise, never return numbers.
     with pytest.raises(ConvergenceError, match="lbfgs: did not converge"):
-        wtp_mixed(data, optimizers=["lbfgs"], maxiter=1)
+        wtp_mixed(data, model="crossed", optimizers=["lbfgs"], maxiter=1)
 
 
 def test_sparse_crossed_penicillin_matches_lme4():
