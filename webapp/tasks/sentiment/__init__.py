@@ -1,9 +1,11 @@
 """Sentiment annotation: a qualification block and the five-annotator labelling block.
 
 ``sentiment_qualification`` shows a set of unframed statements on one page; the participant
-must reach ``required_accuracy`` (default 100%). The result is remembered per platform ID and
-qualification name, so a person who passed once skips the block in every later study of the
-same qualification, and one who failed is screened out at once.
+must reach ``required_accuracy`` (default 100%). The result is remembered per platform ID,
+qualification name and study owner (:func:`webapp.models.qualification_scope`), so a person who
+passed once skips the block in every later study of the same qualification *by the same
+researcher*, and one who failed is screened out at once. Another researcher's study that picks
+the same name shares nothing: it can neither fail nor pass anyone here.
 
 ``sentiment_annotation`` shows a batch of items one per page. When the participant reaches
 the block, :func:`webapp.services.allocation.reserve_batch` reserves up to
@@ -22,7 +24,13 @@ from wtforms import RadioField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import InputRequired
 
-from webapp.models import Annotation, AnnotationItem, QualificationResult, TaskResponse
+from webapp.models import (
+    Annotation,
+    AnnotationItem,
+    QualificationResult,
+    TaskResponse,
+    qualification_scope,
+)
 from webapp.studydef import Where, check_keys, get_int, get_list, get_number, get_str
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 from webapp.tasks.sentiment.items import LABELS, read_items
@@ -101,6 +109,7 @@ class SentimentQualificationTask(TaskType):
             return None
         return db.session.scalar(
             select(QualificationResult).where(
+                QualificationResult.scope == qualification_scope(ctx.study.owner_id),
                 QualificationResult.qualification == ctx.block["qualification"],
                 QualificationResult.platform == ident.platform,
                 QualificationResult.external_id == ident.external_id,
@@ -152,6 +161,7 @@ class SentimentQualificationTask(TaskType):
         if ident is not None and not p.is_preview and self._result(ctx) is None:
             db.session.add(
                 QualificationResult(
+                    scope=qualification_scope(ctx.study.owner_id),
                     qualification=ctx.block["qualification"],
                     platform=ident.platform,
                     external_id=ident.external_id,
