@@ -157,6 +157,29 @@ def find_participant(study: Study, entry: Entry) -> Participant | None:
     )
 
 
+def record_visit(participant: Participant, entry: Entry, now: datetime) -> int | None:
+    """Record the MTurk assignment a (returning or new) visit arrived with; commit.
+
+    Returns
+    -------
+    int or None
+        The key of the assignment to bind the visit's page URL to (``None`` off MTurk).
+    """
+    if entry.platform is not Platform.mturk or participant.platform is not Platform.mturk:
+        return None
+    from webapp.services.mturk import record_assignment
+
+    row = record_assignment(
+        participant,
+        assignment_id=entry.external_session_id or "",
+        hit_id=entry.external_study_id or "",
+        return_url=entry.return_url or "",
+        now=now,
+    )
+    db.session.commit()
+    return row.id
+
+
 def is_excluded(study: Study, entry: Entry) -> bool:
     """True when the platform ID is on the study's exclusion list."""
     return entry.external_id in set(study.definition["recruitment"]["exclude_ids"])
@@ -240,6 +263,17 @@ def add_participant(
             created_at=now,
         )
     )
+    if platform is Platform.mturk and external_session_id and external_study_id and return_url:
+        from webapp.services.mturk import record_assignment
+
+        # The first visit's assignment starts the history in the same transaction.
+        record_assignment(
+            participant,
+            assignment_id=external_session_id,
+            hit_id=external_study_id,
+            return_url=return_url,
+            now=now,
+        )
     return participant
 
 
