@@ -37,6 +37,7 @@ from webapp.models import (
     Study,
 )
 from webapp.services.allocation import annotation_blocks, confirm_import, sync_items
+from webapp.services.entry import canonical_id
 
 EXTERNAL_QUESTION_NS = (
     "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/"
@@ -412,6 +413,10 @@ def _read_rows(
         reasons = []
         if not worker:
             reasons.append("WorkerId is empty")
+        elif canonical_id(Platform.mturk_batch, worker) is None:
+            reasons.append(f"WorkerId {worker!r} is not an MTurk worker ID")
+        else:  # one spelling per worker, as at the entry page
+            worker = canonical_id(Platform.mturk_batch, worker) or worker
         if not assignment:
             reasons.append("AssignmentId is empty")
         item = items.get(item_id)
