@@ -85,6 +85,7 @@ def record_assignment(
             )
         )
 
+    db.session.flush()  # pending rows of the caller fail (or not) here, not in our savepoint
     row = existing()
     if row is None:
         row = MTurkAssignment(
