@@ -8,7 +8,9 @@ import importlib
 import pytest
 
 MODULES = [
+    "webapp.bots",
     "webapp.config",
+    "webapp.models",
     "webapp.services.design",
     "webapp.services.entry",
     "webapp.tasks.product_choice",
