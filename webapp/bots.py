@@ -12,6 +12,7 @@ browser-automation stack would make in-process bots slow and the base install he
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
 import secrets
 import ssl
@@ -217,6 +218,31 @@ class BotResult:
     answers: list[tuple[str, str, str]] = field(default_factory=list)
 
 
+def platform_id(platform: str, external_id: str) -> str:
+    """The bot's ID in the platform's own format (the entry page refuses any other).
+
+    An ID already valid is kept in its canonical spelling; any other name (``"w1"``) maps to a
+    valid ID derived from it, the same on every call, so two bots built with one name arrive
+    as one person.
+
+    Examples
+    --------
+    >>> platform_id("prolific", "w1") == platform_id("prolific", "w1")
+    True
+    >>> len(platform_id("prolific", "w1")), platform_id("mturk", "a1worker")
+    (24, 'A1WORKER')
+    """
+    from webapp.models import Platform
+    from webapp.services.entry import canonical_id
+
+    kind = Platform(platform)
+    valid = canonical_id(kind, external_id)
+    if valid is not None:
+        return valid
+    digest = hashlib.sha256(external_id.encode()).hexdigest()
+    return digest[:24] if kind is Platform.prolific else "A" + digest[:13].upper()
+
+
 class Bot:
     """One simulated participant.
 
@@ -246,7 +272,9 @@ class Bot:
         self.definition = definition
         self.behaviour = behaviour or BotBehaviour()
         self.rng = rng or random.Random()
-        self.external_id = external_id or f"BOT{secrets.token_hex(6)}"
+        self.external_id = platform_id(
+            self.behaviour.platform, external_id or f"BOT{secrets.token_hex(6)}"
+        )
         self.page: Page | None = None
         self.submitted = 0
         self.last_chose_target: bool | None = None

@@ -436,6 +436,49 @@ def mturk_batch(slug: str, out: Path) -> None:
     click.echo(f"wrote {layout} and {input_csv} ({n} items, one per HIT)")
 
 
+@mturk.command("assignments")
+@click.argument("slug")
+@with_appcontext
+def mturk_assignments(slug: str) -> None:
+    """Print every MTurk assignment the study's workers arrived with, as CSV.
+
+    ``finished_with`` is 1 for the assignment each worker completed the study through (the one
+    submitted and paid); other rows are earlier HITs or assignments brought by someone else
+    with the worker's ID.
+    """
+    import csv
+    import sys
+
+    from webapp.services.mturk import assignment_history
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(
+        [
+            "participant_id",
+            "WorkerId",
+            "AssignmentId",
+            "HITId",
+            "submit_host",
+            "first_seen_at",
+            "last_seen_at",
+            "finished_with",
+        ]
+    )
+    for r in assignment_history(_study_or_fail(slug)):
+        writer.writerow(
+            [
+                r.participant_code,
+                r.worker_id,
+                r.assignment_id,
+                r.hit_id,
+                r.submit_host,
+                r.first_seen_at.isoformat(),
+                r.last_seen_at.isoformat(),
+                int(r.finished_with),
+            ]
+        )
+
+
 @click.command("import-mturk")
 @click.argument("slug")
 @click.argument(

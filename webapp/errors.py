@@ -8,6 +8,8 @@ from flask import Flask, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
+from webapp.security import allow_mturk_framing
+
 
 class ParticipantError(Exception):
     """An error to show a participant with a code such as ``E404-STUDY``."""
@@ -43,9 +45,57 @@ _HTTP_PAGES = {
 }
 
 
-def _render(code: str, title: str, message: str, status: int, link: str | None = None):
+MTURK_PARAMS = ("assignmentId", "hitId", "workerId", "turkSubmitTo")
+
+
+def _from_mturk(*, database: bool = True) -> bool:
+    """True when a participant URL's error belongs inside MTurk's frame.
+
+    MTurk shows the study in an iframe; an error page that forbids framing leaves the worker
+    looking at a blocked frame instead of "please return the HIT". The signs are MTurk's own
+    parameters on the link or the consent form, a page token of an MTurk session, or the
+    browser saying the page is loading into a frame (``frame-ancestors`` still lets only MTurk
+    be the framer). Console and non-participant URLs never qualify.
+    """
+    if request.blueprint != "participant":
+        return False
+    if any(request.args.get(k) for k in MTURK_PARAMS):
+        return True
+    if request.method == "POST" and any(request.form.get(k) for k in MTURK_PARAMS):
+        return True
+    if request.headers.get("Sec-Fetch-Dest") == "iframe":
+        return True
+    token = (request.view_args or {}).get("token")
+    if not database or not isinstance(token, str):
+        return False
+    from flask import current_app
+
+    from webapp.models import Platform
+    from webapp.services.flow import participant_from_token
+
+    try:
+        participant = participant_from_token(token, current_app.config["SECRET_KEY"])
+    except Exception:  # the error page must render whatever state the database is in
+        return False
+    return participant is not None and participant.platform is Platform.mturk
+
+
+def _render(
+    code: str,
+    title: str,
+    message: str,
+    status: int,
+    link: str | None = None,
+    *,
+    database: bool = True,
+):
+    mturk = _from_mturk(database=database)
+    if mturk:
+        allow_mturk_framing()
     return (
-        render_template("errors/error.html", code=code, title=title, message=message, link=link),
+        render_template(
+            "errors/error.html", code=code, title=title, message=message, link=link, mturk=mturk
+        ),
         status,
     )
 
@@ -92,6 +142,7 @@ def register(app: Flask) -> None:
             "Please wait a few seconds, then reload the page and answer it again.",
             503,
             link=request.full_path if request.method == "GET" else request.path,
+            database=False,
         )
         return body, status, {"Retry-After": "5"}
 
@@ -113,4 +164,4 @@ def register(app: Flask) -> None:
 
         db.session.rollback()
         page = _HTTP_PAGES[500]
-        return _render(page.code, page.title, page.message, 500)
+        return _render(page.code, page.title, page.message, 500, database=False)

@@ -416,16 +416,42 @@ class Annotation(db.Model):
     item: Mapped[AnnotationItem] = relationship()
 
 
+def qualification_scope(owner_id: int | None) -> str:
+    """The scope of a study's qualification results: its owner, or the server's own studies.
+
+    Results are shared only inside one scope, so another researcher's study that uses the
+    same qualification name can neither fail nor pass anyone here.
+
+    Examples
+    --------
+    >>> qualification_scope(7), qualification_scope(None)
+    ('researcher:7', 'server')
+    """
+    return "server" if owner_id is None else f"researcher:{owner_id}"
+
+
 class QualificationResult(db.Model):
-    """A qualification outcome per platform ID, reused by every study of the same qualification.
+    """A qualification outcome per platform ID, reused by the studies of the same qualification
+    name *and* the same owner (``scope``).
 
     Holds the raw platform ID (like ``PlatformIdentity``) and is never exported.
     """
 
     __tablename__ = "qualification_result"
-    __table_args__ = (UniqueConstraint("qualification", "platform", "external_id"),)
+    __table_args__ = (
+        UniqueConstraint(
+            "scope",
+            "qualification",
+            "platform",
+            "external_id",
+            name="uq_qualification_result_scope",
+        ),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    scope: Mapped[str] = mapped_column(
+        String(40), comment="who shares the result: researcher:<owner id> or server"
+    )
     qualification: Mapped[str] = mapped_column(String(64), comment="qualification name")
     platform: Mapped[Platform] = mapped_column(_platform_type)
     external_id: Mapped[str] = mapped_column(String(128))
@@ -437,6 +463,30 @@ class QualificationResult(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class MTurkAssignment(db.Model):
+    """One MTurk assignment a worker's session arrived with: the history of their HITs.
+
+    A worker may come back through a new assignment (the first one expired or was returned);
+    each visit's page URL names the assignment it arrived with, and the completion form posts
+    that one. ``submitted_at`` marks the assignments the completion form was shown for. Raw
+    MTurk IDs, like ``PlatformIdentity``; never exported.
+    """
+
+    __tablename__ = "mturk_assignment"
+    __table_args__ = (UniqueConstraint("participant_id", "assignment_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), index=True)
+    assignment_id: Mapped[str] = mapped_column(String(128), comment="MTurk assignmentId")
+    hit_id: Mapped[str] = mapped_column(String(128), comment="MTurk hitId")
+    return_url: Mapped[str] = mapped_column(String(500), comment="turkSubmitTo (MTurk host)")
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    submitted_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime(), comment="last time the completion form was shown for this assignment"
+    )
+
+
 __all__ = [
     "Annotation",
     "AnnotationItem",
@@ -445,6 +495,7 @@ __all__ = [
     "BonusPayment",
     "ChoiceResponse",
     "LoginAttempt",
+    "MTurkAssignment",
     "PageVisit",
     "Participant",
     "ParticipantStatus",
@@ -456,5 +507,6 @@ __all__ = [
     "Study",
     "StudyState",
     "TaskResponse",
+    "qualification_scope",
     "utcnow",
 ]

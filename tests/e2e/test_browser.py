@@ -209,7 +209,7 @@ def test_error_pages_in_the_browser_lose_nothing(live, browser_page):
 
     page.goto(f"{base}/s/no-such-study?participant=x")
     assert page.locator("main").get_attribute("data-error-code") == "E404-STUDY"
-    page.goto(f"{base}/s/product-choice-demo?PROLIFIC_PID=abc")
+    page.goto(f"{base}/s/product-choice-demo?PROLIFIC_PID=5f1e2d3c4b5a69788796a5b4")
     assert page.locator("main").get_attribute("data-error-code") == "E400-PARAMS"
     assert "STUDY_ID" in page.inner_text("main")
 

@@ -8,7 +8,9 @@ import importlib
 import pytest
 
 MODULES = [
+    "webapp.bots",
     "webapp.config",
+    "webapp.models",
     "webapp.services.design",
     "webapp.services.entry",
     "webapp.tasks.product_choice",
@@ -40,10 +42,11 @@ def test_parse_entry_recognises_each_platform():
     from webapp.models import Platform
     from webapp.services.entry import EntryError, parse_entry
 
-    e = parse_entry({"PROLIFIC_PID": "p1", "STUDY_ID": "s1", "SESSION_ID": "x1"})
+    pid = "5f1e2d3c4b5a69788796a5b4"
+    e = parse_entry({"PROLIFIC_PID": pid.upper(), "STUDY_ID": "s1", "SESSION_ID": "x1"})
     assert (e.platform, e.external_id, e.external_study_id, e.external_session_id) == (
         Platform.prolific,
-        "p1",
+        pid,
         "s1",
         "x1",
     )

@@ -26,6 +26,7 @@ from webapp.participant.lookup import request_study
 from webapp.security import allow_mturk_framing
 from webapp.services import allocation, flow
 from webapp.services import entry as entry_service
+from webapp.services import mturk as mturk_service
 from webapp.services.entry import Entry, EntryError
 
 
@@ -58,12 +59,15 @@ def _entry(study: Study, params: dict[str, str]) -> Entry:
     return entry
 
 
-def _go(participant: Participant) -> Response:
+def _go(participant: Participant, entry: Entry) -> Response:
+    # An MTurk visit's URL is bound to the assignment it arrived with (the completion form
+    # posts that one), so a worker back through a new HIT submits the new HIT.
+    assignment = entry_service.record_visit(participant, entry, utcnow())
     return redirect(
         url_for(
             "participant.page",
             slug=participant.study.slug,
-            token=flow.participant_token(participant.id, _secret()),
+            token=flow.participant_token(participant.id, _secret(), assignment),
         )
     )
 
@@ -77,9 +81,9 @@ def _refuse_repeat(participant: Participant) -> ParticipantError:
     )
 
 
-def _resume_or_refuse(participant: Participant) -> Response:
+def _resume_or_refuse(participant: Participant, entry: Entry) -> Response:
     if participant.status is ParticipantStatus.started:
-        return _go(participant)
+        return _go(participant, entry)
     raise _refuse_repeat(participant)
 
 
@@ -103,7 +107,7 @@ def entry(slug: str) -> Response | str:
         return render_template("participant/mturk_preview.html", study=study)
     existing = entry_service.find_participant(study, entry)
     if existing is not None:
-        return _resume_or_refuse(existing)
+        return _resume_or_refuse(existing, entry)
     if entry_service.is_excluded(study, entry):
         raise ParticipantError(
             "E403-EXCLUDED",
@@ -132,7 +136,7 @@ def start(slug: str) -> Response | str:
         return render_template("participant/declined.html", study=study, entry=entry)
     existing = entry_service.find_participant(study, entry)
     if existing is not None:
-        return _resume_or_refuse(existing)
+        return _resume_or_refuse(existing, entry)
     if entry_service.is_excluded(study, entry):
         raise ParticipantError("E403-EXCLUDED", "You cannot take part in this study.", 403)
     if allocation.study_is_full(study, utcnow()):
@@ -145,7 +149,7 @@ def start(slug: str) -> Response | str:
         active_window=timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"]),
         is_preview=bool(session.get("researcher_id")),
     )
-    return _go(participant)
+    return _go(participant, entry)
 
 
 @bp.route("/s/<slug>/p/<token>", methods=["GET", "POST"])
@@ -161,7 +165,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
         allow_mturk_framing()
     ctx = flow.current_page(participant, study, utcnow())
     if ctx is None:
-        return _finished(participant, study)
+        return _finished(participant, study, token)
     task = flow.task_of(ctx)
     here = url_for("participant.page", slug=slug, token=token)
     if request.method == "POST":
@@ -186,6 +190,14 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                 secret=_secret(),
                 rt_ms=flow.parse_rt_ms(form.rt_ms.data),
             )
+            if (
+                result.accepted
+                and participant.platform is Platform.mturk
+                and participant.status is ParticipantStatus.completed
+            ):
+                mturk_service.settle_assignment(
+                    participant, flow.assignment_from_token(token, _secret()), utcnow()
+                )
             if not result.accepted:
                 flash("That page was already answered; here is where you are now.", "info")
             elif result.message:
@@ -219,8 +231,13 @@ def _study_full(
     )
 
 
-def _finished(participant: Participant, study: Study) -> Response | str:
-    end = flow.finish(participant, study, current_app.config["PROLIFIC_COMPLETE_URL"])
+def _finished(participant: Participant, study: Study, token: str) -> Response | str:
+    end = flow.finish(
+        participant,
+        study,
+        current_app.config["PROLIFIC_COMPLETE_URL"],
+        flow.assignment_from_token(token, _secret()),
+    )
     if end.kind == "prolific":
         return redirect(end.url or "", code=303)
     if end.kind == "repeat":

@@ -411,10 +411,11 @@ def audit_log() -> str:
 @login_required
 def items(slug: str) -> str:
     """Per item of a sentiment study: confirmed labels, open reservations, labels needed."""
-    from webapp.services.allocation import annotation_blocks, item_status
+    from webapp.services.allocation import annotation_blocks, idle_holds, item_status
 
     s = _study(slug)
     if not annotation_blocks(s):
         abort(404)
     rows = item_status(s, utcnow())
-    return render_template("researcher/items.html", s=s, rows=rows, study=None)
+    idle = idle_holds(s, utcnow())
+    return render_template("researcher/items.html", s=s, rows=rows, idle=idle, study=None)

@@ -47,6 +47,10 @@ ANNOTATION_TASK = "sentiment_annotation"
 SLOT_TASKS = (ANNOTATION_TASK, "summary_rating", "pairwise_preference")
 # Candidates locked beyond the batch size: a few may turn out to be full when recounted.
 _MARGIN = 4
+# Items a sentiment participant holds ahead of their labels: the first part of a batch, and
+# each later part once those are labelled. A visitor who never labels holds this many slots
+# (not a whole batch), so a few dozen made-up IDs cannot make a study look full.
+RESERVE_AHEAD = 2
 
 
 def annotation_blocks(study: Study) -> list[dict[str, Any]]:
@@ -223,33 +227,55 @@ def reserve_batch(
     *,
     now: datetime,
     rng: random.Random,
+    start: int = 0,
+    limit: int | None = None,
 ) -> list[Annotation]:
-    """Reserve a batch of items for a participant, with gold items interleaved.
+    """Reserve (part of) a participant's batch of items, with gold items interleaved.
 
     Runs inside the caller's transaction, which must already hold the participant's row
     lock (:func:`webapp.services.flow.enter`); the caller commits.
+
+    The whole batch is planned from ``rng`` first — which trial positions are gold items, and
+    which gold items — so a caller that reserves the batch in parts (``limit``), passing an
+    ``rng`` seeded the same way each time, fills one consistent sequence: the items that
+    still need labels now go to the next free positions, and the gold items planned right
+    after them come along.
 
     Parameters
     ----------
     study : Study
     block : dict
-        The ``sentiment_annotation`` block (normalised).
+        The block (normalised): ``annotators_per_item``, ``items_per_participant``,
+        ``n_gold``, ``reservation_minutes``.
     participant : Participant
         Locked, ``started``.
     now : datetime
         Current time (UTC); reservations expire ``reservation_minutes`` later.
     rng : random.Random
-        Shuffles the batch and places the gold items.
+        Plans the gold positions and items, and shuffles the items reserved now.
+    start : int
+        The first trial position to fill (the number of slots the participant already has in
+        this block).
+    limit : int, optional
+        Reserve at most this many (non-gold) items now; ``None``: the rest of the batch.
 
     Returns
     -------
     list of Annotation
         The new reservations (gold items included) in ``trial_index`` order; empty when no
-        item needs a label from this participant (the study is full for them).
+        item needs a label from this participant now (for a first part: the study is full
+        for them).
     """
+    total = block["items_per_participant"]
+    n_gold = block.get("n_gold", 0)
+    gold_pks = _gold_for(study, block, rng)
+    gold_at = dict(zip(sorted(rng.sample(range(1, total + n_gold), n_gold)), gold_pks, strict=True))
+    have = sum(1 for i in range(start) if i not in gold_at)  # items already in the sequence
+    want = total - have if limit is None else min(limit, total - have)
+    if want <= 0:
+        return []
     sync_items(study)
     k = block["annotators_per_item"]
-    want = block["items_per_participant"]
     dialect = db.session.get_bind().dialect.name
     savepoint = db.session.begin_nested()
     locked = _lock_candidates(
@@ -269,13 +295,17 @@ def reserve_batch(
         return []
     items = list(chosen)
     rng.shuffle(items)
-    gold_pks = _gold_for(study, block, rng)
-    order: list[tuple[int, bool]] = [(pk, False) for pk in items]
-    for g in gold_pks:  # interleave: a random slot anywhere but first
-        order.insert(rng.randint(1, len(order)), (g, True))
+    order: list[tuple[int, bool]] = []
+    index = start
+    while items or index in gold_at:  # the items, then the gold items planned right after
+        if index in gold_at:
+            order.append((gold_at[index], True))
+        else:
+            order.append((items.pop(), False))
+        index += 1
     expires = now + timedelta(minutes=block["reservation_minutes"])
     out = []
-    for i, (pk, gold) in enumerate(order):
+    for i, (pk, gold) in enumerate(order, start=start):
         a = Annotation(
             item_pk=pk,
             participant_id=participant.id,
@@ -291,7 +321,7 @@ def reserve_batch(
 
 
 def _gold_for(study: Study, block: dict[str, Any], rng: random.Random) -> list[int]:
-    if not block["n_gold"]:
+    if not block.get("n_gold"):
         return []
     pks = list(
         db.session.scalars(
@@ -470,6 +500,48 @@ def item_status(study: Study, now: datetime) -> list[ItemStatus]:
                 )
             )
     return out
+
+
+@dataclass(frozen=True)
+class IdleHolds:
+    """Live reservations held by participants who have not labelled a single item yet."""
+
+    slots: int
+    people: int
+
+
+def idle_holds(study: Study, now: datetime) -> IdleHolds:
+    """Count the slots held right now by people who never labelled anything in the study.
+
+    Such holders are either just starting or never meant to label (made-up recruiter IDs
+    entering to make the study look full); a high count next to few labels says which.
+    Previews, expired reservations and holders no longer ``started`` do not count.
+    """
+    labelled = (
+        select(Annotation.id)
+        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+        .where(
+            AnnotationItem.study_id == study.id,
+            Annotation.participant_id == Participant.id,
+            Annotation.label.is_not(None),
+        )
+        .exists()
+    )
+    slots, people = db.session.execute(
+        select(func.count(Annotation.id), func.count(func.distinct(Annotation.participant_id)))
+        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+        .join(Participant, Participant.id == Annotation.participant_id)
+        .where(
+            AnnotationItem.study_id == study.id,
+            AnnotationItem.is_gold.is_(False),
+            Annotation.state == AnnotationState.reserved,
+            Annotation.expires_at > now,
+            Participant.status == ParticipantStatus.started,
+            Participant.is_preview.is_(False),
+            ~labelled,
+        )
+    ).one()
+    return IdleHolds(slots=slots, people=people)
 
 
 def study_is_full(study: Study, now: datetime) -> bool:

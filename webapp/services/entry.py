@@ -20,6 +20,11 @@ from webapp.services.design import SEQUENCES, choose_sequence
 from webapp.tasks import get_task_type
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
+# Recruiters' own ID formats. Prolific IDs are 24 hex digits (MongoDB object IDs) and MTurk IDs
+# upper-case alphanumerics; both platforms ignore case, so each has one canonical spelling here
+# (Prolific lower case, MTurk upper case): `5F1A…` and `5f1a…` are one person, not two.
+_PROLIFIC_RE = re.compile(r"^[0-9a-f]{24}$")
+_MTURK_RE = re.compile(r"^[A-Z0-9]{1,64}$")
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 MTURK_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
 
@@ -66,11 +71,37 @@ class Entry:
         return "sandbox" in (self.return_url or "")
 
 
-def _need(args: Mapping[str, str], name: str) -> str:
-    value = (args.get(name) or "").strip()
-    if not value:
+def canonical_id(platform: Platform, raw: str) -> str | None:
+    """Return a recruiter ID in its canonical spelling, or ``None`` when it is malformed.
+
+    Prolific IDs: 24 hex digits, lower case. MTurk (and MTurk batch) IDs: upper-case letters
+    and digits. Link IDs are the researcher's own and kept as given (``_ID_RE``).
+
+    Examples
+    --------
+    >>> canonical_id(Platform.prolific, "5F1A2B3C4D5E6F708192A3B4")
+    '5f1a2b3c4d5e6f708192a3b4'
+    >>> canonical_id(Platform.mturk, "a1b2c3d4e5f6g7")
+    'A1B2C3D4E5F6G7'
+    >>> canonical_id(Platform.prolific, "not-an-id") is None
+    True
+    """
+    value = raw.strip()
+    if platform is Platform.prolific:
+        value, pattern = value.lower(), _PROLIFIC_RE
+    elif platform in (Platform.mturk, Platform.mturk_batch):
+        value, pattern = value.upper(), _MTURK_RE
+    else:
+        pattern = _ID_RE
+    return value if pattern.match(value) else None
+
+
+def _need(args: Mapping[str, str], name: str, platform: Platform = Platform.link) -> str:
+    raw = (args.get(name) or "").strip()
+    if not raw:
         raise EntryError("E400-PARAMS", f"The study link is missing the parameter {name}.")
-    if not _ID_RE.match(value):
+    value = canonical_id(platform, raw)
+    if value is None:
         raise EntryError("E400-PARAMS", f"The study link has a malformed {name}.")
     return value
 
@@ -100,7 +131,7 @@ def parse_entry(args: Mapping[str, str]) -> Entry:
     if "PROLIFIC_PID" in args:
         return Entry(
             Platform.prolific,
-            _need(args, "PROLIFIC_PID"),
+            _need(args, "PROLIFIC_PID", Platform.prolific),
             _need(args, "STUDY_ID"),
             _need(args, "SESSION_ID"),
         )
@@ -110,9 +141,9 @@ def parse_entry(args: Mapping[str, str]) -> Entry:
         submit_to = _need_url(args.get("turkSubmitTo") or "")
         return Entry(
             Platform.mturk,
-            _need(args, "workerId"),
-            _need(args, "hitId"),
-            _need(args, "assignmentId"),
+            _need(args, "workerId", Platform.mturk),
+            _need(args, "hitId", Platform.mturk),
+            _need(args, "assignmentId", Platform.mturk),
             return_url=submit_to,
         )
     if "participant" in args:
@@ -157,9 +188,33 @@ def find_participant(study: Study, entry: Entry) -> Participant | None:
     )
 
 
+def record_visit(participant: Participant, entry: Entry, now: datetime) -> int | None:
+    """Record the MTurk assignment a (returning or new) visit arrived with; commit.
+
+    Returns
+    -------
+    int or None
+        The key of the assignment to bind the visit's page URL to (``None`` off MTurk).
+    """
+    if entry.platform is not Platform.mturk or participant.platform is not Platform.mturk:
+        return None
+    from webapp.services.mturk import record_assignment
+
+    row = record_assignment(
+        participant,
+        assignment_id=entry.external_session_id or "",
+        hit_id=entry.external_study_id or "",
+        return_url=entry.return_url or "",
+        now=now,
+    )
+    db.session.commit()
+    return row.id
+
+
 def is_excluded(study: Study, entry: Entry) -> bool:
-    """True when the platform ID is on the study's exclusion list."""
-    return entry.external_id in set(study.definition["recruitment"]["exclude_ids"])
+    """True when the platform ID is on the study's exclusion list (compared canonically)."""
+    listed = study.definition["recruitment"]["exclude_ids"]
+    return entry.external_id in {canonical_id(entry.platform, str(x)) for x in listed}
 
 
 def balance_counts(study: Study, now: datetime, active_window: timedelta) -> dict[str, int]:
@@ -240,6 +295,17 @@ def add_participant(
             created_at=now,
         )
     )
+    if platform is Platform.mturk and external_session_id and external_study_id and return_url:
+        from webapp.services.mturk import record_assignment
+
+        # The first visit's assignment starts the history in the same transaction.
+        record_assignment(
+            participant,
+            assignment_id=external_session_id,
+            hit_id=external_study_id,
+            return_url=return_url,
+            now=now,
+        )
     return participant
 
 

@@ -20,7 +20,14 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
-from webapp.models import PageVisit, Participant, ParticipantStatus, Platform, Study
+from webapp.models import (
+    MTurkAssignment,
+    PageVisit,
+    Participant,
+    ParticipantStatus,
+    Platform,
+    Study,
+)
 from webapp.tasks import get_task_type
 from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
 
@@ -35,9 +42,30 @@ class TokenState(enum.Enum):
     tampered = "tampered"
 
 
-def participant_token(participant_id: int, secret: str) -> str:
-    """Return the URL token that identifies a participant's session."""
-    return URLSafeSerializer(secret, salt="framelab-participant").dumps(participant_id)
+def participant_token(participant_id: int, secret: str, assignment: int | None = None) -> str:
+    """Return the URL token that identifies a participant's session.
+
+    ``assignment`` (an :class:`~webapp.models.MTurkAssignment` key) binds the URL to the MTurk
+    assignment the visit arrived with: the completion form of that URL posts that assignment,
+    whatever other visits of the same worker ID brought.
+    """
+    payload: int | list[int] = (
+        participant_id if assignment is None else [participant_id, assignment]
+    )
+    return URLSafeSerializer(secret, salt="framelab-participant").dumps(payload)
+
+
+def _token_ids(token: str, secret: str) -> tuple[int, int | None] | None:
+    """``(participant id, assignment key or None)`` of a token, or ``None`` if it is not ours."""
+    try:
+        value = URLSafeSerializer(secret, salt="framelab-participant").loads(token)
+    except BadSignature:
+        return None
+    if type(value) is int:
+        return value, None
+    if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+        return value[0], value[1]
+    return None
 
 
 def participant_from_token(token: str, secret: str, *, lock: bool = False) -> Participant | None:
@@ -46,15 +74,21 @@ def participant_from_token(token: str, secret: str, *, lock: bool = False) -> Pa
     ``lock=True`` reads the row under the lock :func:`submit` needs, so a submitted page reads
     its participant once.
     """
-    try:
-        pid = URLSafeSerializer(secret, salt="framelab-participant").loads(token)
-    except BadSignature:
-        return None
-    if not isinstance(pid, int):
+    ids = _token_ids(token, secret)
+    if ids is None:
         return None
     if lock:
-        return _lock_participant(pid)
-    return db.session.get(Participant, pid)
+        return _lock_participant(ids[0])
+    return db.session.get(Participant, ids[0])
+
+
+def assignment_from_token(token: str, secret: str) -> MTurkAssignment | None:
+    """Return the MTurk assignment a URL token is bound to (only one of its own participant)."""
+    ids = _token_ids(token, secret)
+    if ids is None or ids[1] is None:
+        return None
+    row = db.session.get(MTurkAssignment, ids[1])
+    return row if row is not None and row.participant_id == ids[0] else None
 
 
 def _sign(participant_id: int, page_seq: int, secret: str) -> str:
@@ -277,7 +311,12 @@ class Finish:
     fields: dict[str, str] | None = None
 
 
-def finish(participant: Participant, study: Study, prolific_url: str) -> Finish:
+def finish(
+    participant: Participant,
+    study: Study,
+    prolific_url: str,
+    assignment: MTurkAssignment | None = None,
+) -> Finish:
     """Return where a finished participant goes: Prolific, the MTurk form or a code page.
 
     Parameters
@@ -287,6 +326,10 @@ def finish(participant: Participant, study: Study, prolific_url: str) -> Finish:
     study : Study
     prolific_url : str
         Prolific's completion URL; ``?cc=CODE`` is appended.
+    assignment : MTurkAssignment, optional
+        The assignment this visit's URL is bound to: the MTurk form posts it (the worker's
+        current HIT). Without one, the assignment the study was finished with, else the
+        latest one seen.
     """
     codes = study.definition["recruitment"]["completion_codes"]
     status = participant.status
@@ -295,16 +338,18 @@ def finish(participant: Participant, study: Study, prolific_url: str) -> Finish:
     code = codes["completed" if status is ParticipantStatus.completed else "screened_out"]
     if participant.end_reason == "study_full" and codes.get("study_full"):
         code = codes["study_full"]  # turned away because no item needed labels: own code
-    identity = participant.identity
     if participant.platform is Platform.prolific and status is ParticipantStatus.completed:
         return Finish("prolific", code, f"{prolific_url}?cc={code}")
     if participant.platform is Platform.mturk and status is ParticipantStatus.completed:
-        assert identity is not None and identity.return_url
+        from webapp.services.mturk import current_assignment
+
+        target = assignment or current_assignment(participant)
+        assert target is not None, "every MTurk session has the assignment it arrived with"
         return Finish(
             "mturk",
             code,
-            f"{identity.return_url}/mturk/externalSubmit",
-            {"assignmentId": identity.external_session_id or "", "completion_code": code},
+            f"{target.return_url}/mturk/externalSubmit",
+            {"assignmentId": target.assignment_id, "completion_code": code},
         )
     if participant.platform is Platform.prolific:  # screened out on Prolific
         return Finish("code", code, f"{prolific_url}?cc={code}")

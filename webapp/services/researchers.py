@@ -220,7 +220,8 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         returned, timed_out, excluded), ``median_duration_s`` (completed; ``None`` if none),
         ``by_sequence`` (status → A/B/total), ``per_pair`` (pair → format → choices) and
         ``items`` (annotation studies: item → confirmed/reserved/needed, when the allocation
-        service provides it).
+        service provides it) and ``idle_holds`` (annotation studies: ``slots`` reserved now by
+        ``people`` who never labelled anything; ``None`` otherwise).
     """
     people = list(
         db.session.scalars(
@@ -261,6 +262,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         "by_sequence": status_counts(study),
         "per_pair": dict(sorted(per_pair.items())),
         "items": _item_counts(study, now),
+        "idle_holds": _idle_holds(study, now),
         "updated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
@@ -282,6 +284,16 @@ def _item_counts(study: Study, now: datetime) -> list[dict[str, Any]]:
         }
         for st in allocation.item_status(study, now)
     ]
+
+
+def _idle_holds(study: Study, now: datetime) -> dict[str, int] | None:
+    """Slots held now by people who never labelled anything (annotation studies only)."""
+    from webapp.services import allocation
+
+    if not allocation.annotation_blocks(study):
+        return None
+    held = allocation.idle_holds(study, now)
+    return {"slots": held.slots, "people": held.people}
 
 
 def participant_rows(study: Study, *, limit: int = 1000) -> list[dict[str, Any]]:
@@ -455,7 +467,9 @@ def preview_url(study: Study, token: str) -> str:
     if "link" in platforms:
         return f"/s/{study.slug}?participant={pid}"
     if "prolific" in platforms:
-        return f"/s/{study.slug}?PROLIFIC_PID={pid}&STUDY_ID=PREVIEW&SESSION_ID={pid}"
+        # Prolific IDs are 24 hex digits (the entry page refuses others): pad the token.
+        hex_id = f"{token:0>24}"[-24:]
+        return f"/s/{study.slug}?PROLIFIC_PID={hex_id}&STUDY_ID=PREVIEW&SESSION_ID={pid}"
     return (
         f"/s/{study.slug}?workerId={pid}&hitId=PREVIEW&assignmentId={pid}"
         "&turkSubmitTo=https%3A%2F%2Fworkersandbox.mturk.com"

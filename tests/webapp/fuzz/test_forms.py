@@ -172,7 +172,7 @@ def test_participant_forms_survive_bad_input(app, study, steps, action, ops, pic
 def test_entry_links_and_consent_survive_bad_parameters(app, client, study, params, platform):
     base = [
         {},
-        {"PROLIFIC_PID": "P1", "STUDY_ID": "S", "SESSION_ID": "X"},
+        {"PROLIFIC_PID": "5f1e2d3c4b5a69788796a5b4", "STUDY_ID": "S", "SESSION_ID": "X"},
         {"workerId": "W", "hitId": "H", "assignmentId": "A", "turkSubmitTo": "https://x"},
         {"participant": "p1"},
     ][platform]

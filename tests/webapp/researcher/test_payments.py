@@ -53,7 +53,8 @@ def test_done_when_30_bots_then_bonus_matches_the_rule_and_refuses_twice(runner,
         paid[pid] = Decimal(amount)
     expected = recompute_bonuses(_long(runner, tmp_path), Decimal("0.10"))
     assert paid == expected
-    assert all(pid.startswith("BOT") for pid in paid)  # raw Prolific IDs, for payment only
+    # Raw Prolific IDs (24 hex digits), for payment only.
+    assert all(len(pid) == 24 and set(pid) <= set("0123456789abcdef") for pid in paid)
 
     first = out.read_text()
     again = runner.invoke(args=["bonus", SLUG, "--platform", "prolific", "--out", str(out)])

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import io
 
+from webapp.bots import platform_id
 from webapp.models import ParticipantStatus
 
 SLUG = "product-choice-demo"
+
+
+def pid(name: str) -> str:
+    """The valid Prolific ID the bot named ``name`` arrives with (24 hex digits)."""
+    return platform_id("prolific", name)
 
 
 def _status(app, external_id):
@@ -33,26 +39,27 @@ def test_prolific_import_updates_statuses_and_flags_mismatches(
     export = tmp_path / "prolific.csv"
     export.write_text(
         "Submission id,Participant id,Status,Started at,Completed at,Completion code\n"
-        "s1,DONE1,APPROVED,2026-01-01,2026-01-01,C7F3D2A1\n"
-        "s2,DONE2,RETURNED,2026-01-01,,\n"
-        "s3,GONE1,RETURNED,2026-01-01,,\n"
-        "s4,SLOW1,TIMED-OUT,2026-01-01,,\n"
-        "s5,HALF1,AWAITING REVIEW,2026-01-01,2026-01-01,C7F3D2A1\n"
-        "s6,NEVERHERE,AWAITING REVIEW,2026-01-01,2026-01-01,C7F3D2A1\n"
+        f"s1,{pid('DONE1')},APPROVED,2026-01-01,2026-01-01,C7F3D2A1\n"
+        f"s2,{pid('DONE2')},RETURNED,2026-01-01,,\n"
+        f"s3,{pid('GONE1')},RETURNED,2026-01-01,,\n"
+        f"s4,{pid('SLOW1')},TIMED-OUT,2026-01-01,,\n"
+        f"s5,{pid('HALF1')},AWAITING REVIEW,2026-01-01,2026-01-01,C7F3D2A1\n"
+        f"s6,{pid('NEVERHERE')},AWAITING REVIEW,2026-01-01,2026-01-01,C7F3D2A1\n"
     )
     result = runner.invoke(args=["reconcile", SLUG, "--platform", "prolific", str(export)])
     assert result.exit_code == 0, result.output
     assert "6 rows, 5 matched; status changes: returned 1, timed_out 1" in result.output
-    assert _status(app, "DONE1") == (ParticipantStatus.completed, "APPROVED", None)
-    assert _status(app, "GONE1")[0] is ParticipantStatus.returned
-    assert _status(app, "SLOW1")[0] is ParticipantStatus.timed_out
-    assert _status(app, "DONE2") == (
+    assert _status(app, pid("DONE1")) == (ParticipantStatus.completed, "APPROVED", None)
+    assert _status(app, pid("GONE1"))[0] is ParticipantStatus.returned
+    assert _status(app, pid("SLOW1"))[0] is ParticipantStatus.timed_out
+    assert _status(app, pid("DONE2")) == (
         ParticipantStatus.completed,
         "RETURNED",
         "completed here, RETURNED on prolific",
     )
-    assert _status(app, "HALF1")[2] == "AWAITING REVIEW on prolific, started here"
-    assert "mismatch: NEVERHERE: AWAITING REVIEW on prolific, never arrived here" in result.output
+    assert _status(app, pid("HALF1"))[2] == "AWAITING REVIEW on prolific, started here"
+    never = pid("NEVERHERE")
+    assert f"mismatch: {never}: AWAITING REVIEW on prolific, never arrived here" in result.output
     # Returned and timed-out participants no longer hold a sequence slot.
     from datetime import timedelta
 
@@ -107,7 +114,10 @@ def test_console_import_shows_the_report(app, study, make_researcher, make_bot):
     data = {
         "csrf_token": token,
         "platform": "prolific",
-        "file": (io.BytesIO(b"Participant id,Status\nDONE1,RETURNED\n"), "sub.csv"),
+        "file": (
+            io.BytesIO(f"Participant id,Status\n{pid('DONE1')},RETURNED\n".encode()),
+            "sub.csv",
+        ),
     }
     resp = ana.post(
         f"/researcher/studies/{SLUG}/reconcile", data=data, content_type="multipart/form-data"

@@ -48,26 +48,32 @@ def _status(app, slug: str) -> dict[str, tuple[int, int, int]]:
         return {r.item.item_id: (r.n_labels, r.n_reserved, r.needed) for r in rows}
 
 
-def test_reaching_the_task_reserves_a_batch_with_gold_items_interleaved(app, demo, bot_for):
+def test_reaching_the_task_reserves_a_first_part_then_the_rest_as_labels_come_in(
+    app, demo, bot_for
+):
     bot = to_first_label(bot_for(demo, "alice"))
     assert bot.page.kind == "sentiment" and "Statement 1 of 11" in bot.page.text
     with app.app_context():
         rows = _annotations("alice")
-        assert [a.trial_index for a in rows] == list(range(11))
+        assert [a.trial_index for a in rows] == list(range(len(rows)))
         assert all(a.state is AnnotationState.reserved for a in rows)
-        gold = [a for a in rows if a.item.is_gold]
-        assert len(gold) == 1 and gold[0].trial_index > 0 and gold[0].expires_at is None
         real = [a for a in rows if not a.item.is_gold]
-        assert len({a.item_pk for a in real}) == 10
+        assert len(real) == allocation.RESERVE_AHEAD  # not the whole batch of 10
         assert all(a.expires_at > utcnow() + timedelta(minutes=19) for a in real)
+        assert all(a.trial_index > 0 and a.expires_at is None for a in rows if a.item.is_gold)
     # A reload reserves nothing more.
+    n_first = len(rows)
     bot.reload()
     with app.app_context():
-        assert len(_annotations("alice")) == 11
+        assert len(_annotations("alice")) == n_first
     result = bot.run()  # the bot goes on from the page it is on
     assert result.outcome == "completed" and len(bot.labels) == 11
     with app.app_context():
         rows = _annotations("alice")
+        assert [a.trial_index for a in rows] == list(range(11))
+        gold = [a for a in rows if a.item.is_gold]
+        assert len(gold) == 1 and gold[0].trial_index > 0
+        assert len({a.item_pk for a in rows if not a.item.is_gold}) == 10
         assert all(a.state is AnnotationState.confirmed and not a.surplus for a in rows)
         assert sorted((a.item.item_id, a.label) for a in rows) == sorted(bot.labels)
     status = _status(app, "sentiment-demo")

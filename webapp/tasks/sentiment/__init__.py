@@ -1,14 +1,19 @@
 """Sentiment annotation: a qualification block and the five-annotator labelling block.
 
 ``sentiment_qualification`` shows a set of unframed statements on one page; the participant
-must reach ``required_accuracy`` (default 100%). The result is remembered per platform ID and
-qualification name, so a person who passed once skips the block in every later study of the
-same qualification, and one who failed is screened out at once.
+must reach ``required_accuracy`` (default 100%). The result is remembered per platform ID,
+qualification name and study owner (:func:`webapp.models.qualification_scope`), so a person who
+passed once skips the block in every later study of the same qualification *by the same
+researcher*, and one who failed is screened out at once. Another researcher's study that picks
+the same name shares nothing: it can neither fail nor pass anyone here.
 
 ``sentiment_annotation`` shows a batch of items one per page. When the participant reaches
-the block, :func:`webapp.services.allocation.reserve_batch` reserves up to
-``items_per_participant`` items that still need labels and that this person has never seen;
-gold items with known answers are interleaved at ``gold_rate``. Each label confirms its slot
+the block, :func:`webapp.services.allocation.reserve_batch` reserves the first
+``RESERVE_AHEAD`` items that still need labels and that this person has never seen, and the
+next ones each time the participant has labelled what they hold, up to
+``items_per_participant``; gold items with known answers are interleaved at ``gold_rate``.
+Someone who enters and never labels therefore holds only a couple of slots, for
+``reservation_minutes``. Each label confirms its slot
 (:func:`~webapp.services.allocation.record_label`). With no item left, the participant gets
 the "study full" page and its own code.
 """
@@ -22,7 +27,13 @@ from wtforms import RadioField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import InputRequired
 
-from webapp.models import Annotation, AnnotationItem, QualificationResult, TaskResponse
+from webapp.models import (
+    Annotation,
+    AnnotationItem,
+    QualificationResult,
+    TaskResponse,
+    qualification_scope,
+)
 from webapp.studydef import Where, check_keys, get_int, get_list, get_number, get_str
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 from webapp.tasks.sentiment.items import LABELS, read_items
@@ -101,6 +112,7 @@ class SentimentQualificationTask(TaskType):
             return None
         return db.session.scalar(
             select(QualificationResult).where(
+                QualificationResult.scope == qualification_scope(ctx.study.owner_id),
                 QualificationResult.qualification == ctx.block["qualification"],
                 QualificationResult.platform == ident.platform,
                 QualificationResult.external_id == ident.external_id,
@@ -152,6 +164,7 @@ class SentimentQualificationTask(TaskType):
         if ident is not None and not p.is_preview and self._result(ctx) is None:
             db.session.add(
                 QualificationResult(
+                    scope=qualification_scope(ctx.study.owner_id),
                     qualification=ctx.block["qualification"],
                     platform=ident.platform,
                     external_id=ident.external_id,
@@ -253,17 +266,27 @@ class SentimentAnnotationTask(TaskType):
     def enter(self, ctx: PageContext) -> SaveResult | None:
         from webapp.services import allocation
 
-        if ctx.step > 0 or self._annotation(ctx, 0) is not None:
+        if self._annotation(ctx, ctx.step) is not None:
             return None
         import random
 
-        # The batch order comes from the participant's recorded seed (and the items got).
+        # A first small part of the batch, then the next part whenever the participant has
+        # labelled what they hold: someone who never labels holds RESERVE_AHEAD slots, not a
+        # whole batch. The plan comes from the participant's recorded seed (and the items got).
         rng = random.Random(f"{ctx.participant.seed}:{ctx.block['id']}")
         reserved = allocation.reserve_batch(
-            ctx.study, ctx.block, ctx.participant, now=ctx.now, rng=rng
+            ctx.study,
+            ctx.block,
+            ctx.participant,
+            now=ctx.now,
+            rng=rng,
+            start=ctx.step,
+            limit=allocation.RESERVE_AHEAD,
         )
         if reserved:
             return None
+        if ctx.step > 0:
+            return SaveResult(Outcome.end_block)  # no item left for them: a partial batch
         ctx.participant.end_reason = STUDY_FULL
         return SaveResult(Outcome.screen_out)
 
@@ -271,21 +294,10 @@ class SentimentAnnotationTask(TaskType):
         return label_form(ctx.block["labels"], formdata)
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
-        from sqlalchemy import func
-
-        from webapp.extensions import db
-
         annotation = self._annotation(ctx, ctx.step)
         assert annotation is not None, "pages exist only for reserved items"
-        n = db.session.scalar(
-            select(func.count())
-            .select_from(Annotation)
-            .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-            .where(
-                Annotation.participant_id == ctx.participant.id,
-                AnnotationItem.block_id == ctx.block["id"],
-            )
-        )
+        # The planned length: the batch is reserved in parts as labels come in.
+        n = self.n_steps(ctx.block)
         return {"block": ctx.block, "item": annotation.item, "position": ctx.step + 1, "n_items": n}
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
@@ -301,6 +313,5 @@ class SentimentAnnotationTask(TaskType):
             rt_ms=rt_ms,
             now=ctx.now,
         )
-        if self._annotation(ctx, ctx.step + 1) is None:
-            return SaveResult(Outcome.end_block)  # a partial batch ends early
+        # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT
