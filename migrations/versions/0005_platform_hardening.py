@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = '0005_platform'
-down_revision = '0003_sentiment'
+down_revision = '0004_bundles'
 branch_labels = None
 depends_on = None
 
