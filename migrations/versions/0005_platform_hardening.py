@@ -8,7 +8,7 @@
   posts the one of the visit that finishes. Existing MTurk identities become one row each.
 
 Revision ID: 0005_platform
-Revises: 0003_sentiment
+Revises: 0004_bundles
 Create Date: 2026-11-23 19:55:00
 
 """
