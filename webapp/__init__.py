@@ -23,7 +23,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Flask
         The app with extensions, blueprints, error handlers and CLI commands registered.
     """
-    from webapp import errors, security
+    from webapp import errors, request_guard, security
     from webapp.cli import register_commands
     from webapp.config import resolve_config
     from webapp.extensions import csrf, db, migrate
@@ -53,6 +53,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(researcher_bp)
     errors.register(app)
     security.register(app)
+    request_guard.register(app)
     register_commands(app)
     return app
 
