@@ -40,3 +40,35 @@ def forbidden_character(text: str, *, line_breaks: bool = False) -> tuple[int, s
     if match is None:
         return None
     return match.start(), f"U+{ord(match.group()):04X}"
+
+
+# ``{name}`` in a researcher's text: the only template syntax there is. Anything between
+# braces is a candidate, so ``{0}`` or ``{price.__class__}`` is found (and refused at
+# validation), never interpreted.
+PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
+
+
+def placeholders(template: str) -> list[str]:
+    """The names between braces in ``template``, in order.
+
+    Examples
+    --------
+    >>> placeholders("costs {price}, not {0} or {price.__class__}")
+    ['price', '0', 'price.__class__']
+    """
+    return PLACEHOLDER_RE.findall(template)
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """Replace each ``{name}`` of ``values`` in ``template``; leave everything else as it is.
+
+    Unlike ``str.format`` this reads no attributes or indexes and cannot fail: an unknown
+    ``{...}`` (from a definition stored before validation refused it) stays literal text,
+    and a value containing braces is not expanded again.
+
+    Examples
+    --------
+    >>> fill("{price} or {0} or {price.real}", {"price": "$5.00"})
+    '$5.00 or {0} or {price.real}'
+    """
+    return PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), template)
