@@ -23,7 +23,10 @@ MESSAGE = (
 
 
 def _refuse() -> ParticipantError:
-    return ParticipantError(CODE, MESSAGE, 400)
+    # A form sent to a clean address can be shown again there (the participant's page with
+    # their earlier answers safe); a bad address offers no link.
+    clean = request.method == "POST" and forbidden_character(request.path) is None
+    return ParticipantError(CODE, MESSAGE, 400, link=request.path if clean else None)
 
 
 def check_request() -> None:

@@ -156,3 +156,15 @@ def test_the_guard_runs_before_every_other_request_hook(app):
     from webapp.request_guard import check_request
 
     assert app.before_request_funcs[None][0] is check_request
+
+
+def test_a_refused_answer_links_back_to_the_participants_page(app, make_bot):
+    bot = make_bot(platform="link")
+    bot.open()
+    bot.step()  # consent: now on a page with a form
+    url = bot.page.url
+    form = bot.page.forms[0]
+    resp = app.test_client().post(url, data={**form.hidden(), "x": "typed\x00"})
+    _assert_refused(resp, "page")
+    path = url.split("localhost", 1)[-1]
+    assert f'href="{path}"' in resp.get_data(as_text=True)
