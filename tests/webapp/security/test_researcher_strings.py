@@ -404,3 +404,27 @@ def test_on_postgres_an_oversized_or_nul_string_is_a_definition_error_not_a_500(
     path = _mutate_yaml(stimuli_copy, study, mutate)
     with pg_app.app_context(), pytest.raises(StudyDefinitionError):
         load_study(path)
+
+
+# -- console forms: their length limits agree with the columns ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("form", "field", "column"),
+    [
+        ("LoginForm", "username", "Researcher.username"),
+        ("ParticipantActionForm", "participant", "Participant.code"),
+        ("ParticipantActionForm", "reason", "Participant.exclusion_reason"),
+    ],
+)
+def test_console_form_limits_fit_the_columns_they_are_stored_in_or_compared_with(
+    form, field, column
+):
+    from wtforms.validators import Length
+
+    from webapp.researcher import forms
+
+    unbound = getattr(getattr(forms, form), field)
+    limits = [v.max for v in unbound.kwargs.get("validators", []) if isinstance(v, Length)]
+    table, attr = column.split(".")
+    assert limits and max(limits) <= column_length(getattr(getattr(_columns(), table), attr))
