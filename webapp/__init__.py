@@ -23,11 +23,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Flask
         The app with extensions, blueprints, error handlers and CLI commands registered.
     """
-    from webapp import errors, request_guard, security
+    from webapp import errors, security
     from webapp.cli import register_commands
     from webapp.config import resolve_config
     from webapp.extensions import csrf, db, migrate
     from webapp.participant import bp as participant_bp
+    from webapp.request_guard import register as guard_requests
     from webapp.researcher import bp as researcher_bp
     from webapp.tasks import bp as tasks_bp
 
@@ -53,7 +54,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(researcher_bp)
     errors.register(app)
     security.register(app)
-    request_guard.register(app)
+    guard_requests(app)
     register_commands(app)
     return app
 

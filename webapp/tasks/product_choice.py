@@ -35,13 +35,6 @@ from webapp.text_rules import fill
 
 SIDES = ("left", "right")
 _AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$")
-# What the WTP question may name: the other product's price, the two manufacturers and the
-# product type. Filled by text_rules.fill (never str.format on researcher text).
-WTP_FIELDS = ("price", "chosen", "other", "product")
-WTP_QUESTION = (
-    "The other product costs {price}. How much more than {price} would you pay for the one "
-    "you chose?"
-)
 
 
 class ChoiceForm(PageForm):
@@ -146,6 +139,15 @@ def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
     if dupes:
         raise where.error(f"duplicate pair ids {dupes}")
     return pairs
+
+
+# What the WTP question may name: the other product's price, the two manufacturers and the
+# product type. Filled by text_rules.fill (never str.format on researcher text).
+WTP_FIELDS = ("price", "chosen", "other", "product")
+WTP_QUESTION = (
+    "The other product costs {price}. How much more than {price} would you pay for the one "
+    "you chose?"
+)
 
 
 class ProductChoiceTask(TaskType):

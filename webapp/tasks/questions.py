@@ -208,7 +208,7 @@ class DemographicsTask(TaskType):
             w = qw.at(i)
             q = get_mapping(raw, w)
             check_keys(q, {"id", "text", "kind", "options", "min", "max", "required"}, w)
-            kind = get_line(q, "kind", w, default="choice")
+            kind = get_str(q, "kind", w, default="choice")
             if kind not in {"choice", "number", "text"}:
                 raise w.at("kind").error("must be 'choice', 'number' or 'text'")
             out: dict[str, Any] = {
