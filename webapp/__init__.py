@@ -28,6 +28,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapp.config import resolve_config
     from webapp.extensions import csrf, db, migrate
     from webapp.participant import bp as participant_bp
+    from webapp.request_guard import register as guard_requests
     from webapp.researcher import bp as researcher_bp
     from webapp.tasks import bp as tasks_bp
 
@@ -53,6 +54,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(researcher_bp)
     errors.register(app)
     security.register(app)
+    guard_requests(app)
     register_commands(app)
     return app
 

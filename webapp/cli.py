@@ -381,8 +381,8 @@ def reconcile(slug: str, platform: str, file: Path) -> None:
     if s is None:
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
     try:
-        with file.open(encoding="utf-8-sig", newline="") as fh:
-            statuses = service.read_statuses(Platform(platform), fh)
+        with file.open("rb") as fh:
+            statuses = service.read_export(Platform(platform), fh.read(service.MAX_BYTES + 1))
     except service.ReconcileError as exc:
         raise click.ClickException(str(exc)) from None
     report = service.reconcile(s, Platform(platform), statuses, "cli", now=utcnow())

@@ -30,10 +30,17 @@ from typing import Any
 import yaml
 
 from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError, safe_name
+from webapp.text_rules import forbidden_character, placeholders
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
-ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+ID_MAX = 64
+ID_RE = re.compile(rf"^[A-Za-z0-9_.-]{{1,{ID_MAX}}}$")
 PLATFORMS = ("prolific", "mturk", "link")
+# Researcher strings kept only in the definition (JSON) have no column to fit; these bound
+# what one page can show. Strings stored in sized columns get the column's length instead
+# (:func:`column_length`).
+TEXT_MAX = 20_000  # a text of paragraphs (a consent sheet is a few thousand characters)
+LINE_MAX = 500  # a one-line label: heading, button, option, name
 REASON_MAX = 500  # characters of a reason kept in messages
 MAX_YAML_DEPTH = 40  # nesting of YAML collections (a study needs about 8)
 
@@ -113,8 +120,72 @@ def get_list(raw: Any, where: Where, *, min_len: int = 0) -> list[Any]:
     return raw
 
 
-def get_str(raw: Mapping[str, Any], key: str, where: Where, default: str | None = None) -> str:
-    """Return the non-empty string ``raw[key]`` (or ``default`` when absent)."""
+def column_length(attribute: Any) -> int:
+    """The declared length of a ``String`` model column, e.g. ``column_length(Study.title)``.
+
+    Researcher strings that land in a column are checked against this at validation, so the
+    limit has one source: the model (PostgreSQL refuses longer values with a 500).
+    """
+    length = attribute.property.columns[0].type.length
+    if not isinstance(length, int):
+        raise TypeError(f"{attribute} is not a String column with a length")
+    return length
+
+
+_CHARACTER_NAMES = {"U+0000": "a NUL character", "U+0009": "a tab"}
+
+
+def check_text(value: str, where: Where, *, max_len: int = TEXT_MAX, one_line: bool = False) -> str:
+    """Return ``value`` if it fits ``max_len`` and has only characters a page can show.
+
+    Parameters
+    ----------
+    value : str
+        A researcher-supplied string (already stripped).
+    where : Where
+        Its position; the error is raised there.
+    max_len : int
+        At most this many characters (a column's length, or :data:`TEXT_MAX`/:data:`LINE_MAX`).
+    one_line : bool
+        Refuse tabs and line breaks too (ids, codes, names, labels).
+
+    Raises
+    ------
+    StudyDefinitionError
+        Too long, or a NUL, control character or unpaired surrogate (see
+        :func:`webapp.text_rules.forbidden_character`).
+    """
+    if len(value) > max_len:
+        raise where.error(f"is {len(value):,} characters long; at most {max_len:,} fit here")
+    bad = forbidden_character(value, line_breaks=not one_line)
+    if bad is not None:
+        index, code = bad
+        if code in ("U+000A", "U+000D"):
+            what = "a line break"
+        elif 0xD800 <= int(code[2:], 16) <= 0xDFFF:
+            what = f"an unpaired surrogate {code} (not a character)"
+        else:
+            what = _CHARACTER_NAMES.get(code, f"the control character {code}")
+        rule = (
+            "; this must be one line" if one_line and code in ("U+0009", "U+000A", "U+000D") else ""
+        )
+        raise where.error(f"contains {what} at character {index + 1}{rule}: remove it")
+    return value
+
+
+def get_str(
+    raw: Mapping[str, Any],
+    key: str,
+    where: Where,
+    default: str | None = None,
+    *,
+    max_len: int = TEXT_MAX,
+    one_line: bool = False,
+) -> str:
+    """Return the non-empty string ``raw[key]`` (or ``default`` when absent).
+
+    The value is checked by :func:`check_text` with ``max_len`` and ``one_line``.
+    """
     if key not in raw or raw[key] is None:
         if default is None:
             raise where.at(key).error("is required")
@@ -124,7 +195,19 @@ def get_str(raw: Mapping[str, Any], key: str, where: Where, default: str | None 
         value = str(value)  # YAML turns codes like 1234 into numbers
     if not isinstance(value, str) or not value.strip():
         raise where.at(key).error("expected a non-empty string")
-    return value.strip()
+    return check_text(value.strip(), where.at(key), max_len=max_len, one_line=one_line)
+
+
+def get_line(
+    raw: Mapping[str, Any],
+    key: str,
+    where: Where,
+    default: str | None = None,
+    *,
+    max_len: int = LINE_MAX,
+) -> str:
+    """:func:`get_str` for a one-line label (heading, button, name): no line breaks."""
+    return get_str(raw, key, where, default, max_len=max_len, one_line=True)
 
 
 def get_number(
@@ -165,12 +248,55 @@ def get_int(
     return value
 
 
+def get_template(
+    raw: Mapping[str, Any], key: str, where: Where, fields: tuple[str, ...], default: str
+) -> str:
+    """:func:`get_str` for a text with ``{name}`` placeholders, each one of ``fields``.
+
+    Filled by :func:`webapp.text_rules.fill`, never ``str.format``: researcher text must not
+    reach format-string semantics (``{0}`` failed every page, ``{price.__class__}`` showed
+    object internals to participants).
+    """
+    value = get_str(raw, key, where, default)
+    unknown = [name for name in placeholders(value) if name not in fields]
+    if unknown:
+        known = ", ".join(f"{{{f}}}" for f in fields)
+        raise where.at(key).error(
+            f"unknown placeholder {{{unknown[0]}}}; this text may use {known}"
+        )
+    return value
+
+
 def get_id(raw: Mapping[str, Any], key: str, where: Where) -> str:
-    """Return an identifier (letters, digits, ``_.-``; at most 64 characters)."""
-    value = get_str(raw, key, where)
+    """Return an identifier (letters, digits, ``_.-``; at most :data:`ID_MAX` characters).
+
+    Ids are stored in ``String(64)`` columns (block, pair and item ids); a test holds
+    :data:`ID_MAX` to those columns' lengths.
+    """
+    value = get_line(raw, key, where, max_len=ID_MAX)
     if not ID_RE.match(value):
         raise where.at(key).error(f"{value!r} is not a valid id (letters, digits, _ . -)")
     return value
+
+
+def check_strings(value: Any, where: Where) -> None:
+    """Refuse any string or key in a normalised definition that :func:`check_text` refuses.
+
+    The safety net behind the per-key checks: texts taken from stimulus files, extra CSV
+    columns and values read with ``str()`` all pass here before the definition is stored, so
+    no NUL or control character reaches the database or a page whichever reader let it in.
+    Lengths are the per-key checks' business (the joined passages of a source are long).
+    """
+    if isinstance(value, str):
+        check_text(value, where, max_len=len(value))
+    elif isinstance(value, Mapping):
+        for key, child in value.items():
+            if isinstance(key, str):
+                check_text(key, where, max_len=len(key), one_line=True)
+            check_strings(child, where.at(key if isinstance(key, str) else str(key)))
+    elif isinstance(value, list | tuple):
+        for i, child in enumerate(value):
+            check_strings(child, where.at(i))
 
 
 def check_keys(raw: Mapping[str, Any], allowed: set[str], where: Where) -> None:
@@ -331,7 +457,20 @@ def parse_yaml(text: str, where: Where) -> Any:
         ) from None
 
 
+def _completion_code(codes: Mapping[str, Any], key: str, where: Where) -> str:
+    # Codes are appended to the recruiter's completion link (``?cc=CODE``): no URL syntax.
+    value = get_line(codes, key, where, max_len=ID_MAX)
+    if not ID_RE.match(value):
+        raise where.at(key).error(
+            f"{value!r} is not a valid completion code (letters, digits, _ . -; it is "
+            "appended to the recruiter's completion link)"
+        )
+    return value
+
+
 def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
+    from webapp.models import PlatformIdentity
+
     raw = get_mapping(raw if raw is not None else {}, where)
     check_keys(raw, {"platforms", "completion_codes", "exclude_ids", "description"}, where)
     platforms = get_list(raw.get("platforms", list(PLATFORMS)), where.at("platforms"), min_len=1)
@@ -345,21 +484,32 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
     return {
         "platforms": list(platforms),
         "completion_codes": {
-            "completed": get_str(codes, "completed", codes_where),
-            "screened_out": get_str(codes, "screened_out", codes_where),
+            "completed": _completion_code(codes, "completed", codes_where),
+            "screened_out": _completion_code(codes, "screened_out", codes_where),
             # Shown when a study with limited slots (sentiment annotation) has none left;
             # only stored when given, so older definitions keep their hash.
             **(
-                {"study_full": get_str(codes, "study_full", codes_where)}
+                {"study_full": _completion_code(codes, "study_full", codes_where)}
                 if "study_full" in codes
                 else {}
             ),
         },
-        "exclude_ids": [str(x) for x in excluded],
+        # Compared with the platform IDs people arrive with, which fit this column.
+        "exclude_ids": [
+            check_text(
+                str(x),
+                where.at("exclude_ids").at(i),
+                max_len=column_length(PlatformIdentity.external_id),
+                one_line=True,
+            )
+            for i, x in enumerate(excluded)
+        ],
     }
 
 
 def _payment(raw: Any, where: Where) -> dict[str, Any]:
+    from webapp.models import BonusPayment
+
     raw = get_mapping(raw if raw is not None else {}, where)
     check_keys(raw, {"base_usd", "bonus"}, where)
     bonus_where = where.at("bonus")
@@ -369,7 +519,9 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
         "base_usd": get_number(raw, "base_usd", where, minimum=0),
         "bonus": {
             "usd": get_number(bonus, "usd", bonus_where, default=0.0, minimum=0),
-            "rule": get_str(bonus, "rule", bonus_where, default="none"),
+            "rule": get_line(
+                bonus, "rule", bonus_where, default="none", max_len=column_length(BonusPayment.rule)
+            ),
         },
     }
 
@@ -395,6 +547,7 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     StudyDefinitionError
         With file, path and reason.
     """
+    from webapp.models import Study
     from webapp.tasks import get_task_type, task_type_names
 
     if raw is None:
@@ -405,7 +558,9 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         {"slug", "title", "description", "estimated_minutes", "recruitment", "payment", "tasks"},
         where,
     )
-    slug = get_str(raw, "slug", where)
+    # SLUG_RE bounds the length to Study.slug's (a test holds them together); checking the
+    # pattern first keeps the reason about the pattern, with the value quoted.
+    slug = get_str(raw, "slug", where, one_line=True)
     if not SLUG_RE.match(slug):
         raise where.at("slug").error(f"{slug!r} must be lower-case letters, digits and dashes")
     tasks_where = where.at("tasks")
@@ -414,7 +569,7 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     for i, block in enumerate(get_list(raw.get("tasks"), tasks_where, min_len=1)):
         bw = tasks_where.at(i)
         block = get_mapping(block, bw)
-        type_name = get_str(block, "type", bw)
+        type_name = get_line(block, "type", bw)
         task_type = get_task_type(type_name)
         if task_type is None:
             raise bw.at("type").error(
@@ -439,15 +594,17 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
             "a study with limited slots (sentiment_annotation) needs a 'study_full' code for "
             "the participants it turns away"
         )
-    return {
+    definition = {
         "slug": slug,
-        "title": get_str(raw, "title", where),
+        "title": get_line(raw, "title", where, max_len=column_length(Study.title)),
         "description": get_str(raw, "description", where, default=""),
         "estimated_minutes": get_number(raw, "estimated_minutes", where, default=10.0, minimum=0),
         "recruitment": recruitment,
         "payment": _payment(raw.get("payment"), where.at("payment")),
         "tasks": blocks,
     }
+    check_strings(definition, where)
+    return definition
 
 
 def load_study_file(path: str | Path) -> dict[str, Any]:

@@ -390,9 +390,9 @@ def reconcile_import(slug: str) -> Any:
         return _back(slug, "reconcile", "Choose the platform and a CSV file.")
     platform = Platform(form.platform.data)
     try:
-        text = form.file.data.read().decode("utf-8-sig")
-        statuses = reconcile.read_statuses(platform, io.StringIO(text))
-    except (UnicodeDecodeError, reconcile.ReconcileError) as exc:
+        # One byte over the bound is enough to refuse the file without reading all of it.
+        statuses = reconcile.read_export(platform, form.file.data.read(reconcile.MAX_BYTES + 1))
+    except reconcile.ReconcileError as exc:
         return _back(slug, "reconcile", f"Could not read the file: {exc}")
     report = reconcile.reconcile(s, platform, statuses, g.researcher, now=utcnow())
     return render_template("researcher/reconcile.html", s=s, report=report, study=None)

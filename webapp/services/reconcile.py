@@ -10,6 +10,7 @@ but not completed here (or never seen here).
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +20,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from webapp.extensions import db
-from webapp.models import Participant, ParticipantStatus, Platform, Study
+from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
+from webapp.studydef import column_length
+from webapp.text_rules import forbidden_character
 
 # Prolific's submission statuses; MTurk's AssignmentStatus values are mapped onto the same words.
 SUBMITTED = frozenset({"APPROVED", "AWAITING REVIEW", "REJECTED", "SUBMITTED"})
@@ -30,8 +33,47 @@ _COLUMNS = {
 }
 
 
+# A Prolific export of 10,000 submissions is about 2 MB; anything far beyond is not an export.
+MAX_BYTES = 8 * 1024 * 1024
+# Longer IDs or statuses than the columns they are compared with or stored in are not from a
+# recruiter's export (and a status over Participant.platform_status failed on PostgreSQL).
+_ID_MAX = column_length(PlatformIdentity.external_id)
+_STATUS_MAX = column_length(Participant.platform_status)
+
+
 class ReconcileError(ValueError):
-    """The uploaded file is not a recognisable export (message names the missing column)."""
+    """The uploaded file is not a recognisable export; the message says why (and where).
+
+    Messages are short and quote nothing long: the console shows them in a flash message.
+    """
+
+
+def _quote(value: str, limit: int = 40) -> str:
+    """``repr`` of ``value``, shortened: a message never carries a whole field."""
+    return repr(value if len(value) <= limit else f"{value[: limit - 3]}...")
+
+
+def read_export(platform: Platform, data: bytes) -> dict[str, str]:
+    """:func:`read_statuses` of an uploaded file's bytes, bounded and decoded.
+
+    Raises
+    ------
+    ReconcileError
+        Over :data:`MAX_BYTES`, not UTF-8 text, or anything :func:`read_statuses` refuses.
+    """
+    if len(data) > MAX_BYTES:
+        raise ReconcileError(
+            f"the file is larger than {MAX_BYTES:,} bytes; a recruiter's export is far smaller"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ReconcileError(
+            f"line {line} is not UTF-8 text; upload the CSV file exactly as the recruiter "
+            "exported it"
+        ) from None
+    return read_statuses(platform, io.StringIO(text, newline=""))
 
 
 @dataclass
@@ -78,16 +120,29 @@ def read_statuses(platform: Platform, fh: IO[str]) -> dict[str, str]:
     Raises
     ------
     ReconcileError
-        A required column is missing.
+        A required column is missing, the CSV is malformed (a field over
+        ``csv.field_size_limit()`` included), or an ID or status has control characters or is
+        longer than any real one; the message names the line.
     """
     reader = csv.DictReader(fh)
+    try:
+        return _read_rows(platform, reader)
+    except csv.Error as exc:
+        raise ReconcileError(
+            f"near line {reader.line_num + 1}: not a readable CSV file ({str(exc)[:100]})"
+        ) from None
+
+
+def _read_rows(platform: Platform, reader: csv.DictReader[str]) -> dict[str, str]:
     names = {_norm(n): n for n in (reader.fieldnames or []) if n}
     id_col, status_col = _COLUMNS[platform]
     for needed in (id_col, status_col):
         if _norm(needed) not in names:
+            found = [_quote(n) for n in list(names.values())[:12]]
+            more = ", ..." if len(names) > 12 else ""
             raise ReconcileError(
                 f"the {platform.value} file has no column {needed!r} "
-                f"(found: {list(names.values())})"
+                f"(found: [{', '.join(found)}{more}])"
             )
     out: dict[str, str] = {}
     for row in reader:
@@ -95,6 +150,12 @@ def read_statuses(platform: Platform, fh: IO[str]) -> dict[str, str]:
         status = (row.get(names[status_col]) or "").strip()
         if not pid or not status:
             continue
+        for value, what, limit in ((pid, id_col, _ID_MAX), (status, status_col, _STATUS_MAX)):
+            if len(value) > limit or forbidden_character(value) is not None:
+                raise ReconcileError(
+                    f"line {reader.line_num}: {_quote(value)} is not a {what} (more than "
+                    f"{limit} characters, or control characters)"
+                )
         if platform is Platform.mturk:
             status = MTURK_STATUS.get(status.lower(), status.upper())
         out[pid] = status.upper()

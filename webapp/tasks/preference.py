@@ -22,7 +22,7 @@ from wtforms import RadioField, TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
 from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
-from webapp.studydef import Where, check_keys, get_mapping, get_str
+from webapp.studydef import LINE_MAX, Where, check_keys, check_text, get_line, get_mapping, get_str
 from webapp.tasks import rating_slots as slots
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 
@@ -51,7 +51,7 @@ def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
             sw = rw.at(side)
             body = get_mapping(rec.get(side), sw)
             sides[side] = {
-                "system": get_str(body, "system", sw),
+                "system": get_line(body, "system", sw),
                 "text": slots.text_of(body.get("text"), sw.at("text")),
             }
         if sides["a"]["system"] == sides["b"]["system"]:
@@ -59,8 +59,13 @@ def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
         pairs.append(
             {
                 "item_id": pair_id,
-                "source_id": str(rec.get("source_id") or pair_id),
-                "text": str(rec.get("source") or "").strip(),
+                "source_id": check_text(
+                    str(rec.get("source_id") or pair_id),
+                    rw.at("source_id"),
+                    max_len=LINE_MAX,
+                    one_line=True,
+                ),
+                "text": check_text(str(rec.get("source") or "").strip(), rw.at("source")),
                 "a": sides["a"],
                 "b": sides["b"],
             }
@@ -131,7 +136,7 @@ class PairwisePreferenceTask(TaskType):
             "items": items,
             **keys,
             "labels": ["a", "b"],
-            "heading": get_str(body, "heading", where, default="Compare two summaries"),
+            "heading": get_line(body, "heading", where, default="Compare two summaries"),
             "instructions": get_str(body, "instructions", where, default=""),
             "question": get_str(body, "question", where, default="Which summary is better?"),
             "ask_reason": _flag(body, "ask_reason", where, True),

@@ -21,14 +21,17 @@ from webapp.studydef import (
     Where,
     check_keys,
     get_id,
+    get_line,
     get_list,
     get_mapping,
     get_number,
     get_str,
+    get_template,
     read_yaml,
     stimulus_path,
 )
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.text_rules import fill
 
 SIDES = ("left", "right")
 _AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$")
@@ -103,7 +106,7 @@ def _product(raw: Any, where: Where) -> dict[str, Any]:
     p = get_mapping(raw, where)
     check_keys(p, {"manufacturer", "price_usd", "review", "summary"}, where)
     return {
-        "manufacturer": get_str(p, "manufacturer", where),
+        "manufacturer": get_line(p, "manufacturer", where),
         "price_usd": get_number(p, "price_usd", where, minimum=0.01),
         "review": get_str(p, "review", where),
         "summary": get_str(p, "summary", where),
@@ -126,7 +129,7 @@ def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
         pairs.append(
             {
                 "id": get_id(pair, "id", w),
-                "product_type": get_str(pair, "product_type", w),
+                "product_type": get_line(pair, "product_type", w),
                 "target": target,
                 "control": control,
             }
@@ -136,6 +139,15 @@ def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
     if dupes:
         raise where.error(f"duplicate pair ids {dupes}")
     return pairs
+
+
+# What the WTP question may name: the other product's price, the two manufacturers and the
+# product type. Filled by text_rules.fill (never str.format on researcher text).
+WTP_FIELDS = ("price", "chosen", "other", "product")
+WTP_QUESTION = (
+    "The other product costs {price}. How much more than {price} would you pay for the one "
+    "you chose?"
+)
 
 
 class ProductChoiceTask(TaskType):
@@ -166,21 +178,15 @@ class ProductChoiceTask(TaskType):
         return {
             "pairs": pairs,
             "labels": {
-                "original": get_str(labels, "original", lw, default="Customer review"),
-                "summary": get_str(labels, "summary", lw, default="Summary of customer reviews"),
+                "original": get_line(labels, "original", lw, default="Customer review"),
+                "summary": get_line(labels, "summary", lw, default="Summary of customer reviews"),
             },
             "prompt": get_str(body, "prompt", where, default="Which product would you buy?"),
             "wtp": {
                 "max_premium_usd": get_number(
                     wtp, "max_premium_usd", ww, default=100.0, minimum=0.01
                 ),
-                "question": get_str(
-                    wtp,
-                    "question",
-                    ww,
-                    default="The other product costs {price}. How much more than {price} "
-                    "would you pay for the one you chose?",
-                ),
+                "question": get_template(wtp, "question", ww, WTP_FIELDS, WTP_QUESTION),
             },
         }
 
@@ -242,14 +248,19 @@ class ProductChoiceTask(TaskType):
         chose_target = response.chose_target
         chosen = pair["target"] if chose_target else pair["control"]
         other = pair["control"] if chose_target else pair["target"]
-        price = f"${other['price_usd']:,.2f}"
+        values = {
+            "price": f"${other['price_usd']:,.2f}",
+            "chosen": chosen["manufacturer"],
+            "other": other["manufacturer"],
+            "product": pair["product_type"],
+        }
         return {
             **base,
             "kind": "wtp",
             "chosen": chosen,
             "other": other,
             "other_price": other["price_usd"],
-            "question": ctx.block["wtp"]["question"].format(price=price),
+            "question": fill(ctx.block["wtp"]["question"], values),
             "max_usd": ctx.block["wtp"]["max_premium_usd"],
         }
 

@@ -13,10 +13,13 @@ from wtforms.validators import InputRequired, NumberRange, Optional
 
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.studydef import (
+    LINE_MAX,
     Where,
     check_keys,
+    check_text,
     get_id,
     get_int,
+    get_line,
     get_list,
     get_mapping,
     get_str,
@@ -26,15 +29,24 @@ from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, 
 REQUIRED = "Please choose an answer."
 
 
+def _options(raw: Any, where: Where) -> list[str]:
+    """Option texts: shown as labels and sent back as the answer, so one line each."""
+    values = get_list(raw, where, min_len=2)
+    return [
+        check_text(str(o), where.at(i), max_len=LINE_MAX, one_line=True)
+        for i, o in enumerate(values)
+    ]
+
+
 def _choice_question(raw: Any, where: Where, *, with_correct: bool) -> dict[str, Any]:
     q = get_mapping(raw, where)
     check_keys(q, {"id", "text", "options", "correct"}, where)
-    options = [str(o) for o in get_list(q.get("options"), where.at("options"), min_len=2)]
+    options = _options(q.get("options"), where.at("options"))
     if len(set(options)) != len(options):
         raise where.at("options").error("options must be distinct")
     out = {"id": get_id(q, "id", where), "text": get_str(q, "text", where), "options": options}
     if with_correct:
-        correct = get_str(q, "correct", where)
+        correct = get_line(q, "correct", where)
         if correct not in options:
             raise where.at("correct").error(f"{correct!r} is not one of the options {options}")
         out["correct"] = correct
@@ -83,11 +95,11 @@ class QuizTask(TaskType):
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions", "attempts", "on_fail"}, where)
-        on_fail = get_str(body, "on_fail", where, default="screen_out")
+        on_fail = get_line(body, "on_fail", where, default="screen_out")
         if on_fail not in {"screen_out", "continue"}:
             raise where.at("on_fail").error("must be 'screen_out' or 'continue'")
         return {
-            "heading": get_str(body, "heading", where, default="Check your understanding"),
+            "heading": get_line(body, "heading", where, default="Check your understanding"),
             "text": get_str(body, "text", where, default=""),
             "questions": _questions(body, where, with_correct=True),
             "attempts": get_int(body, "attempts", where, default=2, minimum=1),
@@ -151,7 +163,7 @@ class AttentionCheckTask(TaskType):
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
         return {
-            "heading": get_str(body, "heading", where, default="A few more questions"),
+            "heading": get_line(body, "heading", where, default="A few more questions"),
             "text": get_str(body, "text", where, default=""),
             "questions": _questions(body, where, with_correct=True),
         }
@@ -206,15 +218,13 @@ class DemographicsTask(TaskType):
                 "required": bool(q.get("required", False)),
             }
             if kind == "choice":
-                out["options"] = [
-                    str(o) for o in get_list(q.get("options"), w.at("options"), min_len=2)
-                ]
+                out["options"] = _options(q.get("options"), w.at("options"))
             if kind == "number":
                 out["min"] = get_int(q, "min", w, default=0, minimum=-(10**9))
                 out["max"] = get_int(q, "max", w, default=10**6, minimum=out["min"])
             questions.append(out)
         return {
-            "heading": get_str(body, "heading", where, default="About you"),
+            "heading": get_line(body, "heading", where, default="About you"),
             "text": get_str(body, "text", where, default=""),
             "questions": questions,
         }

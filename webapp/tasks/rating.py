@@ -19,7 +19,17 @@ from wtforms import RadioField
 from wtforms.validators import InputRequired
 
 from webapp.models import TaskResponse
-from webapp.studydef import Where, check_keys, get_int, get_list, get_mapping, get_str
+from webapp.studydef import (
+    LINE_MAX,
+    Where,
+    check_keys,
+    check_text,
+    get_int,
+    get_line,
+    get_list,
+    get_mapping,
+    get_str,
+)
 from webapp.tasks import rating_slots as slots
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 
@@ -72,7 +82,7 @@ def _dimensions(raw: Any, where: Where) -> list[dict[str, str]]:
         entry = get_mapping(entry, dw)
         check_keys(entry, {"id", "name", "question", "definition"}, dw)
         dim_id = slots.item_id_of(entry.get("id"), dw.at("id"), seen)
-        name = get_str(entry, "name", dw, default=dim_id.capitalize())
+        name = get_line(entry, "name", dw, default=dim_id.capitalize())
         out.append(
             {
                 "id": dim_id,
@@ -93,7 +103,11 @@ def _scale(raw: Any, where: Where) -> dict[str, Any]:
         raise where.at("max").error("must be above min")
     n = high - low + 1
     default = list(DEFAULT_SCALE_LABELS) if n == len(DEFAULT_SCALE_LABELS) else [""] * n
-    labels = [str(x) for x in get_list(body.get("labels", default), where.at("labels"))]
+    lw = where.at("labels")
+    labels = [
+        check_text(str(x), lw.at(i), max_len=LINE_MAX, one_line=True)
+        for i, x in enumerate(get_list(body.get("labels", default), lw))
+    ]
     if len(labels) != n:
         raise where.at("labels").error(f"needs {n} labels, one per scale point")
     return {"min": low, "max": high, "labels": labels}
@@ -120,6 +134,7 @@ def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
             pw = rw.at("passages").at(i)
             p = get_mapping(p, pw)
             label = str(p.get("label") or f"Passage {i + 1}")
+            check_text(label, pw.at("label"), max_len=LINE_MAX, one_line=True)
             passages.append({"label": label, "text": slots.text_of(p.get("text"), pw.at("text"))})
         summaries = []
         ids: set[str] = set()
@@ -127,7 +142,7 @@ def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
         for i, s in enumerate(get_list(rec.get("summaries"), rw.at("summaries"), min_len=2)):
             sw = rw.at("summaries").at(i)
             s = get_mapping(s, sw)
-            system = get_str(s, "system", sw)
+            system = get_line(s, "system", sw)
             if system in systems:
                 raise sw.at("system").error(f"system {system!r} has two summaries of this source")
             systems.add(system)
@@ -143,8 +158,15 @@ def read_sources(raw: Any, where: Where) -> list[dict[str, Any]]:
             {
                 "item_id": item_id,
                 "text": "\n\n".join(p["text"] for p in passages),
-                "perspective": str(rec.get("perspective") or ""),
-                "topic": str(rec.get("topic") or ""),
+                "perspective": check_text(
+                    str(rec.get("perspective") or ""),
+                    rw.at("perspective"),
+                    max_len=LINE_MAX,
+                    one_line=True,
+                ),
+                "topic": check_text(
+                    str(rec.get("topic") or ""), rw.at("topic"), max_len=LINE_MAX, one_line=True
+                ),
                 "passages": passages,
                 "summaries": summaries,
             }
@@ -172,7 +194,7 @@ class SummaryRatingTask(TaskType):
             "labels": [RATED],
             "dimensions": _dimensions(body.get("dimensions"), where.at("dimensions")),
             "scale": _scale(body.get("scale"), where.at("scale")),
-            "heading": get_str(body, "heading", where, default="Rate the summaries"),
+            "heading": get_line(body, "heading", where, default="Rate the summaries"),
             "instructions": get_str(body, "instructions", where, default=""),
             "passages_open": open_,
         }

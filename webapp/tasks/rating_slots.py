@@ -21,7 +21,15 @@ from sqlalchemy import func, select
 
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
-from webapp.studydef import ID_RE, Where, get_int, get_number, read_text, stimulus_path
+from webapp.studydef import (
+    ID_RE,
+    Where,
+    check_text,
+    get_int,
+    get_number,
+    read_text,
+    stimulus_path,
+)
 from webapp.tasks.base import Outcome, PageContext, SaveResult
 
 STUDY_FULL = "study_full"
@@ -63,7 +71,7 @@ def text_of(raw: Any, where: Where) -> str:
     """A non-empty string from a stimulus record."""
     if not isinstance(raw, str) or not raw.strip():
         raise where.error("expected a non-empty text")
-    return raw.strip()
+    return check_text(raw.strip(), where)
 
 
 def item_id_of(raw: Any, where: Where, seen: set[str]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webapp.studydef import Where, check_keys, get_str
+from webapp.studydef import Where, check_keys, get_line, get_str
 from webapp.tasks.base import TaskType
 
 
@@ -22,9 +22,9 @@ class _TextTask(TaskType):
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "button"}, where)
         return {
-            "heading": get_str(body, "heading", where, default=self.default_heading),
+            "heading": get_line(body, "heading", where, default=self.default_heading),
             "text": get_str(body, "text", where),
-            "button": get_str(body, "button", where, default=self.default_button),
+            "button": get_line(body, "button", where, default=self.default_button),
         }
 
 
@@ -39,7 +39,7 @@ class ConsentTask(_TextTask):
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "button", "decline_button"}, where)
         out = super().validate({k: v for k, v in body.items() if k != "decline_button"}, where)
-        out["decline_button"] = get_str(body, "decline_button", where, default="I do not agree")
+        out["decline_button"] = get_line(body, "decline_button", where, default="I do not agree")
         return out
 
 

@@ -34,7 +34,16 @@ from webapp.models import (
     TaskResponse,
     qualification_scope,
 )
-from webapp.studydef import Where, check_keys, get_int, get_list, get_number, get_str
+from webapp.studydef import (
+    Where,
+    check_keys,
+    column_length,
+    get_int,
+    get_line,
+    get_list,
+    get_number,
+    get_str,
+)
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 from webapp.tasks.sentiment.items import LABELS, read_items
 
@@ -89,13 +98,19 @@ class SentimentQualificationTask(TaskType):
         labels = validate_labels(body.get("labels"), where.at("labels"))
         items = read_items(body.get("items"), where.at("items"))
         return {
-            "qualification": get_str(body, "qualification", where),
+            # Results are stored (and shared across studies) under this name.
+            "qualification": get_line(
+                body,
+                "qualification",
+                where,
+                max_len=column_length(QualificationResult.qualification),
+            ),
             "items": [{k: it[k] for k in ("item_id", "text", "base_sentiment")} for it in items],
             "labels": labels,
             "required_accuracy": get_number(
                 body, "required_accuracy", where, default=1.0, minimum=0.0, maximum=1.0
             ),
-            "heading": get_str(body, "heading", where, default="Qualification"),
+            "heading": get_line(body, "heading", where, default="Qualification"),
             "text": get_str(
                 body,
                 "text",
@@ -237,7 +252,7 @@ class SentimentAnnotationTask(TaskType):
             "reservation_minutes": get_number(
                 body, "reservation_minutes", where, default=30.0, minimum=0.001
             ),
-            "heading": get_str(body, "heading", where, default="Label the statement"),
+            "heading": get_line(body, "heading", where, default="Label the statement"),
             "instructions": get_str(body, "instructions", where, default=""),
             "prompt": get_str(
                 body, "prompt", where, default="What is the sentiment of this statement?"

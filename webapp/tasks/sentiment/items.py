@@ -14,7 +14,7 @@ import csv
 import io
 from typing import Any
 
-from webapp.studydef import ID_RE, Where, n_lines, read_text, stimulus_path
+from webapp.studydef import ID_RE, LINE_MAX, Where, check_text, n_lines, read_text, stimulus_path
 
 BASE_SENTIMENTS = ("positive", "negative")
 LABELS = ("positive", "negative", "neutral")
@@ -83,6 +83,8 @@ def read_items(
     if missing:
         raise file_where.error(f"missing column(s) {missing}; the header is {header}")
     extra_cols = [c for c in header if c not in {*REQUIRED_COLUMNS, "gold_label"} and c]
+    for c in extra_cols:  # column names become export columns (item_<column>)
+        check_text(c, file_where.at(c), max_len=LINE_MAX, one_line=True)
     items: list[dict[str, Any]] = []
     seen: set[str] = set()
     for n, (line, row) in enumerate(rows, start=2):
@@ -96,6 +98,7 @@ def read_items(
         text = (row.get("text") or "").strip()
         if not text:
             raise rw.at("text").error("is empty")
+        check_text(text, rw.at("text"))
         base = (row.get("base_sentiment") or "").strip().lower()
         if base not in BASE_SENTIMENTS:
             raise rw.at("base_sentiment").error(f"{base!r} is not one of {list(BASE_SENTIMENTS)}")
@@ -110,7 +113,7 @@ def read_items(
                 "text": text,
                 "base_sentiment": base,
                 "gold_label": gold_label,
-                "extra": {c: (row.get(c) or "").strip() for c in extra_cols},
+                "extra": {c: check_text((row.get(c) or "").strip(), rw.at(c)) for c in extra_cols},
             }
         )
     if not items:
