@@ -93,9 +93,12 @@ def test_a_file_over_the_bound_is_refused_without_reading_it_all(app, study, mon
 
 
 def test_a_good_export_still_imports(app, study, make_bot):
-    make_bot(external_id="P1").run()
+    from webapp.bots import platform_id
+
+    make_bot(external_id="P1").run()  # arrives as the valid Prolific ID derived from "P1"
     client = _console(app)
-    resp = _post(client, HEADER + b"s1,P1,RETURNED\n")
+    pid = platform_id("prolific", "P1").encode()
+    resp = _post(client, HEADER + b"s1," + pid + b",RETURNED\n")
     assert resp.status_code == 200 and "completed here, RETURNED on prolific" in resp.get_data(
         as_text=True
     )
