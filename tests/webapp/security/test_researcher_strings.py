@@ -260,13 +260,13 @@ def test_a_forbidden_character_in_any_researcher_string_is_refused_where_it_is(
 
 
 def test_the_product_pairs_file_is_checked_too(stimuli_copy):
-    pairs = stimuli_copy / "product_pairs" / "demo.yaml"
+    pairs = stimuli_copy / "studies" / "product_pairs" / "demo.yaml"
     raw = yaml.safe_load(pairs.read_text())
     raw["pairs"][1]["target"]["manufacturer"] = "Acme\x00"
     raw["pairs"][2]["control"]["review"] = "Great\x00"
     pairs.write_text(yaml.safe_dump(raw, allow_unicode=True))
     err = _refused(stimuli_copy / "studies" / "product-choice-demo.yaml")
-    assert err.file == "demo.yaml" and err.path == "pairs[1].target.manufacturer"
+    assert err.file == "product_pairs/demo.yaml" and err.path == "pairs[1].target.manufacturer"
     assert "NUL" in err.reason and err.line is not None
 
 
@@ -291,18 +291,18 @@ def _edit_csv(path: Path, row: int, column: str, value: str) -> None:
 def test_a_forbidden_character_in_an_item_csv_is_refused_at_its_row(
     stimuli_copy, column, value, reason
 ):
-    items = stimuli_copy / "sentiment" / "demo_items.csv"
+    items = stimuli_copy / "studies" / "sentiment" / "demo_items.csv"
     _edit_csv(items, 3, column, value)
     err = _refused(stimuli_copy / "studies" / "sentiment-demo.yaml")
-    assert err.file == "demo_items.csv" and err.path == f"row 3.{column}"
+    assert err.file == "sentiment/demo_items.csv" and err.path == f"row 3.{column}"
     assert reason in err.reason and err.line == 3
 
 
 def test_a_forbidden_character_in_an_item_csv_header_is_refused(stimuli_copy):
-    items = stimuli_copy / "sentiment" / "demo_items.csv"
+    items = stimuli_copy / "studies" / "sentiment" / "demo_items.csv"
     items.write_text(items.read_text().replace("frame_text", "frame\x01text", 1))
     err = _refused(stimuli_copy / "studies" / "sentiment-demo.yaml")
-    assert err.file == "demo_items.csv" and "U+0001" in err.reason
+    assert err.file == "sentiment/demo_items.csv" and "U+0001" in err.reason
 
 
 @pytest.mark.parametrize(
@@ -342,14 +342,14 @@ def test_a_forbidden_character_in_an_item_csv_header_is_refused(stimuli_copy):
 def test_a_forbidden_character_in_a_jsonl_record_is_refused_at_its_line(
     stimuli_copy, fname, study, edit, path, reason
 ):
-    jsonl = stimuli_copy / "evaluation" / fname
+    jsonl = stimuli_copy / "studies" / "evaluation" / fname
     lines = jsonl.read_text(encoding="utf-8").splitlines()
     record = json.loads(lines[1])
     edit(record)
     lines[1] = json.dumps(record)  # \u0000 and \ud800 escapes: valid JSON, not valid text
     jsonl.write_text("\n".join(lines) + "\n", encoding="utf-8")
     err = _refused(stimuli_copy / "studies" / f"{study}.yaml")
-    assert err.file == fname and err.path == f"line 2.{path}"
+    assert err.file == f"evaluation/{fname}" and err.path == f"line 2.{path}"
     assert reason in err.reason and err.line == 2
 
 
