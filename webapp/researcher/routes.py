@@ -225,6 +225,7 @@ def study(slug: str) -> str:
         links=console.recruitment_links(s, request.host_url),
         transitions=sorted(t.value for t in console.TRANSITIONS[s.state]),
         ledger=payments.ledger_rows(s),
+        bonus_plans=_bonus_plans(s),
         state_form=StateForm(),
         action_form=ParticipantActionForm(),
         preview_form=PreviewForm(),
@@ -233,6 +234,19 @@ def study(slug: str) -> str:
         formats=export_service.formats_for(s),
         study=None,
     )
+
+
+def _bonus_plans(s: Study) -> dict[str, payments.BonusPlan]:
+    """Per payable platform of the study: who a bonus run would leave out, and why."""
+    plans = {}
+    for name in s.definition["recruitment"]["platforms"]:
+        platform = Platform(name)
+        if platform in payments.PAYABLE_PLATFORMS:
+            try:
+                plans[name] = payments.bonus_plan(s, platform)
+            except payments.PaymentError:
+                return {}  # the study pays no bonus
+    return plans
 
 
 @bp.get("/studies/<slug>/live.json")
@@ -348,6 +362,9 @@ def bonus(slug: str) -> Any:
         )
     except payments.PaymentError as exc:
         return _back(slug, "payments", str(exc))
+    if issue.excluded:
+        left_out = "; ".join(f"{code}: {why}" for code, why in issue.excluded)
+        flash(f"Bonuses left out on {platform.value}: {left_out}", "warning")
     out = io.StringIO()
     payments.write_bonus_file(issue.lines, platform, out)
     return Response(
