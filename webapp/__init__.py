@@ -23,7 +23,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Flask
         The app with extensions, blueprints, error handlers and CLI commands registered.
     """
-    from webapp import errors, security
+    from webapp import errors, security, sessions
     from webapp.cli import register_commands
     from webapp.config import resolve_config
     from webapp.extensions import csrf, db, migrate
@@ -35,6 +35,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
     app.config.from_mapping(resolve_config(Path(app.instance_path), config))
+    sessions.register(app)
     hops = int(app.config.get("PROXY_HOPS") or 0)
     if hops:
         from werkzeug.middleware.proxy_fix import ProxyFix

@@ -364,6 +364,10 @@ def bonus(slug: str, platform: str, out: Path, force: bool) -> None:
         f"{issue.skipped_issued - (len(issue.lines) - issue.newly_issued)} already issued "
         f"and skipped, {issue.zero} with no bonus"
     )
+    if issue.reconciled:
+        click.echo(f"paid only participants the last {platform} reconciliation file lists")
+    for code, reason in issue.excluded:
+        click.echo(f"left out: {code}: {reason}")
 
 
 @click.command()

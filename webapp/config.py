@@ -10,17 +10,23 @@ Precedence, highest first:
 
 The database defaults to ``instance/framelab.sqlite``. ``DATABASE_URL`` may use Heroku's
 ``postgres://`` scheme; it is normalised to ``postgresql+psycopg://`` (psycopg 3).
-Production refuses to start without ``SECRET_KEY``; development generates one into
-``instance/secret_key`` so sessions survive restarts without a secret in the repository.
+Production refuses to start without a ``SECRET_KEY`` of at least 256 bits of entropy (e.g.
+``python -c "import secrets; print(secrets.token_hex(32))"``; see :func:`key_entropy_bits`);
+development generates one into ``instance/secret_key`` so sessions survive restarts without a
+secret in the repository.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
+import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+MIN_SECRET_KEY_BITS = 256
 
 
 class ConfigError(RuntimeError):
@@ -38,6 +44,11 @@ class BaseConfig:
     SESSION_COOKIE_HTTPONLY = True
     SESSION_COOKIE_SAMESITE = "Lax"
     SESSION_COOKIE_SECURE = False
+    # The researcher console has its own cookie (webapp.sessions): never sent on cross-site
+    # requests, whatever the participant cookie needs for MTurk's iframe. Secure and HttpOnly
+    # follow the SESSION_COOKIE_* settings (HttpOnly always).
+    CONSOLE_SESSION_COOKIE_NAME = "framelab_console"
+    CONSOLE_SESSION_COOKIE_SAMESITE = "Lax"
     # Where Prolific sends participants after the study; the code is appended as ``cc``.
     PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete"
     # Minutes after the last page view during which a started participant still counts as
@@ -121,6 +132,63 @@ def normalise_database_url(url: str) -> str:
     return url
 
 
+def key_entropy_bits(key: str) -> float:
+    """Estimate the entropy of a secret key in bits, generously for random keys only.
+
+    The estimate is ``len(key) * log2(alphabet)``, where the alphabet is the smallest of
+    hexadecimal, decimal digits, one-case letters, letters and digits, URL-safe base64,
+    standard base64 or printable ASCII that holds every character of the key (anything else:
+    the printable ASCII size again). A key of fewer than 8 distinct characters (``"aaaa…"``)
+    counts with those characters as its alphabet, and a key that repeats a block
+    (``"0123456789" * 4``) counts the block once.
+
+    Examples
+    --------
+    >>> key_entropy_bits("x" * 40)
+    0.0
+    >>> round(key_entropy_bits("0123456789abcdef" * 4))
+    64
+    >>> key_entropy_bits(secrets.token_hex(32)) >= 256
+    True
+    """
+    if not key:
+        return 0.0
+    chars = set(key)
+    alphabets = (
+        set(string.hexdigits.lower()),
+        set(string.hexdigits.upper()),
+        set(string.digits),
+        set(string.ascii_lowercase),
+        set(string.ascii_uppercase),
+        set(string.ascii_letters + string.digits),
+        set(string.ascii_letters + string.digits + "-_"),
+        set(string.ascii_letters + string.digits + "+/="),
+    )
+    size = min((len(a) for a in alphabets if chars <= a), default=95)
+    # A key that is one block repeated is worth one block.
+    period = next(
+        p for p in range(1, len(key) + 1) if len(key) % p == 0 and key == key[:p] * (len(key) // p)
+    )
+    return period * math.log2(size if len(chars) >= 8 else len(chars))
+
+
+def check_secret_key(key: str) -> None:
+    """Refuse a production ``SECRET_KEY`` with less than :data:`MIN_SECRET_KEY_BITS` of entropy.
+
+    Raises
+    ------
+    ConfigError
+        Naming the variable and how to make a good key.
+    """
+    bits = key_entropy_bits(key)
+    if bits < MIN_SECRET_KEY_BITS:
+        raise ConfigError(
+            f"SECRET_KEY is too weak for production (about {bits:.0f} bits of entropy; at least "
+            f"{MIN_SECRET_KEY_BITS} are required). Generate one with: python -c "
+            '"import secrets; print(secrets.token_hex(32))"'
+        )
+
+
 def _dev_secret_key(instance_path: Path) -> str:
     """Read or create ``instance/secret_key`` (development only)."""
     path = instance_path / "secret_key"
@@ -156,7 +224,7 @@ def resolve_config(
     Raises
     ------
     ConfigError
-        Unknown ``FRAMELAB_ENV``, or production without a secret key.
+        Unknown ``FRAMELAB_ENV``, or production without a strong secret key.
     """
     env = os.environ if environ is None else environ
     explicit = dict(explicit or {})
@@ -193,4 +261,6 @@ def resolve_config(
         if env_name == "production":
             raise ConfigError("SECRET_KEY must be set in production (FRAMELAB_ENV=production)")
         settings["SECRET_KEY"] = _dev_secret_key(instance_path)
+    elif env_name == "production":
+        check_secret_key(str(settings["SECRET_KEY"]))
     return settings

@@ -309,6 +309,12 @@ class Researcher(db.Model):
     password_hash: Mapped[str] = mapped_column(String(256))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    session_version: Mapped[int] = mapped_column(
+        Integer,
+        default=0,
+        server_default="0",
+        comment="stored in the console session at login; logout and password changes bump it",
+    )
 
 
 class AuditEvent(db.Model):

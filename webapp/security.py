@@ -7,6 +7,7 @@ from flask import Flask, Response, g
 MTURK_ANCESTORS = "https://*.mturk.com https://workersandbox.mturk.com https://www.mturk.com"
 # Forms may post (and their redirects may lead) to the recruiters' completion endpoints.
 FORM_ACTION = "'self' https://app.prolific.com https://*.mturk.com https://workersandbox.mturk.com"
+HSTS = "max-age=31536000; includeSubDomains"
 
 
 def allow_mturk_framing() -> None:
@@ -15,7 +16,8 @@ def allow_mturk_framing() -> None:
 
 
 def register(app: Flask) -> None:
-    """Add the headers to every response."""
+    """Add the headers to every response (HSTS in production only)."""
+    hsts = app.config.get("ENV_NAME") == "production"
 
     @app.after_request
     def _headers(response: Response) -> Response:
@@ -33,4 +35,7 @@ def register(app: Flask) -> None:
         # Participant URLs carry a session token: never leak it to other sites.
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers.setdefault("Cache-Control", "no-store")
+        if hsts:
+            # Production is served over HTTPS only: browsers must never try plain HTTP again.
+            response.headers["Strict-Transport-Security"] = HSTS
         return response

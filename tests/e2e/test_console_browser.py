@@ -115,4 +115,5 @@ def test_console_launch_watch_export_and_pay(console_server, desk_page, tmp_path
     assert len(lines) == 4
     for line in lines:
         pid, amount = line.split(",")
-        assert pid.startswith("BOT") and 0 < float(amount) <= 1.0 and len(amount) == 4
+        # Prolific IDs are paid in their canonical lower-case form.
+        assert pid.startswith("bot") and 0 < float(amount) <= 1.0 and len(amount) == 4

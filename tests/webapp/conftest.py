@@ -28,7 +28,8 @@ def make_app(database_url: str, **extra: Any):
     app = create_app(
         {
             "ENV_NAME": "testing",
-            "SECRET_KEY": "test-secret",
+            # Strong enough for ENV_NAME="production" (which refuses weak keys).
+            "SECRET_KEY": "3f9a7c1e5b2d8f4a6c0e9b3d7f1a5c8e2b6d0f4a9c3e7b1d5f8a2c6e0b4d9f3a",
             "SQLALCHEMY_DATABASE_URI": database_url,
             **extra,
         }

@@ -39,7 +39,12 @@ def test_production_refuses_to_start_without_secret_key(tmp_path):
         resolve_config(tmp_path, None, environ={"FRAMELAB_ENV": "production"})
     assert not (tmp_path / "secret_key").exists()
     settings = resolve_config(
-        tmp_path, None, environ={"FRAMELAB_ENV": "production", "SECRET_KEY": "s3cret"}
+        tmp_path,
+        None,
+        environ={
+            "FRAMELAB_ENV": "production",
+            "SECRET_KEY": "9c4e1f7a2b8d3e6f0a5c9b2d7e1f4a8c3b6d9e2f5a8c1b4d7e0f3a6c9b2e5d8f",
+        },
     )
     assert settings["SESSION_COOKIE_SECURE"] is True
 

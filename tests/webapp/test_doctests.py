@@ -30,7 +30,9 @@ def test_parse_premium_accepts_plain_amounts_only():
     assert parse_premium("0", 10) == 0.0
     assert parse_premium(".5", 10) == 0.5
     assert parse_premium("$ 10", 10) == 10.0
-    assert parse_premium("١٢", 100) == 12.0  # digits of other scripts are still numbers
+    for other_script in ("١٢", "１２", "²"):  # typed as 12 or 2 nowhere else: refused
+        with pytest.raises(ValueError, match="digits 0 to 9"):
+            parse_premium(other_script, 100)
     for bad in ("1e3", "nan", "inf", "10,5", "--1", "1.2.3", "0x10"):
         with pytest.raises(ValueError, match="number of dollars"):
             parse_premium(bad, 1000)

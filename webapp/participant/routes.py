@@ -12,7 +12,6 @@ from flask import (
     redirect,
     render_template,
     request,
-    session,
     url_for,
 )
 from werkzeug.wrappers import Response
@@ -28,6 +27,7 @@ from webapp.services import allocation, flow
 from webapp.services import entry as entry_service
 from webapp.services import mturk as mturk_service
 from webapp.services.entry import Entry, EntryError
+from webapp.sessions import console_researcher
 
 
 def _secret() -> str:
@@ -147,7 +147,7 @@ def start(slug: str) -> Response | str:
         rng=random.Random(secrets.randbits(64)),
         now=utcnow(),
         active_window=timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"]),
-        is_preview=bool(session.get("researcher_id")),
+        is_preview=console_researcher() is not None,
     )
     return _go(participant, entry)
 

@@ -36,6 +36,10 @@ class StateForm(FlaskForm):
     state = HiddenField(validators=[InputRequired()])
 
 
+class PreviewForm(FlaskForm):
+    """Start a preview (a POST: it writes an audit row)."""
+
+
 class ParticipantActionForm(FlaskForm):
     """Mark a participant returned/timed out, or exclude/re-include them."""
 

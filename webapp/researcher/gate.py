@@ -6,16 +6,16 @@ console; the participant views stay unaware of it.
 
 from __future__ import annotations
 
-from flask import request, session
+from flask import request
 
 from webapp.errors import ParticipantError
-from webapp.extensions import db
-from webapp.models import Researcher, Study, StudyState
+from webapp.models import Study, StudyState
 from webapp.participant.lookup import request_study
 from webapp.researcher import bp
 from webapp.services.accounts import can_access
 from webapp.services.entry import EntryError, find_participant, parse_entry
 from webapp.services.researchers import participant_gate
+from webapp.sessions import console_researcher
 
 _STARTING = {"participant.entry", "participant.start"}
 _MESSAGES = {
@@ -59,8 +59,8 @@ def study_must_be_live() -> None:
     study = request_study(slug) if isinstance(slug, str) else None
     if study is None:
         return  # the participant view shows its own "not found" page
-    rid = session.get("researcher_id")
-    researcher = db.session.get(Researcher, rid) if rid is not None else None
+    # The same check as every console view: a logged-out or re-passworded session is no one.
+    researcher = console_researcher()
     preview = researcher is not None and can_access(researcher, study)
     starting = request.endpoint in _STARTING and not _returning(study)
     blocked = participant_gate(study, starting=starting, preview=preview)

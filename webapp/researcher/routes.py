@@ -3,7 +3,10 @@
 Login is a signed-session flag rather than Flask-Login: there is no "remember me" and no user
 loading beyond one primary key, so the extension would add a dependency and no safety. The
 session is cleared at login (no fixation: nothing set before login survives it) and carries a
-fingerprint of the password hash, so a password reset ends every other session.
+fingerprint of the password hash and the account's session version, so a password reset or a
+logout ends every session of the account, including copies of the cookie
+(:func:`webapp.services.accounts.session_researcher`). The console's session is its own
+``SameSite=Lax`` cookie (:mod:`webapp.sessions`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from webapp.researcher.forms import (
     LoadForm,
     LoginForm,
     ParticipantActionForm,
+    PreviewForm,
     ReconcileForm,
     StateForm,
     UploadForm,
@@ -58,13 +62,7 @@ def _secret() -> str:
 
 
 def _current_researcher() -> Researcher | None:
-    rid = session.get("researcher_id")
-    researcher = db.session.get(Researcher, rid) if rid is not None else None
-    if researcher is None:
-        return None
-    if session.get("researcher_fp") != accounts.session_fingerprint(researcher, _secret()):
-        return None  # the password changed since this session logged in
-    return researcher
+    return accounts.session_researcher(session, _secret())
 
 
 def login_required(view: Callable[..., Any]) -> Callable[..., Any]:
@@ -118,7 +116,7 @@ def login() -> Any:
         username = form.username.data or ""
         client = accounts.client_hash(request.remote_addr, _secret())
         now = utcnow()
-        limit = accounts.login_limit(username, client, now)
+        limit = accounts.reserve_attempt(username, client, now)
         if not limit.allowed:
             minutes = -(-limit.retry_after_s // 60)
             error = f"Too many failed logins. Try again in {minutes} minute(s)."
@@ -128,11 +126,9 @@ def login() -> Any:
             if researcher is not None:
                 accounts.clear_failures(username)
                 session.clear()  # nothing from before the login survives it
-                session["researcher_id"] = researcher.id
-                session["researcher_fp"] = accounts.session_fingerprint(researcher, _secret())
+                session.update(accounts.session_values(researcher, _secret()))
                 audit.record(researcher, "login")
                 return redirect(url_for("researcher.index"))
-            accounts.record_failure(username, client, now)
             error = "Unknown username or wrong password."
     return render_template("researcher/login.html", form=form, error=error, study=None), status
 
@@ -140,7 +136,8 @@ def login() -> Any:
 @bp.post("/logout")
 @login_required
 def logout() -> Any:
-    """Log out."""
+    """Log out: end every session of the account, including copies of this cookie."""
+    accounts.end_sessions(g.researcher, commit=False)
     audit.record(g.researcher, "logout")
     session.clear()
     return redirect(url_for("researcher.login"))
@@ -234,13 +231,28 @@ def study(slug: str) -> str:
         links=console.recruitment_links(s, request.host_url),
         transitions=sorted(t.value for t in console.TRANSITIONS[s.state]),
         ledger=payments.ledger_rows(s),
+        bonus_plans=_bonus_plans(s),
         state_form=StateForm(),
         action_form=ParticipantActionForm(),
+        preview_form=PreviewForm(),
         bonus_form=BonusForm(),
         reconcile_form=ReconcileForm(),
         formats=export_service.formats_for(s),
         study=None,
     )
+
+
+def _bonus_plans(s: Study) -> dict[str, payments.BonusPlan]:
+    """Per payable platform of the study: who a bonus run would leave out, and why."""
+    plans = {}
+    for name in s.definition["recruitment"]["platforms"]:
+        platform = Platform(name)
+        if platform in payments.PAYABLE_PLATFORMS:
+            try:
+                plans[name] = payments.bonus_plan(s, platform)
+            except payments.PaymentError:
+                return {}  # the study pays no bonus
+    return plans
 
 
 @bp.get("/studies/<slug>/live.json")
@@ -268,11 +280,14 @@ def change_state(slug: str) -> Response:
     return redirect(url_for("researcher.study", slug=slug))
 
 
-@bp.get("/studies/<slug>/preview")
+@bp.post("/studies/<slug>/preview")
 @login_required
 def preview(slug: str) -> Response:
-    """Start a preview session (flagged, left out of counts and exports)."""
+    """Start a preview session (flagged, left out of counts and exports); audited, so a POST."""
     s = _study(slug)
+    if not PreviewForm().validate_on_submit():
+        return _back(slug, "links", "The preview form had expired; please try again.")
+
     audit.record(g.researcher, "study.preview", study=s)
     return redirect(console.preview_url(s, secrets.token_hex(4)))
 
@@ -369,6 +384,9 @@ def bonus(slug: str) -> Any:
         )
     except payments.PaymentError as exc:
         return _back(slug, "payments", str(exc))
+    if issue.excluded:
+        left_out = "; ".join(f"{code}: {why}" for code, why in issue.excluded)
+        flash(f"Bonuses left out on {platform.value}: {left_out}", "warning")
     out = io.StringIO()
     payments.write_bonus_file(issue.lines, platform, out)
     return Response(

@@ -4,16 +4,23 @@ Passwords are hashed by :mod:`webapp.services.researchers` (werkzeug's salted sc
 The login limiter is a small table rather than Flask-Limiter: failures must be counted across
 several web processes and hosts (production runs stateless gunicorn workers), and the database
 is the one store they already share; Flask-Limiter would need Redis or memcached for that.
+
+The limiter reserves an attempt *before* the password is checked (:func:`reserve_attempt`):
+checking the count and recording the attempt happen in one short transaction under a lock,
+so parallel requests cannot all pass a check made before any of them was recorded. A
+successful login then forgets the username's failures, including its own reservation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text, update
 
 from webapp.extensions import db
 from webapp.models import LoginAttempt, Researcher, Study
@@ -43,12 +50,50 @@ def client_hash(remote_addr: str | None, secret: str) -> str:
     return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()[:32]
 
 
-def login_limit(username: str, client: str, now: datetime) -> LoginLimit:
-    """Decide whether another login attempt is allowed.
+def _lock_keys(*keys: str) -> None:
+    """Serialise concurrent limiter transactions on the same keys until commit.
+
+    PostgreSQL: transaction-scoped advisory locks, taken in a fixed order (no deadlock).
+    SQLite: nothing to do, because :func:`webapp._configure_engine` begins every transaction
+    with ``BEGIN IMMEDIATE``, which holds the database's write lock from the first statement.
+    """
+    dialect = db.session.get_bind().dialect.name
+    if dialect == "sqlite":
+        db.session.execute(select(1))  # begins the (immediate) transaction now
+        return
+    if dialect != "postgresql":
+        raise NotImplementedError(f"the login limiter has no lock for {dialect}")
+    for key in sorted(set(keys)):
+        digest = hashlib.sha256(key.encode()).digest()[:8]
+        db.session.execute(
+            text("SELECT pg_advisory_xact_lock(:k)"),
+            {"k": int.from_bytes(digest, "big", signed=True)},
+        )
+
+
+def _blocked(column: Any, value: str, limit: int, now: datetime) -> LoginLimit | None:
+    n, oldest = db.session.execute(
+        select(func.count(), func.min(LoginAttempt.created_at)).where(
+            column == value, LoginAttempt.created_at >= now - LOGIN_WINDOW
+        )
+    ).one()
+    if n < limit:
+        return None
+    if oldest.tzinfo is None:  # SQLite returns naive UTC from an aggregate
+        oldest = oldest.replace(tzinfo=UTC)
+    retry = int((oldest + LOGIN_WINDOW - now).total_seconds()) + 1
+    return LoginLimit(False, max(retry, 1))
+
+
+def reserve_attempt(username: str, client: str, now: datetime) -> LoginLimit:
+    """Count a login attempt as a failure unless the limit is reached; commit.
 
     At most :data:`MAX_FAILURES_PER_USER` failures per username and
     :data:`MAX_FAILURES_PER_CLIENT` per client within :data:`LOGIN_WINDOW`; the block lifts
-    when the oldest counted failure leaves the window.
+    when the oldest counted failure leaves the window. The check and the record are one
+    locked transaction, so N parallel attempts reserve at most the limit between them. Call
+    it *before* checking the password; :func:`clear_failures` undoes the reservation when
+    the password is right.
 
     Parameters
     ----------
@@ -60,36 +105,28 @@ def login_limit(username: str, client: str, now: datetime) -> LoginLimit:
     Returns
     -------
     LoginLimit
+        ``allowed`` when the attempt was reserved (the password may be checked).
     """
-    since = now - LOGIN_WINDOW
+    username = username[:80]
+    _lock_keys(f"login-user:{username}", f"login-client:{client}")
     for column, value, limit in (
         (LoginAttempt.username, username, MAX_FAILURES_PER_USER),
         (LoginAttempt.client_hash, client, MAX_FAILURES_PER_CLIENT),
     ):
-        n, oldest = db.session.execute(
-            select(func.count(), func.min(LoginAttempt.created_at)).where(
-                column == value, LoginAttempt.created_at >= since
-            )
-        ).one()
-        if n >= limit:
-            if oldest.tzinfo is None:  # SQLite returns naive UTC from an aggregate
-                oldest = oldest.replace(tzinfo=UTC)
-            retry = int((oldest + LOGIN_WINDOW - now).total_seconds()) + 1
-            return LoginLimit(False, max(retry, 1))
-    return LoginLimit(True)
-
-
-def record_failure(username: str, client: str, now: datetime) -> None:
-    """Count a failed login (and forget failures older than a day) and commit."""
-    db.session.add(LoginAttempt(username=username[:80], client_hash=client, created_at=now))
+        blocked = _blocked(column, value, limit, now)
+        if blocked is not None:
+            db.session.rollback()
+            return blocked
+    db.session.add(LoginAttempt(username=username, client_hash=client, created_at=now))
     old = LoginAttempt.created_at < now - timedelta(days=1)
     db.session.execute(delete(LoginAttempt).where(old))
     db.session.commit()
+    return LoginLimit(True)
 
 
 def clear_failures(username: str) -> None:
-    """Forget a username's failures after a successful login and commit."""
-    db.session.execute(delete(LoginAttempt).where(LoginAttempt.username == username))
+    """Forget a username's failures (and this login's reservation) after a success; commit."""
+    db.session.execute(delete(LoginAttempt).where(LoginAttempt.username == username[:80]))
     db.session.commit()
 
 
@@ -101,6 +138,67 @@ def session_fingerprint(researcher: Researcher, secret: str) -> str:
     """
     msg = f"{researcher.id}:{researcher.password_hash}".encode()
     return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()[:32]
+
+
+def session_values(researcher: Researcher, secret: str) -> dict[str, Any]:
+    """Return what a console session stores at login: id, password fingerprint, version."""
+    return {
+        "researcher_id": researcher.id,
+        "researcher_fp": session_fingerprint(researcher, secret),
+        "researcher_sv": researcher.session_version,
+    }
+
+
+def session_researcher(data: Mapping[str, Any], secret: str) -> Researcher | None:
+    """Return the researcher a console session belongs to, or ``None`` if it is no longer valid.
+
+    The one check for every place that trusts a console session (console views and the
+    participant gate's preview): the account exists, its password is the one the session
+    logged in with, and no logout or password change has ended its sessions since
+    (:func:`end_sessions` bumps the version; a signed cookie copied before cannot be revoked
+    any other way).
+
+    Parameters
+    ----------
+    data : Mapping
+        The console session's contents.
+    secret : str
+        The app's ``SECRET_KEY``.
+
+    Returns
+    -------
+    Researcher or None
+    """
+    rid = data.get("researcher_id")
+    if not isinstance(rid, int):
+        return None
+    researcher = db.session.get(Researcher, rid)
+    if researcher is None:
+        return None
+    fingerprint = data.get("researcher_fp")
+    if not isinstance(fingerprint, str) or not hmac.compare_digest(
+        fingerprint, session_fingerprint(researcher, secret)
+    ):
+        return None
+    if data.get("researcher_sv") != researcher.session_version:
+        return None
+    return researcher
+
+
+def end_sessions(researcher: Researcher, *, commit: bool = True) -> None:
+    """End every console session of ``researcher`` (logout, password change).
+
+    The increment is done by the database, so two concurrent logouts both count.
+    """
+    db.session.execute(
+        update(Researcher)
+        .where(Researcher.id == researcher.id)
+        .values(session_version=Researcher.session_version + 1)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.expire(researcher, ["session_version"])
+    if commit:
+        db.session.commit()
 
 
 def can_access(researcher: Researcher, study: Study) -> bool:

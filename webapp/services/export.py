@@ -49,8 +49,12 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "duration_s",
 )
 PLATFORM_ID_COLUMNS = ("platform_participant_id", "platform_study_id", "platform_session_id")
-# OWASP "CSV injection": a leading tab or carriage return also makes spreadsheets run a formula.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# OWASP "CSV injection": a cell starting with one of these runs as a formula in spreadsheets,
+# also after leading spaces (Excel and LibreOffice skip them) and in the full-width forms that
+# Japanese and Chinese input methods type (＝＋－＠, normalised to =+-@ by spreadsheets).
+_FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+# Skipped before the check: every Unicode space (str.lstrip) and the zero-width characters.
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
 
 
 def _iso(ts: datetime | None) -> str | None:
@@ -164,15 +168,33 @@ def _choice_cells(c: ChoiceResponse, product_types: Mapping[str, str]) -> dict[s
     }
 
 
+def spreadsheet_safe(text: str) -> str:
+    """Return ``text`` ready for a CSV cell that a spreadsheet may open.
+
+    A leading ``'`` is added if a spreadsheet would run the text as a formula, and a lone
+    carriage return becomes a newline (the writer quotes fields that hold a newline but not a
+    lone carriage return, which ends the row in spreadsheets and other readers). Every CSV file the
+    platform writes (exports, payment files) passes its text cells through this; numbers are
+    never text here, so they stay numbers.
+
+    Examples
+    --------
+    >>> spreadsheet_safe("  =1+1"), spreadsheet_safe("@SUM(A1)"), spreadsheet_safe("a=b")
+    ("'  =1+1", "'@SUM(A1)", 'a=b')
+    """
+    if text.startswith(("\t", "\r")) or text.lstrip().lstrip(_INVISIBLE).lstrip().startswith(
+        _FORMULA_START
+    ):
+        text = "'" + text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _cell(value: Any) -> Any:
     """Empty for missing values; text that a spreadsheet would run as a formula is quoted."""
     if value is None:
         return ""
     if isinstance(value, str):
-        quoted = "'" + value if value.startswith(_FORMULA_START) else value
-        # The writer quotes fields with "\n" but not a lone "\r", which ends the row in
-        # spreadsheets and other readers: store it as a newline.
-        return quoted.replace("\r\n", "\n").replace("\r", "\n")
+        return spreadsheet_safe(value)
     return value
 
 

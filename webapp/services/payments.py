@@ -7,12 +7,19 @@ tie both choices count as matching, so nobody loses a bonus to a coin flip.
 
 The ledger (:class:`~webapp.models.BonusPayment`) holds one row per participant and rule; an
 issued bonus is never issued again. Amounts are kept in integer cents so sums are exact.
+
+Who is paid: platform IDs are compared in one canonical form (:func:`normalise_platform_id`),
+so ``5f1a…`` and ``5F1A…`` are one person, paid once. Once a reconciliation file of the
+platform has been imported (:mod:`webapp.services.reconcile`), only participants that the
+latest file lists as submitted are paid; everyone left out is named with the reason
+(:attr:`BonusIssue.excluded`), in the console and in the command's output.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,11 +31,43 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import selectinload
 
 from webapp.extensions import db
-from webapp.models import BonusPayment, Participant, ParticipantStatus, Platform, Study
+from webapp.models import (
+    AuditEvent,
+    BonusPayment,
+    Participant,
+    ParticipantStatus,
+    Platform,
+    Study,
+)
+from webapp.services.export import spreadsheet_safe
 
 RULES = ("none", "majority_choice")
 PAYABLE_PLATFORMS = (Platform.prolific, Platform.mturk)
 MTURK_COLUMNS = ("WorkerId", "AssignmentId", "BonusAmount", "Reason", "UniqueRequestToken")
+# Recruiter statuses (from a reconciliation import) under which a bonus is paid.
+PAYABLE_STATUSES = frozenset({"APPROVED", "AWAITING REVIEW", "SUBMITTED"})
+_SPACES = re.compile(r"\s+")
+
+
+def normalise_platform_id(platform: Platform, raw: str) -> str:
+    """Return the canonical form of a recruiter's participant ID.
+
+    Prolific IDs (24 hexadecimal characters) are lower-cased, MTurk worker IDs upper-cased
+    (their published forms); all whitespace is removed. Other platforms' IDs only lose
+    surrounding whitespace.
+
+    Examples
+    --------
+    >>> normalise_platform_id(Platform.prolific, " 5F1A2B3C4D5E6F7A8B9C0D1E ")
+    '5f1a2b3c4d5e6f7a8b9c0d1e'
+    >>> normalise_platform_id(Platform.mturk, "a1b2c3d4e5f6g7")
+    'A1B2C3D4E5F6G7'
+    """
+    if platform is Platform.prolific:
+        return _SPACES.sub("", raw).lower()
+    if platform in (Platform.mturk, Platform.mturk_batch):
+        return _SPACES.sub("", raw).upper()
+    return raw.strip()
 
 
 class PaymentError(ValueError):
@@ -63,6 +102,8 @@ class BonusIssue:
     newly_issued: int
     skipped_issued: int
     zero: int  # eligible participants whose bonus is 0 (left out: platforms refuse 0)
+    excluded: list[tuple[str, str]]  # (participant code, why no bonus) — see bonus_plan
+    reconciled: bool  # a reconciliation file of the platform decided who is paid
 
 
 def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
@@ -127,8 +168,42 @@ def _token(study: Study, p: Participant, rule: str) -> str:
     return f"framelab-{digest}"
 
 
-def compute_bonuses(study: Study, platform: Platform) -> list[BonusLine]:
-    """Compute every eligible participant's bonus under the study's rule (nothing stored).
+@dataclass(frozen=True)
+class BonusPlan:
+    """What :func:`compute_bonuses` would pay and whom it leaves out, with reasons."""
+
+    lines: list[BonusLine]
+    excluded: list[tuple[str, str]]  # (participant code, reason)
+    reconciled: bool
+
+
+def reconciliation_imported(study: Study, platform: Platform) -> bool:
+    """True once a reconciliation file of ``platform`` was imported for ``study``."""
+    events = db.session.scalars(
+        select(AuditEvent.detail).where(
+            AuditEvent.study_id == study.id, AuditEvent.action == "reconcile.import"
+        )
+    )
+    return any((d or {}).get("platform") == platform.value for d in events)
+
+
+def _why_not_paid(p: Participant, platform: Platform, reconciled: bool) -> str | None:
+    if not reconciled:
+        return None
+    if p.platform_status is None:
+        return f"not in the last {platform.value} reconciliation file"
+    if p.platform_status not in PAYABLE_STATUSES:
+        return f"{p.platform_status} on {platform.value} (last reconciliation file)"
+    return None
+
+
+def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
+    """Compute every eligible participant's bonus and who is left out, and why (nothing stored).
+
+    Eligible: completed, non-excluded, non-preview participants of ``platform`` with a
+    platform ID; one per canonical ID (:func:`normalise_platform_id`, the earliest session
+    wins); and, once a reconciliation file of ``platform`` was imported, only those the
+    latest file lists with a status in :data:`PAYABLE_STATUSES`.
 
     Parameters
     ----------
@@ -138,8 +213,9 @@ def compute_bonuses(study: Study, platform: Platform) -> list[BonusLine]:
 
     Returns
     -------
-    list of BonusLine
-        One per completed, non-excluded participant of ``platform`` (amount may be 0).
+    BonusPlan
+        ``lines`` (one per eligible participant, amount may be 0, worker IDs canonical),
+        ``excluded`` and ``reconciled``.
 
     Raises
     ------
@@ -154,16 +230,30 @@ def compute_bonuses(study: Study, platform: Platform) -> list[BonusLine]:
     cents = round(bonus["usd"] * 100)
     people = _reference(study)
     majority = majority_choices(people)
-    lines = []
+    reconciled = reconciliation_imported(study, platform)
+    lines: list[BonusLine] = []
+    excluded: list[tuple[str, str]] = []
+    first_with_id: dict[str, str] = {}
     for p in people:
         if p.platform is not platform or p.identity is None:
+            continue
+        worker_id = normalise_platform_id(platform, p.identity.external_id)
+        if worker_id in first_with_id:
+            excluded.append(
+                (p.code, f"same {platform.value} ID as {first_with_id[worker_id]} (paid once)")
+            )
+            continue
+        first_with_id[worker_id] = p.code
+        reason = _why_not_paid(p, platform, reconciled)
+        if reason is not None:
+            excluded.append((p.code, reason))
             continue
         n = sum(c.chose_target in majority[(c.pair_id, c.format)] for c in p.choices)
         lines.append(
             BonusLine(
                 participant_id=p.id,
                 participant_code=p.code,
-                worker_id=p.identity.external_id,
+                worker_id=worker_id,
                 assignment_id=p.identity.external_session_id,
                 amount_cents=n * cents,
                 n_matching=n,
@@ -174,7 +264,12 @@ def compute_bonuses(study: Study, platform: Platform) -> list[BonusLine]:
                 request_token=_token(study, p, rule),
             )
         )
-    return lines
+    return BonusPlan(lines, excluded, reconciled)
+
+
+def compute_bonuses(study: Study, platform: Platform) -> list[BonusLine]:
+    """Return the lines of :func:`bonus_plan` (one per eligible participant; amount may be 0)."""
+    return bonus_plan(study, platform).lines
 
 
 def issue_bonuses(
@@ -208,7 +303,8 @@ def issue_bonuses(
     if platform not in PAYABLE_PLATFORMS:
         raise PaymentError("bonus files exist for prolific and mturk only")
     rule = study.definition["payment"]["bonus"]["rule"]
-    computed = compute_bonuses(study, platform)
+    plan = bonus_plan(study, platform)
+    computed = plan.lines
     ledger = {
         b.participant_id: b
         for b in db.session.scalars(
@@ -254,9 +350,10 @@ def issue_bonuses(
         new += 1
     if not new and not force:
         db.session.rollback()
+        left_out = f"; {len(plan.excluded)} left out" if plan.excluded else ""
         raise PaymentError(
             f"no new bonuses to issue for {study.slug!r} on {platform.value}: {skipped} were "
-            "already issued (see the ledger); use --force to write the file again"
+            f"already issued (see the ledger){left_out}; use --force to write the file again"
         )
     from webapp.services import audit
 
@@ -270,6 +367,8 @@ def issue_bonuses(
             "repeated": len(lines) - new,
             "total_cents": sum(x.amount_cents for x in lines if not x.already_issued),
             "force": force,
+            "excluded": len(plan.excluded),
+            "reconciled": plan.reconciled,
         },
         commit=False,
     )
@@ -281,7 +380,7 @@ def issue_bonuses(
             "bonuses were being issued at the same time elsewhere; nothing was issued by this "
             "run; run it again to issue what is still missing"
         ) from None
-    return BonusIssue(lines, new, skipped, zero)
+    return BonusIssue(lines, new, skipped, zero, plan.excluded, plan.reconciled)
 
 
 def write_prolific(lines: Iterable[BonusLine], out: IO[str]) -> int:
@@ -295,7 +394,7 @@ def write_prolific(lines: Iterable[BonusLine], out: IO[str]) -> int:
     writer = csv.writer(out, lineterminator="\n")
     n = 0
     for line in lines:
-        writer.writerow([line.worker_id, line.amount])
+        writer.writerow([spreadsheet_safe(line.worker_id), line.amount])
         n += 1
     return n
 
@@ -312,9 +411,8 @@ def write_mturk(lines: Iterable[BonusLine], out: IO[str]) -> int:
     writer.writerow(MTURK_COLUMNS)
     n = 0
     for line in lines:
-        writer.writerow(
-            [line.worker_id, line.assignment_id or "", line.amount, line.reason, line.request_token]
-        )
+        cells = (line.worker_id, line.assignment_id or "", line.amount, line.reason)
+        writer.writerow([spreadsheet_safe(c) for c in (*cells, line.request_token)])
         n += 1
     return n
 

@@ -4,7 +4,10 @@ Recruiters know things the platform cannot: who returned a submission, who timed
 approved or rejected. An import records the recruiter's status on each participant, applies
 RETURNED and TIMED-OUT to people still marked as started (releasing what they held), and flags
 mismatches both ways: completed here but returned, timed out or absent there; submitted there
-but not completed here (or never seen here).
+but not completed here (or never seen here). Platform IDs are matched in their canonical form
+(:func:`webapp.services.payments.normalise_platform_id`), and a participant missing from the
+file loses the status of an earlier import: bonuses are paid only to people the latest file
+lists (:func:`webapp.services.payments.bonus_plan`).
 """
 
 from __future__ import annotations
@@ -188,8 +191,15 @@ def reconcile(
     ReconcileReport
     """
     from webapp.services import audit
+    from webapp.services.payments import normalise_platform_id
     from webapp.services.researchers import release_participant
 
+    canonical: dict[str, str] = {}
+    as_written: dict[str, str] = {}  # canonical ID -> as in the file (for the report)
+    for written, status in statuses.items():
+        key = normalise_platform_id(platform, written)
+        canonical[key], as_written[key] = status, written
+    statuses = canonical
     report = ReconcileReport(platform.value, rows=len(statuses))
     people: Iterable[Participant] = db.session.scalars(
         select(Participant)
@@ -202,11 +212,13 @@ def reconcile(
     )
     seen: set[str] = set()
     for p in people:
-        external = p.identity.external_id if p.identity else None
+        raw = p.identity.external_id if p.identity else None
+        external = normalise_platform_id(platform, raw) if raw is not None else None
         theirs = statuses.get(external or "")
         note = None
         if theirs is None:
             p.reconcile_note = None
+            p.platform_status = None  # not in the latest file: not reconciled (not paid)
             if p.status is ParticipantStatus.completed:
                 note = f"completed here, not in the {platform.value} file"
         else:
@@ -234,7 +246,7 @@ def reconcile(
         if external not in seen and theirs in SUBMITTED:
             # A raw platform ID is the only handle on someone who never reached us.
             report.mismatches.append(
-                (external, f"{theirs} on {platform.value}, never arrived here")
+                (as_written[external], f"{theirs} on {platform.value}, never arrived here")
             )
     audit.record(actor, "reconcile.import", study=study, detail=report.as_dict(), commit=False)
     db.session.commit()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import secrets
 import statistics
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,7 +24,7 @@ from webapp.models import (
     utcnow,
 )
 from webapp.services import audit
-from webapp.services.accounts import can_access
+from webapp.services.accounts import can_access, end_sessions
 from webapp.services.studies import LoadResult, get_study, status_counts, store_definition
 from webapp.studydef import folder_bundle, load_bundle
 
@@ -35,6 +37,8 @@ def set_researcher(username: str, password: str, *, is_admin: bool | None = None
     if researcher is None:
         researcher = Researcher(username=username, password_hash="")
         db.session.add(researcher)
+    else:
+        end_sessions(researcher, commit=False)  # a new password logs out every session
     researcher.password_hash = generate_password_hash(password)
     if is_admin is not None:
         researcher.is_admin = is_admin
@@ -42,10 +46,21 @@ def set_researcher(username: str, password: str, *, is_admin: bool | None = None
     return researcher
 
 
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash of a random password, made with the same method and cost as real ones."""
+    return generate_password_hash(secrets.token_hex(16))
+
+
 def authenticate(username: str, password: str) -> Researcher | None:
-    """Return the researcher if the password matches, else ``None``."""
+    """Return the researcher if the password matches, else ``None``.
+
+    A password hash is checked whether or not the account exists (against a dummy hash for
+    unknown names), so the time a login takes does not tell which usernames exist.
+    """
     researcher = db.session.scalar(select(Researcher).where(Researcher.username == username))
-    if researcher is None or not check_password_hash(researcher.password_hash, password):
+    stored = researcher.password_hash if researcher is not None else _dummy_hash()
+    if not check_password_hash(stored, password) or researcher is None:
         return None
     return researcher
 

@@ -34,7 +34,8 @@ from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
 from webapp.text_rules import fill
 
 SIDES = ("left", "right")
-_AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$")
+# ASCII digits only: \d would also take "٣" or "３", which float() reads as 3.
+_AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$", re.ASCII)
 
 
 class ChoiceForm(PageForm):
@@ -92,6 +93,8 @@ def parse_premium(text: str, max_usd: float) -> float:
     12.5
     """
     cleaned = text.strip().removeprefix("$").strip().replace(" ", "")
+    if any(ch.isdigit() or ch.isnumeric() for ch in cleaned if not ch.isascii()):
+        raise ValueError("Please type the amount with the digits 0 to 9, for example 12.50.")
     if cleaned.startswith("-") and _AMOUNT_RE.match(cleaned[1:]):
         raise ValueError("Please enter an amount of $0 or more.")
     if not _AMOUNT_RE.match(cleaned):

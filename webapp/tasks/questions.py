@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wtforms import IntegerField, RadioField, StringField
-from wtforms.validators import InputRequired, NumberRange, Optional
+from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
 
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.studydef import (
@@ -27,6 +27,29 @@ from webapp.studydef import (
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 
 REQUIRED = "Please choose an answer."
+# Free-text answers: the default and the largest ``max_length`` a study may set (characters).
+TEXT_MAX_DEFAULT = 500
+TEXT_MAX_LIMIT = 5000
+DIGITS_ONLY = "Please type the number with the digits 0 to 9."
+
+
+class AsciiIntegerField(IntegerField):
+    """A whole number typed with the ASCII digits 0-9 only.
+
+    ``int()`` also reads other scripts' digits (``"٣"``, ``"３"``) as numbers, so a participant
+    typing them would be stored as a different-looking answer; they are refused with a message
+    next to the field instead.
+    """
+
+    def process_formdata(self, valuelist: list[Any]) -> None:
+        if valuelist and valuelist[0] and not valuelist[0].isascii():
+            self.data = None
+            raise ValueError(DIGITS_ONLY)
+        super().process_formdata(valuelist)
+
+    def pre_validate(self, form: Any) -> None:
+        if DIGITS_ONLY in self.process_errors:
+            raise StopValidation()  # one clear message, not also "enter a number from …"
 
 
 def _options(raw: Any, where: Where) -> list[str]:
@@ -207,7 +230,9 @@ class DemographicsTask(TaskType):
         for i, raw in enumerate(get_list(body.get("questions"), qw, min_len=1)):
             w = qw.at(i)
             q = get_mapping(raw, w)
-            check_keys(q, {"id", "text", "kind", "options", "min", "max", "required"}, w)
+            check_keys(
+                q, {"id", "text", "kind", "options", "min", "max", "required", "max_length"}, w
+            )
             kind = get_str(q, "kind", w, default="choice")
             if kind not in {"choice", "number", "text"}:
                 raise w.at("kind").error("must be 'choice', 'number' or 'text'")
@@ -222,6 +247,13 @@ class DemographicsTask(TaskType):
             if kind == "number":
                 out["min"] = get_int(q, "min", w, default=0, minimum=-(10**9))
                 out["max"] = get_int(q, "max", w, default=10**6, minimum=out["min"])
+            if kind == "text":
+                n = get_int(q, "max_length", w, default=TEXT_MAX_DEFAULT, minimum=1)
+                if n > TEXT_MAX_LIMIT:
+                    raise w.at("max_length").error(f"must be at most {TEXT_MAX_LIMIT}, got {n}")
+                out["max_length"] = n
+            elif "max_length" in q:
+                raise w.at("max_length").error("only text questions take max_length")
             questions.append(out)
         return {
             "heading": get_line(body, "heading", where, default="About you"),
@@ -240,7 +272,7 @@ class DemographicsTask(TaskType):
             if q["kind"] == "choice":
                 field: Any = RadioField(q["text"], choices=list(q["options"]), validators=need)
             elif q["kind"] == "number":
-                field = IntegerField(
+                field = AsciiIntegerField(
                     q["text"],
                     validators=[
                         *need,
@@ -252,7 +284,11 @@ class DemographicsTask(TaskType):
                     ],
                 )
             else:
-                field = StringField(q["text"], validators=need)
+                # Definitions stored before max_length existed get the default cap.
+                n = int(q.get("max_length", TEXT_MAX_DEFAULT))
+                too_long = f"Please shorten your answer to at most {n} characters."
+                # Length also renders maxlength="n", so browsers stop typing at the cap.
+                field = StringField(q["text"], validators=[*need, Length(max=n, message=too_long)])
             setattr(_Form, f"q_{q['id']}", field)
         return _Form(formdata=formdata)
 

@@ -69,10 +69,11 @@ def test_a_researcher_cannot_read_or_change_another_researchers_study(
     assert ana.get(base).status_code == 200
     assert 'data-study="product-choice-demo"' in ana.get("/researcher/").get_data(as_text=True)
     assert 'data-study="product-choice-demo"' not in bob.get("/researcher/").get_data(as_text=True)
-    for url in (base, f"{base}/live.json", f"{base}/export/long.csv", f"{base}/preview"):
+    for url in (base, f"{base}/live.json", f"{base}/export/long.csv"):
         assert bob.get(url).status_code == 404, url
     token = page_token(bob, "/researcher/")
     posts = {
+        f"{base}/preview": {},
         f"{base}/state": {"state": "paused"},
         f"{base}/bonus": {"platform": "prolific"},
         f"{base}/participants": {"participant": "p_x", "action": "exclude", "reason": "x"},

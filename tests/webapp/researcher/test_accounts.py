@@ -40,12 +40,12 @@ def test_login_clears_the_session_and_password_reset_logs_out(app, make_research
     from webapp.services.researchers import set_researcher
 
     client = app.test_client()
-    with client.session_transaction() as sess:
+    with client.session_transaction("/researcher/") as sess:
         sess["planted"] = "by an attacker"
     with app.app_context():
         set_researcher("ana", PASSWORD)
     assert login(client, "ana").status_code == 302
-    with client.session_transaction() as sess:
+    with client.session_transaction("/researcher/") as sess:  # the console's own cookie
         assert "planted" not in sess and "researcher_id" in sess
     assert client.get("/researcher/").status_code == 200
     with app.app_context():
@@ -66,7 +66,11 @@ def test_logout_ends_the_session(app, make_researcher):
 def test_production_needs_a_secret_and_uses_secure_cookies(tmp_path):
     with pytest.raises(ConfigError, match="SECRET_KEY"):
         resolve_config(tmp_path, environ={"FRAMELAB_ENV": "production"})
-    settings = resolve_config(tmp_path, environ={"FRAMELAB_ENV": "production", "SECRET_KEY": "k"})
+    env = {
+        "FRAMELAB_ENV": "production",
+        "SECRET_KEY": "9c4e1f7a2b8d3e6f0a5c9b2d7e1f4a8c3b6d9e2f5a8c1b4d7e0f3a6c9b2e5d8f",
+    }
+    settings = resolve_config(tmp_path, environ=env)
     assert settings["SESSION_COOKIE_SECURE"] is True
     assert settings["SESSION_COOKIE_HTTPONLY"] is True
 

@@ -106,7 +106,8 @@ def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researc
 
     ana = make_researcher("ana")
     upload(ana, DEMO.read_text(), "demo.yaml")
-    resp = ana.get("/researcher/studies/product-choice-demo/preview")
+    token = page_token(ana, "/researcher/studies/product-choice-demo")
+    resp = ana.post("/researcher/studies/product-choice-demo/preview", data={"csrf_token": token})
     assert resp.status_code == 302 and "participant=PREVIEW" in resp.headers["Location"]
     with app.app_context():
         definition = get_study("product-choice-demo").definition

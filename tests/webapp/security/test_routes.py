@@ -69,11 +69,11 @@ def test_every_researcher_route_requires_login(app, client, study):
 
 def test_login_drops_everything_planted_in_the_session_before(app, client, study):
     client.get("/researcher/login")
-    with client.session_transaction() as sess:
+    with client.session_transaction("/researcher/") as sess:
         sess["planted"] = "by-an-attacker"
         sess["researcher_id"] = 999_999  # a forged id must not survive either
     login(app, client)
-    with client.session_transaction() as sess:
+    with client.session_transaction("/researcher/") as sess:
         assert "planted" not in sess
         assert sess["researcher_id"] != 999_999
 
