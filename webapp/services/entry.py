@@ -23,6 +23,7 @@ _ID_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
 # Recruiters' own ID formats. Prolific IDs are 24 hex digits (MongoDB object IDs) and MTurk IDs
 # upper-case alphanumerics; both platforms ignore case, so each has one canonical spelling here
 # (Prolific lower case, MTurk upper case): `5F1A…` and `5f1a…` are one person, not two.
+_SPACES = re.compile(r"\s+")
 _PROLIFIC_RE = re.compile(r"^[0-9a-f]{24}$")
 _MTURK_RE = re.compile(r"^[A-Z0-9]{1,64}$")
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -71,6 +72,27 @@ class Entry:
         return "sandbox" in (self.return_url or "")
 
 
+def canonical_spelling(platform: Platform, raw: str) -> str:
+    """Return a recruiter ID spelled the one way the platform means it (no format check).
+
+    Prolific IDs are lower case, MTurk IDs upper case, both without whitespace; link IDs are
+    the researcher's own and only lose surrounding whitespace. Entry, reconciliation and
+    payments all compare IDs in this spelling, so ``5f1a…`` and ``5F1A…`` are one person.
+
+    Examples
+    --------
+    >>> canonical_spelling(Platform.prolific, " 5F1A2B3C4D5E6F7A8B9C0D1E ")
+    '5f1a2b3c4d5e6f7a8b9c0d1e'
+    >>> canonical_spelling(Platform.mturk, "a1b2c3d4e5f6g7")
+    'A1B2C3D4E5F6G7'
+    """
+    if platform is Platform.prolific:
+        return _SPACES.sub("", raw).lower()
+    if platform in (Platform.mturk, Platform.mturk_batch):
+        return _SPACES.sub("", raw).upper()
+    return raw.strip()
+
+
 def canonical_id(platform: Platform, raw: str) -> str | None:
     """Return a recruiter ID in its canonical spelling, or ``None`` when it is malformed.
 
@@ -86,11 +108,11 @@ def canonical_id(platform: Platform, raw: str) -> str | None:
     >>> canonical_id(Platform.prolific, "not-an-id") is None
     True
     """
-    value = raw.strip()
+    value = canonical_spelling(platform, raw)
     if platform is Platform.prolific:
-        value, pattern = value.lower(), _PROLIFIC_RE
+        pattern = _PROLIFIC_RE
     elif platform in (Platform.mturk, Platform.mturk_batch):
-        value, pattern = value.upper(), _MTURK_RE
+        pattern = _MTURK_RE
     else:
         pattern = _ID_RE
     return value if pattern.match(value) else None

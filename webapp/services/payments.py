@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from webapp.models import (
     Platform,
     Study,
 )
+from webapp.services.entry import canonical_spelling
 from webapp.services.export import spreadsheet_safe
 
 RULES = ("none", "majority_choice")
@@ -46,28 +46,19 @@ PAYABLE_PLATFORMS = (Platform.prolific, Platform.mturk)
 MTURK_COLUMNS = ("WorkerId", "AssignmentId", "BonusAmount", "Reason", "UniqueRequestToken")
 # Recruiter statuses (from a reconciliation import) under which a bonus is paid.
 PAYABLE_STATUSES = frozenset({"APPROVED", "AWAITING REVIEW", "SUBMITTED"})
-_SPACES = re.compile(r"\s+")
 
 
 def normalise_platform_id(platform: Platform, raw: str) -> str:
-    """Return the canonical form of a recruiter's participant ID.
-
-    Prolific IDs (24 hexadecimal characters) are lower-cased, MTurk worker IDs upper-cased
-    (their published forms); all whitespace is removed. Other platforms' IDs only lose
-    surrounding whitespace.
+    """Return the canonical form of a recruiter's participant ID: the spelling entry stores
+    (:func:`webapp.services.entry.canonical_spelling`), so payments and reconciliation compare
+    IDs exactly as the participant pages recorded them.
 
     Examples
     --------
     >>> normalise_platform_id(Platform.prolific, " 5F1A2B3C4D5E6F7A8B9C0D1E ")
     '5f1a2b3c4d5e6f7a8b9c0d1e'
-    >>> normalise_platform_id(Platform.mturk, "a1b2c3d4e5f6g7")
-    'A1B2C3D4E5F6G7'
     """
-    if platform is Platform.prolific:
-        return _SPACES.sub("", raw).lower()
-    if platform in (Platform.mturk, Platform.mturk_batch):
-        return _SPACES.sub("", raw).upper()
-    return raw.strip()
+    return canonical_spelling(platform, raw)
 
 
 class PaymentError(ValueError):

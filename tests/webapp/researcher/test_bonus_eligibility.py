@@ -8,6 +8,8 @@ from webapp.models import Platform
 SLUG = "product-choice-demo"
 LOWER = "5f1a2b3c4d5e6f7a8b9c0d1e"
 UPPER = LOWER.upper()
+# Prolific IDs are 24 hex digits: entry refuses any other (webapp.services.entry.canonical_id).
+ID_A, ID_B, ID_C, ID_D = (c * 24 for c in "abcd")
 
 
 def _complete(make_bot, *ids: str, platform: str = "prolific") -> None:
@@ -55,8 +57,8 @@ def _reconcile(runner, tmp_path, text: str, platform: str = "prolific") -> None:
 def test_ids_that_differ_only_in_case_are_one_person_paid_once(
     app, runner, study, make_bot, tmp_path
 ):
-    _complete(make_bot, LOWER, "second0000000000000000aa")
-    _rename(app, "second0000000000000000aa", UPPER)
+    _complete(make_bot, LOWER, "5ec0d0000000000000000aaa")
+    _rename(app, "5ec0d0000000000000000aaa", UPPER)
     first, second = _code(app, LOWER), _code(app, UPPER)
     output, lines = _bonus(runner, tmp_path)
     assert len(lines) == 1 and lines[0].startswith(f"{LOWER},")
@@ -73,34 +75,34 @@ def test_mturk_worker_ids_are_paid_upper_case_and_once(app, runner, study, make_
 def test_after_a_reconciliation_only_reconciled_ids_are_paid(
     app, runner, study, make_bot, tmp_path
 ):
-    _complete(make_bot, "aaaa", "bbbb", "cccc", "dddd")
+    _complete(make_bot, ID_A, ID_B, ID_C, ID_D)
     _reconcile(
         runner,
         tmp_path,
-        "Participant id,Status\nAAAA,APPROVED\nbbbb,RETURNED\ndddd,REJECTED\n",
+        f"Participant id,Status\n{ID_A.upper()},APPROVED\n{ID_B},RETURNED\n{ID_D},REJECTED\n",
     )
     output, lines = _bonus(runner, tmp_path)
-    assert [line.split(",")[0] for line in lines] == ["aaaa"]
+    assert [line.split(",")[0] for line in lines] == [ID_A]
     assert "paid only participants the last prolific reconciliation file lists" in output
-    assert f"left out: {_code(app, 'bbbb')}: RETURNED on prolific" in output
-    assert f"left out: {_code(app, 'cccc')}: not in the last prolific reconciliation file" in output
-    assert f"left out: {_code(app, 'dddd')}: REJECTED on prolific" in output
+    assert f"left out: {_code(app, ID_B)}: RETURNED on prolific" in output
+    assert f"left out: {_code(app, ID_C)}: not in the last prolific reconciliation file" in output
+    assert f"left out: {_code(app, ID_D)}: REJECTED on prolific" in output
 
 
 def test_someone_missing_from_a_later_file_is_no_longer_paid(
     app, runner, study, make_bot, tmp_path
 ):
-    _complete(make_bot, "aaaa", "cccc")
-    _reconcile(runner, tmp_path, "Participant id,Status\naaaa,APPROVED\ncccc,APPROVED\n")
-    _reconcile(runner, tmp_path, "Participant id,Status\naaaa,APPROVED\n")
+    _complete(make_bot, ID_A, ID_C)
+    _reconcile(runner, tmp_path, f"Participant id,Status\n{ID_A},APPROVED\n{ID_C},APPROVED\n")
+    _reconcile(runner, tmp_path, f"Participant id,Status\n{ID_A},APPROVED\n")
     _, lines = _bonus(runner, tmp_path)
-    assert [line.split(",")[0] for line in lines] == ["aaaa"]
+    assert [line.split(",")[0] for line in lines] == [ID_A]
 
 
 def test_a_reconciliation_of_another_platform_changes_nothing(
     app, runner, study, make_bot, tmp_path
 ):
-    _complete(make_bot, "aaaa", "bbbb")
+    _complete(make_bot, ID_A, ID_B)
     _reconcile(runner, tmp_path, "WorkerId,AssignmentStatus\nW1,Approved\n", platform="mturk")
     output, lines = _bonus(runner, tmp_path)
     assert len(lines) == 2 and "left out" not in output
@@ -122,19 +124,19 @@ def test_reconciliation_matches_ids_whatever_their_case(app, runner, study, make
 def test_the_console_names_who_is_left_out(app, study, make_researcher, make_bot, runner, tmp_path):
     from .conftest import own_demo, page_token
 
-    _complete(make_bot, "aaaa", "cccc")
-    _reconcile(runner, tmp_path, "Participant id,Status\naaaa,APPROVED\n")
+    _complete(make_bot, ID_A, ID_C)
+    _reconcile(runner, tmp_path, f"Participant id,Status\n{ID_A},APPROVED\n")
     ana = make_researcher("ana")
     own_demo(app, "ana")
     page = ana.get(f"/researcher/studies/{SLUG}").get_data(as_text=True)
-    missing = _code(app, "cccc")
+    missing = _code(app, ID_C)
     assert 'data-bonus-reconciled="prolific"' in page
     assert 'data-bonus-excluded="prolific"' in page and missing in page
     token = page_token(ana, f"/researcher/studies/{SLUG}")
     resp = ana.post(
         f"/researcher/studies/{SLUG}/bonus", data={"csrf_token": token, "platform": "prolific"}
     )
-    assert resp.status_code == 200 and resp.get_data(as_text=True).startswith("aaaa,")
+    assert resp.status_code == 200 and resp.get_data(as_text=True).startswith(f"{ID_A},")
     page = ana.get(f"/researcher/studies/{SLUG}").get_data(as_text=True)
     assert f"Bonuses left out on prolific: {missing}: not in the last" in page
 
@@ -145,8 +147,8 @@ def test_the_plan_is_computed_without_storing_anything(app, study, make_bot):
     from webapp.services.payments import bonus_plan
     from webapp.services.studies import get_study
 
-    _complete(make_bot, "aaaa")
+    _complete(make_bot, ID_A)
     with app.app_context():
         plan = bonus_plan(get_study(SLUG), Platform.prolific)
-        assert [line.worker_id for line in plan.lines] == ["aaaa"] and not plan.reconciled
+        assert [line.worker_id for line in plan.lines] == [ID_A] and not plan.reconciled
         assert db.session.scalar(db.select(db.func.count()).select_from(BonusPayment)) == 0
