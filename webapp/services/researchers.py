@@ -27,12 +27,18 @@ from webapp.services import audit
 from webapp.services.accounts import can_access, end_sessions
 from webapp.services.studies import LoadResult, get_study, status_counts, store_definition
 from webapp.studydef import folder_bundle, load_bundle
+from webapp.text_rules import forbidden_character
 
 
 def set_researcher(username: str, password: str, *, is_admin: bool | None = None) -> Researcher:
     """Create the account or reset its password (and, if given, set the admin role); commit."""
     if not username.strip() or len(password) < 8:
         raise ValueError("a username and a password of at least 8 characters are required")
+    longest = Researcher.__table__.c.username.type.length
+    if len(username) > longest:
+        raise ValueError(f"a username is at most {longest} characters")
+    if forbidden_character(username) is not None or forbidden_character(password) is not None:
+        raise ValueError("a username or password cannot contain control characters")
     researcher = db.session.scalar(select(Researcher).where(Researcher.username == username))
     if researcher is None:
         researcher = Researcher(username=username, password_hash="")

@@ -168,3 +168,17 @@ def test_a_refused_answer_links_back_to_the_participants_page(app, make_bot):
     _assert_refused(resp, "page")
     path = url.split("localhost", 1)[-1]
     assert f'href="{path}"' in resp.get_data(as_text=True)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "username", ["x" * 81, "ana\x00", "a\x1bna"], ids=["81 characters", "NUL", "ESC"]
+)
+def test_create_researcher_refuses_a_username_the_table_cannot_hold(pg_app, username):
+    # Found by review: `framelab create-researcher` with such a name was a database error
+    # (a traceback) on PostgreSQL instead of a message.
+    result = pg_app.test_cli_runner().invoke(
+        args=["create-researcher", username, "--password", "pw-9f3k2-lq-long"]
+    )
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "username" in result.output
