@@ -24,7 +24,7 @@ from wtforms.validators import InputRequired, Length, Optional
 from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
 from webapp.studydef import LINE_MAX, Where, check_keys, check_text, get_line, get_mapping, get_str
 from webapp.tasks import rating_slots as slots
-from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
 
 ORDERS = ("a_first", "b_first")
 REQUIRED = "Please choose one of the two summaries."
@@ -206,7 +206,8 @@ class PairwisePreferenceTask(TaskType):
             "order": response.payload["order"],
             "shown": [s["text"] for s in shown],
             "position": ctx.step + 1,
-            "n_items": slots.n_slots(ctx),
+            # The planned length: the batch is reserved in parts as answers come in.
+            "n_items": ctx.block["items_per_participant"],
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
@@ -236,6 +237,5 @@ class PairwisePreferenceTask(TaskType):
             "reason": reason,
         }
         response.rt_ms = rt_ms
-        if slots.slot(ctx, ctx.step + 1) is None:
-            return SaveResult(Outcome.end_block)
+        # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT

@@ -31,7 +31,7 @@ from webapp.studydef import (
     get_str,
 )
 from webapp.tasks import rating_slots as slots
-from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
 
 RATED = "rated"  # the slot's label: the ratings themselves are in the page's TaskResponse
 REQUIRED = "Please rate every summary on this point."
@@ -245,7 +245,8 @@ class SummaryRatingTask(TaskType):
             "summaries": self._order(ctx, item),
             "points": list(zip(points, scale["labels"], strict=True)),
             "position": ctx.step + 1,
-            "n_items": slots.n_slots(ctx),
+            # The planned length: the batch is reserved in parts as answers come in.
+            "n_items": ctx.block["items_per_participant"],
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
@@ -285,6 +286,5 @@ class SummaryRatingTask(TaskType):
                 created_at=ctx.now,
             )
         )
-        if slots.slot(ctx, ctx.step + 1) is None:
-            return SaveResult(Outcome.end_block)  # a partial batch ends early
+        # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT

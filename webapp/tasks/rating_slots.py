@@ -154,20 +154,6 @@ def slot(ctx: PageContext, trial_index: int) -> Annotation | None:
     )
 
 
-def n_slots(ctx: PageContext) -> int:
-    """How many items this participant got in this block."""
-    return db.session.scalar(
-        select(func.count())
-        .select_from(Annotation)
-        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-        .where(
-            Annotation.participant_id == ctx.participant.id,
-            AnnotationItem.study_id == ctx.study.id,
-            AnnotationItem.block_id == ctx.block["id"],
-        )
-    )
-
-
 def response(ctx: PageContext, trial_index: int) -> TaskResponse | None:
     """The page's stored response (created at reservation for preferences)."""
     return db.session.scalar(
@@ -185,20 +171,37 @@ def block_rng(ctx: PageContext, *parts: object) -> random.Random:
 
 
 def reserve(ctx: PageContext) -> list[Annotation] | SaveResult | None:
-    """Reserve the participant's items on the block's first page; the "study full" outcome if none.
+    """Reserve the next part of the participant's batch on a page that has no slot yet.
 
-    Returns the new reservations, ``None`` when they exist already, or a screen-out result.
+    Items are reserved :data:`webapp.services.allocation.RESERVE_AHEAD` at a time, and the
+    next part only when the participant reaches a page past what they hold (they rated what
+    they had): someone who enters and never answers holds a couple of slots, not a whole
+    batch, so a few made-up arrivals cannot make the study look full. The batch plan comes
+    from the participant's recorded seed, so the parts form one re-derivable sequence.
+
+    Returns the new reservations, ``None`` when the page has its slot already, the end of the
+    block when no item is left for a participant who has some (a partial batch), or the
+    "study full" screen-out on the block's first page.
     """
     from webapp.services import allocation
 
-    if ctx.step > 0 or slot(ctx, 0) is not None:
+    if slot(ctx, ctx.step) is not None:
         return None
-    sync_block_items(ctx.study, ctx.block)
+    if ctx.step == 0:
+        sync_block_items(ctx.study, ctx.block)
     reserved = allocation.reserve_batch(
-        ctx.study, ctx.block, ctx.participant, now=ctx.now, rng=block_rng(ctx, "batch")
+        ctx.study,
+        ctx.block,
+        ctx.participant,
+        now=ctx.now,
+        rng=block_rng(ctx, "batch"),
+        start=ctx.step,
+        limit=allocation.RESERVE_AHEAD,
     )
     if reserved:
         return reserved
+    if ctx.step > 0:
+        return SaveResult(Outcome.end_block)
     ctx.participant.end_reason = STUDY_FULL
     return SaveResult(Outcome.screen_out)
 
