@@ -115,5 +115,6 @@ def test_console_launch_watch_export_and_pay(console_server, desk_page, tmp_path
     assert len(lines) == 4
     for line in lines:
         pid, amount = line.split(",")
-        # Prolific IDs are paid in their canonical lower-case form.
-        assert pid.startswith("bot") and 0 < float(amount) <= 1.0 and len(amount) == 4
+        # Prolific IDs (24 hex digits) are paid in their canonical lower-case form.
+        assert len(pid) == 24 and set(pid) <= set("0123456789abcdef")
+        assert 0 < float(amount) <= 1.0 and len(amount) == 4
