@@ -9,6 +9,9 @@ pseudonymous ``Participant``. Column ``comment`` texts are the codebook's source
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,12 +34,21 @@ from sqlalchemy.sql.expression import false
 from sqlalchemy.types import TypeDecorator
 
 from webapp.extensions import db
-from webapp.studydef import definition_hash
 
 
 def utcnow() -> datetime:
     """Return the current time in UTC (timezone-aware)."""
     return datetime.now(UTC)
+
+
+def definition_hash(definition: Mapping[str, Any]) -> str:
+    """Return a SHA-256 hex digest of the canonical JSON of a study definition.
+
+    It lives with the models (not in :mod:`webapp.studydef`) because a stored study keeps its
+    hash in step with its definition; the models then need nothing of the definition reader.
+    """
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class ParticipantStatus(enum.Enum):

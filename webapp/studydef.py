@@ -18,7 +18,6 @@ speak the researcher's language and each task type owns its part of the schema.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -712,12 +711,6 @@ def _with_line(exc: StudyDefinitionError) -> StudyDefinitionError:
     return StudyDefinitionError(
         exc.file, exc.path, exc.reason, line=line, source=exc.source, locate=exc.locate
     )
-
-
-def definition_hash(definition: Mapping[str, Any]) -> str:
-    """Return a SHA-256 hex digest of the canonical JSON of a definition."""
-    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def find_blocks(definition: Mapping[str, Any], type_name: str) -> list[dict[str, Any]]:

@@ -17,8 +17,15 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from webapp.bundle import BundleFile
 from webapp.extensions import db
-from webapp.models import Participant, ParticipantStatus, Study, StudyFile, StudyState
-from webapp.studydef import definition_hash, folder_bundle, load_bundle
+from webapp.models import (
+    Participant,
+    ParticipantStatus,
+    Study,
+    StudyFile,
+    StudyState,
+    definition_hash,
+)
+from webapp.studydef import folder_bundle, load_bundle
 
 
 class StudyLoadError(RuntimeError):
