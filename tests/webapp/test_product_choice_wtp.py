@@ -7,6 +7,7 @@ Before: ``{0}`` or ``{note}`` in the researcher's question made every WTP page a
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,10 @@ EVIL = ["{0}", "{note}", "{price.__class__.__mro__}", "{price[0]}", "{price!r}",
 
 def _study_file(tmp_path: Path, question: str | None) -> Path:
     raw = yaml.safe_load(DEMO.read_text())
-    raw["tasks"][3]["pairs"] = str((DEMO.parent / raw["tasks"][3]["pairs"]).resolve())
+    # A study names files of its own bundle only: copy the pairs file next to the study.
+    pairs = tmp_path / raw["tasks"][3]["pairs"]
+    pairs.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DEMO.parent / raw["tasks"][3]["pairs"], pairs)
     if question is None:
         raw["tasks"][3]["wtp"].pop("question")
     else:

@@ -86,6 +86,9 @@ def test_nul_in_the_login_username_is_a_friendly_400_and_logs_nothing(any_app):
         assert db.session.scalar(db.select(db.func.count()).select_from(LoginAttempt)) == 0
 
 
+PROLIFIC_PID = "5f1a2b3c4d5e6f7a8b9c0d1e"  # entry refuses anything but 24 hex digits
+
+
 @pytest.mark.parametrize(
     "param",
     ["participant", "PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "workerId", "hitId", "assignmentId"],
@@ -96,9 +99,9 @@ def test_control_characters_in_participant_entry_parameters_are_a_friendly_400(
 ):
     client = app.test_client()
     base = {
-        "PROLIFIC_PID": {"PROLIFIC_PID": "P1", "STUDY_ID": "S1", "SESSION_ID": "X1"},
-        "STUDY_ID": {"PROLIFIC_PID": "P1", "STUDY_ID": "S1", "SESSION_ID": "X1"},
-        "SESSION_ID": {"PROLIFIC_PID": "P1", "STUDY_ID": "S1", "SESSION_ID": "X1"},
+        "PROLIFIC_PID": {"PROLIFIC_PID": PROLIFIC_PID, "STUDY_ID": "S1", "SESSION_ID": "X1"},
+        "STUDY_ID": {"PROLIFIC_PID": PROLIFIC_PID, "STUDY_ID": "S1", "SESSION_ID": "X1"},
+        "SESSION_ID": {"PROLIFIC_PID": PROLIFIC_PID, "STUDY_ID": "S1", "SESSION_ID": "X1"},
         "participant": {"participant": "p1"},
     }.get(
         param,

@@ -19,10 +19,11 @@ NON_ASCII_DIGITS = ["\u0663", "\uff13", "\u00b2", "1\u0662.50", "\u0969", "\U000
 
 
 def _study_with_free_text(tmp_path: Path, max_length: int | None) -> Path:
-    studies, pairs = tmp_path / "studies", tmp_path / "product_pairs"
-    studies.mkdir()
-    pairs.mkdir()
-    shutil.copy(ROOT / "stimuli" / "product_pairs" / "demo.yaml", pairs / "demo.yaml")
+    # The study's bundle: its folder, with the pairs file the demo names (product_pairs/).
+    studies = tmp_path / "studies"
+    pairs = studies / "product_pairs"
+    pairs.mkdir(parents=True)
+    shutil.copy(ROOT / "stimuli" / "studies" / "product_pairs" / "demo.yaml", pairs / "demo.yaml")
     doc = yaml.safe_load(DEMO.read_text())
     doc["slug"] = "free-text"
     question = {"id": "comments", "text": "Any comments?", "kind": "text"}
