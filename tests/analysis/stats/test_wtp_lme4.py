@@ -106,7 +106,7 @@ def test_iccs_and_standardised_effect_follow_from_lme4s_variances(fitted):
 def test_sparse_fit_is_at_least_as_optimal_as_lme4(dataset):
     # Where the two optima differ in the 7th digit, lme4's theta gives a REML criterion no
     # lower than ours: the sparse fit stops at the optimum, not short of it.
-    from analysis.stats.wtp import _CrossedProblem
+    from analysis.stats.crossed import _CrossedProblem
 
     data = load(dataset)
     x = (data["format"] == "summary").to_numpy(float)
