@@ -50,7 +50,7 @@ def study_load(files: tuple[Path, ...], force: bool, owner: str | None) -> None:
     from webapp.services import audit
     from webapp.services.accounts import get_researcher
     from webapp.services.studies import StudyLoadError, load_study
-    from webapp.studydef import StudyDefinitionError
+    from webapp.validation import StudyDefinitionError
 
     owner_row = get_researcher(owner) if owner else None
     if owner and owner_row is None:

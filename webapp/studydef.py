@@ -19,441 +19,35 @@ speak the researcher's language and each task type owns its part of the schema.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError, safe_name
-from webapp.text_rules import forbidden_character, placeholders
-
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
-ID_MAX = 64
-ID_RE = re.compile(rf"^[A-Za-z0-9_.-]{{1,{ID_MAX}}}$")
-PLATFORMS = ("prolific", "mturk", "link")
-# Researcher strings kept only in the definition (JSON) have no column to fit; these bound
-# what one page can show. Strings stored in sized columns get the column's length instead
-# (:func:`column_length`).
-TEXT_MAX = 20_000  # a text of paragraphs (a consent sheet is a few thousand characters)
-LINE_MAX = 500  # a one-line label: heading, button, option, name
-REASON_MAX = 500  # characters of a reason kept in messages
-MAX_YAML_DEPTH = 40  # nesting of YAML collections (a study needs about 8)
-
-
-class StudyDefinitionError(ValueError):
-    """A study definition is invalid; ``str()`` reads ``FILE: PATH: REASON (line N)``.
-
-    ``source`` is the YAML file's text when known; :func:`load_bundle` uses it to add the line
-    of ``locate`` (a path inside the file; default ``path``). Errors in files that are not
-    YAML (CSV, JSONL) carry their ``line`` from the start. ``file`` is a bundle-relative name.
-    """
-
-    def __init__(
-        self,
-        file: str,
-        path: str,
-        reason: str,
-        *,
-        line: int | None = None,
-        source: str | None = None,
-        locate: str | None = None,
-    ) -> None:
-        if len(reason) > REASON_MAX:  # a 10,000-character value quoted in it: keep both ends
-            half = REASON_MAX // 2 - 2
-            reason = f"{reason[:half]} … {reason[-half:]}"
-        self.file, self.path, self.reason, self.line, self.source = file, path, reason, line, source
-        self.locate = path if locate is None else locate
-        at = f" (line {line})" if line else ""
-        super().__init__(f"{file}: {path or '(top level)'}: {reason}{at}")
-
-
-@dataclass(frozen=True)
-class Where:
-    """A position inside a definition file, used to build error messages.
-
-    ``file`` is the file's name inside ``bundle``, which holds the files it may name. ``line``
-    is set for files whose lines are known while reading (a CSV row, a JSONL record); children
-    inherit it. YAML positions leave it unset: :func:`load_bundle` finds it.
-    """
-
-    file: str
-    path: str = ""
-    bundle: Bundle | None = None
-    line: int | None = None
-
-    def at(self, key: str | int) -> Where:
-        """Return the position of a child key or list index."""
-        if isinstance(key, int):
-            return Where(self.file, f"{self.path}[{key}]", self.bundle, self.line)
-        path = f"{self.path}.{key}" if self.path else key
-        return Where(self.file, path, self.bundle, self.line)
-
-    def error(self, reason: str, *, locate: str | None = None) -> StudyDefinitionError:
-        """Return an error located here (raise it); ``locate`` is a path whose line to report."""
-        source = None
-        if self.bundle is not None and self.line is None:
-            data = self.bundle.cached(self.file)
-            source = data.decode("utf-8", errors="replace") if data is not None else None
-        return StudyDefinitionError(
-            self.file, self.path, reason, line=self.line, source=source, locate=locate
-        )
-
-
-def get_mapping(raw: Any, where: Where) -> dict[str, Any]:
-    """Return ``raw`` if it is a mapping with string keys, else raise."""
-    if not isinstance(raw, Mapping):
-        raise where.error(f"expected a mapping, got {type(raw).__name__}")
-    return dict(raw)
-
-
-def get_list(raw: Any, where: Where, *, min_len: int = 0) -> list[Any]:
-    """Return ``raw`` if it is a list of at least ``min_len`` items, else raise."""
-    if not isinstance(raw, list):
-        raise where.error(f"expected a list, got {type(raw).__name__}")
-    if len(raw) < min_len:
-        raise where.error(f"expected at least {min_len} item(s), got {len(raw)}")
-    return raw
-
-
-def column_length(attribute: Any) -> int:
-    """The declared length of a ``String`` model column, e.g. ``column_length(Study.title)``.
-
-    Researcher strings that land in a column are checked against this at validation, so the
-    limit has one source: the model (PostgreSQL refuses longer values with a 500).
-    """
-    length = attribute.property.columns[0].type.length
-    if not isinstance(length, int):
-        raise TypeError(f"{attribute} is not a String column with a length")
-    return length
-
-
-_CHARACTER_NAMES = {"U+0000": "a NUL character", "U+0009": "a tab"}
-
-
-def check_text(value: str, where: Where, *, max_len: int = TEXT_MAX, one_line: bool = False) -> str:
-    """Return ``value`` if it fits ``max_len`` and has only characters a page can show.
-
-    Parameters
-    ----------
-    value : str
-        A researcher-supplied string (already stripped).
-    where : Where
-        Its position; the error is raised there.
-    max_len : int
-        At most this many characters (a column's length, or :data:`TEXT_MAX`/:data:`LINE_MAX`).
-    one_line : bool
-        Refuse tabs and line breaks too (ids, codes, names, labels).
-
-    Raises
-    ------
-    StudyDefinitionError
-        Too long, or a NUL, control character or unpaired surrogate (see
-        :func:`webapp.text_rules.forbidden_character`).
-    """
-    if len(value) > max_len:
-        raise where.error(f"is {len(value):,} characters long; at most {max_len:,} fit here")
-    bad = forbidden_character(value, line_breaks=not one_line)
-    if bad is not None:
-        index, code = bad
-        if code in ("U+000A", "U+000D"):
-            what = "a line break"
-        elif 0xD800 <= int(code[2:], 16) <= 0xDFFF:
-            what = f"an unpaired surrogate {code} (not a character)"
-        else:
-            what = _CHARACTER_NAMES.get(code, f"the control character {code}")
-        rule = (
-            "; this must be one line" if one_line and code in ("U+0009", "U+000A", "U+000D") else ""
-        )
-        raise where.error(f"contains {what} at character {index + 1}{rule}: remove it")
-    return value
-
-
-def get_str(
-    raw: Mapping[str, Any],
-    key: str,
-    where: Where,
-    default: str | None = None,
-    *,
-    max_len: int = TEXT_MAX,
-    one_line: bool = False,
-) -> str:
-    """Return the non-empty string ``raw[key]`` (or ``default`` when absent).
-
-    The value is checked by :func:`check_text` with ``max_len`` and ``one_line``.
-    """
-    if key not in raw or raw[key] is None:
-        if default is None:
-            raise where.at(key).error("is required")
-        return default
-    value = raw[key]
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        value = str(value)  # YAML turns codes like 1234 into numbers
-    if not isinstance(value, str) or not value.strip():
-        raise where.at(key).error("expected a non-empty string")
-    return check_text(value.strip(), where.at(key), max_len=max_len, one_line=one_line)
-
-
-def get_line(
-    raw: Mapping[str, Any],
-    key: str,
-    where: Where,
-    default: str | None = None,
-    *,
-    max_len: int = LINE_MAX,
-) -> str:
-    """:func:`get_str` for a one-line label (heading, button, name): no line breaks."""
-    return get_str(raw, key, where, default, max_len=max_len, one_line=True)
-
-
-def get_number(
-    raw: Mapping[str, Any],
-    key: str,
-    where: Where,
-    *,
-    default: float | None = None,
-    minimum: float | None = None,
-    maximum: float | None = None,
-) -> float:
-    """Return the number ``raw[key]`` within [minimum, maximum] (or ``default``)."""
-    if key not in raw or raw[key] is None:
-        if default is None:
-            raise where.at(key).error("is required")
-        return default
-    value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise where.at(key).error(f"expected a number, got {value!r}")
-    if not math.isfinite(value):  # YAML's .nan/.inf: no JSON column can store them
-        raise where.at(key).error(f"expected a finite number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise where.at(key).error(f"must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise where.at(key).error(f"must be at most {maximum}, got {value}")
-    return float(value)
-
-
-def get_int(
-    raw: Mapping[str, Any], key: str, where: Where, *, default: int, minimum: int = 0
-) -> int:
-    """Return the integer ``raw[key]`` ≥ ``minimum`` (or ``default``)."""
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise where.at(key).error(f"expected an integer, got {value!r}")
-    if value < minimum:
-        raise where.at(key).error(f"must be at least {minimum}, got {value}")
-    return value
-
-
-def get_template(
-    raw: Mapping[str, Any], key: str, where: Where, fields: tuple[str, ...], default: str
-) -> str:
-    """:func:`get_str` for a text with ``{name}`` placeholders, each one of ``fields``.
-
-    Filled by :func:`webapp.text_rules.fill`, never ``str.format``: researcher text must not
-    reach format-string semantics (``{0}`` failed every page, ``{price.__class__}`` showed
-    object internals to participants).
-    """
-    value = get_str(raw, key, where, default)
-    unknown = [name for name in placeholders(value) if name not in fields]
-    if unknown:
-        known = ", ".join(f"{{{f}}}" for f in fields)
-        raise where.at(key).error(
-            f"unknown placeholder {{{unknown[0]}}}; this text may use {known}"
-        )
-    return value
-
-
-def get_id(raw: Mapping[str, Any], key: str, where: Where) -> str:
-    """Return an identifier (letters, digits, ``_.-``; at most :data:`ID_MAX` characters).
-
-    Ids are stored in ``String(64)`` columns (block, pair and item ids); a test holds
-    :data:`ID_MAX` to those columns' lengths.
-    """
-    value = get_line(raw, key, where, max_len=ID_MAX)
-    if not ID_RE.match(value):
-        raise where.at(key).error(f"{value!r} is not a valid id (letters, digits, _ . -)")
-    return value
-
-
-def check_strings(value: Any, where: Where) -> None:
-    """Refuse any string or key in a normalised definition that :func:`check_text` refuses.
-
-    The safety net behind the per-key checks: texts taken from stimulus files, extra CSV
-    columns and values read with ``str()`` all pass here before the definition is stored, so
-    no NUL or control character reaches the database or a page whichever reader let it in.
-    Lengths are the per-key checks' business (the joined passages of a source are long).
-    """
-    if isinstance(value, str):
-        check_text(value, where, max_len=len(value))
-    elif isinstance(value, Mapping):
-        for key, child in value.items():
-            if isinstance(key, str):
-                check_text(key, where, max_len=len(key), one_line=True)
-            check_strings(child, where.at(key if isinstance(key, str) else str(key)))
-    elif isinstance(value, list | tuple):
-        for i, child in enumerate(value):
-            check_strings(child, where.at(i))
-
-
-def check_keys(raw: Mapping[str, Any], allowed: set[str], where: Where) -> None:
-    """Reject unknown keys, which are nearly always typos (the line is the first one's)."""
-    # YAML keys may be numbers, dates or None: sort by their text.
-    unknown = sorted(set(raw) - allowed, key=str)
-    if unknown:
-        raise where.error(
-            f"unknown key(s) {unknown}; allowed: {sorted(allowed)}",
-            locate=where.at(str(unknown[0])).path,
-        )
-
-
-def stimulus_path(raw: Any, where: Where, what: str) -> str:
-    """Return the bundle-relative name of the file named by ``raw`` (a study key).
-
-    Names are relative to the study file and must stay inside its bundle: absolute paths,
-    ``..``, backslashes and control characters are refused here, by their text, before
-    anything is opened.
-    """
-    if not isinstance(raw, str) or not raw.strip():
-        raise where.error(f"expected the path of {what} (relative to the study file)")
-    if where.bundle is None:
-        raise where.error(f"{what} needs the study's bundle")
-    try:
-        name = safe_name(raw.strip())
-    except BundleError as exc:
-        raise where.error(str(exc)) from None
-    folder = where.file.rpartition("/")[0]  # names are relative to the naming file
-    return f"{folder}/{name}" if folder else name
-
-
-def _line_at(data: bytes, offset: int) -> int:
-    """The 1-based line of byte ``offset`` (lines end with LF, CRLF or CR)."""
-    head = data[:offset]
-    return head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
-
-
-def read_text(name: str, where: Where, *, encoding: str = "utf-8", limit: int | None = None) -> str:
-    """Return the text of the bundle file ``name`` (from :func:`stimulus_path`).
-
-    A file that is not in the bundle, not a regular file or too large is refused at ``where``
-    (the key naming it); bytes that are not UTF-8 are refused naming the file and their line.
-    """
-    if where.bundle is None:
-        raise where.error("needs the study's bundle")
-    try:
-        data = where.bundle.read(name, **({"limit": limit} if limit is not None else {}))
-    except BundleError as exc:
-        raise where.error(str(exc)) from None
-    try:
-        return data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line = _line_at(data, exc.start)
-        raise Where(name, "", where.bundle, line).error(
-            f"not UTF-8 text at line {line}: save the file as UTF-8"
-        ) from None
-
-
-def n_lines(text: str) -> int:
-    """How many lines ``text`` has as an editor shows them (at least 1)."""
-    return max(1, len(text.splitlines()))
-
-
-class _Loader(yaml.SafeLoader):
-    """The one YAML loader of study files: ``SafeLoader``, hardened.
-
-    * Anchors, aliases and merge keys are refused with their line: a few hundred bytes of
-      nested aliases expand to hundreds of megabytes (a "billion laughs"), and a study file
-      gains nothing from them that writing the value out does not give.
-    * Collections nest at most :data:`MAX_YAML_DEPTH` deep (the composer recurses).
-    * Scalar conversion errors are YAML errors with a position: PyYAML raises a bare
-      ``ValueError`` for ``2001-02-30`` or an integer of 5,000 digits.
-
-    The size is bounded before parsing (:data:`webapp.bundle.MAX_YAML_BYTES`).
-    """
-
-    _depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise yaml.composer.ComposerError(
-                None,
-                None,
-                "anchors and aliases (& and *) are not allowed in a study file; "
-                "write the value out",
-                event.start_mark,
-            )
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def flatten_mapping(self, node: yaml.MappingNode) -> None:
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    "merge keys (<<) are not allowed in a study file; write the keys out",
-                    key_node.start_mark,
-                )
-        super().flatten_mapping(node)
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, OverflowError) as exc:
-            value = str(node.value)
-            value = value if len(value) <= 40 else f"{value[:37]}..."
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read {value!r}: {str(exc)[:200]}", node.start_mark
-            ) from None
-
-
-def read_yaml(name: str, where: Where) -> Any:
-    """Parse a bundle's YAML file; syntax errors are refused naming the file and line.
-
-    ``where`` is the place that names the file (a missing file is reported there).
-    """
-    text = read_text(name, where, limit=MAX_YAML_BYTES)
-    return parse_yaml(text, Where(name, "", where.bundle))
-
-
-def parse_yaml(text: str, where: Where) -> Any:
-    """Parse YAML ``text`` (the file of ``where``) with the hardened loader.
-
-    Raises
-    ------
-    StudyDefinitionError
-        Naming the file and the line, for syntax errors, anchors, aliases, merge keys, deep
-        nesting and values Python cannot hold.
-    """
-    try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506  # nosec B506: a SafeLoader subclass
-    except RecursionError:
-        raise Where(where.file, "", where.bundle, 1).error(
-            "invalid YAML: nested too deeply"
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        if mark is not None:
-            line = mark.line + 1
-        elif isinstance(getattr(exc, "position", None), int):  # a ReaderError
-            line = n_lines(text[: exc.position + 1])
-        else:
-            line = 1
-        line = min(line, n_lines(text))  # "end of stream" is after the last line
-        reason = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise Where(where.file, "", where.bundle, line).error(
-            f"invalid YAML at line {line}: {reason}"
-        ) from None
+from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError
+from webapp.validation import (
+    ID_MAX,
+    ID_RE,
+    PLATFORMS,
+    SLUG_RE,
+    HardenedLoader,
+    StudyDefinitionError,
+    Where,
+    check_keys,
+    check_strings,
+    check_text,
+    column_length,
+    get_id,
+    get_line,
+    get_list,
+    get_mapping,
+    get_number,
+    get_str,
+    line_at,
+    parse_yaml,
+)
 
 
 def _completion_code(codes: Mapping[str, Any], key: str, where: Where) -> str:
@@ -666,7 +260,7 @@ def load_bundle(bundle: Bundle) -> dict[str, Any]:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = _line_at(data, exc.start)
+            line = line_at(data, exc.start)
             raise Where(name, "", bundle, line).error(
                 f"not UTF-8 text at line {line}: save the file as UTF-8"
             ) from None
@@ -692,7 +286,7 @@ def _with_line(exc: StudyDefinitionError) -> StudyDefinitionError:
     if exc.line is not None or exc.source is None:
         return exc
     try:
-        node = yaml.compose(exc.source, Loader=_Loader)
+        node = yaml.compose(exc.source, Loader=HardenedLoader)
     except (yaml.YAMLError, RecursionError):
         return exc
     line = node.start_mark.line + 1 if node is not None else 1

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
-from webapp.studydef import StudyDefinitionError, load_study_file
+from webapp.studydef import load_study_file
 from webapp.tasks.product_choice import WTP_FIELDS, WTP_QUESTION
+from webapp.validation import StudyDefinitionError
 
 from .conftest import DEMO
 

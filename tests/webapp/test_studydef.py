@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webapp.studydef import StudyDefinitionError, load_study_file
+from webapp.studydef import load_study_file
+from webapp.validation import StudyDefinitionError
 
 from .conftest import DEMO
 

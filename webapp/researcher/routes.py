@@ -52,7 +52,7 @@ from webapp.services import export as export_service
 from webapp.services import researchers as console
 from webapp.services.researchers import ConsoleError, authenticate
 from webapp.services.studies import StudyLoadError, bundle_zip, get_study, status_counts
-from webapp.studydef import StudyDefinitionError
+from webapp.validation import StudyDefinitionError
 
 _EXPORT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
 

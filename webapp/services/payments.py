@@ -102,10 +102,10 @@ def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
 
     Raises
     ------
-    webapp.studydef.StudyDefinitionError
+    webapp.validation.StudyDefinitionError
         Naming ``payment.bonus.rule`` and the known rules.
     """
-    from webapp.studydef import StudyDefinitionError
+    from webapp.validation import StudyDefinitionError
 
     rule = definition["payment"]["bonus"]["rule"]
     if rule not in RULES:

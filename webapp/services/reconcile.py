@@ -24,8 +24,8 @@ from sqlalchemy.orm import selectinload
 
 from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
-from webapp.studydef import column_length
 from webapp.text_rules import forbidden_character
+from webapp.validation import column_length
 
 # Prolific's submission statuses; MTurk's AssignmentStatus values are mapped onto the same words.
 SUBMITTED = frozenset({"APPROVED", "AWAITING REVIEW", "REJECTED", "SUBMITTED"})

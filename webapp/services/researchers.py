@@ -168,7 +168,7 @@ def load_uploaded_study(bundle: Bundle, owner: Researcher, *, force: bool = Fals
 
     Raises
     ------
-    webapp.studydef.StudyDefinitionError
+    webapp.validation.StudyDefinitionError
         Invalid YAML or definition (file, path, reason).
     ConsoleError
         The slug belongs to another researcher's study.

@@ -62,7 +62,7 @@ def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
 
     Raises
     ------
-    webapp.studydef.StudyDefinitionError
+    webapp.validation.StudyDefinitionError
         The file is invalid (message names file, path, reason).
     StudyLoadError
         The tasks changed while participants exist and ``force`` is false.

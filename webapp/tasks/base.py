@@ -18,7 +18,7 @@ from wtforms import HiddenField
 
 if TYPE_CHECKING:
     from webapp.models import Participant, Study
-    from webapp.studydef import Where
+    from webapp.validation import Where
 
 
 class PageForm(FlaskForm):

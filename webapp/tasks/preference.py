@@ -22,9 +22,17 @@ from wtforms import RadioField, TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
 from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
-from webapp.studydef import LINE_MAX, Where, check_keys, check_text, get_line, get_mapping, get_str
 from webapp.tasks import rating_slots as slots
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.validation import (
+    LINE_MAX,
+    Where,
+    check_keys,
+    check_text,
+    get_line,
+    get_mapping,
+    get_str,
+)
 
 ORDERS = ("a_first", "b_first")
 REQUIRED = "Please choose one of the two summaries."

@@ -17,7 +17,9 @@ from wtforms.validators import InputRequired
 
 from webapp.models import ChoiceResponse
 from webapp.services.design import Trial, derive_sequence
-from webapp.studydef import (
+from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.text_rules import fill
+from webapp.validation import (
     Where,
     check_keys,
     get_id,
@@ -30,8 +32,6 @@ from webapp.studydef import (
     read_yaml,
     stimulus_path,
 )
-from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
-from webapp.text_rules import fill
 
 SIDES = ("left", "right")
 # ASCII digits only: \d would also take "٣" or "３", which float() reads as 3.

@@ -12,7 +12,8 @@ from wtforms import IntegerField, RadioField, StringField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
 
 from webapp.models import QuizAttempt, TaskResponse
-from webapp.studydef import (
+from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+from webapp.validation import (
     LINE_MAX,
     Where,
     check_keys,
@@ -24,7 +25,6 @@ from webapp.studydef import (
     get_mapping,
     get_str,
 )
-from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 
 REQUIRED = "Please choose an answer."
 # Free-text answers: the default and the largest ``max_length`` a study may set (characters).

@@ -19,7 +19,9 @@ from wtforms import RadioField
 from wtforms.validators import InputRequired
 
 from webapp.models import TaskResponse
-from webapp.studydef import (
+from webapp.tasks import rating_slots as slots
+from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.validation import (
     LINE_MAX,
     Where,
     check_keys,
@@ -30,8 +32,6 @@ from webapp.studydef import (
     get_mapping,
     get_str,
 )
-from webapp.tasks import rating_slots as slots
-from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
 
 RATED = "rated"  # the slot's label: the ratings themselves are in the page's TaskResponse
 REQUIRED = "Please rate every summary on this point."

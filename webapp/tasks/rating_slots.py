@@ -21,7 +21,8 @@ from sqlalchemy import func, select
 
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
-from webapp.studydef import (
+from webapp.tasks.base import Outcome, PageContext, SaveResult
+from webapp.validation import (
     ID_RE,
     Where,
     check_text,
@@ -30,7 +31,6 @@ from webapp.studydef import (
     read_text,
     stimulus_path,
 )
-from webapp.tasks.base import Outcome, PageContext, SaveResult
 
 STUDY_FULL = "study_full"
 # YAML keys both task types accept (each adds its own).

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webapp.studydef import Where, check_keys, get_line, get_str
 from webapp.tasks.base import TaskType
+from webapp.validation import Where, check_keys, get_line, get_str
 
 
 class _TextTask(TaskType):

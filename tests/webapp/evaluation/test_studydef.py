@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from webapp.studydef import StudyDefinitionError, load_study_file
+from webapp.studydef import load_study_file
+from webapp.validation import StudyDefinitionError
 
 from .conftest import PREFERENCE_DEMO, RATING_DEMO
 

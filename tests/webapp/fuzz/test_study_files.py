@@ -19,7 +19,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webapp.studydef import StudyDefinitionError, load_study_file
+from webapp.studydef import load_study_file
+from webapp.validation import StudyDefinitionError
 
 from ..conftest import DEMO, ROOT
 

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from webapp import bundle as bundles
 from webapp.bundle import Bundle, BundleError, safe_name
-from webapp.studydef import StudyDefinitionError, load_study_file
+from webapp.studydef import load_study_file
+from webapp.validation import StudyDefinitionError
 
 from ..conftest import DEMO, ROOT, make_app
 from ..researcher.conftest import PASSWORD, login, page_token

@@ -15,14 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from webapp.studydef import (
-    ID_MAX,
-    LINE_MAX,
-    SLUG_RE,
-    StudyDefinitionError,
-    column_length,
-    load_study_file,
-)
+from webapp.studydef import load_study_file
+from webapp.validation import ID_MAX, LINE_MAX, SLUG_RE, StudyDefinitionError, column_length
 
 ROOT = Path(__file__).resolve().parents[3]
 STIMULI = ROOT / "stimuli"

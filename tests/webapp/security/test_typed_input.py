@@ -78,8 +78,9 @@ def test_free_text_has_a_cap_even_when_the_study_sets_none(app, tmp_path):
 
 
 def test_a_study_cannot_lift_the_cap_beyond_the_limit(tmp_path):
-    from webapp.studydef import StudyDefinitionError, load_study_file
+    from webapp.studydef import load_study_file
     from webapp.tasks.questions import TEXT_MAX_LIMIT
+    from webapp.validation import StudyDefinitionError
 
     with pytest.raises(StudyDefinitionError, match="max_length"):
         load_study_file(_study_with_free_text(tmp_path, TEXT_MAX_LIMIT + 1))

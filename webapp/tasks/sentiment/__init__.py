@@ -34,7 +34,9 @@ from webapp.models import (
     TaskResponse,
     qualification_scope,
 )
-from webapp.studydef import (
+from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.sentiment.items import LABELS, read_items
+from webapp.validation import (
     Where,
     check_keys,
     column_length,
@@ -44,8 +46,6 @@ from webapp.studydef import (
     get_number,
     get_str,
 )
-from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
-from webapp.tasks.sentiment.items import LABELS, read_items
 
 REQUIRED = "Please choose a label."
 STUDY_FULL = "study_full"

@@ -14,7 +14,7 @@ import csv
 import io
 from typing import Any
 
-from webapp.studydef import ID_RE, LINE_MAX, Where, check_text, n_lines, read_text, stimulus_path
+from webapp.validation import ID_RE, LINE_MAX, Where, check_text, n_lines, read_text, stimulus_path
 
 BASE_SENTIMENTS = ("positive", "negative")
 LABELS = ("positive", "negative", "neutral")
@@ -73,7 +73,7 @@ def read_items(
 
     Raises
     ------
-    webapp.studydef.StudyDefinitionError
+    webapp.validation.StudyDefinitionError
         Missing file or column, empty cell, unknown sentiment, duplicate ``item_id``.
     """
     name = stimulus_path(raw, where, "a CSV file")
