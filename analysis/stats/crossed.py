@@ -367,6 +367,32 @@ def _satterthwaite_df(problem: _CrossedProblem, theta, sigma: float, contrasts):
     return np.array(out)
 
 
+def _fixed_row(term: str, est: float, se: float, ddf: float, confidence: float) -> dict:
+    """One fixed effect: t test on Satterthwaite's ``ddf`` (the normal reference where it is not
+    finite), the normal p beside it, and the interval of ``confidence``."""
+    import numpy as np
+    from scipy.stats import norm, t
+
+    p_z = float(2 * norm.sf(abs(est / se)))
+    if np.isfinite(ddf):
+        p_val = float(2 * t.sf(abs(est / se), ddf))
+        crit = float(t.ppf(0.5 + confidence / 2, ddf))
+    else:
+        p_val, crit = p_z, float(norm.ppf(0.5 + confidence / 2))
+    return {
+        "kind": "fixed",
+        "term": term,
+        "estimate": est,
+        "se": se,
+        "statistic": est / se,
+        "df": ddf,
+        "p_val": p_val,
+        "p_val_z": p_z,
+        "ci_low": est - crit * se,
+        "ci_high": est + crit * se,
+    }
+
+
 def crossed_lmm(
     data: pd.DataFrame,
     *,
@@ -432,7 +458,6 @@ def crossed_lmm(
     """
     import numpy as np
     import pandas as pd
-    from scipy.stats import norm, t
 
     df = data[[dv, *fixed, large, small]].dropna()
     n = len(df)
@@ -452,27 +477,7 @@ def crossed_lmm(
     rows: list[dict[str, object]] = []
     for i, term in enumerate(["Intercept", *fixed]):
         est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
-        ddf = float(dfs[i])
-        p_z = float(2 * norm.sf(abs(est / s)))
-        if np.isfinite(ddf):
-            p_val = float(2 * t.sf(abs(est / s), ddf))
-            crit = float(t.ppf(0.5 + confidence / 2, ddf))
-        else:
-            p_val, crit = p_z, float(norm.ppf(0.5 + confidence / 2))
-        rows.append(
-            {
-                "kind": "fixed",
-                "term": term,
-                "estimate": est,
-                "se": s,
-                "statistic": est / s,
-                "df": ddf,
-                "p_val": p_val,
-                "p_val_z": p_z,
-                "ci_low": est - crit * s,
-                "ci_high": est + crit * s,
-            }
-        )
+        rows.append(_fixed_row(term, est, s, float(dfs[i]), confidence))
     rows.append({"kind": "sd", "term": large, "estimate": float(theta[0]) * sigma})
     rows.append({"kind": "sd", "term": small, "estimate": float(theta[1]) * sigma})
     rows.append({"kind": "sd", "term": "Residual", "estimate": sigma})
@@ -536,7 +541,6 @@ def crossed_slopes_lmm(
     """
     import numpy as np
     import pandas as pd
-    from scipy.stats import norm, t
 
     df = data[[dv, x, large, small]].dropna()
     n = len(df)
@@ -556,22 +560,7 @@ def crossed_slopes_lmm(
     rows: list[dict[str, object]] = []
     for i, term in enumerate(["Intercept", x]):
         est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
-        ddf = float(dfs[i])
-        crit = float(t.ppf(0.5 + confidence / 2, ddf))
-        rows.append(
-            {
-                "kind": "fixed",
-                "term": term,
-                "estimate": est,
-                "se": s,
-                "statistic": est / s,
-                "df": ddf,
-                "p_val": float(2 * t.sf(abs(est / s), ddf)),
-                "p_val_z": float(2 * norm.sf(abs(est / s))),
-                "ci_low": est - crit * s,
-                "ci_high": est + crit * s,
-            }
-        )
+        rows.append(_fixed_row(term, est, s, float(dfs[i]), confidence))
     boundary = []
     for name, th in ((large, theta[:3]), (small, theta[3:])):
         tf = _CrossedSlopesProblem.factor(th)
