@@ -245,6 +245,15 @@ POSITION_OPTIONS = [
                  show_default=True, help="How summary sentences are matched to the article."),
     click.option("--gold-field", default="gold", show_default=True,
                  help="Field with the gold summary."),
+    click.option("--top-k", default=1, show_default=True,
+                 help="Map each summary sentence to its top K article sentences (paper: 1, 2, 3)."),
+    click.option("--tolerance", default=0.1, show_default=True,
+                 help="Top-k: a sentence whose best similarity is >= 1 - TOLERANCE keeps one."),
+    click.option("--unique-per-summary", is_flag=True,
+                 help="Count each article sentence once per summary (the authors' code)."),
+    click.option("--cap-sentences", metavar="gold|N",
+                 help="Sample longer summaries down to the gold summary's (or N) sentences."),
+    click.option("--seed", default=0, show_default=True, help="Seed of --cap-sentences."),
 ]  # fmt: skip
 
 
@@ -257,7 +266,8 @@ POSITION_OPTIONS = [
 @click.option("--article-field", default="article", show_default=True)
 @click.option("--summaries-field", default="summaries", show_default=True,
               help="Field mapping system name -> generated summary.")  # fmt: skip
-def position(inputs, out, k, mapping, gold_field, id_field, article_field, summaries_field) -> None:
+def position(inputs, out, k, mapping, gold_field, top_k, tolerance, unique_per_summary,
+             cap_sentences, seed, id_field, article_field, summaries_field) -> None:  # fmt: skip
     """Position bias: Wasserstein distance of gold vs generated positional distributions.
 
     Each input line has an id, an article, a gold summary and {system: summary}; summarize
@@ -268,7 +278,9 @@ def position(inputs, out, k, mapping, gold_field, id_field, article_field, summa
     from analysis.metrics.report import ReportOptions, position_section
 
     records = _records(inputs)
-    opts = ReportOptions(k=k, mapping=mapping, gold_field=gold_field)
+    opts = ReportOptions(k=k, mapping=mapping, gold_field=gold_field, top_k=top_k,
+                         tolerance=tolerance, unique_mapping=unique_per_summary,
+                         cap_sentences=_cap(cap_sentences), seed=seed)  # fmt: skip
     try:
         if summaries_field in records.columns:
             data = records.rename(
@@ -292,6 +304,15 @@ def position(inputs, out, k, mapping, gold_field, id_field, article_field, summa
     results = _position_results(section, k=k, mapping=mapping, n_articles=len(data))
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     _show(section, "position_bias")
+
+
+def _cap(value: str | None) -> str | None:
+    """Check --cap-sentences: ``gold`` or a positive sentence count."""
+    if value is None or value == "gold" or (value.isdigit() and int(value) > 0):
+        return value
+    raise click.BadParameter(
+        f"{value!r}: use 'gold' or a positive number", param_hint="--cap-sentences"
+    )
 
 
 def _finite(value: Any) -> Any:
@@ -396,7 +417,8 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, que
            passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field, undated,
            human_field, generated_field, length_filter, bins, lexicon, left_field, right_field,
-           n_bins, mapping, gold_field, k, any_judge) -> None:  # fmt: skip
+           n_bins, mapping, gold_field, top_k, tolerance, unique_per_summary, cap_sentences, seed,
+           k, any_judge) -> None:  # fmt: skip
     """Every metric the records allow: CSVs, PNGs and index.html in --out."""
     from analysis.metrics.report import ReportOptions, build_report, render_html
 
@@ -407,7 +429,8 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, que
         truth_field=truth_field, date_field=date_field, undated=undated, human_field=human_field,
         generated_field=generated_field, length_filter=length_filter, bins=bins,
         left_field=left_field, right_field=right_field, lexicon=_lexicon(lexicon),
-        n_bins=n_bins, match_judge=not any_judge,
+        n_bins=n_bins, match_judge=not any_judge, top_k=top_k, tolerance=tolerance,
+        unique_mapping=unique_per_summary, cap_sentences=_cap(cap_sentences), seed=seed,
     )  # fmt: skip
     needs_embedder = not no_primacy and "task" in records and (records["task"] == "summarize").any()
     embedder = (

@@ -54,6 +54,11 @@ class ReportOptions:
     k: int = 3
     mapping: str = "tfidf"
     gold_field: str = "gold"
+    top_k: int = 1
+    tolerance: float = 0.1
+    unique_mapping: bool = False
+    cap_sentences: str | None = None  # None, "gold" or a sentence count
+    seed: int = 0
     cutoffs: Mapping[str, str | date] = field(default_factory=dict)
     pair_field: str = "pair_id"
     truth_field: str = "truth"
@@ -161,7 +166,9 @@ def primacy_section(
 def position_section(data: pd.DataFrame, opts: ReportOptions) -> Section:
     """Position bias from rows of ``id``, ``article``, ``gold``, ``summaries``."""
     from analysis.metrics.position import (
+        cap_sentences,
         position_bias,
+        position_rouge_correlation,
         positional_distribution,
         summary_positions,
         summary_rouge,
@@ -169,21 +176,47 @@ def position_section(data: pd.DataFrame, opts: ReportOptions) -> Section:
     )
     from analysis.plots.metrics import plot_positional_distribution
 
+    mapped = (
+        "most similar article sentence"
+        if opts.top_k == 1
+        else (
+            f"top-{opts.top_k} most similar article sentences (one when the best similarity is "
+            f"at least {1 - opts.tolerance:g})"
+        )
+    )
     sec = Section(
         "position",
         TITLES["position"],
         f"Articles cut into K = {opts.k} segments of near-equal sentence count; each summary "
-        f"sentence mapped to its most similar article sentence ({opts.mapping}); Wasserstein "
-        "distance between the gold and each system's positional distribution; ROUGE F1 vs gold.",
+        f"sentence mapped to its {mapped} ({opts.mapping}); Wasserstein distance between the "
+        "gold and each system's positional distribution; ROUGE F1 vs gold; Spearman ρ of W "
+        "against ROUGE across systems.",
     )
     long = systems_long(data)
-    positions = summary_positions(long, k=opts.k, method=opts.mapping)
+    if opts.cap_sentences:
+        cap = None if opts.cap_sentences == "gold" else int(opts.cap_sentences)
+        long = cap_sentences(long, n=cap, seed=opts.seed)
+        cut = int((long["n_sentences"] < long["n_sentences_before"]).sum())
+        sec.notes.append(
+            f"summaries sampled to {'the gold summary' + chr(39) + 's' if cap is None else cap} "
+            f"sentence count (seed {opts.seed}): {cut} summaries were longer and were sampled."
+        )
+    positions = summary_positions(
+        long, k=opts.k, method=opts.mapping, top_k=opts.top_k, tolerance=opts.tolerance,
+        unique=opts.unique_mapping,
+    )  # fmt: skip
     dist = positional_distribution(positions, k=opts.k)
+    bias = position_bias(positions).merge(summary_rouge(long), on="system")
     sec.tables = {
-        "position_bias": position_bias(positions).merge(summary_rouge(long), on="system"),
+        "position_bias": bias,
+        "position_rouge_correlation": position_rouge_correlation(bias),
         "position_distribution": dist,
         "position_sentences": positions,
     }
+    if len(bias) < 3:
+        sec.notes.append(
+            f"Spearman ρ of W against ROUGE needs at least three systems; {len(bias)} given."
+        )
     sec.figures["position_distribution"] = lambda ax: plot_positional_distribution(dist, ax)
     return sec
 
