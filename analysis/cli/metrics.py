@@ -356,6 +356,10 @@ OVERLAP_OPTIONS = [
                  help="Keep only items whose human reference has 95–105 words."),
     click.option("--bins", default=10, show_default=True,
                  help="Equal-width similarity bins over [0, 1]."),
+    click.option("--summarizer-field", default="summarizer", show_default=True,
+                 help="Field naming the model that wrote the generated summary."),
+    click.option("--rephrased-field", default="rephrased", show_default=True,
+                 help="Field that is true for a rephrased generated summary."),
 ]  # fmt: skip
 
 
@@ -363,16 +367,19 @@ OVERLAP_OPTIONS = [
 @INPUT
 @OUT
 @_apply(OVERLAP_OPTIONS)
-def judge_overlap(inputs, out, human_field, generated_field, length_filter, bins) -> None:
+def judge_overlap(inputs, out, human_field, generated_field, length_filter, bins,
+                  summarizer_field, rephrased_field) -> None:  # fmt: skip
     """Judge outcomes (GT, Generated, tied) by BLEU/ROUGE similarity of the two summaries."""
     from analysis.metrics.report import ReportOptions, overlap_section
 
     opts = ReportOptions(human_field=human_field, generated_field=generated_field,
-                         length_filter=length_filter, bins=bins)  # fmt: skip
+                         length_filter=length_filter, bins=bins,
+                         summarizer_field=summarizer_field,
+                         rephrased_field=rephrased_field)  # fmt: skip
     section = _build(overlap_section, _records(inputs), opts)
     _write(section, out)
     outcomes = section.tables["judge_outcomes"]
-    click.echo(outcomes.groupby(["judge", "outcome"]).size().to_string())
+    click.echo(outcomes.groupby(["judge", "system", "outcome"]).size().to_string())
 
 
 EXTRACTION_OPTIONS = [
@@ -416,7 +423,8 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
 def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, query_prefix,
            passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field, undated,
-           human_field, generated_field, length_filter, bins, lexicon, left_field, right_field,
+           human_field, generated_field, length_filter, bins, summarizer_field, rephrased_field,
+           lexicon, left_field, right_field,
            n_bins, mapping, gold_field, top_k, tolerance, unique_per_summary, cap_sentences, seed,
            k, any_judge) -> None:  # fmt: skip
     """Every metric the records allow: CSVs, PNGs and index.html in --out."""
@@ -428,6 +436,7 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, que
         mapping=mapping, gold_field=gold_field, cutoffs=_cutoffs(cutoffs), pair_field=pair_field,
         truth_field=truth_field, date_field=date_field, undated=undated, human_field=human_field,
         generated_field=generated_field, length_filter=length_filter, bins=bins,
+        summarizer_field=summarizer_field, rephrased_field=rephrased_field,
         left_field=left_field, right_field=right_field, lexicon=_lexicon(lexicon),
         n_bins=n_bins, match_judge=not any_judge, top_k=top_k, tolerance=tolerance,
         unique_mapping=unique_per_summary, cap_sentences=_cap(cap_sentences), seed=seed,

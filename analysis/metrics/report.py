@@ -68,6 +68,8 @@ class ReportOptions:
     generated_field: str = "generated_summary"
     length_filter: bool = False
     bins: int = 10
+    summarizer_field: str = "summarizer"
+    rephrased_field: str = "rephrased"
     left_field: str = "left"
     right_field: str = "right"
     lexicon: Mapping[str, float] | None = None
@@ -278,6 +280,7 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
         outcome_shares,
         overlap_similarity,
         pair_judgments,
+        similarity_range,
     )
     from analysis.plots.metrics import plot_judge_outcomes
 
@@ -286,21 +289,38 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
         TITLES["judge_overlap"],
         "Outcome of the two-order judgments per item (GT, Generated, tied-chose-first, "
         "tied-chose-last, other) by similarity of the generated to the human summary "
-        "(mean of BLEU-1, BLEU-4, ROUGE-1, ROUGE-2).",
+        "(mean of BLEU-1, BLEU-4, ROUGE-1, ROUGE-2), per judge and per judge and summarizer.",
     )
-    verdicts = pair_judgments(records, reference=opts.human_field, generated=opts.generated_field)
-    texts = verdicts.drop_duplicates("item_id")[["item_id", "reference", "generated"]]
+    verdicts = pair_judgments(
+        records, reference=opts.human_field, generated=opts.generated_field,
+        summarizer=opts.summarizer_field, rephrased=opts.rephrased_field,
+    )  # fmt: skip
+    verdicts["system"] = verdicts["first"].where(verdicts["first"] != "gt", verdicts["second"])
+    # One similarity per pair: each summarizer's (and each rephrased) summary has its own.
+    pair_keys = ["item_id", "system", "summary_version"]
+    texts = verdicts.drop_duplicates(pair_keys)[[*pair_keys, "reference", "generated"]]
     if opts.length_filter:
         texts = length_filter(texts)
         sec.notes.append(
-            f"95–105-word filter on the human reference summary: {len(texts)} items kept."
+            f"95–105-word filter on the human reference summary: {len(texts)} pairs kept."
         )
     sims = overlap_similarity(texts)
-    outcomes = judge_outcomes(verdicts, gt="gt").merge(
-        sims.drop(columns=["reference", "generated"]), on="item_id", how="inner"
+    outcomes = judge_outcomes(verdicts, gt="gt", keys=["summary_version"]).merge(
+        sims.drop(columns=["reference", "generated"]), on=pair_keys, how="inner"
     )
     shares = outcome_shares(outcomes, bins=opts.bins)
-    sec.tables = {"judge_outcomes": outcomes, "judge_outcome_shares": shares}
+    sec.tables = {
+        "judge_outcomes": outcomes,
+        "judge_outcome_shares": shares,
+        "judge_outcome_shares_by_summarizer": outcome_shares(
+            outcomes, bins=opts.bins, by=("judge", "system")
+        ),
+        "judge_similarity_range": similarity_range(outcomes),
+    }
+    if outcomes["summary_version"].nunique() > 1:
+        sec.tables["judge_outcome_shares_by_version"] = outcome_shares(
+            outcomes, bins=opts.bins, by=("judge", "summary_version")
+        )
     for judge in sorted(shares["judge"].astype(str).unique()):
         part = shares.loc[shares["judge"].astype(str) == judge]
         sec.figures[f"judge_outcomes_{_slug(judge)}"] = lambda ax, p=part: plot_judge_outcomes(
