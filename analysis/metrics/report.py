@@ -73,6 +73,7 @@ class ReportOptions:
     left_field: str = "left"
     right_field: str = "right"
     lexicon: Mapping[str, float] | None = None
+    high_arousal: float | None = None
     n_bins: int = 5
     match_judge: bool = True
 
@@ -331,26 +332,42 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
 
 def extraction_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
     """Extraction coverage from perspective-summary records."""
-    from analysis.metrics.extraction import coverage_by, extraction_coverage, perspective_inputs
+    from analysis.metrics.extraction import (
+        coverage_by,
+        coverage_by_perspective,
+        extraction_coverage,
+        high_arousal_threshold,
+        perspective_inputs,
+    )
     from analysis.plots.metrics import plot_extraction_coverage
+    from analysis.plots.perspective import plot_coverage_by_perspective
 
     sec = Section(
         "extraction",
         TITLES["extraction"],
         "Extractive fragment coverage (Grusky et al. 2018) of each perspective summary against "
-        "each source passage, by passage position, length percentile (unique terms only) and "
-        "arousal percentile.",
+        "each source passage, by passage position, length percentile (unique terms only), "
+        "arousal percentile (mean lexicon arousal, and the density of highly arousing terms) "
+        "and by perspective: each perspective's summaries on passages of either side.",
     )
     inputs = perspective_inputs(records, left=opts.left_field, right=opts.right_field)
-    table = extraction_coverage(inputs, lexicon=opts.lexicon)
+    table = extraction_coverage(inputs, lexicon=opts.lexicon, high_arousal=opts.high_arousal)
     sec.tables["extraction_passages"] = table
-    kinds = ["position", "length"] + (["arousal"] if opts.lexicon else [])
+    kinds = ["position", "length"] + (["arousal", "arousal_density"] if opts.lexicon else [])
     if not opts.lexicon:
         sec.notes.append("no --lexicon (NRC VAD file) given: arousal breakdown skipped.")
+    else:
+        cut = (
+            high_arousal_threshold(opts.lexicon) if opts.high_arousal is None else opts.high_arousal
+        )
+        sec.notes.append(f"highly arousing terms: lexicon arousal >= {cut:g}.")
     for by in kinds:
         binned = coverage_by(table, by=by, n_bins=opts.n_bins)
         sec.tables[f"extraction_by_{by}"] = binned
         sec.figures[f"extraction_by_{by}"] = lambda ax, b=binned: plot_extraction_coverage(b, ax)
+    by_side = coverage_by_perspective(table)
+    sec.tables["extraction_by_perspective"] = by_side
+    sec.figures["extraction_by_perspective"] = lambda ax: plot_coverage_by_perspective(by_side, ax)
     return sec
 
 
