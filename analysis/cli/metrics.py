@@ -391,6 +391,12 @@ EXTRACTION_OPTIONS = [
     click.option("--high-arousal", type=float, default=None,
                  help="Arousal at or above which a term is highly arousing "
                       "(default: top quarter of the lexicon's scale, 0.75 on NRC VAD v1)."),
+    click.option("--bertscore-model", type=click.Path(exists=True, file_okay=False),
+                 help="Local checkpoint for BERTScore against the reference summaries."),
+    click.option("--bertscore-layers", type=int,
+                 help="BERTScore layer (default: bert-score's for a known name, else the last)."),
+    click.option("--reference-field", default="{perspective}_summary", show_default=True,
+                 help="Field of the perspective's reference summary."),
 ]  # fmt: skip
 
 
@@ -404,13 +410,18 @@ def _lexicon(path: Path | None):
 @INPUT
 @OUT
 @_apply(EXTRACTION_OPTIONS)
-def extraction(inputs, out, lexicon, left_field, right_field, n_bins, high_arousal) -> None:
-    """Extractive fragment coverage of perspective summaries by position, length and arousal."""
+def extraction(inputs, out, lexicon, left_field, right_field, n_bins, high_arousal,
+               bertscore_model, bertscore_layers, reference_field) -> None:  # fmt: skip
+    """Extractive fragment coverage of perspective summaries by position, length and arousal.
+
+    With --bertscore-model, also BERTScore of each summary against its perspective's reference.
+    """
     from analysis.metrics.report import ReportOptions, extraction_section
 
     opts = ReportOptions(lexicon=_lexicon(lexicon), left_field=left_field,
-                         right_field=right_field, n_bins=n_bins,
-                         high_arousal=high_arousal)  # fmt: skip
+                         right_field=right_field, n_bins=n_bins, high_arousal=high_arousal,
+                         bertscore_model=bertscore_model, bertscore_layers=bertscore_layers,
+                         reference_field=reference_field)  # fmt: skip
     section = _build(extraction_section, _records(inputs), opts)
     _write(section, out)
     _show(section, "extraction_by_position")
@@ -428,7 +439,8 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, que
            passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field, undated,
            human_field, generated_field, length_filter, bins, summarizer_field, rephrased_field,
-           lexicon, high_arousal, left_field, right_field,
+           lexicon, high_arousal, bertscore_model, bertscore_layers, reference_field, left_field,
+           right_field,
            n_bins, mapping, gold_field, top_k, tolerance, unique_per_summary, cap_sentences, seed,
            k, any_judge) -> None:  # fmt: skip
     """Every metric the records allow: CSVs, PNGs and index.html in --out."""
@@ -442,7 +454,8 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, que
         generated_field=generated_field, length_filter=length_filter, bins=bins,
         summarizer_field=summarizer_field, rephrased_field=rephrased_field,
         left_field=left_field, right_field=right_field, lexicon=_lexicon(lexicon),
-        high_arousal=high_arousal,
+        high_arousal=high_arousal, bertscore_model=bertscore_model,
+        bertscore_layers=bertscore_layers, reference_field=reference_field,
         n_bins=n_bins, match_judge=not any_judge, top_k=top_k, tolerance=tolerance,
         unique_mapping=unique_per_summary, cap_sentences=_cap(cap_sentences), seed=seed,
     )  # fmt: skip

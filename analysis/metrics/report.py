@@ -74,6 +74,9 @@ class ReportOptions:
     right_field: str = "right"
     lexicon: Mapping[str, float] | None = None
     high_arousal: float | None = None
+    bertscore_model: str | None = None
+    bertscore_layers: int | None = None
+    reference_field: str = "{perspective}_summary"
     n_bins: int = 5
     match_judge: bool = True
 
@@ -368,7 +371,38 @@ def extraction_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
     by_side = coverage_by_perspective(table)
     sec.tables["extraction_by_perspective"] = by_side
     sec.figures["extraction_by_perspective"] = lambda ax: plot_coverage_by_perspective(by_side, ax)
+    if opts.bertscore_model:
+        _bertscore_tables(sec, inputs, records, opts)
     return sec
+
+
+def _bertscore_tables(
+    sec: Section, inputs: pd.DataFrame, records: pd.DataFrame, opts: ReportOptions
+) -> None:
+    """BERTScore of each perspective summary against its perspective's reference summary."""
+    from analysis.metrics.bertscore import (
+        bertscore,
+        bertscore_means,
+        default_num_layers,
+        perspective_references,
+    )
+
+    pairs = perspective_references(inputs, records, reference_field=opts.reference_field)
+    if pairs.empty:
+        sec.notes.append(
+            f"BERTScore skipped: no record has a reference summary ({opts.reference_field!r})."
+        )
+        return
+    model = str(opts.bertscore_model)
+    layers = opts.bertscore_layers or default_num_layers(model)
+    scores = bertscore(pairs["summary"], pairs["reference"], model=model, num_layers=layers)
+    table = pd.concat([pairs, scores], axis=1)
+    sec.tables["perspective_bertscore"] = table
+    sec.tables["perspective_bertscore_means"] = bertscore_means(table)
+    sec.notes.append(
+        f"BERTScore (bert-score) with {model}, layer {layers}, no IDF, not rescaled: "
+        f"{len(table)} summaries with a reference."
+    )
 
 
 def _guarded(key: str, build: Callable[..., Section], *args: Any) -> Section:
