@@ -400,3 +400,26 @@ def preference_set_command(
         raise click.ClickException(str(exc)) from exc
     path = write_jsonl(pairs, out_path)
     click.echo(f"{len(pairs)} pairs -> {path}")
+
+
+@generate.command("rephrased-pairs")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="summarize records made with --template rephrase on judge-pair items.",
+)
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+def rephrased_pairs_command(input_path: str, out_path: str) -> None:
+    """Judge-pair items with the rephrased generated summaries (the overlap paper's step)."""
+    from analysis.llm.builders import BuildError
+    from analysis.llm.builders_eval import rephrased_pairs, write_jsonl
+    from analysis.llm.store import read_records
+
+    try:
+        items = rephrased_pairs(read_records(input_path))
+    except BuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    path = write_jsonl(items, out_path)
+    click.echo(f"{len(items)} rephrased pairs -> {path}")
