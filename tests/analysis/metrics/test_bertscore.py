@@ -47,6 +47,7 @@ def _by_hand(model_dir: Path, cand: str, ref: str, layer: int) -> tuple[float, f
     return p, r, 2 * p * r / (p + r)
 
 
+@pytest.mark.slow
 def test_bertscore_matches_the_definition(tiny_bert):
     out = bertscore(CAND, REFS, model=tiny_bert, num_layers=2)
     assert list(out.columns) == ["bertscore_p", "bertscore_r", "bertscore_f"]
@@ -81,6 +82,7 @@ def test_default_layer(tmp_path, tiny_bert):
     assert default_num_layers(named) == 17
 
 
+@pytest.mark.slow
 def test_extraction_command_scores_against_the_perspective_reference(examples, tmp_path,
                                                                       tiny_bert):  # fmt: skip
     records = []
