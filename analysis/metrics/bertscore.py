@@ -93,18 +93,21 @@ def bertscore(
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from bert_score import BERTScorer
 
-    layers = num_layers if num_layers is not None else default_num_layers(model)
-    scorer = BERTScorer(
-        model_type=str(model),
-        num_layers=layers,
-        idf=idf,
-        idf_sents=list(references) if idf else None,
-        batch_size=batch_size,
-        device=device,
-        rescale_with_baseline=baseline_path is not None,
-        baseline_path=str(baseline_path) if baseline_path is not None else None,
-        lang="en" if baseline_path is not None else None,
-    )
+    try:
+        layers = num_layers if num_layers is not None else default_num_layers(model)
+        scorer = BERTScorer(
+            model_type=str(model),
+            num_layers=layers,
+            idf=idf,
+            idf_sents=list(references) if idf else None,
+            batch_size=batch_size,
+            device=device,
+            rescale_with_baseline=baseline_path is not None,
+            baseline_path=str(baseline_path) if baseline_path is not None else None,
+            lang="en" if baseline_path is not None else None,
+        )
+    except (OSError, ValueError) as exc:  # transformers: no or an unknown checkpoint
+        raise ValueError(f"cannot load a BERTScore checkpoint from {str(model)!r}: {exc}") from exc
     _cap_tokenizer_length(scorer)
     p, r, f = scorer.score([str(c) for c in candidates], [str(t) for t in references])
     return pd.DataFrame(

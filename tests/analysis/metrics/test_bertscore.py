@@ -72,6 +72,9 @@ def test_bertscore_refuses_what_it_cannot_use(tmp_path, tiny_bert):
     with pytest.raises(ValueError, match="must pair up"):
         bertscore(CAND, REFS[:1], model=tiny_bert)
     assert bertscore([], [], model=tiny_bert).empty
+    # A folder that holds no checkpoint is a clear error, not a traceback from transformers.
+    with pytest.raises(ValueError, match="cannot load a BERTScore checkpoint"):
+        bertscore(CAND, REFS, model=tmp_path)
 
 
 def test_default_layer(tmp_path, tiny_bert):
