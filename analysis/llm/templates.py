@@ -94,6 +94,19 @@ register(
     )
 )
 
+# The overlap paper's rephrase step: generated summaries reworded to lower their overlap with the
+# human summary, so the judged pairs cover more of the similarity scale. Run it on judge-pair items
+# with --text-field generated_summary (the paper samples at temperature 0.7: --sample
+# --temperature 0.7); `framelab generate rephrased-pairs` turns the outputs into judge-pair items.
+register(
+    PromptTemplate(
+        "rephrase",
+        "summarize",
+        "Rephrase the following summary in your own words. Keep its meaning and about its "
+        "length, but do not reuse its phrases. Return only the rephrased summary.\n\n{text}",
+    )
+)
+
 # --- reframe: WildFrame-style one-shot prompts ---
 # The statement must survive verbatim; only a prefix or suffix of the opposite sentiment is added.
 _REFRAME_USER = (
