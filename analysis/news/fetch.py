@@ -366,11 +366,17 @@ def extract_into(
         include_comments=False,
         include_tables=False,
         favor_precision=True,
-        deduplicate=True,
+        # trafilatura's deduplication remembers text across calls: articles sharing a
+        # paragraph with an earlier page would lose it.
+        deduplicate=False,
     )
     data = json.loads(raw) if raw else {}
     text = (data.get("text") or "").strip()
-    page.page_description = (data.get("description") or "").strip() or None
+    title = (data.get("title") or "").strip()
+    first, _, rest = text.partition("\n")
+    if title and first.strip() == title:
+        text = rest.strip()  # the headline, not part of the description
+    page.page_description = (data.get("excerpt") or data.get("description") or "").strip() or None
     page.n_words = len(text.split())
     lowered = f"{text} {html[-20000:] if not text else ''}".lower()
     if page.n_words < options.min_words:

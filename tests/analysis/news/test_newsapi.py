@@ -11,7 +11,9 @@ from .conftest import API_KEY, api_article
 
 def _articles(n: int) -> list[dict]:
     return [
-        api_article(f"https://bbc.co.uk/news/{i}", f"Politics story {i}", f"2026-03-01T{i:02d}:00:00Z")
+        api_article(
+            f"https://bbc.co.uk/news/{i}", f"Politics story {i}", f"2026-03-01T{i:02d}:00:00Z"
+        )
         for i in range(n)
     ]
 
