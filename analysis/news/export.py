@@ -115,6 +115,9 @@ def export_pairs(
                             "template_hash": sheet["template_hash"].iloc[0]}  # fmt: skip
     items: list[dict[str, Any]] = []
     for row in sheet.to_dict("records"):
+        if not str(row["falsified"] or "").strip():
+            report.n_failed_check += 1  # nothing to fact-check, whatever the sheet says
+            continue
         if row["manual_valid"] is False:
             report.n_rejected_manual += 1
             continue

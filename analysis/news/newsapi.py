@@ -328,7 +328,7 @@ def domains_from_lines(lines: Iterable[str]) -> tuple[str, ...]:
             continue
         line = line.removeprefix("https://").removeprefix("http://").split("/", 1)[0]
         line = line.removeprefix("www.")
-        if "." not in line or " " in line:
+        if ("." not in line and line != "localhost") or " " in line:
             raise ValueError(f"not a domain: {raw.strip()!r}")
         if line not in out:
             out.append(line)

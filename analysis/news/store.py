@@ -143,12 +143,22 @@ def write_shard(root: str | Path, day: str, rows: Sequence[Mapping[str, Any]]) -
     if path.exists():
         raise FileExistsError(f"{path} exists: the dataset is append-only")
     path.parent.mkdir(parents=True, exist_ok=True)
-    columns = {name: [row.get(name) for row in rows] for name in FIELDS}
+    columns = {name: [_cell(row.get(name), kind) for row in rows]
+               for name, (kind, _) in FIELDS.items()}  # fmt: skip
     table = pa.table(columns, schema=_arrow_schema())
     tmp = path.with_suffix(".parquet.tmp")
     pq.write_table(table, tmp)
     os.replace(tmp, path)
     return path
+
+
+def _cell(value: Any, kind: str) -> Any:
+    """A value ready for its Arrow column (pandas hands NaN for missing and numpy scalars)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if kind == "int64":
+        return int(value)
+    return str(value)
 
 
 def shard_days(root: str | Path) -> list[str]:

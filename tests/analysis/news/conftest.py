@@ -95,7 +95,7 @@ class FakeNewsAPI:
             return 426, {
                 "status": "error",
                 "code": "maximumResultsReached",
-                "message": f"Developer accounts are limited to a max of {self.max_results} results.",
+                "message": f"Developer accounts are limited to {self.max_results} results.",
             }
         domains = [d for d in query.get("domains", "").split(",") if d]
         start = query.get("from", "0000")
@@ -104,8 +104,14 @@ class FakeNewsAPI:
             for a in self.articles
             if a["publishedAt"][:10] <= self.today
             and a["publishedAt"] >= start
-            and query["q"].lower() in (a["title"] + " " + (a["description"] or "")).lower()
-            and (not domains or any(d in a["url"] for d in domains))
+            and (
+                # NewsAPI keeps taken-down articles as "[Removed]" placeholders in results
+                a["title"] == "[Removed]"
+                or (
+                    query["q"].lower() in (a["title"] + " " + (a["description"] or "")).lower()
+                    and (not domains or any(d in a["url"] for d in domains))
+                )
+            )
         ]
         found.sort(key=lambda a: a["publishedAt"], reverse=True)
         return 200, {
@@ -226,7 +232,7 @@ def api_article(url: str, title: str, published: str, *, source: str = "Loopback
         "source": {"id": None, "name": source},
         "author": "A. Reporter",
         "title": title,
-        "description": f"{title}: lawmakers voted on Tuesday…",
+        "description": f"{title}: politics as lawmakers voted on Tuesday…",
         "url": url,
         "urlToImage": None,
         "publishedAt": published,

@@ -63,8 +63,8 @@ def test_windows_1252_page_without_charset_header(fake_site, fetcher):
     assert "café owners’ “fair rent” bill" in page.article_text
     assert page.encoding == "detected"
     # Declared charset wins when it is given
-    fake_site.html("/news/latin", article_html("Zoë", paragraphs_for("Zoë's law"),
-                                                  charset="iso-8859-1"), charset="iso-8859-1")  # fmt: skip
+    latin_html = article_html("Zoë", paragraphs_for("Zoë's law"), charset="iso-8859-1")
+    fake_site.html("/news/latin", latin_html, charset="iso-8859-1")
     latin = fetcher.fetch(_url(fake_site, "/news/latin"))
     assert "Zoë's law" in latin.article_text and latin.encoding == "iso-8859-1"
 
@@ -82,7 +82,7 @@ def test_redirects_are_followed_and_checked_against_robots(fake_site, fetcher):
     assert sneaky.fetch_status == "robots_disallowed"
     loop = fetcher.fetch(_url(fake_site, "/loop/a"))
     assert loop.fetch_status == "too_many_redirects"
-    assert ("127.0.0.1:%d" % fake_site.port, "/private/secret") not in fake_site.hits
+    assert (f"127.0.0.1:{fake_site.port}", "/private/secret") not in fake_site.hits
 
 
 def test_robots_disallow_means_no_request(fake_site, fetcher):

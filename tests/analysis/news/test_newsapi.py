@@ -69,10 +69,9 @@ def test_429_and_5xx_are_retried_with_backoff(fake_newsapi):
 
 def test_retries_give_up_with_newsapi_code(fake_newsapi):
     fake_newsapi.fail_next = [(429, "rateLimited")] * 3
-    with NewsAPIClient(API_KEY, base_url=fake_newsapi.url, sleep=lambda s: None,
-                       max_retries=2) as client:  # fmt: skip
-        with pytest.raises(NewsAPIError) as info:
-            client.search(Query())
+    client = NewsAPIClient(API_KEY, base_url=fake_newsapi.url, sleep=lambda s: None, max_retries=2)
+    with client, pytest.raises(NewsAPIError) as info:
+        client.search(Query())
     assert info.value.status == 429 and info.value.code == "rateLimited"
 
 
