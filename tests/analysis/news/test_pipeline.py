@@ -30,12 +30,13 @@ def _framelab(*args: str, env: dict | None = None, ok: bool = True):
 def world(fake_newsapi, fake_site, tmp_path):
     """Articles appearing over three days on two hosts of the loopback site."""
     s, loc = f"http://127.0.0.1:{fake_site.port}", f"http://localhost:{fake_site.port}"
-    for slug, topic in [("a1", "the farm budget"), ("a2", "the ethics law"), ("a3", "the rail strike"),
-                        ("a4", "the new minister"), ("a5", "the school funding plan")]:  # fmt: skip
+    topics = [("a1", "the farm budget"), ("a2", "the ethics law"), ("a3", "the rail strike"),
+              ("a4", "the new minister"), ("a5", "the school funding plan")]  # fmt: skip
+    for slug, topic in topics:
         fake_site.html(f"/news/{slug}", article_html(topic.title(), paragraphs_for(topic)))
     fake_site.html("/news/a3-syndicated", article_html("Rail", paragraphs_for("the rail strike")))
-    fake_site.html("/news/locked", article_html("Locked", ["Ministers met.",
-                                                            "Subscribe to continue reading."]))  # fmt: skip
+    stub = ["Ministers met.", "Subscribe to continue reading."]
+    fake_site.html("/news/locked", article_html("Locked", stub))
     cafe = paragraphs_for("the café owners’ rent bill")
     fake_site.html("/news/cafe", article_html("Café", cafe, charset="windows-1252"), charset=None)
     fake_site.raw("/news/old", 301, {"Location": "/news/a4"})
@@ -43,7 +44,8 @@ def world(fake_newsapi, fake_site, tmp_path):
     fake_newsapi.articles = [
         api_article(f"{s}/news/a1", "Senate passes farm budget", "2026-02-28T10:00:00Z"),
         api_article(f"{loc}/news/a2", "Governor signs ethics law", "2026-02-28T12:00:00Z"),
-        api_article(f"{s}/news/locked", "Cabinet meets behind closed doors", "2026-03-01T08:00:00Z"),
+        api_article(f"{s}/news/locked", "Cabinet meets behind closed doors",
+                    "2026-03-01T08:00:00Z"),
         api_article(f"{loc}/news/cafe", "Café owners win rent relief", "2026-03-01T09:00:00Z"),
         api_article(f"{s}/news/a3", "Rail strike ends after talks", "2026-03-02T07:00:00Z"),
         api_article(f"{loc}/news/a3-syndicated", "Rail strike ends after talks - Reuters",
