@@ -168,8 +168,8 @@ def clean_reframing(answer: str) -> str:
 
 
 _LEADING_LABEL = re.compile(
-    r"^\s*(?:\*\*)?(?:negated|negation|falsified|answer|rewritten|output)"
-    r"(?:\s+(?:description|text|version))?(?:\*\*)?\s*:\s*",
+    r"^\s*\**\s*(?:negated|negation|falsified|answer|rewritten|output)"
+    r"(?:\s+(?:description|text|version))?\s*\**\s*:\s*\**\s*",
     re.I,
 )
 
