@@ -4,6 +4,7 @@ after a cutoff, fact-check with the tiny model and `framelab metrics hallucinati
 from __future__ import annotations
 
 import json
+from datetime import date, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -196,3 +197,39 @@ def test_sync_errors_are_clear_and_save_nothing(world, tmp_path):
     assert "503 unexpectedError" in out
     api.fail_next = []
     assert "4 articles" in _sync(dataset, DAYS[0], domains, env).output
+
+
+class FakeClock:
+    """The collection day, moved on by hand."""
+
+    def __init__(self, day: date) -> None:
+        self.day = day
+
+    def __call__(self) -> date:
+        return self.day
+
+    def next_day(self) -> None:
+        self.day += timedelta(days=1)
+
+
+def test_library_sync_with_a_fake_clock(world, tmp_path):
+    from analysis.news.sync import sync
+
+    api, site, _, _ = world
+    clock = FakeClock(date(2026, 3, 1))
+    kw = {"api_key": API_KEY, "api_url": api.url, "domains": ("127.0.0.1", "localhost"),
+          "clock": clock, "fetch_pages": False, "sleep": lambda s: None}  # fmt: skip
+    api.today = clock().isoformat()
+    first = sync(tmp_path / "d", **kw)
+    assert (first.day, first.n_rows, first.skipped) == ("2026-03-01", 4, False)
+    assert sync(tmp_path / "d", **kw).skipped
+    clock.next_day()
+    api.today = clock().isoformat()
+    second = sync(tmp_path / "d", **kw)
+    assert (second.day, second.n_rows, second.n_removed) == ("2026-03-02", 6, 1)
+    assert api.requests[-1]["query"]["from"] == "2026-03-01"  # the day before, by the clock
+    rows, report = read_articles(tmp_path / "d")
+    assert set(rows["fetch_status"]) == {"not_fetched"} and set(rows["description_source"]) == {
+        "api"
+    }
+    assert report.n_url_duplicates == 2 and site.hits == []
