@@ -161,10 +161,22 @@ def sync(out, since, query, domains_file, api_url, day, max_results, max_pages, 
     show_default=True,
     help="Below this embedding cosine a negation is 'off_topic'.",
 )
+@click.option(
+    "--nli-model",
+    type=click.Path(exists=True, file_okay=False),
+    help="Local NLI checkpoint (MNLI-style labels): adds P(contradiction) to the check.",
+)
+@click.option(
+    "--min-contradiction",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="With --nli-model: below this a negation is 'not_contradiction'.",
+)
 @click.option("--no-progress", is_flag=True)
 def falsify(root, backend, model, template, max_new_tokens, batch_size, seed, device, dtype,
-            base_url, api_key_env, embed_model, min_change, min_cosine,
-            no_progress) -> None:  # fmt: skip
+            base_url, api_key_env, embed_model, min_change, min_cosine, nli_model,
+            min_contradiction, no_progress) -> None:  # fmt: skip
     """Negate every description (resumable), check the meaning changed, refresh validation.csv."""
     from analysis.llm.backends import GenerationSettings, make_backend
     from analysis.llm.tasks import TaskInputError, run_task
@@ -175,6 +187,7 @@ def falsify(root, backend, model, template, max_new_tokens, batch_size, seed, de
         check_and_write,
         falsified_dir,
         negate_items,
+        nli_scorer,
     )
 
     items, report = negate_items(root)
@@ -197,9 +210,13 @@ def falsify(root, backend, model, template, max_new_tokens, batch_size, seed, de
         raise click.ClickException(str(exc).strip("'\"")) from exc
     click.echo(summary.describe())
     embedder = sentence_transformer_embedder(embed_model)
-    checked, sheet = check_and_write(
-        root, embedder=embedder, options=CheckOptions(min_change=min_change, min_cosine=min_cosine)
-    )
+    try:
+        nli = nli_scorer(nli_model, device=device) if nli_model else None
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    check = CheckOptions(min_change=min_change, min_cosine=min_cosine,
+                         min_contradiction=min_contradiction)  # fmt: skip
+    checked, sheet = check_and_write(root, embedder=embedder, options=check, nli=nli)
     counts = checked["auto_check"].value_counts().to_dict()
     click.echo("meaning check: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     click.echo(f"validation sheet (fill in manual_valid): {sheet}")

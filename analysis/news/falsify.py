@@ -10,10 +10,15 @@ The automatic check compares each authentic description with its falsified one:
 - ``embed_cosine``: cosine similarity of their sentence embeddings (all-MiniLM-L6-v2 offline by
   default, the embedder of the primacy metric).
 
+- ``nli_contradiction`` (optional): the probability an NLI model (a local sequence
+  classification checkpoint with a ``contradiction`` label, e.g. an MNLI model) gives to
+  "the falsified text contradicts the authentic one".
+
 A negation should stay on topic (high cosine) but change words; the verdict ``auto_check`` is
 ``empty`` (no text), ``unchanged`` (``word_change`` below ``min_change``), ``off_topic``
-(cosine below ``min_cosine``: a new story, not a counterpart) or ``differs``. An embedding
-cannot tell "passed" from "failed to pass", so ``differs`` is necessary, not sufficient: the
+(cosine below ``min_cosine``: a new story, not a counterpart), ``not_contradiction`` (with an
+NLI model, contradiction below ``min_contradiction``) or ``differs``. An embedding cannot tell
+"passed" from "failed to pass", so without NLI ``differs`` is necessary, not sufficient: the
 researcher confirms each pair in ``manual_valid`` of ``falsified/validation.csv`` (the seed
 validated its pairs by hand). Regenerating the sheet keeps what was filled in.
 """
@@ -43,6 +48,62 @@ class CheckOptions:
 
     min_change: float = 0.05
     min_cosine: float = 0.5
+    min_contradiction: float = 0.5
+
+
+NLIScorer = Callable[[Sequence[str], Sequence[str]], np.ndarray]
+
+
+def nli_scorer(model: str, *, device: str = "auto", batch_size: int = 16) -> NLIScorer:
+    """Load a local NLI checkpoint; return ``(premises, hypotheses) -> P(contradiction)``.
+
+    Parameters
+    ----------
+    model : str
+        A local ``AutoModelForSequenceClassification`` directory whose ``id2label`` names a
+        contradiction label (MNLI-style models do).
+    device : str
+        Torch device; ``auto`` takes CUDA when there is one.
+    batch_size : int
+        Pairs per forward pass.
+
+    Returns
+    -------
+    callable
+        Scores in [0, 1], one per pair.
+    """
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    classifier = AutoModelForSequenceClassification.from_pretrained(model).to(device).eval()
+    labels = {str(v).lower(): int(k) for k, v in classifier.config.id2label.items()}
+    found = [i for name, i in labels.items() if name.startswith("contradict")]
+    if not found:
+        raise ValueError(f"{model}: no contradiction label among {sorted(labels)}")
+
+    def score(premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
+        out = []
+        for start in range(0, len(premises), batch_size):
+            batch = tokenizer(
+                list(premises[start : start + batch_size]),
+                list(hypotheses[start : start + batch_size]),
+                padding=True,
+                truncation=True,
+                return_tensors="pt",
+            ).to(device)
+            with torch.no_grad():
+                logits = classifier(**batch).logits
+            out.append(torch.softmax(logits.float(), dim=-1)[:, found[0]].cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0)
+
+    return score
 
 
 def falsified_dir(root: str | Path) -> Path:
@@ -90,6 +151,7 @@ def meaning_check(
     *,
     embedder: Callable[[Sequence[str]], np.ndarray],
     options: CheckOptions | None = None,
+    nli: NLIScorer | None = None,
 ) -> pd.DataFrame:
     """Check that each falsified text differs from its authentic one and stays on topic.
 
@@ -101,12 +163,15 @@ def meaning_check(
         ``texts -> ndarray`` (rows L2-normalised or not).
     options : CheckOptions, optional
         Thresholds.
+    nli : callable, optional
+        ``(premises, hypotheses) -> P(contradiction)`` (:func:`nli_scorer`).
 
     Returns
     -------
     pandas.DataFrame
-        ``pairs`` plus ``word_change``, ``embed_cosine`` and ``auto_check``
-        (``empty``/``unchanged``/``off_topic``/``differs``).
+        ``pairs`` plus ``word_change``, ``embed_cosine``, ``nli_contradiction`` (NaN without
+        ``nli``) and ``auto_check`` (``empty``/``unchanged``/``off_topic``/
+        ``not_contradiction``/``differs``).
     """
     opts = options or CheckOptions()
     out = pairs.copy()
@@ -125,14 +190,21 @@ def meaning_check(
         a, f = vectors[: len(nonempty)], vectors[len(nonempty) :]
         cosine[nonempty] = np.sum(a * f, axis=1)
     out["embed_cosine"] = cosine
-    verdict = np.where(
-        [not f.strip() for f in falsified],
-        "empty",
-        np.where(
-            out["word_change"] < opts.min_change,
-            "unchanged",
-            np.where(cosine < opts.min_cosine, "off_topic", "differs"),
-        ),
+    contradiction = np.full(len(out), np.nan)
+    if nli is not None and nonempty:
+        contradiction[nonempty] = nli(
+            [authentic[i] for i in nonempty], [falsified[i] for i in nonempty]
+        )
+    out["nli_contradiction"] = contradiction
+    verdict = np.select(
+        [
+            [not f.strip() for f in falsified],
+            out["word_change"].to_numpy() < opts.min_change,
+            cosine < opts.min_cosine,
+            contradiction < opts.min_contradiction,  # False where NaN (no NLI model)
+        ],
+        ["empty", "unchanged", "off_topic", "not_contradiction"],
+        default="differs",
     )
     out["auto_check"] = verdict
     return out
@@ -230,6 +302,7 @@ def check_and_write(
     *,
     embedder: Callable[[Sequence[str]], np.ndarray],
     options: CheckOptions | None = None,
+    nli: NLIScorer | None = None,
 ) -> tuple[pd.DataFrame, Path]:
     """Check every negate record and regenerate the validation sheet.
 
@@ -239,5 +312,5 @@ def check_and_write(
         The checked pairs and the sheet's path.
     """
     pairs = read_negations(root)
-    checked = meaning_check(pairs, embedder=embedder, options=options)
+    checked = meaning_check(pairs, embedder=embedder, options=options, nli=nli)
     return checked, write_validation(root, checked)

@@ -82,3 +82,44 @@ def test_falsify_and_export_refuse_clearly_before_data_exists(tmp_path):
                                "March 2026", "--out", str(tmp_path / "p.jsonl")])  # fmt: skip
     assert out.exit_code != 0 and "is not a date" in out.output
     assert "Traceback" not in out.output
+
+
+def _tiny_nli(path, labels):
+    """A random-weight Llama sequence classifier saved with the given labels."""
+    from transformers import LlamaForSequenceClassification
+
+    from analysis.llm.tiny import llama_config, train_tiny_tokenizer
+
+    tokenizer = train_tiny_tokenizer()
+    config = llama_config("tiny", tokenizer, num_labels=len(labels),
+                          id2label=dict(enumerate(labels)),
+                          label2id={n: i for i, n in enumerate(labels)})  # fmt: skip
+    LlamaForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def test_nli_contradiction_joins_the_check(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    import numpy as np
+    import pandas as pd
+
+    from analysis.news.falsify import CheckOptions, meaning_check, nli_scorer
+
+    path = _tiny_nli(tmp_path / "nli", ["ENTAILMENT", "NEUTRAL", "CONTRADICTION"])
+    score = nli_scorer(path, device="cpu", batch_size=2)
+    pairs = pd.DataFrame({"authentic": ["The senate passed the bill."] * 3,
+                          "falsified": ["The senate rejected the bill.",
+                                        "The senate did not pass the bill.", ""]})  # fmt: skip
+    probs = score(pairs["authentic"][:2].tolist(), pairs["falsified"][:2].tolist())
+    assert probs.shape == (2,) and ((probs > 0) & (probs < 1)).all()
+    same = np.ones((6, 3))  # every text on topic: only the NLI threshold decides
+    for threshold, verdict in [(0.0, "differs"), (1.0, "not_contradiction")]:
+        out = meaning_check(pairs, embedder=lambda texts: same[: len(texts)], nli=score,
+                            options=CheckOptions(min_contradiction=threshold))  # fmt: skip
+        assert out["auto_check"].tolist() == [verdict, verdict, "empty"]
+        assert out["nli_contradiction"].iloc[:2].to_numpy() == pytest.approx(probs, abs=1e-6)
+        assert np.isnan(out["nli_contradiction"].iloc[2])
+    with pytest.raises(ValueError, match="no contradiction label"):
+        nli_scorer(_tiny_nli(tmp_path / "sst", ["NEGATIVE", "POSITIVE"]), device="cpu")
