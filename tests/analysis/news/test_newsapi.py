@@ -114,3 +114,20 @@ def test_domain_file_lines():
     )
     with pytest.raises(ValueError, match="not a domain"):
         domains_from_lines(["BBC News"])
+
+
+def test_answers_that_are_not_newsapi_json_are_named():
+    import httpx
+
+    answers = iter([
+        httpx.Response(502, text="<html>Bad gateway</html>"),  # a proxy's page, retried
+        httpx.Response(200, text="<html>captive portal</html>"),
+        httpx.Response(200, json={"status": "ok", "totalResults": 1}),
+    ])  # fmt: skip
+    transport = httpx.MockTransport(lambda request: next(answers))
+    client = NewsAPIClient(API_KEY, sleep=lambda s: None, transport=transport)
+    with client:
+        with pytest.raises(NewsAPIError, match="notJson.*captive portal"):
+            client.search(Query())
+        with pytest.raises(NewsAPIError, match="badShape"):
+            client.search(Query())
