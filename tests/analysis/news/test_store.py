@@ -121,3 +121,50 @@ def test_validation_sheet_keeps_manual_values(tmp_path):
     with pytest.raises(ValueError, match=r"validation.csv:2: manual_valid must be yes/no"):
         read_validation(tmp_path)
     assert parse_manual("Yes") is True and parse_manual(" ") is None
+
+
+def _all_pairs(titles, threshold):
+    """The quadratic reference: compare each title with every earlier kept one."""
+    from analysis.news.store import title_tokens
+
+    kept, dropped = [], []
+    for i, title in enumerate(titles):
+        tokens = title_tokens(title)
+        if tokens and any(len(tokens & o) / len(tokens | o) >= threshold for o in kept):
+            dropped.append(i)
+        elif tokens:
+            kept.append(tokens)
+    return dropped
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8, 1.0])
+def test_prefix_filter_drops_exactly_what_all_pairs_drops(threshold):
+    rng = np.random.default_rng(7)
+    vocab = [
+        "the",
+        "to",
+        "of",
+        "in",
+        "budget",
+        "senate",
+        "vote",
+        "strike",
+        "rail",
+        "minister",
+        "court",
+        "ruling",
+        "tax",
+        "plan",
+        "talks",
+        "ends",
+        "after",
+        "new",
+        "law",
+        "bill",
+    ]
+    titles = []
+    for _ in range(400):
+        n = int(rng.integers(2, 8))
+        words = rng.choice(vocab, size=n, replace=True)
+        titles.append(" ".join(words))
+    assert near_duplicate_titles(titles, threshold) == _all_pairs(titles, threshold)
