@@ -169,7 +169,6 @@ class PoliteFetcher:
         self._host_locks: dict[str, threading.Lock] = {}
         self._last: dict[str, float] = {}
         self._lock = threading.Lock()
-        self.requests: list[tuple[str, str]] = []  # (host, path) in order, for the run log
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -212,7 +211,6 @@ class PoliteFetcher:
                     return response, b"".join(chunks)
             finally:
                 self._last[host] = self.clock()
-                self.requests.append((host, urlsplit(url).path or "/"))
 
     def robots_for(self, scheme: str, host: str) -> RobotFileParser:
         """The host's robots.txt rules, fetched once (RFC 9309 for unreachable files)."""
