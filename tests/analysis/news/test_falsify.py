@@ -99,6 +99,7 @@ def _tiny_nli(path, labels):
     return str(path)
 
 
+@pytest.mark.slow
 def test_nli_contradiction_joins_the_check(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
