@@ -118,6 +118,12 @@ def sync(out, since, query, domains_file, api_url, day, max_results, max_pages, 
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(result.describe())
+    import json
+
+    from analysis.news.store import DedupReport
+
+    counts = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8"))["counts"]
+    click.echo(f"dataset: {DedupReport(**counts).describe()} (duplicates removed at read time)")
 
 
 @news.command()

@@ -83,6 +83,7 @@ def test_three_days_to_hallucination_metrics(world, tmp_path):
     first = _sync(dataset, DAYS[0], domains, env)
     assert "4 articles" in first.output
     shard = shard_path(dataset, DAYS[0]).read_bytes()
+    assert "4 collected rows: 0 duplicate URLs" in first.output
     n_requests = len(api.requests)
     again = _sync(dataset, DAYS[0], domains, env)
     assert "already collected" in again.output and "nothing added" in again.output
