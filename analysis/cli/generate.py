@@ -16,6 +16,7 @@ TASK_HELP = {
     "fact-check": "Answer True/False for each statement (--template confidence adds a tag).",
     "perspective-summary": "One-sentence left/right summaries of mixed passages, both orders.",
     "judge-pair": "Pick the better of a human and a generated summary, in both orders.",
+    "negate": "Rewrite each text to state the opposite (falsified news, `framelab news falsify`).",
 }
 
 

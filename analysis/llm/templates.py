@@ -197,3 +197,14 @@ register(
         "{name_1}:\n{summary_1}\n\n{name_2}:\n{summary_2}",
     )
 )
+
+# --- negate: a falsified counterpart of a news description (NewsLens, the seed's appendix A.3) ---
+register(
+    PromptTemplate(
+        "baseline",
+        "negate",
+        "Rewrite the following news description so that it states the opposite of what it "
+        "says: negate its main claim, keep its topic, names, style and length, and change "
+        "nothing else. Return only the rewritten description.\n\nDescription: {text}",
+    )
+)
