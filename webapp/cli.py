@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "reconcile": "webapp.cli:reconcile",
     "mturk": "webapp.cli:mturk",
     "import-mturk": "webapp.cli:import_mturk",
+    "recruit": "webapp.recruit.cli:recruit",
 }
 
 
@@ -540,3 +541,6 @@ def register_commands(app: Flask) -> None:
         import_mturk,
     ):
         app.cli.add_command(command)
+    from webapp.recruit.cli import recruit
+
+    app.cli.add_command(recruit)
