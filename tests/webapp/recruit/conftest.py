@@ -11,6 +11,7 @@ import pytest
 
 from tests.webapp.conftest import DEMO
 from tests.webapp.recruit.fake_prolific import TOKEN, FakeProlific, FakeServer
+from tests.webapp.researcher.conftest import make_researcher  # noqa: F401  (a fixture)
 
 PROLIFIC_BLOCK = """
 recruiter:
