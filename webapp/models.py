@@ -397,6 +397,9 @@ class Recruitment(db.Model):
     sandbox: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String(40), comment="last status the platform reported")
     external_url: Mapped[str] = mapped_column(String(1000), comment="the URL given to the platform")
+    extra: Mapped[dict[str, Any]] = mapped_column(
+        JSON, default=dict, comment="platform specifics: MTurk HIT type and qualification type ids"
+    )
     created_by: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

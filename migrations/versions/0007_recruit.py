@@ -59,6 +59,12 @@ def upgrade():
             nullable=False,
             comment="the URL given to the platform",
         ),
+        sa.Column(
+            "extra",
+            sa.JSON(),
+            nullable=False,
+            comment="platform specifics: MTurk HIT type and qualification type ids",
+        ),
         sa.Column("created_by", sa.String(length=80), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),

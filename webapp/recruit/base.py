@@ -128,6 +128,7 @@ class Recruiter(ABC):
     platform: Platform
     label: str = ""
     approve_status: str = "AWAITING REVIEW"  # the status of a submission waiting for review
+    unconfirmed_note = "check the platform; FrameLab never sends it again"
 
     def __init__(
         self,
@@ -296,6 +297,7 @@ class Recruiter(ABC):
             sandbox=getattr(self, "sandbox", False),
             status="CREATING",
             external_url=self.study_url(base_url),
+            extra={},
             created_by=str(getattr(self.actor, "username", self.actor)),
             created_at=utcnow(),
             updated_at=utcnow(),
@@ -507,8 +509,7 @@ class Recruiter(ABC):
         for b in unknown:
             report.lines.append(
                 f"unconfirmed: payment {b.platform_payment_id} ({cents(b.amount_cents)}) was "
-                f"sent but its outcome is unknown; check {self.label} before doing anything "
-                "(it is never sent again by FrameLab)"
+                f"sent but its outcome is unknown; {self.unconfirmed_note}"
             )
         self._record("bonus", {k: v for k, v in report.counts.items()})
         return report

@@ -70,6 +70,10 @@ class ProlificRecruiter(Recruiter):
 
     platform = Platform.prolific
     label = "Prolific"
+    unconfirmed_note = (
+        "check the study's bonus payments on Prolific; FrameLab never sends it again "
+        "(Prolific's pay call is not idempotent)"
+    )
 
     def __init__(self, *args: Any, client: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -22,6 +22,7 @@ stored in the study definition only when present, so studies without it keep the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from webapp.validation import (
 )
 
 RECRUITERS = ("prolific", "mturk")
+_QUAL_ID = re.compile(r"^[0-9A-Z]{20,64}$")
 PROLIFIC_DEVICES = ("desktop", "tablet", "mobile")
 # Prolific's service fee on rewards and bonuses; each account's invoice says its own rate.
 DEFAULT_PROLIFIC_FEE = 0.333
@@ -149,6 +151,11 @@ def _qualifications(raw: Any, where: Where) -> list[dict[str, Any]]:
         item = get_mapping(item, w)
         check_keys(item, {"type", "comparator", "value", "values", "locales"}, w)
         kind = get_line(item, "type", w, max_len=64)
+        known = (*MTURK_SYSTEM_QUALIFICATIONS, "masters")
+        if kind not in known and not _QUAL_ID.match(kind):
+            raise w.at("type").error(
+                f"{kind!r} is neither one of {list(known)} nor a qualification type id"
+            )
         comparator = get_line(item, "comparator", w, default="Exists")
         if comparator not in MTURK_COMPARATORS:
             raise w.at("comparator").error(
@@ -235,6 +242,10 @@ def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) ->
     block = raw.get("block_screened_out", False)
     if not isinstance(block, bool):
         raise where.at("block_screened_out").error(f"expected true or false, got {block!r}")
+    if block and platform != "mturk":
+        raise where.at("block_screened_out").error(
+            "is MTurk's (a qualification type); Prolific asks screened-out people to return"
+        )
     return {
         "platform": platform,
         "places": places,
