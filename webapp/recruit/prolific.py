@@ -241,6 +241,9 @@ class ProlificRecruiter(Recruiter):
         return str(data["id"]), str(data.get("status") or "UNPUBLISHED")
 
     def _transition(self, external_id: str, action: str) -> str:
+        row = self.row()
+        if action == "publish" and row is not None and row.status == "PAUSED":
+            action = "resume"  # publishing a paused study starts it again
         data = self.call(
             "POST",
             f"/api/v1/studies/{external_id}/transition/",

@@ -3,6 +3,7 @@ confirmation page that states what the action costs before anything is sent."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from flask import current_app, flash, g, redirect, render_template, request, url_for
@@ -67,7 +68,12 @@ def _recruit_panel() -> dict[str, Any]:
 
 
 def _base_url() -> str:
-    return current_app.config.get("PUBLIC_URL") or request.host_url
+    """The study's public address: FRAMELAB_PUBLIC_URL (as for the CLI), else this request's."""
+    return (
+        current_app.config.get("PUBLIC_URL")
+        or os.environ.get("FRAMELAB_PUBLIC_URL")
+        or request.host_url
+    )
 
 
 @bp.post("/studies/<slug>/recruit/<action>")

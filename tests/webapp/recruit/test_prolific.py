@@ -280,3 +280,17 @@ def test_create_body_has_the_documented_fields(app, load_recruit_study):
         EXAMPLES["create_study"]["code_types"]
     )
     assert TOKEN not in json.dumps(body)
+
+
+def test_pause_publish_again_and_close(app, fake, load_recruit_study):
+    from webapp.recruit.base import RecruitError
+
+    load_recruit_study()
+    study_id = listed(app, fake)
+    seen = []
+    for action in ("pause", "publish", "close"):
+        in_app(app, lambda r, a=action: getattr(r, a)())
+        seen.append(fake.studies[study_id]["status"])
+    assert seen == ["PAUSED", "ACTIVE", "AWAITING REVIEW"]
+    with pytest.raises(RecruitError, match="400"):
+        in_app(app, lambda r: r.publish())  # Prolific refuses to publish a stopped study
