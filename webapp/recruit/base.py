@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
 from webapp.models import (
@@ -142,6 +143,7 @@ class Recruiter(ABC):
         self.settings = settings
         self.actor = actor
         self.sleep = sleep or (lambda seconds: _sleep(seconds))
+        self.last_submissions: list[Submission] = []  # of the last status()
 
     # -- platform primitives ------------------------------------------------------------------
     @abstractmethod
@@ -200,6 +202,15 @@ class Recruiter(ABC):
                 **({"ids": dict(ids)} if ids else {}),
             },
         )
+
+    def release(self) -> None:
+        """End the session's transaction before an outbound call (nothing is pending here).
+
+        On SQLite every transaction takes the write lock (``BEGIN IMMEDIATE``); holding it
+        through a call of up to 30 s would stall the participants' pages meanwhile.
+        """
+        if not (db.session.new or db.session.dirty or db.session.deleted):
+            db.session.commit()
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> None:
         """Wait before attempt ``attempt + 1``: Retry-After if given, else 1, 2, 4, … s (≤ 30)."""
@@ -303,7 +314,14 @@ class Recruiter(ABC):
             updated_at=utcnow(),
         )
         db.session.add(row)
-        db.session.commit()  # before the call: a crash after it leaves a visible trace
+        try:
+            db.session.commit()  # before the call: a crash after it leaves a visible trace
+        except IntegrityError:  # another create of the same listing got there first
+            db.session.rollback()
+            raise RecruitError(
+                f"{self.study.slug} is being listed on {self.label} by another run; nothing was "
+                "created by this one"
+            ) from None
         try:
             external_id, status = self._create(row)
         except RecruitError:
@@ -342,6 +360,7 @@ class Recruiter(ABC):
 
         row = self._listing()
         subs = self._submissions(row.external_id or "")
+        self.last_submissions = subs
         statuses = {s.worker_id: s.status for s in subs}
         rec = reconcile(self.study, self.platform, statuses, self.actor, now=utcnow())
         by_status: dict[str, int] = {}

@@ -99,6 +99,7 @@ class MTurkRecruiter(Recruiter):
 
         endpoint = f"{self.endpoint}/{operation}"
         for attempt in range(1, 6):
+            self.release()
             try:
                 resp = getattr(self.client, operation)(**params)
             except NoCredentialsError:

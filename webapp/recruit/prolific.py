@@ -122,6 +122,7 @@ class ProlificRecruiter(Recruiter):
         import httpx
 
         for attempt in range(1, 6):
+            self.release()
             try:
                 resp = self.client.request(method, path, json=json)
             except httpx.TransportError as exc:
@@ -310,38 +311,91 @@ class ProlificRecruiter(Recruiter):
         )
 
     # -- bonuses ----------------------------------------------------------------------------
+    def _claim(self, ids: list[int], *, state: str | None, to: str, mark: str | None) -> int:
+        """Move ledger rows from ``state`` to ``to`` in one conditional UPDATE; commit.
+
+        Two runs of ``bonus`` at once both see the same unpaid rows; only the run whose UPDATE
+        changes a row may send it (the database decides, on SQLite and PostgreSQL alike).
+        """
+        from sqlalchemy import update
+
+        cond = (
+            BonusPayment.platform_state.is_(None)
+            if state is None
+            else BonusPayment.platform_state == state
+        )
+        values: dict[str, Any] = {"platform_state": to}
+        if mark is not None:
+            values["platform_payment_id"] = mark
+        result = db.session.execute(
+            update(BonusPayment)
+            .where(BonusPayment.id.in_(ids), cond)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        db.session.commit()
+        return int(result.rowcount or 0)
+
     def _pay(self, rows: list[tuple[BonusPayment, PlatformIdentity]], report: Report) -> None:
+        import secrets
+
         listing = self._listing()
-        fresh = [(b, i) for b, i in rows if b.platform_state is None]
-        if fresh:
+        took_part = {s.worker_id for s in self.last_submissions}
+        fresh = []
+        for b, i in rows:
+            if b.platform_state is not None:
+                continue
+            if canonical_spelling(Platform.prolific, i.external_id) not in took_part:
+                # Prolific refuses the whole set-up if one person did not take part in it.
+                report.lines.append(
+                    f"not paid here: {b.request_token}: not a participant of Prolific study "
+                    f"{listing.external_id} (pay with `framelab bonus --platform prolific`)"
+                )
+                continue
+            fresh.append((b, i))
+        claim = f"claim:{secrets.token_hex(16)}"
+        if fresh and self._claim([b.id for b, _ in fresh], state=None, to="claimed", mark=claim):
+            db.session.expire_all()
+            mine = [(b, i) for b, i in fresh if b.platform_payment_id == claim]
             csv_bonuses = "\n".join(
                 f"{canonical_spelling(Platform.prolific, i.external_id)},"
                 f"{b.amount_cents // 100}.{b.amount_cents % 100:02d}"
-                for b, i in fresh
+                for b, i in mine
             )
-            data = self.call(
-                "POST",
-                "/api/v1/submissions/bonus-payments/",
-                json={"study_id": listing.external_id, "csv_bonuses": csv_bonuses},
-                ids={"study": listing.external_id, "bonuses": len(fresh)},
-                idempotent=False,
-            )
-            bulk_id = str((data or {}).get("id") or "")
-            if not bulk_id:
-                raise RecruitError(f"Prolific's bonus set-up answer has no id: {str(data)[:200]}")
-            for b, _ in fresh:
+            try:
+                data = self.call(
+                    "POST",
+                    "/api/v1/submissions/bonus-payments/",
+                    json={"study_id": listing.external_id, "csv_bonuses": csv_bonuses},
+                    ids={"study": listing.external_id, "bonuses": len(mine)},
+                    idempotent=False,
+                )
+                bulk_id = str((data or {}).get("id") or "")
+                if not bulk_id:
+                    raise RecruitError(
+                        f"Prolific's bonus set-up answer has no id: {str(data)[:200]}"
+                    )
+            except RecruitError:
+                # A set-up pays nothing: release the rows so the next run sets them up again.
+                for b, _ in mine:
+                    b.platform_payment_id, b.platform_state = None, None
+                db.session.commit()
+                raise
+            for b, _ in mine:
                 b.platform_payment_id, b.platform_state = bulk_id, "set_up"
             db.session.commit()
-            report.lines.append(f"set up bonus payment {bulk_id} ({len(fresh)} bonuses)")
-        # Pay each set-up once: mark it paying first, so an unknown outcome is never re-sent.
+            report.lines.append(f"set up bonus payment {bulk_id} ({len(mine)} bonuses)")
+        # Pay each set-up once: mark it paying first (conditionally, so only one run sends it);
+        # an unknown outcome stays "paying" and is never re-sent.
+        for b, _ in rows:
+            db.session.refresh(b)
         bulk_ids = list(
             dict.fromkeys(b.platform_payment_id for b, _ in rows if b.platform_state == "set_up")
         )
         for bulk_id in bulk_ids:
             group = [b for b, _ in rows if b.platform_payment_id == bulk_id]
-            for b in group:
-                b.platform_state = "paying"
-            db.session.commit()
+            if not self._claim([b.id for b in group], state="set_up", to="paying", mark=None):
+                continue  # another run is paying it
             try:
                 self.call(
                     "POST",
@@ -351,12 +405,17 @@ class ProlificRecruiter(Recruiter):
                 )
             except RecruitError as exc:
                 if "outcome is unknown" not in str(exc):  # refused: nothing was paid
-                    for b in group:
-                        b.platform_state = "set_up"
-                    db.session.commit()
+                    self._claim([b.id for b in group], state="paying", to="set_up", mark=None)
                 report.lines.append(f"payment {bulk_id}: {exc}")
                 continue
             now = utcnow()
             for b in group:
+                db.session.refresh(b)
                 b.platform_state, b.paid_at = "paid", now
             db.session.commit()
+        stuck = [b for b, _ in rows if b.platform_state == "claimed"]
+        if stuck:
+            report.lines.append(
+                f"{len(stuck)} bonus(es) are being set up by another run (or one that was "
+                "interrupted before Prolific answered: nothing is paid by a set-up alone)"
+            )

@@ -294,3 +294,30 @@ def test_pause_publish_again_and_close(app, fake, load_recruit_study):
     assert seen == ["PAUSED", "ACTIVE", "AWAITING REVIEW"]
     with pytest.raises(RecruitError, match="400"):
         in_app(app, lambda r: r.publish())  # Prolific refuses to publish a stopped study
+
+
+def test_two_bonus_runs_at_once_pay_once(app, fake, load_recruit_study, monkeypatch):
+    from webapp.recruit.prolific import ProlificRecruiter
+
+    definition = load_recruit_study()
+    study_id = listed(app, fake)
+    take_part(app, fake, definition, study_id, "a")
+    in_app(app, lambda r: r.approve())
+    original = ProlificRecruiter.call
+    nested: list = []
+
+    def call(self, method, path, **kw):
+        # While the first run sets up its bonuses, a second run (its own app context and
+        # database session) pays whatever it may.
+        if path == "/api/v1/submissions/bonus-payments/" and not nested:
+            self.release()  # as the real call does before it sends
+            nested.append(None)
+            nested[0] = in_app(app, lambda r: r.bonus())
+        return original(self, method, path, **kw)
+
+    monkeypatch.setattr(ProlificRecruiter, "call", call)
+    first = in_app(app, lambda r: r.bonus())
+    second = nested[0]
+    assert second.counts["paid"] == 0 and any("another run" in x for x in second.lines)
+    assert first.counts["paid"] == 1
+    assert len(fake.payments) == 1 and len(fake.bulk) == 1
