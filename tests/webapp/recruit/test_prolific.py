@@ -321,3 +321,20 @@ def test_two_bonus_runs_at_once_pay_once(app, fake, load_recruit_study, monkeypa
     assert second.counts["paid"] == 0 and any("another run" in x for x in second.lines)
     assert first.counts["paid"] == 1
     assert len(fake.payments) == 1 and len(fake.bulk) == 1
+
+
+@pytest.mark.postgres
+def test_paid_once_on_postgres(pg_app, fake, tmp_path):
+    """The ledger claims and the listing row on PostgreSQL: approve, pay, pay again."""
+    from tests.webapp.recruit.conftest import PROLIFIC_BLOCK, study_with
+    from webapp.services.studies import load_study
+
+    with pg_app.app_context():
+        definition = load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study.definition
+    study_id = listed(pg_app, fake)
+    take_part(pg_app, fake, definition, study_id, "a")
+    assert in_app(pg_app, lambda r: r.approve()).counts["approve"] == 1
+    first = in_app(pg_app, lambda r: r.bonus())
+    second = in_app(pg_app, lambda r: r.bonus())
+    assert first.counts["paid"] == 1 and second.counts["paid"] == 0
+    assert len(fake.payments) == 1
