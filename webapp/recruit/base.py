@@ -427,6 +427,8 @@ class Recruiter(ABC):
         if not reason:
             raise RecruitError("a rejection needs a reason for the participant")
         codes = list(dict.fromkeys(participant_codes))
+        if not codes:
+            raise RecruitError("name the participants to reject (their p_… codes)")
         idents = {
             p.code: ident
             for p, ident in db.session.execute(

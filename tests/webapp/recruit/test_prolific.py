@@ -338,3 +338,17 @@ def test_paid_once_on_postgres(pg_app, fake, tmp_path):
     second = in_app(pg_app, lambda r: r.bonus())
     assert first.counts["paid"] == 1 and second.counts["paid"] == 0
     assert len(fake.payments) == 1
+
+
+def test_reconcile_without_a_file_asks_the_api(app, fake, load_recruit_study, runner):
+    definition = load_recruit_study()
+    study_id = listed(app, fake)
+    pid = take_part(app, fake, definition, study_id, "a")
+    (sub,) = fake.submissions.values()
+    sub["status"] = "RETURNED"  # returned on Prolific after completing here
+    result = runner.invoke(args=["reconcile", "product-choice-demo", "--platform", "prolific"])
+    assert result.exit_code == 0, result.output
+    assert "RETURNED 1" in result.output and "mismatch" in result.output
+    wrong = runner.invoke(args=["reconcile", "product-choice-demo", "--platform", "mturk"])
+    assert wrong.exit_code == 1 and "export FILE" in wrong.output
+    assert pid
