@@ -22,6 +22,7 @@ loopback fake). Endpoints used:
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,8 +49,16 @@ REJECTION_CATEGORIES = (
 )
 MIN_REJECT_MESSAGE = 100  # Prolific refuses shorter rejection messages
 APPROVE_BATCH = 500
+# A run that claimed ledger rows and died before Prolific answered its set-up (which pays
+# nothing by itself) leaves them claimed; after this many seconds another run may take them.
+CLAIM_EXPIRES = 3600
 _TRANSITIONS = {"publish": "PUBLISH", "pause": "PAUSE", "resume": "START", "close": "STOP"}
 _RETURN_REASON = "You were not able to complete this study; please return your submission."
+
+
+def _claim_mark(seconds: float, suffix: str = "") -> str:
+    """``claim:<10-digit epoch seconds>:<suffix>``: claims sort by when they were made."""
+    return f"claim:{int(seconds):010d}:{suffix}"
 
 
 def _error_text(resp: Any) -> str:
@@ -317,13 +326,18 @@ class ProlificRecruiter(Recruiter):
         Two runs of ``bonus`` at once both see the same unpaid rows; only the run whose UPDATE
         changes a row may send it (the database decides, on SQLite and PostgreSQL alike).
         """
-        from sqlalchemy import update
+        from sqlalchemy import and_, or_, update
 
-        cond = (
-            BonusPayment.platform_state.is_(None)
-            if state is None
-            else BonusPayment.platform_state == state
-        )
+        if state is None:  # unclaimed, or claimed by a run that died before Prolific answered
+            cond = or_(
+                BonusPayment.platform_state.is_(None),
+                and_(
+                    BonusPayment.platform_state == "claimed",
+                    BonusPayment.platform_payment_id < _claim_mark(time.time() - CLAIM_EXPIRES),
+                ),
+            )
+        else:
+            cond = BonusPayment.platform_state == state
         values: dict[str, Any] = {"platform_state": to}
         if mark is not None:
             values["platform_payment_id"] = mark
@@ -342,8 +356,10 @@ class ProlificRecruiter(Recruiter):
         listing = self._listing()
         took_part = {s.worker_id for s in self.last_submissions}
         fresh = []
+        stale = _claim_mark(time.time() - CLAIM_EXPIRES)
         for b, i in rows:
-            if b.platform_state is not None:
+            abandoned = b.platform_state == "claimed" and (b.platform_payment_id or "") < stale
+            if b.platform_state is not None and not abandoned:
                 continue
             if canonical_spelling(Platform.prolific, i.external_id) not in took_part:
                 # Prolific refuses the whole set-up if one person did not take part in it.
@@ -353,7 +369,7 @@ class ProlificRecruiter(Recruiter):
                 )
                 continue
             fresh.append((b, i))
-        claim = f"claim:{secrets.token_hex(16)}"
+        claim = _claim_mark(time.time(), secrets.token_hex(8))
         if fresh and self._claim([b.id for b, _ in fresh], state=None, to="claimed", mark=claim):
             db.session.expire_all()
             mine = [(b, i) for b, i in fresh if b.platform_payment_id == claim]
@@ -416,6 +432,6 @@ class ProlificRecruiter(Recruiter):
         stuck = [b for b, _ in rows if b.platform_state == "claimed"]
         if stuck:
             report.lines.append(
-                f"{len(stuck)} bonus(es) are being set up by another run (or one that was "
-                "interrupted before Prolific answered: nothing is paid by a set-up alone)"
+                f"{len(stuck)} bonus(es) are being set up by another run (or by one that was "
+                "interrupted: nothing is paid by a set-up alone; a run an hour later takes them)"
             )

@@ -352,3 +352,38 @@ def test_reconcile_without_a_file_asks_the_api(app, fake, load_recruit_study, ru
     wrong = runner.invoke(args=["reconcile", "product-choice-demo", "--platform", "mturk"])
     assert wrong.exit_code == 1 and "export FILE" in wrong.output
     assert pid
+
+
+def test_claims_of_a_run_that_died_are_taken_an_hour_later(app, fake, load_recruit_study):
+    import time
+
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import BonusPayment, Platform, utcnow
+    from webapp.recruit.prolific import _claim_mark
+    from webapp.services.payments import issue_bonuses
+    from webapp.services.studies import get_study
+
+    definition = load_recruit_study()
+    study_id = listed(app, fake)
+    take_part(app, fake, definition, study_id, "a")
+    in_app(app, lambda r: r.approve())
+
+    def claimed(seconds_ago: int) -> None:
+        with app.app_context():
+            if not db.session.scalars(select(BonusPayment)).all():
+                issue_bonuses(
+                    get_study("product-choice-demo"), Platform.prolific, issued_by="t", now=utcnow()
+                )
+            row = db.session.scalars(select(BonusPayment)).one()
+            row.platform_state = "claimed"
+            row.platform_payment_id = _claim_mark(time.time() - seconds_ago, "deadbeef")
+            db.session.commit()
+
+    claimed(60)  # another run is setting it up right now: left alone
+    report = in_app(app, lambda r: r.bonus())
+    assert report.counts["paid"] == 0 and fake.payments == []
+    assert any("another run" in line for line in report.lines)
+    claimed(2 * 3600)  # that run died long ago (a set-up alone pays nothing): taken over
+    assert in_app(app, lambda r: r.bonus()).counts["paid"] == 1 and len(fake.payments) == 1
