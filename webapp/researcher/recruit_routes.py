@@ -76,8 +76,6 @@ def _base_url() -> str:
     )
 
 
-@bp.post("/studies/<slug>/recruit/<action>")
-@login_required
 def recruit_action(slug: str, action: str) -> Any:
     """Show what a recruiter action costs; do it once confirmed."""
     from webapp.recruit import get_recruiter
@@ -127,3 +125,21 @@ def recruit_action(slug: str, action: str) -> Any:
     for line in report.lines:
         flash(line, "info")
     return redirect(back)
+
+
+# One endpoint per action, ``researcher.recruit_<action>`` (no free <action> in the URL: the
+# console's route tests then reach each one, anonymous and as another researcher).
+def _view(name: str) -> Any:
+    @login_required
+    def view(slug: str) -> Any:
+        return recruit_action(slug, name)
+
+    view.__name__ = view.__qualname__ = f"recruit_{name}"
+    view.__doc__ = f"{BUTTONS[name]}: show the cost, then do it once confirmed."
+    return view
+
+
+for _name in BUTTONS:
+    bp.add_url_rule(
+        f"/studies/<slug>/recruit/{_name}", f"recruit_{_name}", _view(_name), methods=["POST"]
+    )
