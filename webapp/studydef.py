@@ -148,7 +148,16 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     raw = get_mapping(raw, where)
     check_keys(
         raw,
-        {"slug", "title", "description", "estimated_minutes", "recruitment", "payment", "tasks"},
+        {
+            "slug",
+            "title",
+            "description",
+            "estimated_minutes",
+            "recruitment",
+            "payment",
+            "tasks",
+            "recruiter",
+        },
         where,
     )
     # SLUG_RE bounds the length to Study.slug's (a test holds them together); checking the
@@ -196,6 +205,12 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         "payment": _payment(raw.get("payment"), where.at("payment")),
         "tasks": blocks,
     }
+    if raw.get("recruiter") is not None:  # stored only when given: older hashes stay
+        from webapp.recruit.settings import validate_recruiter
+
+        definition["recruiter"] = validate_recruiter(
+            raw["recruiter"], where.at("recruiter"), definition
+        )
     check_strings(definition, where)
     return definition
 
