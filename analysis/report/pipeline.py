@@ -88,6 +88,11 @@ CHOICE_SPECS = {
         "did not converge is never reported: its section says why"
     ),
     "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
+    "demographics": (
+        "analysed participants (after exclusions), each once: age mean/SD/range, sex and country "
+        "of residence counts, from Prolific's demographic export joined by Participant id; "
+        "CONSENT_REVOKED and DATA_EXPIRED cells read as not available"
+    ),
     "wtp_slopes": (
         "maximal model wtp ~ format + (1 + format | participant) + (1 + format | pair), REML, "
         "lme4's formulation (checked against lmer to 1e-4); Satterthwaite t; likelihood-ratio "
@@ -210,6 +215,11 @@ def analyze_choice(
                 )
             except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
                 slopes_failure = f"{type(exc).__name__}: {exc}"
+    if "demographics_status" in kept.columns:
+        from analysis.demographics import describe_demographics
+
+        # Describes the participants analysed (after exclusions), each counted once.
+        res.tables["demographics"] = describe_demographics(kept)
     res.meta = {
         "n_rows_input": len(data),
         "n_participants_input": int(data["participant_id"].nunique()),
@@ -268,6 +278,10 @@ ANNOTATION_SPECS = {
         "(Fisher-z CI, t-test p, as R cor.test) and Spearman rho"
     ),
     "model_matrix": "Pearson r between every pair of models' shift indicators (common items)",
+    "label_mapping": (
+        "how each model's raw labels were read: as is (positive/negative/neutral/other, any "
+        "case), by the researcher's --label-map, or unknown (no entry): kept, counted as no shift"
+    ),
 }
 
 
@@ -325,6 +339,7 @@ def analyze_annotations(
     ]
     timings["humans"] = time.perf_counter() - start
     models: list[str] = []
+    unmapped: list[str] = []
     if predictions is not None and len(predictions):
         start = time.perf_counter()
         shifts = annotation.model_shifts(predictions, items, shift_labels=model_shift_labels)
@@ -332,6 +347,13 @@ def analyze_annotations(
         res.tables["model_shift_rates"] = annotation.model_shift_rates(shifts)
         res.tables["human_model"] = correlation.human_model_correlation(shifts)
         res.tables["model_matrix"] = correlation.model_correlation_matrix(shifts)
+        if "raw_label" in predictions.columns:
+            from analysis.external import UNMAPPED_LABEL, label_mapping
+
+            mapping = label_mapping(predictions)
+            res.tables["label_mapping"] = mapping
+            unknown = mapping[mapping["label"] == UNMAPPED_LABEL]
+            unmapped = sorted(set(unknown["raw_label"]))
         models = sorted(shifts["model"].unique())
         missing = sorted(set(predictions["item_id"]) - set(items["item_id"]))
         timings["models"] = time.perf_counter() - start
@@ -347,6 +369,7 @@ def analyze_annotations(
         "models": models,
         "model_shift_labels": list(model_shift_labels),
         "prediction_items_without_human_labels": len(missing),
+        "unmapped_model_labels": unmapped,
         "exclusion_rules": rules.as_dict(),
         "specifications": ANNOTATION_SPECS,
         "versions": library_versions(),
