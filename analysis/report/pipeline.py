@@ -33,6 +33,9 @@ class Results:
     kind: str
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)
+    # Observation-level data the figures draw (residuals, per-participant differences): too big
+    # for results.json, recomputable from the input; not written as tables.
+    plot_data: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def library_versions() -> dict[str, str]:
@@ -88,6 +91,16 @@ CHOICE_SPECS = {
         "did not converge is never reported: its section says why"
     ),
     "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
+    "wtp_differences": (
+        "each participant's mean WTP with the treatment format minus their mean with the "
+        "reference format (participants who saw both), mean with a t 95% CI over participants; "
+        "the figure shows every participant's difference beside the mixed-model effect"
+    ),
+    "wtp_random_effects": (
+        "conditional modes of the participant and pair random intercepts with conditional SDs "
+        "(as lme4 ranef(condVar = TRUE); checked against lme4 to 1e-6), at the fitted "
+        "parameters; the residual and QQ figures use the conditional residuals y - X beta - Z b"
+    ),
     "demographics": (
         "analysed participants (after exclusions), each once: age mean/SD/range, sex and country "
         "of residence counts, from Prolific's demographic export joined by Participant id; "
@@ -215,6 +228,8 @@ def analyze_choice(
                 )
             except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
                 slopes_failure = f"{type(exc).__name__}: {exc}"
+    if len(wtp_rows):
+        _wtp_figure_data(res, wtp_rows, levels, wtp_transform, timings)
     if "demographics_status" in kept.columns:
         from analysis.demographics import describe_demographics
 
@@ -254,6 +269,39 @@ def analyze_choice(
             "notes": row["notes"],
         }
     return res
+
+
+def _wtp_figure_data(res, wtp_rows, levels, transform, timings) -> None:
+    """Within-participant differences and the mixed model's residuals and random effects."""
+    from analysis.stats import diagnostics, wtp
+
+    start = time.perf_counter()
+    df, ref, trt = wtp._prepare(
+        wtp_rows, "wtp_premium_pct", "format", levels, transform, ["participant_id", "pair_id"]
+    )
+    per, summary = diagnostics.within_differences(
+        df, dv="y", between="format", subject="participant_id", levels=(ref, trt)
+    )
+    res.plot_data["wtp_differences"] = per
+    res.tables["wtp_differences"] = summary.assign(transform=transform or "none")
+    model = res.tables.get("wtp_model")
+    if model is not None and model["sd_item"].notna().all() and model["sd_subject"].notna().all():
+        row = model.iloc[0]
+        residuals, effects = diagnostics.crossed_conditional_modes(
+            df,
+            y="y",
+            x="x",
+            subject="participant_id",
+            item="pair_id",
+            intercept=float(row["intercept"]),
+            slope=float(row["estimate"]),
+            sd_subject=float(row["sd_subject"]),
+            sd_item=float(row["sd_item"]),
+            sd_residual=float(row["sd_residual"]),
+        )
+        res.plot_data["wtp_residuals"] = residuals
+        res.tables["wtp_random_effects"] = effects
+    timings["wtp_figure_data"] = time.perf_counter() - start
 
 
 ANNOTATION_SPECS = {
