@@ -218,7 +218,6 @@ MAIN_STAT_COLUMNS = (
     "lrt_df",
     "lrt_p",
     "singular",
-    "converged",
     "n_obs",
     "n_subjects",
     "n_items",
