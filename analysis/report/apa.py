@@ -18,6 +18,7 @@ __all__ = [
     "chi2_sentence",
     "correlation_sentence",
     "gee_sentence",
+    "glmm_sentence",
     "model_sentence",
     "p_apa",
     "slopes_sentence",
@@ -111,6 +112,22 @@ def gee_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
         f"{ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, {p_apa(row['p_val'])} "
         f"(log OR = {num(row['log_odds'])}, SE = {num(row['se'])})."
     )
+
+
+def glmm_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
+    """The logistic GLMM's conditional odds ratio (crossed random intercepts, Laplace)."""
+    text = (
+        "In a logistic mixed model with crossed random intercepts for participants and pairs "
+        f"(Laplace approximation, as lme4::glmer; {int(row['n_obs'])} trials), the conditional "
+        f"odds of choosing the target were OR = {num(row['estimate'])} times as high with {trt} "
+        f"as with {ref}, {ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, "
+        f"{p_apa(row['p_val'])} (log OR = {num(row['log_odds'])}, SE = {num(row['se'])}; "
+        f"random-intercept SDs on the logit scale: participant {num(row.get('sd_subject'))}, "
+        f"pair {num(row.get('sd_item'))})."
+    )
+    if bool(row.get("singular")):
+        text += " Singular fit: a random-intercept variance is at the boundary (0)."
+    return text
 
 
 def _t_or_z(row: Mapping[str, object]) -> str:

@@ -28,6 +28,7 @@ CHOICE_TABLES = {
     "effects",
     "by_pair",
     "clustered",
+    "choice_glmm",
     "wtp_by_format",
     "wtp_model",
     "wtp_slopes",
@@ -80,7 +81,10 @@ def figure_jobs(results: Results) -> list[tuple[str, str, object, tuple[float, f
     t, m, d = results.tables, results.meta, results.plot_data
     jobs: list[tuple[str, str, object, tuple[float, float]]] = []
     if results.kind == "choice":
-        if "clustered" in t:
+        if "choice_glmm" in t:
+            star_p = float(t["choice_glmm"]["p_val"].iloc[0])
+            star_note = "stars: p of the logistic GLMM (random intercepts of participant and pair)"
+        elif "clustered" in t:
             star_p = float(t["clustered"]["p_val"].iloc[0])
             star_note = "stars: p of the GEE odds ratio (clustered by participant)"
         else:
@@ -232,8 +236,12 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
     )
     if "clustered" in t:
         text += " " + apa.gee_sentence(t["clustered"].iloc[0], ref, trt)
-    elif m.get("clustered_model", "").startswith("not reported"):  # type: ignore[union-attr]
-        text += f" Clustered model {m['clustered_model']}."
+    elif str(m.get("clustered_model", "")).startswith("not reported"):
+        text += f" Clustered model (GEE) {m['clustered_model']}."
+    if "choice_glmm" in t:
+        text += " " + apa.glmm_sentence(t["choice_glmm"].iloc[0], ref, trt)
+    elif str(m.get("choice_glmm", "")).startswith("not reported"):
+        text += f" Logistic GLMM {m['choice_glmm']}."
     sections: list[dict[str, object]] = [
         {
             "title": "Exclusions",
@@ -290,6 +298,16 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
                     )
                 ]
                 if "clustered" in t
+                else []
+            )
+            + (
+                _model_tables(
+                    "choice_glmm",
+                    t["choice_glmm"],
+                    "Logistic GLMM, crossed random intercepts of participant and pair",
+                    **ctx,
+                )
+                if "choice_glmm" in t
                 else []
             ),
             "figures": _figs(figs, "format_rates.png"),

@@ -180,3 +180,37 @@ def test_long_model_names_are_horizontal_bars_and_heatmap_labels_contrast():
     plt.close(fig)
     assert contrast_text_color((0.0, 0.0, 0.0)) == "white"
     assert contrast_text_color((1.0, 1.0, 0.0)) == "black"
+
+
+def test_a_choice_glmm_table_gets_its_sentence_and_sets_the_stars(choice_results):
+    # The logistic GLMM (issue 15, finding 4) is fitted on another branch; its table's shape
+    # (analysis.stats.choice.choice_glmm) is what the report must show.
+    from analysis.report.study_sections import choice_sections, figure_jobs
+
+    glmm = pd.DataFrame(
+        {
+            "effect": ["odds_ratio"],
+            "estimate": [3.1],
+            "ci_low": [2.0],
+            "ci_high": [4.8],
+            "p_val": [0.2],
+            "log_odds": [1.13],
+            "se": [0.22],
+            "z": [5.1],
+            "sd_subject": [0.9],
+            "sd_item": [0.0],
+            "singular": [True],
+            "n_obs": [400],
+        }
+    )
+    results = type(choice_results)(
+        kind="choice",
+        tables={**choice_results.tables, "choice_glmm": glmm},
+        meta=choice_results.meta,
+        plot_data=choice_results.plot_data,
+    )
+    text = next(s["text"] for s in choice_sections(results, {}) if s["title"] == "Choice")
+    assert "OR = 3.10 times as high with summary as with original, 95% CI [2.00, 4.80]" in text
+    assert "z = 5.10, p = .200" in text and "Singular fit" in text
+    caption = {n: c for n, c, _, _ in figure_jobs(results)}["format_rates.png"]
+    assert "logistic GLMM" in caption
