@@ -118,7 +118,8 @@ def glmm_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
     """The logistic GLMM's conditional odds ratio (crossed random intercepts, Laplace)."""
     text = (
         "In a logistic mixed model with crossed random intercepts for participants and pairs "
-        f"(Laplace approximation, as lme4::glmer; {int(row['n_obs'])} trials), the conditional "
+        f"(Laplace approximation, as lme4::glmer; {row.get('n_obs', 'NA')} trials), the "
+        "conditional "
         f"odds of choosing the target were OR = {num(row['estimate'])} times as high with {trt} "
         f"as with {ref}, {ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, "
         f"{p_apa(row['p_val'])} (log OR = {num(row['log_odds'])}, SE = {num(row['se'])}; "

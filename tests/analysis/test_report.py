@@ -93,13 +93,13 @@ def test_a_new_model_table_slots_in_with_a_sentence(choice_results, tmp_path):
             **{f"detail_{i}": [i] for i in range(15)},
         }
     )
-    tables = {**results.tables, "choice_glmm": extra}
+    tables = {**results.tables, "choice_bayes": extra}
     meta = {**results.meta, "other_model_failed": "ConvergenceError: did not converge"}
     copy = type(results)(kind="choice", tables=tables, meta=meta, plot_data=results.plot_data)
     write_results(copy, tmp_path, title="t", figures=False)
     page = htmllib.unescape((tmp_path / "report.html").read_text())
-    assert "Choice glmm: format[summary] b = 0.81, SE = 0.20, z = 4.05, p < .001" in page
-    assert "Choice glmm: details" in page  # 22 columns: split
+    assert "Choice bayes: format[summary] b = 0.81, SE = 0.20, z = 4.05, p < .001" in page
+    assert "Choice bayes: details" in page  # 22 columns: split
     assert "Not reported: ConvergenceError: did not converge" in page
 
 
