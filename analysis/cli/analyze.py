@@ -148,6 +148,13 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
     type=click.Path(exists=True, dir_okay=False),
     help="CSV participant_id,platform_participant_id for an export without platform IDs.",
 )
+@click.option(
+    "--covariates",
+    default=None,
+    metavar="COL[,COL]",
+    help="Adjust the choice GEE and WTP model for these participant columns "
+    "(e.g. age,sex,country with --demographics).",
+)
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 def choice_command(
@@ -167,6 +174,7 @@ def choice_command(
     wtp_slopes: bool,
     demographics_path: str | None,
     id_map_path: str | None,
+    covariates: str | None,
     no_gee: bool,
     no_figures: bool,
 ) -> None:
@@ -216,6 +224,7 @@ def choice_command(
             clustered=not no_gee,
             levels=levels,
             wtp_slopes=wtp_slopes,
+            covariates=[c.strip() for c in (covariates or "").split(",") if c.strip()],
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -259,6 +268,18 @@ def choice_command(
         )
     elif "wtp_slopes_failed" in results.meta:
         click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
+    if "covariate_adjusted" in results.tables:
+        adj = results.tables["covariate_adjusted"]
+        for _, row in adj[adj["term"].str.startswith("format[")].iterrows():
+            click.echo(
+                f"{row['model']} adjusted for {covariates}: {row['estimate']:+.3f} "
+                f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], p {format_p(row['p_val'])} "
+                f"({int(row['n_rows_dropped'])} rows without covariates left out)"
+            )
+    elif "covariate_adjusted_failed" in results.meta:
+        click.echo(
+            f"covariate-adjusted models: not reported ({results.meta['covariate_adjusted_failed']})"
+        )
     if join_summary is not None:
         click.echo(
             f"demographics: {join_summary['n_matched']} of {join_summary['n_participants']} "

@@ -52,6 +52,8 @@ ANNOTATION_TABLES = {
 # Failures the known sections report themselves; any other ``<name>_failed`` meta entry gets a
 # section of its own from extra_sections.
 _KNOWN_FAILURES = {"wtp_model_failed", "wtp_slopes_failed"}
+# Titles of tables that extra_sections shows (otherwise the name, capitalised).
+TITLES = {"covariate_adjusted": "Adjusted for participant covariates"}
 
 
 def _levels(results: Results) -> tuple[str, str]:
@@ -502,18 +504,24 @@ def extra_sections(results: Results, known: set[str]) -> list[dict[str, object]]
     for name, df in results.tables.items():
         if name in known:
             continue
-        title = name.replace("_", " ").capitalize()
+        title = TITLES.get(name, name.replace("_", " ").capitalize())
         text = ""
         if len(df) and {"estimate", "se", "statistic", "p_val"} <= set(df.columns):
-            text = " ".join(apa.model_sentence(title, r) for r in df.head(10).to_dict("records"))
+            text = " ".join(
+                apa.model_sentence(str(r.get("model", title)), r)
+                for r in df.head(10).to_dict("records")
+            )
+            if "coding" in df.columns:
+                text += f" Coding: {df['coding'].iloc[0]}."
         sections.append(
             {"title": title, "text": text, "tables": _model_tables(name, df, title), "figures": []}
         )
     for key, why in results.meta.items():
         if key.endswith("_failed") and key not in _KNOWN_FAILURES:
+            name = key.removesuffix("_failed")
             sections.append(
                 {
-                    "title": key.removesuffix("_failed").replace("_", " ").capitalize(),
+                    "title": TITLES.get(name, name.replace("_", " ").capitalize()),
                     "text": f"Not reported: {why}. The other sections are unaffected.",
                     "tables": [],
                     "figures": [],

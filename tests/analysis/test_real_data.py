@@ -384,3 +384,27 @@ def test_choice_cli_with_demographics(tmp_path, choice_with_pids):
         main, ["analyze", "choice", str(export), "--id-map", str(prolific), "--out", str(out)]
     )
     assert result.exit_code == 2 and "--id-map is only used with --demographics" in result.output
+
+
+def test_choice_cli_adjusts_for_prolific_covariates(tmp_path, choice_with_pids):
+    data, pids = choice_with_pids
+    export = tmp_path / "export.csv"
+    data.to_csv(export, index=False)
+    prolific = tmp_path / "prolific.csv"
+    write_prolific(prolific, list(pids.values()))
+    out = tmp_path / "out"
+    args = ["analyze", "choice", str(export), "--demographics", str(prolific), "--no-figures"]
+    result = CliRunner().invoke(main, [*args, "--covariates", "age,sex", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    adjusted = pd.read_csv(out / "covariate_adjusted.csv")
+    assert set(adjusted["model"]) == {"choice GEE (log odds)", "WTP LMM"}
+    # Two participants have no age/sex (revoked, expired): their 20 trials are left out.
+    assert (adjusted["n_rows_dropped"] == 20).all() and (adjusted["n_obs"] == 100).all()
+    assert "age: numeric, centred" in adjusted["coding"].iloc[0]
+    assert "adjusted for age,sex" in result.output
+    page = (out / "report.html").read_text()
+    assert "Adjusted for participant covariates" in page
+    # A covariate the data do not have is reported in its section, the rest is written.
+    result = CliRunner().invoke(main, [*args, "--covariates", "shoe_size", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "not reported (ValueError: covariate column(s) ['shoe_size']" in result.output
