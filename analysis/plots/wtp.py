@@ -100,13 +100,17 @@ def plot_wtp_differences(
     return ax
 
 
-def plot_residuals_vs_fitted(residuals: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
-    """Conditional residuals against fitted values, with a running mean to show curvature.
+def plot_residuals_vs_fitted(
+    residuals: pd.DataFrame, *, max_points: int = 5000, ax: Axes | None = None
+) -> Axes:
+    """Conditional residuals against fitted values, with binned means to show curvature.
 
     Parameters
     ----------
     residuals : pandas.DataFrame
         ``fitted`` and ``residual`` (:func:`analysis.stats.diagnostics.crossed_conditional_modes`).
+    max_points : int
+        Points drawn at most (a seeded random subsample beyond; the title says so).
     ax : matplotlib Axes, optional
         Where to draw.
 
@@ -119,7 +123,13 @@ def plot_residuals_vs_fitted(residuals: pd.DataFrame, *, ax: Axes | None = None)
     ax = _axes(ax, (5.0, 4.0))
     fitted = residuals["fitted"].to_numpy(float)
     resid = residuals["residual"].to_numpy(float)
-    ax.scatter(fitted, resid, s=6, alpha=0.35, color="#4C72B0")
+    n = len(fitted)
+    # 60,000 points draw slowly and print as one blot: above max_points a seeded random
+    # subsample is drawn (the binned means below use every point).
+    shown = np.arange(n)
+    if n > max_points:
+        shown = np.sort(np.random.default_rng(0).choice(n, max_points, replace=False))
+    ax.scatter(fitted[shown], resid[shown], s=6, alpha=0.35, color="#4C72B0", rasterized=True)
     ax.axhline(0, color="grey", linewidth=0.8)
     if len(fitted) >= 20:
         # Means of residuals in 20 quantile bins of the fitted values: a flat line = no trend.
@@ -131,17 +141,24 @@ def plot_residuals_vs_fitted(residuals: pd.DataFrame, *, ax: Axes | None = None)
         ax.legend(fontsize=7)
     ax.set_xlabel("fitted value (fixed + random effects)")
     ax.set_ylabel("residual")
-    ax.set_title("Residuals vs fitted", fontsize=9)
+    title = "Residuals vs fitted"
+    if n > max_points:
+        title += f" ({max_points:,} of {n:,} points shown)"
+    ax.set_title(title, fontsize=9)
     return ax
 
 
-def plot_residual_qq(residuals: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+def plot_residual_qq(
+    residuals: pd.DataFrame, *, max_points: int = 2000, ax: Axes | None = None
+) -> Axes:
     """Normal QQ plot of the standardised conditional residuals.
 
     Parameters
     ----------
     residuals : pandas.DataFrame
         ``residual`` column.
+    max_points : int
+        Above this many residuals, evenly spaced order statistics (extremes included) are drawn.
     ax : matplotlib Axes, optional
         Where to draw.
 
@@ -157,7 +174,11 @@ def plot_residual_qq(residuals: pd.DataFrame, *, ax: Axes | None = None) -> Axes
     n = len(r)
     z = (r - r.mean()) / r.std(ddof=1) if n > 1 else r
     theory = stats.norm.ppf((np.arange(1, n + 1) - 0.5) / n)
-    ax.scatter(theory, z, s=6, alpha=0.5, color="#4C72B0")
+    if n > max_points:
+        # Evenly spaced order statistics, both extremes included: the same curve, fewer marks.
+        keep = np.unique(np.linspace(0, n - 1, max_points).round().astype(int))
+        z, theory = z[keep], theory[keep]
+    ax.scatter(theory, z, s=6, alpha=0.5, color="#4C72B0", rasterized=True)
     lim = float(np.nanmax(np.abs(np.concatenate([theory, z])))) if n else 1.0
     ax.plot([-lim, lim], [-lim, lim], color="#C44E52", linewidth=1)
     ax.set_xlabel("normal quantile")
