@@ -195,8 +195,8 @@ def correlation_sentence(row: Mapping[str, object]) -> str:
     return (
         f"{row['model']}: r({n - 2}) = {bounded(row['estimate'])}, "
         f"{ci(row['ci_low'], row['ci_high'], bound=True)}, {p_apa(row['p_val'])}; Spearman ρ = "
-        f"{bounded(row['spearman_rho'])}, {p_apa(row['spearman_p_val'])} "
-        f"({row.get('spearman_p_method', 'p method not recorded')})."
+        f"{bounded(row['spearman_rho'])}, {p_apa(row['spearman_p_val'])}, "
+        f"{row.get('spearman_p_method', 'p method not recorded')}."
     )
 
 

@@ -189,6 +189,7 @@ def figure_jobs(results: Results) -> list[tuple[str, str, object, tuple[float, f
     )
     if "human_model" in t:
         n = len(t["human_model"])
+        longest = int(t["human_model"]["model"].astype(str).str.len().max())
         jobs.append(
             (
                 "human_model.png",
@@ -203,7 +204,8 @@ def figure_jobs(results: Results) -> list[tuple[str, str, object, tuple[float, f
                 "model_heatmap.png",
                 "Model x model Pearson correlation of shift indicators",
                 lambda ax: pa.plot_model_heatmap(t["model_matrix"], ax=ax),
-                (1.0 * n + 3.5, 0.9 * n + 2.5),
+                # Room for the names on both axes: about 0.08 inch per character at 10 pt.
+                (1.0 * n + 3.5 + 0.08 * longest, 0.9 * n + 2.5 + 0.06 * longest),
             )
         )
     return jobs
