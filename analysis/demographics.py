@@ -90,7 +90,9 @@ def load_prolific_demographics(path: str | Path) -> pd.DataFrame:
     rename = {by_lower[k.lower()]: v for k, v in PROLIFIC_COLUMNS.items() if k.lower() in by_lower}
     df = raw.rename(columns=rename)
     _check_columns(df, ["platform_participant_id"], source, known=PROLIFIC_COLUMNS.values())
-    df = df[list(dict.fromkeys(rename.values()))].copy()
+    df = df[list(dict.fromkeys(rename.values()))]
+    # A row without a participant ID (a blank line at the end of a hand-edited file) joins nothing.
+    df = df[df["platform_participant_id"].notna()].copy()
     df["platform_participant_id"] = df["platform_participant_id"].astype(str).str.strip()
     marker = pd.Series("ok", index=df.index, dtype=object)
     for col in df.columns:

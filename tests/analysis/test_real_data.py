@@ -293,7 +293,8 @@ def write_prolific(path, pids: list[str]) -> None:
         rows[1][col] = "DATA_EXPIRED"
     # The same person twice: returned first, then completed (Prolific lists both submissions).
     returned = dict(rows[2], Status="RETURNED", Age="99", **{"Submission id": "f" * 24})
-    pd.DataFrame([returned, *rows], columns=PROLIFIC_HEADER).to_csv(path, index=False)
+    blank = dict.fromkeys(PROLIFIC_HEADER, "")  # hand-edited files end in empty rows
+    pd.DataFrame([returned, *rows, blank], columns=PROLIFIC_HEADER).to_csv(path, index=False)
 
 
 def test_prolific_export_quirks(tmp_path, choice_with_pids):
