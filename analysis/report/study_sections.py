@@ -74,14 +74,18 @@ def _figs(figs: dict[str, str], *names: str) -> list[tuple[str, str]]:
     return [(figs[k], k) for k in names if k in figs]
 
 
-def figure_jobs(results: Results) -> list[tuple[str, str, object, tuple[float, float]]]:
-    """What to draw for a choice or annotation report: ``(file, caption, draw(ax), size)``."""
+def figure_jobs(results: Results) -> list[tuple]:
+    """What to draw for a choice or annotation report: ``(file, caption, draw(ax), size)``.
+
+    A job with a fifth element ``(rows, cols)`` draws several panels: ``draw`` gets the array
+    of axes.
+    """
     from analysis.plots import annotation as pa
     from analysis.plots import choice as pc
     from analysis.plots import wtp as pw
 
     t, m, d = results.tables, results.meta, results.plot_data
-    jobs: list[tuple[str, str, object, tuple[float, float]]] = []
+    jobs: list[tuple] = []
     if results.kind == "choice":
         if "choice_glmm" in t:
             star_p = float(t["choice_glmm"]["p_val"].iloc[0])
@@ -134,37 +138,31 @@ def figure_jobs(results: Results) -> list[tuple[str, str, object, tuple[float, f
                     (5.2, 4.4),
                 )
             )
-        if "wtp_residuals" in d:
-            jobs.append(
-                (
-                    "wtp_residuals.png",
-                    "Mixed model: conditional residuals vs fitted values (red: binned means; "
-                    "a flat line at 0 means no unmodelled trend, an even band constant variance)",
-                    lambda ax: pw.plot_residuals_vs_fitted(d["wtp_residuals"], ax=ax),
-                    (5.0, 4.0),
-                )
-            )
-            jobs.append(
-                (
-                    "wtp_qq.png",
-                    "Mixed model: normal QQ plot of the standardised residuals",
-                    lambda ax: pw.plot_residual_qq(d["wtp_residuals"], ax=ax),
-                    (4.4, 4.0),
-                )
-            )
-        if "wtp_random_effects" in t:
+        if "wtp_residuals" in d and "wtp_random_effects" in t:
             effects = t["wtp_random_effects"]
-            for group, label in (("participant_id", "participants"), ("pair_id", "pairs")):
-                n = int((effects["group"] == group).sum())
-                jobs.append(
-                    (
-                        f"wtp_ranef_{group.removesuffix('_id')}.png",
-                        f"Mixed model: random intercepts of {label} (conditional modes, "
-                        "±1.96 conditional SD), sorted",
-                        lambda ax, g=group: pw.plot_caterpillar(effects, group=g, ax=ax),
-                        (5.5, max(3.0, 0.16 * min(n, 60) + 1.4)),
-                    )
+
+            def diagnostics(axes, d=d, effects=effects):
+                # One figure of four panels: each extra PNG costs a matplotlib render and save,
+                # which is much of the report's time on the 70 x 10 design.
+                pw.plot_residuals_vs_fitted(d["wtp_residuals"], ax=axes[0, 0])
+                pw.plot_residual_qq(d["wtp_residuals"], ax=axes[0, 1])
+                pw.plot_caterpillar(effects, group="participant_id", ax=axes[1, 0])
+                pw.plot_caterpillar(effects, group="pair_id", ax=axes[1, 1])
+
+            n_levels = min(int((effects["group"] == "participant_id").sum()), 60)
+            jobs.append(
+                (
+                    "wtp_diagnostics.png",
+                    "Mixed-model diagnostics. Top: conditional residuals vs fitted values (red: "
+                    "binned means; a flat line at 0 = no unmodelled trend, an even band = "
+                    "constant variance) and a normal QQ plot of the standardised residuals. "
+                    "Bottom: random intercepts of participants and pairs (conditional modes "
+                    "±1.96 conditional SD, sorted)",
+                    diagnostics,
+                    (11.0, 8.0 + 0.08 * n_levels),
+                    (2, 2),
                 )
+            )
         return jobs
     jobs.append(
         (
@@ -407,9 +405,7 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
             "figures": _figs(figs, "wtp_differences.png"),
         }
     ]
-    diag = _figs(
-        figs, "wtp_residuals.png", "wtp_qq.png", "wtp_ranef_participant.png", "wtp_ranef_pair.png"
-    )
+    diag = _figs(figs, "wtp_diagnostics.png")
     if diag:
         sections.append(
             {

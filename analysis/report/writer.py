@@ -83,8 +83,8 @@ def _figures(results: Results, out: Path) -> dict[str, str]:
 
         jobs = figure_jobs(results)
     captions = {}
-    for name, caption, draw, size in jobs:
-        fig, ax = plt.subplots(figsize=size)
+    for name, caption, draw, size, *layout in jobs:
+        fig, ax = plt.subplots(*(layout[0] if layout else (1, 1)), figsize=size)
         draw(ax)
         fig.tight_layout()
         fig.savefig(out / name, dpi=120)

@@ -54,10 +54,7 @@ def test_choice_report_from_long_export(runner, choice_export, tmp_path):
         "pair_rates.png",
         "format_rates.png",
         "wtp_differences.png",
-        "wtp_residuals.png",
-        "wtp_qq.png",
-        "wtp_ranef_participant.png",
-        "wtp_ranef_pair.png",
+        "wtp_diagnostics.png",
     ):
         assert (out / name).stat().st_size > 0, name
 
