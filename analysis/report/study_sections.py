@@ -159,7 +159,7 @@ def figure_jobs(results: Results) -> list[tuple]:
                     "Bottom: random intercepts of participants and pairs (conditional modes "
                     "±1.96 conditional SD, sorted)",
                     diagnostics,
-                    (11.0, 8.0 + 0.08 * n_levels),
+                    (9.0, 6.5 + 0.06 * n_levels),
                     (2, 2),
                 )
             )
