@@ -53,7 +53,8 @@ def test_choice_report_from_long_export(runner, choice_export, tmp_path):
         "clustered.csv",
         "pair_rates.png",
         "format_rates.png",
-        "wtp.png",
+        "wtp_differences.png",
+        "wtp_diagnostics.png",
     ):
         assert (out / name).stat().st_size > 0, name
 
