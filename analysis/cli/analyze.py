@@ -100,6 +100,7 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
     help="Also fit random slopes of format by participant and pair, with their LR test.",
 )
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
+@click.option("--no-glmm", is_flag=True, help="Skip the logistic GLMM of the choices.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 def choice_command(
     input_path: str,
@@ -117,6 +118,7 @@ def choice_command(
     format_levels: str | None,
     wtp_slopes: bool,
     no_gee: bool,
+    no_glmm: bool,
     no_figures: bool,
 ) -> None:
     """Analyse a choice study: the platform's long export or a tidy CSV (INPUT)."""
@@ -150,6 +152,7 @@ def choice_command(
             clustered=not no_gee,
             levels=levels,
             wtp_slopes=wtp_slopes,
+            glmm=not no_glmm,
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -163,6 +166,17 @@ def choice_command(
         f"{results.meta['n_rows_analysed']} choices analysed; "
         f"chi2 (Yates) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])}"
     )
+    if "choice_glmm" in results.tables:
+        row = results.tables["choice_glmm"].iloc[0]
+        click.echo(
+            f"Choice GLMM (logit, (1 | participant) + (1 | pair), Laplace): OR = "
+            f"{row['estimate']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}], log OR = "
+            f"{row['log_odds']:+.3f} (SE {row['se']:.3f}), z = {row['z']:.3f}, "
+            f"p {format_p(row['p_val'])}; "
+            + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
+        )
+    elif results.meta.get("choice_glmm", "").startswith("not reported"):
+        click.echo(f"Choice GLMM: {results.meta['choice_glmm']}")
     if "wtp_model" in results.tables:
         row = results.tables["wtp_model"].iloc[0]
         test = (

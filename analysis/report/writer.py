@@ -231,6 +231,11 @@ def _choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, o
                 [("Clustered robustness model (GEE)", _html_table(t["clustered"]))]
                 if "clustered" in t
                 else []
+            )
+            + (
+                [("Logistic GLMM, crossed random intercepts", _html_table(t["choice_glmm"]))]
+                if "choice_glmm" in t
+                else []
             ),
             "figures": [(figs[k], k) for k in ("format_rates.png",) if k in figs],
         },

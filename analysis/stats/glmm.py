@@ -204,13 +204,18 @@ class _LogitCrossedProblem:
         from scipy.special import expit
 
         beta = np.zeros(self.p)
-        for _ in range(50):
-            mu = expit(self.X @ beta)
-            w = mu * (1 - mu)
-            step = np.linalg.solve(self.X.T @ (w[:, None] * self.X), self.X.T @ (self.y - mu))
-            beta = beta + step
-            if np.max(np.abs(step)) < 1e-10:
-                break
+        try:
+            with np.errstate(all="ignore"):
+                for _ in range(50):
+                    mu = expit(self.X @ beta)
+                    w = mu * (1 - mu)
+                    xwx = self.X.T @ (w[:, None] * self.X)
+                    step = np.linalg.solve(xwx, self.X.T @ (self.y - mu))
+                    beta = beta + step
+                    if np.max(np.abs(step)) < 1e-10:
+                        break
+        except np.linalg.LinAlgError:
+            beta = np.full(self.p, np.inf)  # the weights vanished: fitted 0s and 1s
         if not np.all(np.isfinite(beta)) or np.max(np.abs(beta)) > 30:
             raise ConvergenceError(
                 "the outcome is (quasi-)separated by the fixed effects (e.g. one format never "
