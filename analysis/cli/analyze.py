@@ -200,6 +200,12 @@ def choice_command(
             f"chi2(4) = {row['lrt_chisq']:.2f}, p {format_p(row['lrt_p'])}; "
             + ("SINGULAR fit" if row["singular"] else "not singular")
         )
+        if row.get("simplified"):
+            click.echo(
+                f"  the maximal model was singular and was simplified to {row['formula']} "
+                f"(maximal: {row['maximal_estimate']:+.3f}, SE {row['maximal_se']:.3f}); "
+                f"steps: {row['simplification']}"
+            )
     elif "wtp_slopes_failed" in results.meta:
         click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
