@@ -70,6 +70,8 @@ class _LogitCrossedProblem:
 
         if self.one_per_cell:  # the seed design: every participant sees a pair once
             wc = w[self.row_of_cell]
+            if self.dense and len(wc) == self.q1 * self.q2:  # and every pair: a full table
+                return wc.reshape(self.q1, self.q2)
         else:
             wc = np.bincount(self.cell_of_row, weights=w, minlength=len(self.cells))
         if self.dense:
