@@ -568,35 +568,43 @@ def choice_glmm(
 
     ref, trt = _levels(data, between, levels)
     df = data[[dv, between, subject, item]].dropna()
+    missing = [lvl for lvl in (ref, trt) if not (df[between] == lvl).any()]
+    if missing:
+        raise ValueError(
+            f"{between!r} has no trial with level {missing[0]!r}: the odds ratio needs both "
+            f"{ref!r} and {trt!r}"
+        )
+    # The grouping columns keep their names (they appear in the notes); the model's own
+    # outcome and predictor get names that cannot collide with them.
     df = pd.DataFrame(
         {
-            "y": df[dv].astype(float).to_numpy(),
-            "x": (df[between] == trt).to_numpy(dtype=float),
-            "subject": df[subject].to_numpy(),
-            "item": df[item].to_numpy(),
+            "_y": df[dv].astype(float).to_numpy(),
+            "_x": (df[between] == trt).to_numpy(dtype=float),
+            subject: df[subject].to_numpy(),
+            item: df[item].to_numpy(),
         }
     )
-    n_subjects, n_items = df["subject"].nunique(), df["item"].nunique()
+    n_subjects, n_items = df[subject].nunique(), df[item].nunique()
     # lme4 orders the random terms by their number of levels, more first.
-    large, small = ("subject", "item") if n_subjects >= n_items else ("item", "subject")
-    table = crossed_glmm(df, dv="y", fixed=["x"], large=large, small=small, confidence=confidence)
+    large, small = (subject, item) if n_subjects >= n_items else (item, subject)
+    table = crossed_glmm(df, dv="_y", fixed=["_x"], large=large, small=small, confidence=confidence)
     eff = table[table["kind"] == "fixed"].set_index("term")
     sd = table[table["kind"] == "sd"].set_index("term")["estimate"]
-    beta, se = float(eff.loc["x", "estimate"]), float(eff.loc["x", "se"])
+    beta, se = float(eff.loc["_x", "estimate"]), float(eff.loc["_x", "se"])
     first = table.iloc[0]
     return pd.DataFrame(
         {
             "effect": ["odds_ratio"],
             "estimate": [np.exp(beta)],
-            "ci_low": [np.exp(float(eff.loc["x", "ci_low"]))],
-            "ci_high": [np.exp(float(eff.loc["x", "ci_high"]))],
-            "p_val": [float(eff.loc["x", "p_val"])],
+            "ci_low": [np.exp(float(eff.loc["_x", "ci_low"]))],
+            "ci_high": [np.exp(float(eff.loc["_x", "ci_high"]))],
+            "p_val": [float(eff.loc["_x", "p_val"])],
             "log_odds": [beta],
             "se": [se],
             "z": [beta / se],
             "intercept_log_odds": [float(eff.loc["Intercept", "estimate"])],
-            "sd_subject": [float(sd["subject"])],
-            "sd_item": [float(sd["item"])],
+            "sd_subject": [float(sd[subject])],
+            "sd_item": [float(sd[item])],
             "singular": [bool(first["singular"])],
             "converged": [bool(first["converged"])],
             "loglik": [float(first["loglik"])],

@@ -70,7 +70,7 @@ def test_deviance_variances_and_singular_flag_match_glmer(fitted):
     assert row["n_obs"] == r["nobs"]
     assert row["converged"]
     if name == "choice_singular":
-        assert "singular fit" in row["notes"]
+        assert "SD of participant_id, pair_id is at the boundary" in row["notes"]
 
 
 def test_se_given_theta_matches_glmer_use_hessian_false():
@@ -110,6 +110,8 @@ def test_separated_or_non_binary_outcome_is_refused_with_a_reason():
     separated = data.assign(chose_target=(data["format"] == "summary").astype(int))
     with pytest.raises(ConvergenceError, match="separated"):
         choice_glmm(separated)
+    with pytest.raises(ValueError, match="no trial with level 'original'"):
+        choice_glmm(data[data["format"] == "summary"])
     with pytest.raises(ValueError, match="must be 0/1"):
         choice_glmm(data.assign(chose_target=data["chose_target"] * 2))
 
