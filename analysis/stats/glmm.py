@@ -243,7 +243,7 @@ class _LogitCrossedProblem:
             x0=np.array([1.0, 1.0]),
             method="Nelder-Mead",
             bounds=[(0, None), (0, None)],
-            options={"xatol": 1e-4, "fatol": 1e-8, "maxiter": 2000},
+            options={"xatol": 1e-3, "fatol": 1e-6, "maxiter": 2000},
         )
         if not first.success:
             raise ConvergenceError(
@@ -258,7 +258,7 @@ class _LogitCrossedProblem:
             method="L-BFGS-B",
             bounds=bounds,
             jac="3-point",
-            options={"ftol": 1e-15, "gtol": 1e-7, "maxiter": 1000},
+            options={"ftol": 1e-13, "gtol": 1e-5, "maxiter": 1000},
         )
         grad = np.asarray(res.jac, float)
         at_bound = (np.arange(len(grad)) < 2) & (res.x <= 0) & (grad > 0)
