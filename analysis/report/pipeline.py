@@ -150,8 +150,8 @@ def analyze_choice(
     -------
     Results
         Tables ``exclusions``, ``selection_rates``, ``chi2``, ``effects``, ``by_pair``,
-        ``clustered``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts, rules,
-        specifications, versions and per-step timings.
+        ``clustered``, ``choice_glmm``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts,
+        rules, specifications, versions and per-step timings.
     """
     import numpy as np
 

@@ -2,8 +2,7 @@
 #
 # Run from the repository root after `python tests/analysis/r/make_glmm_datasets.py`:
 #   Rscript tests/analysis/r/glmer_reference.R > tests/analysis/r/glmer_reference.csv
-# Produced with the Debian bookworm packages (R and lme4 versions are in the output, rows
-# "version").
+# Produced with R 4.2.2 and lme4 1.1-31 (Debian bookworm packages).
 #
 # Model: chose_target ~ format + (1 | participant_id) + (1 | pair_id), binomial logit, Laplace
 # approximation (nAGQ = 1, glmer's default). BOBYQA is tightened far beyond lme4's default
