@@ -26,7 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from analysis.stats.crossed import SINGULAR_TOL, ConvergenceError, _hessian, _one_blas_thread
+from analysis.stats.crossed import (
+    SINGULAR_TOL,
+    ConvergenceError,
+    _hessian,
+    _jacobian,
+    _one_blas_thread,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -200,6 +206,66 @@ class _LogitCrossedProblem:
         _, _, obj, logdet = self.pirls(np.abs(theta))
         return obj + logdet
 
+    def gradient(self, par):
+        """Analytic gradient of the Laplace deviance over ``(theta, beta)`` (dense table only).
+
+        At the mode ``u~`` the penalised deviance has zero derivative in ``u``, so its total
+        derivative is the partial one; ``log det A`` changes with ``theta`` directly (through
+        ``Lambda``) and through the weights ``W`` at ``eta~``, whose derivative includes
+        ``d u~`` by implicit differentiation of the mode equation ``Lambda' Z' (y - mu) = u``.
+        ``d log det A / d eta_i = h_i w'_i``, ``h_i = z_i' Lambda A^-1 Lambda' z_i``, from the
+        blocks of ``A^-1`` given by the Schur complement.
+        """
+        import numpy as np
+        from scipy.linalg import cho_solve
+        from scipy.special import expit
+
+        theta, beta = np.abs(par[:2]), np.asarray(par[2:], float)
+        t1, t2 = theta
+        _, u, _, _ = self.pirls(theta, beta)
+        q1, g1, g2 = self.q1, self.g1, self.g2
+        eta = self._eta(theta, beta, u)
+        mu = expit(eta)
+        w = mu * (1 - mu)
+        dw = w * (1 - 2 * mu)  # d w / d eta
+        r = self.y - mu
+        n1w = np.bincount(g1, weights=w, minlength=q1)
+        n2w = np.bincount(g2, weights=w, minlength=self.q2)
+        d1 = t1 * t1 * n1w + 1.0
+        d2 = t2 * t2 * n2w + 1.0
+        cw = self._weighted_table(w)
+        c = cw * (t1 * t2)
+        cd = c / d1[:, None]
+        schur = np.diag(d2) - cd.T @ c
+        chol = np.linalg.cholesky(schur)
+        sinv = cho_solve((chol, True), np.eye(self.q2))
+        m = cd @ sinv
+        p_diag = 1.0 / d1 + (m * cd).sum(axis=1)  # diagonal of the (1, 1) block of A^-1
+        a12 = -m  # the (1, 2) block
+        q_diag = np.diag(sinv)
+        h = t1 * t1 * p_diag[g1] + t2 * t2 * q_diag[g2] + 2 * t1 * t2 * a12[g1, g2]
+        v = h * dw
+        solve, _ = self._system(theta, mu)
+        ainv_ztv = solve(self._zt(theta, v))
+        grad = np.empty(2 + self.p)
+        for k in range(self.p):
+            xk = self.X[:, k]
+            grad[2 + k] = -2 * xk @ r + xk @ v - self._zt(theta, w * xk) @ ainv_ztv
+        cross = float((a12 * cw).sum())
+        direct = (
+            2 * (t1 * (p_diag * n1w).sum() + t2 * cross),
+            2 * (t2 * (q_diag * n2w).sum() + t1 * cross),
+        )
+        for k, (g, block) in enumerate(((g1, slice(0, q1)), (g2, slice(q1, None)))):
+            s_k = u[block][g]  # d eta / d theta_k at fixed u
+            ztr = np.zeros(len(u))
+            ztr[block] = np.bincount(g, weights=r, minlength=len(u[block]))
+            du = solve(ztr - self._zt(theta, w * s_k))
+            grad[k] = -2 * r @ s_k + direct[k] + v @ s_k + self._zt(theta, v) @ du
+        # The deviance is even in each theta (u -> -u): differentiate through |theta|.
+        grad[:2] *= np.where(np.asarray(par[:2]) < 0, -1.0, 1.0)
+        return grad
+
     def start(self):
         """The ordinary logistic regression's ``beta`` (glmer's start), by IRLS."""
         import numpy as np
@@ -228,16 +294,32 @@ class _LogitCrossedProblem:
     def fit(self):
         """Minimise the Laplace deviance over ``(theta >= 0, beta)``; return ``(par, dev)``.
 
-        Two stages as glmer: ``theta`` by Nelder-Mead on the ``nAGQ = 0`` criterion (``beta``
-        inside PIRLS; two parameters, cheap), then the Laplace deviance over ``(theta, beta)``
-        from there by L-BFGS-B with central-difference gradients. Converged when L-BFGS-B
-        meets its tolerances or its projected gradient is below 1e-4 (deviance units; its
-        line search can stop on the deviance's rounding noise at the optimum).
+        L-BFGS-B on the Laplace deviance over ``(theta, beta)`` (glmer's second stage). On the
+        dense path it has the analytic gradient and starts from glmer's own start (``theta =
+        1``, ``beta`` of PIRLS at ``nAGQ = 0`` there); if that does not converge, and always on
+        the sparse path (central-difference gradients), it starts from glmer's first stage:
+        ``theta`` by Nelder-Mead on the ``nAGQ = 0`` criterion (``beta`` inside PIRLS).
+        Converged when L-BFGS-B meets its tolerances or its projected gradient is below 1e-4
+        (deviance units; its line search can stop on the deviance's rounding noise).
         """
+        import numpy as np
+
+        self.beta = self.start()
+        if self.dense:
+            self.pirls(np.array([1.0, 1.0]))  # beta of the nAGQ = 0 mode at theta = 1
+            try:
+                return self._second_stage(np.concatenate([[1.0, 1.0], self.beta]))
+            except ConvergenceError:
+                self.beta = self.start()
+                self.u = np.zeros_like(self.u)
+        theta = self._first_stage()
+        self.pirls(theta)  # beta at the first stage's theta
+        return self._second_stage(np.concatenate([theta, self.beta]))
+
+    def _first_stage(self):
         import numpy as np
         from scipy.optimize import minimize
 
-        self.beta = self.start()
         first = minimize(
             self.deviance0,
             x0=np.array([1.0, 1.0]),
@@ -249,15 +331,21 @@ class _LogitCrossedProblem:
             raise ConvergenceError(
                 f"logistic GLMM, first stage (nAGQ = 0) did not converge ({first.message})"
             )
-        self.pirls(first.x)  # beta at the first stage's theta
-        x0 = np.concatenate([first.x, self.beta])
+        return np.asarray(first.x, float)
+
+    def _second_stage(self, x0):
+        import numpy as np
+        from scipy.optimize import minimize
+
         bounds = [(0, None), (0, None)] + [(None, None)] * self.p
         res = minimize(
             self.deviance,
             x0=x0,
             method="L-BFGS-B",
             bounds=bounds,
-            jac="3-point",
+            # The analytic gradient on the dense path (4-6x fewer deviance evaluations than
+            # central differences); differences on the sparse one.
+            jac=self.gradient if self.dense else "3-point",
             options={"ftol": 1e-13, "gtol": 1e-5, "maxiter": 1000},
         )
         grad = np.asarray(res.jac, float)
@@ -354,7 +442,12 @@ def crossed_glmm(
     with _one_blas_thread():
         par, dev = problem.fit()
         cov_rx = problem.rx_covariance(par)
-        hess = _hessian(problem.deviance, par)
+        if problem.dense:
+            # Central differences of the analytic gradient (error O(h^2), h = 1e-4 relative).
+            jac = np.array(_jacobian(problem.gradient, par))
+            hess = (jac + jac.T) / 2
+        else:
+            hess = _hessian(problem.deviance, par)
     theta = par[:2]
     try:
         cov = 2 * np.linalg.inv(hess)[2:, 2:]

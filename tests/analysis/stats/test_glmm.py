@@ -150,3 +150,24 @@ def test_sparse_weight_table_gives_the_dense_fit(monkeypatch):
     assert sparse["log_odds"] == pytest.approx(dense["log_odds"], rel=1e-6)
     assert sparse["se"] == pytest.approx(dense["se"], rel=1e-5)
     assert sparse["deviance"] == pytest.approx(dense["deviance"], rel=1e-10)
+
+
+def test_a_failed_fit_from_glmers_start_falls_back_to_the_first_stage(monkeypatch):
+    import analysis.stats.glmm as glmm
+
+    data = load("choice_70x10")
+    direct = choice_glmm(data).iloc[0]
+    second_stage = glmm._LogitCrossedProblem._second_stage
+    calls = []
+
+    def fails_once(self, x0):
+        calls.append(x0)
+        if len(calls) == 1:
+            raise ConvergenceError("test: no convergence from theta = 1")
+        return second_stage(self, x0)
+
+    monkeypatch.setattr(glmm._LogitCrossedProblem, "_second_stage", fails_once)
+    fallback = choice_glmm(data).iloc[0]
+    assert len(calls) == 2 and list(calls[0][:2]) == [1.0, 1.0] and calls[1][0] != 1.0
+    assert fallback["log_odds"] == pytest.approx(direct["log_odds"], rel=1e-6)
+    assert fallback["se"] == pytest.approx(direct["se"], rel=1e-5)
