@@ -156,6 +156,7 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
     "(e.g. age,sex,country with --demographics).",
 )
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
+@click.option("--no-glmm", is_flag=True, help="Skip the logistic GLMM of the choices.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 def choice_command(
     input_path: str,
@@ -176,6 +177,7 @@ def choice_command(
     id_map_path: str | None,
     covariates: str | None,
     no_gee: bool,
+    no_glmm: bool,
     no_figures: bool,
 ) -> None:
     """Analyse a choice study: the platform's long export or a tidy CSV (INPUT)."""
@@ -225,6 +227,7 @@ def choice_command(
             levels=levels,
             wtp_slopes=wtp_slopes,
             covariates=[c.strip() for c in (covariates or "").split(",") if c.strip()],
+            glmm=not no_glmm,
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -243,6 +246,17 @@ def choice_command(
         f"{results.meta['n_rows_analysed']} choices analysed; "
         f"chi2 (Yates) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])}"
     )
+    if "choice_glmm" in results.tables:
+        row = results.tables["choice_glmm"].iloc[0]
+        click.echo(
+            f"Choice GLMM (logit, (1 | participant) + (1 | pair), Laplace): OR = "
+            f"{row['estimate']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}], log OR = "
+            f"{row['log_odds']:+.3f} (SE {row['se']:.3f}), z = {row['z']:.3f}, "
+            f"p {format_p(row['p_val'])}; "
+            + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
+        )
+    elif results.meta.get("choice_glmm", "").startswith("not reported"):
+        click.echo(f"Choice GLMM: {results.meta['choice_glmm']}")
     if "wtp_model" in results.tables:
         row = results.tables["wtp_model"].iloc[0]
         test = (
@@ -266,6 +280,12 @@ def choice_command(
             f"chi2(4) = {row['lrt_chisq']:.2f}, p {format_p(row['lrt_p'])}; "
             + ("SINGULAR fit" if row["singular"] else "not singular")
         )
+        if row.get("simplified"):
+            click.echo(
+                f"  the maximal model was singular and was simplified to {row['formula']} "
+                f"(maximal: {row['maximal_estimate']:+.3f}, SE {row['maximal_se']:.3f}); "
+                f"steps: {row['simplification']}"
+            )
     elif "wtp_slopes_failed" in results.meta:
         click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
     if "covariate_adjusted" in results.tables:
