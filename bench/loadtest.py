@@ -214,10 +214,24 @@ class Gunicorn:
         ``gthread`` worker processes and threads per worker.
     log_dir : Path
         Receives ``access.log`` (method, path, status, microseconds) and ``error.log``.
+    app : str
+        The WSGI app (the peer benchmark serves its floor app with the same settings).
+    cwd : Path
+        Where gunicorn imports ``app`` from.
     """
 
-    def __init__(self, env: Mapping[str, str], workers: int, threads: int, log_dir: Path) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        workers: int,
+        threads: int,
+        log_dir: Path,
+        app: str = "webapp:create_app()",
+        cwd: Path = ROOT,
+        ready_path: str = "/researcher/login",
+    ) -> None:
         self.env, self.workers, self.threads, self.log_dir = dict(env), workers, threads, log_dir
+        self.app, self.cwd, self.ready_path = app, cwd, ready_path
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -252,10 +266,10 @@ class Gunicorn:
             "%(m)s %(U)s %(s)s %(D)s",
             "--error-logfile",
             str(self.log_dir / "error.log"),
-            "webapp:create_app()",
+            self.app,
         ]
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env={**os.environ, **self.env}, start_new_session=True
+            cmd, cwd=self.cwd, env={**os.environ, **self.env}, start_new_session=True
         )
         self._wait_ready()
         return self
@@ -269,7 +283,7 @@ class Gunicorn:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited: {self.error_log()[-2000:]}")
             try:
-                ready = httpx.get(f"{self.url}/researcher/login", timeout=2).status_code == 200
+                ready = httpx.get(f"{self.url}{self.ready_path}", timeout=2).status_code == 200
                 if ready and len(self.worker_pids()) == self.workers:
                     return
             except httpx.TransportError:
