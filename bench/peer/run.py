@@ -307,6 +307,9 @@ def ratios(framelab: dict[str, Any], otree: dict[str, Any]) -> dict[str, float |
 
     return {
         "requests_per_s": r(framelab["requests_per_s"], otree["requests_per_s"]),
+        "participants_per_min": r(
+            framelab["completed"] / framelab["wall_s"], otree["completed"] / otree["wall_s"]
+        ),
         "p50_ms": r(framelab["p50_ms"], otree["p50_ms"]),
         "p99_ms": r(framelab["p99_ms"], otree["p99_ms"]),
         "app_cpu_ms_per_request": r(
@@ -342,12 +345,17 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{cpu.get('app', '')} | {cpu.get('postgres', '')} | {s['errors']} | "
                 f"{s['audit']['lost']} | {s['audit']['duplicated']} | {verdict} |"
             )
-    lines += ["", "| profile | FrameLab/oTree requests/s | p50 | p99 | app CPU per request |"]
-    lines.append("|---|---|---|---|---|")
+    lines += [
+        "",
+        "| profile | FrameLab/oTree requests/s | participants/min | p50 | p99 "
+        "| app CPU per request |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, prof in report["profiles"].items():
         q = prof["ratios"]
         lines.append(
-            f"| {name} | {q['requests_per_s']} | {q['p50_ms']} | {q['p99_ms']} | "
+            f"| {name} | {q['requests_per_s']} | {q['participants_per_min']} | {q['p50_ms']} | "
+            f"{q['p99_ms']} | "
             f"{q['app_cpu_ms_per_request']} |"
         )
     if report.get("framelab_cpu_over_floor"):
