@@ -341,25 +341,37 @@ def pages_per_participant(definition: Mapping[str, Any]) -> int:
     return total
 
 
-def profile_bound(pages: int, think_s: float, ramp_s: float, per_request_s: float = 2.0) -> float:
+def profile_bound(
+    pages: int,
+    think_s: float,
+    ramp_s: float,
+    n: int = 1,
+    per_request_s: float = 2.0,
+    service_s: float = 0.05,
+) -> float:
     """How long a run of this profile may take before the bound cuts it (seconds).
 
     The last arrival starts at ``ramp_s``; its think times are ``pages`` exponential draws of
     mean ``think_s``, so their sum is Gamma(pages, think_s): mean ``pages·think_s``, standard
     deviation ``sqrt(pages)·think_s``. Eight standard deviations above the mean leaves well
     under one bot in a million cut by chance (a fixed 900 s bound cut the slowest 23 readers
-    of a ramped N = 1,000 run). Each page adds a GET and a POST at ``per_request_s`` under
-    overload, and 60 s covers start-up.
+    of a ramped N = 1,000 run). Each page adds a GET and a POST at ``per_request_s``; and when
+    everyone arrives at once the server works through all ``n × 2 × pages`` requests in turn,
+    at no less than 1 / ``service_s`` requests per second (20/s: half of what one loaded core
+    of this VM served). 60 s covers start-up.
 
     Examples
     --------
     >>> round(profile_bound(26, 0.0, 0.0))
-    164
+    167
     >>> profile_bound(26, 5.0, 60.0) > 60 + 26 * 5.0
+    True
+    >>> profile_bound(26, 0.0, 0.0, n=1000) > 1000 * 2 * 26 / 20
     True
     """
     think = pages * think_s + 8.0 * pages**0.5 * think_s
-    return 60.0 + ramp_s + think + 2 * pages * per_request_s
+    queue = n * 2 * pages * service_s
+    return 60.0 + ramp_s + think + 2 * pages * per_request_s + queue
 
 
 @dataclass
@@ -583,7 +595,9 @@ def main(argv: list[str] | None = None) -> int:
                 groups.append((sentiment.definition, args.m))
         m_run = args.m if sentiment is not None else 0
         pages = max(pages_per_participant(d) for d, _ in groups)
-        bound_s = args.timeout_s or profile_bound(pages, args.think_ms / 1000.0, args.ramp_s)
+        bound_s = args.timeout_s or profile_bound(
+            pages, args.think_ms / 1000.0, args.ramp_s, n=args.n + m_run
+        )
         with Gunicorn({**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)) as g:
             cpu_before = CpuSnapshot.take([g.proc.pid, *g.worker_pids()])
             run = asyncio.run(

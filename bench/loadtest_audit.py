@@ -115,7 +115,10 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
             # saves whose acknowledgement a fault swallowed (the bot then recovered), and the
             # server's own step when a full annotation study ends the session on entry.
             unacked = p.page_seq - len(acks)
-            allowed = bot.recoveries + (outcome_of.get(bot.external_id) == "study_full")
+            # A bot cut by the bound may have been cancelled with a POST in flight: the server
+            # saved it, the bot never read the acknowledgement.
+            cut = bot.external_id not in outcome_of
+            allowed = bot.recoveries + (outcome_of.get(bot.external_id) == "study_full") + cut
             if unacked < 0:
                 lost += -unacked
                 problems.append(f"{bot.external_id}: {-unacked} acknowledged page(s) not saved")

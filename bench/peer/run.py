@@ -112,7 +112,7 @@ def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[st
         with app.app_context():
             definition = get_study("product-choice-demo").definition
         pages = loadtest.pages_per_participant(definition)
-        bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"])
+        bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
         with tempfile.TemporaryDirectory() as logs:
             with pinned(args.server_cpus):
                 server = loadtest.Gunicorn(
@@ -165,7 +165,7 @@ def run_otree(args: argparse.Namespace, profile: dict[str, float], bin_dir: Path
         try:
             # consent, instructions, quiz, 10 x (choice, WTP), attention, demographics, debrief
             pages = 26
-            bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"])
+            bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
             before = CpuSnapshot.take(server.pids())
             with pinned(args.bot_cpus):
                 bots, results, wall, cut = asyncio.run(
