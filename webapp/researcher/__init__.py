@@ -10,4 +10,4 @@ bp = Blueprint(
     static_folder="static",
 )
 
-from webapp.researcher import gate, routes  # noqa: E402,F401  (registers the views and the gate)
+from webapp.researcher import gate, routes, study_routes  # noqa: E402,F401  (views and the gate)
