@@ -10,7 +10,7 @@ from flask import abort, flash, g, redirect, render_template, request, url_for
 from webapp.extensions import db
 from webapp.models import Participant, Study, StudyState, utcnow
 from webapp.researcher import bp
-from webapp.researcher.forms import DuplicateForm, ParticipantActionForm, PreviewForm, StateForm
+from webapp.researcher.forms import DuplicateForm, ParticipantActionForm, StateForm
 from webapp.researcher.routes import _active_window, _study, login_required
 from webapp.services import monitor
 from webapp.services import researchers as console
@@ -92,10 +92,4 @@ def preview_bar() -> dict[str, Any]:
     study: Study | None = g.get("console_preview")
     if study is None or request.blueprint != "participant":
         return {}
-    return {
-        "preview_bar": {
-            "study": study,
-            "blocks": [(b["id"], b["type"]) for b in study.definition["tasks"]],
-            "form": PreviewForm(),
-        }
-    }
+    return {"preview_bar": {"study": study}}

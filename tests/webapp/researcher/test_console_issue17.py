@@ -329,7 +329,9 @@ def test_preview_has_a_banner_a_page_list_and_a_way_back(app, study, make_resear
     html = ana.get(resp.headers["Location"]).get_data(as_text=True)
     assert 'data-page="choice"' in html and ">PREVIEW<" in html
     assert f'href="/researcher/studies/{SLUG}" data-back-to-console' in html
-    assert html.count("data-preview-block=") == len(study["tasks"])
+    assert f'href="/researcher/studies/{SLUG}#preview-pages" data-page-list' in html
+    console = ana.get(f"/researcher/studies/{SLUG}").get_data(as_text=True)
+    assert console.count("data-preview-block=") == len(study["tasks"])
     with app.app_context():
         p = db.session.scalars(db.select(Participant)).one()
         assert p.is_preview and p.block_index == [b["id"] for b in study["tasks"]].index("choices")
