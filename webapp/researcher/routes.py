@@ -343,7 +343,9 @@ def preview(slug: str) -> Response:
     if not form.validate_on_submit():
         return _back(slug, "links", "The preview form had expired; please try again.")
     token = secrets.token_hex(4)
-    if not form.block.data:
+    first = s.definition["tasks"][0]
+    if not form.block.data or (form.block.data == first["id"] and first["type"] == "consent"):
+        # The consent block is the study link's own page: a preview from the start.
         audit.record(g.researcher, "study.preview", study=s)
         return redirect(console.preview_url(s, token))
     from webapp.services.flow import participant_token

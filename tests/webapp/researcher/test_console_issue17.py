@@ -335,6 +335,16 @@ def test_preview_has_a_banner_a_page_list_and_a_way_back(app, study, make_resear
     with app.app_context():
         p = db.session.scalars(db.select(Participant)).one()
         assert p.is_preview and p.block_index == [b["id"] for b in study["tasks"]].index("choices")
+    # Every block of the list opens a page (consent is the study link's own page).
+    for block in study["tasks"]:
+        resp = _post(
+            ana,
+            f"/researcher/studies/{SLUG}/preview",
+            f"/researcher/studies/{SLUG}",
+            block=block["id"],
+        )
+        shown = ana.get(resp.headers["Location"])
+        assert shown.status_code == 200 and ">PREVIEW<" in shown.get_data(as_text=True), block
     # Real participants never see the bar.
     anonymous = (
         app.test_client().get("/s/product-choice-demo?participant=someone").get_data(as_text=True)
