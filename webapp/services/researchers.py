@@ -228,7 +228,7 @@ def with_slug(definition: dict[str, Any], slug: str | None) -> dict[str, Any]:
 
 def free_slug(base: str, owner: Researcher) -> str:
     """Suggest a slug no study has yet: ``base-USERNAME``, then ``-2``, ``-3``, …"""
-    stem = re.sub(r"[^a-z0-9-]+", "-", f"{base}-{owner.username}".lower()).strip("-")[:74]
+    stem = re.sub(r"[^a-z0-9-]+", "-", f"{base}-{owner.username}".lower())[:74].strip("-")
     candidate, n = stem, 1
     while get_study(candidate) is not None:
         n += 1
