@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import require
 from tests.webapp.conftest import DEMO, make_app
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PASSWORD = "correct horse battery"
 AXE_PREFIX = Path("/tmp/framelab-axe")
 

@@ -10,6 +10,7 @@ import pytest
 
 from .conftest import own_demo
 
+pytestmark = pytest.mark.slow
 SLUG = "product-choice-demo"
 N = 5_000
 
