@@ -147,8 +147,8 @@ def logout() -> Any:
 # -- studies --------------------------------------------------------------------------------
 
 
-def _load_form(formdata: Any = ...) -> LoadForm:
-    form = LoadForm() if formdata is ... else LoadForm(formdata=formdata)
+def _load_form() -> LoadForm:
+    form = LoadForm()
     names = sorted(p.name for p in _studies_dir().glob("*.yaml"))
     form.name.choices = names
     return form

@@ -414,46 +414,6 @@ def _idle_holds(study: Study, now: datetime) -> dict[str, int] | None:
     return {"slots": held.slots, "people": held.people}
 
 
-def participant_rows(study: Study, *, limit: int = 1000) -> list[dict[str, Any]]:
-    """Return the participant table: status, progress and timing, newest first.
-
-    Returns
-    -------
-    list of dict
-        ``participant_id, platform, status, sequence, progress_pct, started_at, last_seen_at,
-        duration_s, excluded, exclusion_reason, platform_status, reconcile_note, is_preview``.
-    """
-    n_blocks = max(1, len(study.definition["tasks"]) - 1)
-    rows = []
-    query = (
-        select(Participant)
-        .where(Participant.study_id == study.id)
-        .order_by(Participant.id.desc())
-        .limit(limit)
-    )
-    for p in db.session.scalars(query):
-        done = p.status is not ParticipantStatus.started
-        end = p.finished_at if p.finished_at is not None else p.last_seen_at
-        rows.append(
-            {
-                "participant_id": p.code,
-                "platform": p.platform.value,
-                "status": p.status.value,
-                "sequence": p.sequence,
-                "progress_pct": 100 if done else round(100 * p.block_index / n_blocks),
-                "started_at": p.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-                "last_seen_at": p.last_seen_at.strftime("%Y-%m-%d %H:%M:%S"),
-                "duration_s": round((end - p.started_at).total_seconds()),
-                "excluded": p.excluded,
-                "exclusion_reason": p.exclusion_reason,
-                "platform_status": p.platform_status,
-                "reconcile_note": p.reconcile_note,
-                "is_preview": p.is_preview,
-            }
-        )
-    return rows
-
-
 def _participant(study: Study, code: str) -> Participant:
     p = db.session.scalar(
         select(Participant).where(Participant.study_id == study.id, Participant.code == code)
