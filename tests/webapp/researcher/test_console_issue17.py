@@ -350,3 +350,32 @@ def test_preview_has_a_banner_a_page_list_and_a_way_back(app, study, make_resear
         app.test_client().get("/s/product-choice-demo?participant=someone").get_data(as_text=True)
     )
     assert "data-preview-bar" not in anonymous
+
+
+def test_a_timed_out_annotator_gives_their_reserved_slots_back(app):
+    """The sweep frees what the person held: their open reservations return to the pool."""
+    from tests.webapp.conftest import ROOT
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport
+    from webapp.extensions import db
+    from webapp.models import Annotation, AnnotationState, Participant, utcnow
+    from webapp.services import timeouts
+    from webapp.services.allocation import idle_holds
+    from webapp.services.studies import get_study, load_study
+
+    with app.app_context():
+        definition = load_study(ROOT / "stimuli/studies/sentiment-demo.yaml").study.definition
+    Bot(FlaskTransport(app), definition, BotBehaviour(abandon_at=4)).run()  # holds a batch
+    with app.app_context():
+        study = get_study("sentiment-demo")
+        held = db.session.scalar(
+            db.select(db.func.count()).where(Annotation.state == AnnotationState.reserved)
+        )
+        assert held > 0
+        p = db.session.scalars(db.select(Participant)).one()
+        p.last_seen_at = utcnow() - timedelta(minutes=3 * 8 + 1)
+        db.session.commit()
+        assert timeouts.sweep(study, utcnow()) == [p.code]
+        reserved = db.session.scalar(
+            db.select(db.func.count()).where(Annotation.state == AnnotationState.reserved)
+        )
+        assert reserved == 0 and idle_holds(study, utcnow()).slots == 0
