@@ -9,6 +9,7 @@ installed once with ``npm install --no-save --prefix /tmp/framelab-axe axe-core@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -182,16 +183,15 @@ def test_console_issue17_end_to_end(platform, desk, axe_source):
                 PlatformIdentity.platform == Platform.prolific,
             )
         ).first()
-    page.wait_for_timeout(2500)  # one more poll after the last bot
-    for row in page.locator("tbody[data-shares] tr").all():
-        pair = row.get_attribute("data-pair")
+    # Every share cell matches the stored choices (waiting out a poll or two under load).
+    for pair in sorted({p for p, _, _ in picks}):
+        row = page.locator(f'tbody[data-shares] tr[data-pair="{pair}"]')
         for fmt in ("original", "summary"):
             mine = [t for p, f, t in picks if p == pair and f == fmt]
-            text = row.locator(f'[data-k="{fmt}"]').inner_text()
-            if mine:
-                assert text == f"{round(100 * sum(mine) / len(mine))}% of {len(mine)}"
-            else:
-                assert text == "–"
+            # The page rounds like JavaScript's Math.round (half up) the 3-decimal share.
+            pct = math.floor(100 * round(sum(mine) / len(mine), 3) + 0.5) if mine else None
+            want = f"{pct}% of {len(mine)}" if mine else "–"
+            expect(row.locator(f'[data-k="{fmt}"]')).to_have_text(want, timeout=15_000)
     check_axe(page, axe_source, "study overview")
 
     # Defect 6: the Prolific ID as the researcher has it, typed into the search box.
