@@ -114,6 +114,27 @@ def study_state(slug: str, target: str) -> None:
     click.echo(f"{slug}: {before} -> {target}")
 
 
+@study.command("timeouts")
+@click.argument("slugs", nargs=-1)
+@with_appcontext
+def study_timeouts(slugs: tuple[str, ...]) -> None:
+    """Mark participants idle beyond their study's time limit as timed out (audited; for cron)."""
+    from webapp.extensions import db
+    from webapp.models import Study, utcnow
+    from webapp.services import timeouts
+    from webapp.services.studies import get_study
+
+    if slugs:
+        studies = [get_study(s) for s in slugs]
+    else:
+        studies = [get_study(slug) for slug in db.session.scalars(db.select(Study.slug))]
+    for s in studies:
+        if s is None:
+            raise click.ClickException("no such study; see `framelab study list`")
+        codes = timeouts.sweep(s, utcnow(), actor="cli")
+        click.echo(f"{s.slug}: {len(codes)} timed out")
+
+
 @click.command()
 @click.argument("slug")
 @click.option(

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Enum,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     String,
@@ -166,7 +167,14 @@ class Participant(db.Model):
     """One person's session in one study (pseudonymous; raw IDs are in ``PlatformIdentity``)."""
 
     __tablename__ = "participant"
-    __table_args__ = (UniqueConstraint("study_id", "code"),)
+    __table_args__ = (
+        UniqueConstraint("study_id", "code"),
+        # The console's participant table filters by status and sorts by time, paged in the
+        # database; these keep each page an index range scan at thousands of participants.
+        Index("ix_participant_study_status", "study_id", "status"),
+        Index("ix_participant_study_started", "study_id", "started_at"),
+        Index("ix_participant_study_last_seen", "study_id", "last_seen_at"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)

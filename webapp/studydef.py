@@ -40,6 +40,7 @@ from webapp.validation import (
     check_text,
     column_length,
     get_id,
+    get_int,
     get_line,
     get_list,
     get_mapping,
@@ -65,7 +66,18 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
     from webapp.models import PlatformIdentity
 
     raw = get_mapping(raw if raw is not None else {}, where)
-    check_keys(raw, {"platforms", "completion_codes", "exclude_ids", "description"}, where)
+    check_keys(
+        raw,
+        {
+            "platforms",
+            "completion_codes",
+            "exclude_ids",
+            "description",
+            "target_n",
+            "time_limit_minutes",
+        },
+        where,
+    )
     platforms = get_list(raw.get("platforms", list(PLATFORMS)), where.at("platforms"), min_len=1)
     for i, p in enumerate(platforms):
         if p not in PLATFORMS:
@@ -97,6 +109,18 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
             )
             for i, x in enumerate(excluded)
         ],
+        # Console only (progress bar, automatic time-outs); stored only when given, so older
+        # definitions keep their hash.
+        **(
+            {"target_n": get_int(raw, "target_n", where, default=1, minimum=1)}
+            if "target_n" in raw
+            else {}
+        ),
+        **(
+            {"time_limit_minutes": get_number(raw, "time_limit_minutes", where, minimum=1)}
+            if "time_limit_minutes" in raw
+            else {}
+        ),
     }
 
 
