@@ -32,6 +32,7 @@ __all__ = [
     "ExplanationGuardFactory",
     "ForcedBalancedCoverage",
     "LocalExplanationGuard",
+    "MIROSTAT_VARIANTS",
     "Mirostat",
     "MirostatFactory",
     "PartCoverage",
@@ -310,17 +311,29 @@ class WeightedTokenFactory:
 # --- Mirostat
 
 
+MIROSTAT_VARIANTS = ("temperature", "v2")
+
+
 class Mirostat:
-    """Mirostat (v2) truncation with feedback on the observed surprise.
+    """Mirostat: feedback on the observed surprise, by temperature (default) or truncation (v2).
 
-    At step ``t`` tokens whose surprise ``-log p`` exceeds ``mu_t`` are removed (the most likely
-    token always stays) and the rest renormalised; the token then drawn has the observed surprise
-    ``s_t = -log p_t`` under that truncated distribution, and ``mu_{t+1} = mu_t - eta (s_t -
-    target)``. ``mu`` starts at ``2 * target`` (Basu et al., 2021). Surprise is in nats.
+    ``variant="temperature"`` is the seed paper's formula: step ``t`` samples from
+    ``softmax(logits / T_t)`` with ``T_t = exp(mu_t)``; the token drawn has the observed surprise
+    ``s_t = -log p_t`` under the *model's* distribution (temperature 1, i.e. the surprise the
+    model assigns to the text), and ``mu_{t+1} = mu_t - eta (s_t - target)``. ``mu`` starts at 0
+    (``T = 1``, the model's own distribution): text more surprising than the target cools the
+    sampler, duller text heats it. ``mu`` is kept within ``[-20, 20]`` so a target the model
+    cannot reach leaves a finite temperature.
 
-    The processor must be the last change to the distribution before sampling: use it with
-    ``do_sample=True`` and neutral warpers (``temperature=1.0``, ``top_k=0``, ``top_p=1.0``).
-    It reads the token drawn at step ``t`` from ``input_ids`` at step ``t + 1``.
+    ``variant="v2"`` is Mirostat v2 truncation (Basu et al., 2021): tokens whose surprise exceeds
+    ``mu_t`` are removed (the most likely token always stays) and the rest renormalised; the
+    observed surprise is measured under that truncated distribution; ``mu`` starts at
+    ``2 * target``.
+
+    Either way the processor must be the last change to the distribution before sampling: use
+    it with ``do_sample=True`` and neutral warpers (``temperature=1.0``, ``top_k=0``,
+    ``top_p=1.0``). It reads the token drawn at step ``t`` from ``input_ids`` at step ``t + 1``.
+    Surprise is in nats.
 
     Parameters
     ----------
@@ -330,14 +343,29 @@ class Mirostat:
         Target surprise ``mu*`` (nats).
     eta : float, default 0.1
         Learning rate of the feedback.
+    variant : {"temperature", "v2"}
+        Temperature feedback ``T = exp(mu)`` (the paper's) or v2 truncation.
     """
 
-    def __init__(self, batch_size: int, *, target: float = 2.0, eta: float = 0.1) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        *,
+        target: float = 2.0,
+        eta: float = 0.1,
+        variant: str = "temperature",
+    ) -> None:
+        if variant not in MIROSTAT_VARIANTS:
+            raise ValueError(
+                f"Mirostat variant must be one of {MIROSTAT_VARIANTS}, not {variant!r}"
+            )
         self.target = target
         self.eta = eta
-        self.mu = np.full(batch_size, 2.0 * target)
-        self._previous: Any = None  # truncated log-probabilities of the last step
+        self.variant = variant
+        self.mu = np.full(batch_size, 0.0 if variant == "temperature" else 2.0 * target)
+        self._previous: Any = None  # log-probabilities the last token's surprise is read from
         self.observed: list[np.ndarray] = []  # observed surprise per step, per row
+        self.temperatures: list[np.ndarray] = []  # T_t per step, per row (temperature variant)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -351,8 +379,15 @@ class Mirostat:
             # mu is frozen rather than driven to -inf.
             live = np.isfinite(surprise)
             self.mu[live] = self.mu[live] - self.eta * (surprise[live] - self.target)
+            if self.variant == "temperature":
+                np.clip(self.mu, -20.0, 20.0, out=self.mu)
         logp = torch.log_softmax(scores.float(), dim=-1)
         mu = torch.tensor(self.mu, dtype=logp.dtype, device=logp.device)[:, None]
+        if self.variant == "temperature":
+            self.temperatures.append(np.exp(self.mu))
+            self._previous = logp
+            # log p / T is logits / T up to a per-row constant, which softmax ignores.
+            return (logp / torch.exp(mu)).to(scores.dtype)
         keep = -logp <= mu
         keep[torch.arange(len(keep), device=keep.device), logp.argmax(dim=-1)] = True
         truncated = logp.masked_fill(~keep, -math.inf)
@@ -366,9 +401,18 @@ class MirostatFactory:
 
     target: float = 2.0
     eta: float = 0.1
+    variant: str = "temperature"
+
+    def __post_init__(self) -> None:
+        if self.variant not in MIROSTAT_VARIANTS:
+            raise ValueError(
+                f"Mirostat variant must be one of {MIROSTAT_VARIANTS}, not {self.variant!r}"
+            )
 
     def __call__(self, ctx: Any) -> Mirostat:
-        return Mirostat(int(ctx.input_ids.shape[0]), target=self.target, eta=self.eta)
+        return Mirostat(
+            int(ctx.input_ids.shape[0]), target=self.target, eta=self.eta, variant=self.variant
+        )
 
 
 # --- candidate filters

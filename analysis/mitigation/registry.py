@@ -254,13 +254,19 @@ METHODS: dict[str, MethodSpec] = {
             "mirostat",
             "decoding",
             "summarize",
-            "framing change",
-            "Mirostat: tokens with surprise -log p above mu are cut; after each sampled token "
-            "mu <- mu - eta (s_t - target) with s_t its observed surprise. Sampling with neutral "
-            "warpers (temperature 1, top_k 0, top_p 1).",
+            "primacy",
+            "Mirostat: sampling temperature T = exp(mu); after each sampled token "
+            "mu <- mu - eta (s_t - target) with s_t = -ln p_t its surprise under the model "
+            "(mu starts at 0). variant=v2 truncates tokens with surprise above mu instead. "
+            "Sampling with neutral warpers (temperature 1, top_k 0, top_p 1).",
             params=(
                 Param("target", 2.0, "target surprise mu* (nats)"),
                 Param("eta", 0.1, "learning rate"),
+                Param(
+                    "variant",
+                    "temperature",
+                    "'temperature' (T = exp(mu), the paper's formula) or 'v2' (truncation)",
+                ),
             ),
             backends=TRANSFORMERS_ONLY,
         ),

@@ -364,9 +364,9 @@ def plan_of(name: str, task: str = "summarize") -> Plan:
                 p["negative"], p["middle"], p["n_keywords"], p["valence_threshold"]
             )
         ),
-        # Mirostat is the sampler's truncation: sample, with every other warper neutral.
+        # Mirostat sets the sampler's temperature (or truncates): every other warper neutral.
         "mirostat": lambda: _decoding(
-            lambda p: decoding.MirostatFactory(p["target"], p["eta"]),
+            lambda p: decoding.MirostatFactory(p["target"], p["eta"], p["variant"]),
             do_sample=True,
             temperature=1.0,
             top_p=1.0,

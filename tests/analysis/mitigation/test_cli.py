@@ -34,7 +34,7 @@ def test_list_prints_the_18_methods():
     rows = json.loads(out)
     assert len(rows) == 18
     mirostat = next(r for r in rows if r["method"] == "mirostat")
-    assert mirostat["hyperparameters"] == "target=2.0, eta=0.1"
+    assert mirostat["hyperparameters"] == "target=2.0, eta=0.1, variant=temperature"
     assert mirostat["backends"] == "transformers"
     assert mirostat["family"] == "decoding"
     table = _invoke(["list"])

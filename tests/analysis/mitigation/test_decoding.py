@@ -86,13 +86,13 @@ def test_negative_words_are_vader_negatives():
     assert "wonderful" not in words
 
 
-def test_mirostat_keeps_mean_observed_surprise_near_target():
+def test_mirostat_v2_keeps_mean_observed_surprise_near_target():
     vocab = 1000
     # A Zipf distribution whose entropy (about 5.4 nats) is far above the target of 2 nats.
     logits = -1.1 * torch.log(torch.arange(1, vocab + 1, dtype=torch.float32))[None, :]
     entropy = float(-(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum())
     assert entropy > 4.0
-    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+    proc = dec.Mirostat(1, target=2.0, eta=0.1, variant="v2")
     gen = torch.Generator().manual_seed(0)
     ids = torch.zeros(1, 1, dtype=torch.long)
     for _ in range(2000):
@@ -103,8 +103,8 @@ def test_mirostat_keeps_mean_observed_surprise_near_target():
     assert observed.mean() == pytest.approx(2.0, abs=0.1)
 
 
-def test_mirostat_update_rule_follows_the_definition():
-    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+def test_mirostat_v2_update_rule_follows_the_definition():
+    proc = dec.Mirostat(1, target=2.0, eta=0.1, variant="v2")
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
     first = proc(torch.zeros(1, 1, dtype=torch.long), logits)
     assert proc.mu[0] == pytest.approx(4.0)  # starts at 2 mu*; nothing observed yet
@@ -115,12 +115,51 @@ def test_mirostat_update_rule_follows_the_definition():
     assert proc.mu[0] == pytest.approx(4.0 - 0.1 * (s - 2.0))
 
 
-def test_mirostat_truncates_tokens_above_mu():
-    proc = dec.Mirostat(1, target=0.5, eta=0.1)  # mu = 1.0 nat: keeps p >= e^-1
+def test_mirostat_v2_truncates_tokens_above_mu():
+    proc = dec.Mirostat(1, target=0.5, eta=0.1, variant="v2")  # mu = 1.0 nat: keeps p >= e^-1
     probs = torch.tensor([[0.6, 0.3, 0.1]])
     out = proc(torch.zeros(1, 1, dtype=torch.long), torch.log(probs))
     assert torch.isinf(out[0, 1:]).all()
     assert float(out[0, 0]) == pytest.approx(0.0)
+
+
+def test_mirostat_default_is_the_papers_temperature_feedback():
+    """T_t = exp(mu_t); s_t = -ln p_t under the model; mu_{t+1} = mu_t - eta (s_t - mu*)."""
+    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    first = proc(torch.zeros(1, 1, dtype=torch.long), logits)
+    assert proc.mu[0] == 0.0  # T = 1: the model's own distribution, nothing cut
+    assert torch.allclose(torch.softmax(first, -1), torch.tensor([[0.5, 0.3, 0.2]]))
+    proc(torch.tensor([[0, 2]]), logits)  # token 2 (p = 0.2) was drawn at step 1
+    s = -math.log(0.2)
+    assert proc.observed[0][0] == pytest.approx(s)
+    mu = -0.1 * (s - 2.0)
+    assert proc.mu[0] == pytest.approx(mu)
+    third = proc(torch.tensor([[0, 2, 1]]), logits)
+    assert proc.observed[1][0] == pytest.approx(-math.log(0.3))  # the model's, not the tempered
+    mu -= 0.1 * (-math.log(0.3) - 2.0)
+    expected = torch.softmax(torch.log(torch.tensor([0.5, 0.3, 0.2])) / math.exp(mu), -1)
+    assert torch.allclose(torch.softmax(third, -1)[0], expected, atol=1e-6)
+    assert proc.temperatures[-1][0] == pytest.approx(math.exp(mu))
+
+
+def test_mirostat_temperature_reaches_the_target_surprise():
+    # Zipf logits: at T = 1 the sampled surprise is about 5 nats, far above the 2-nat target.
+    logits = -1.1 * torch.log(torch.arange(1, 1001, dtype=torch.float32))[None, :]
+    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.zeros(1, 1, dtype=torch.long)
+    for _ in range(1500):
+        out = proc(ids, logits.clone())
+        token = torch.multinomial(torch.softmax(out, -1), 1, generator=gen)
+        ids = torch.cat([ids, token], dim=1)
+    assert np.concatenate(proc.observed)[200:].mean() == pytest.approx(2.0, abs=0.1)
+    assert float(proc.temperatures[-1][0]) < 1.0  # it had to cool the sampler
+
+
+def test_mirostat_rejects_unknown_variants():
+    with pytest.raises(ValueError, match="variant"):
+        dec.MirostatFactory(variant="v3")
 
 
 def test_self_debias_scales_tokens_with_negative_delta(tiny):
