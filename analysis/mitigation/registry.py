@@ -181,10 +181,11 @@ METHODS: dict[str, MethodSpec] = {
             "chunk",
             "summarize",
             "primacy",
-            "Weighted Summaries: beginning, middle and end are summarised separately with budgets "
-            "of 33%, 34% and 33% of target_words, and the three summaries joined.",
+            "Weighted Summaries: beginning, middle and end are summarised separately with token "
+            "budgets of 33%, 34% and 33% of target_tokens (each part's max_new_tokens), and the "
+            "three summaries joined.",
             params=(
-                Param("target_words", 100, "desired summary length in words"),
+                Param("target_tokens", 100, "desired summary length in model tokens"),
                 Param("weights", "0.33,0.34,0.33", "budget shares of beginning, middle, end"),
             ),
             passes=3,
@@ -299,14 +300,17 @@ METHODS: dict[str, MethodSpec] = {
             "decoding",
             "summarize",
             _FRAMING_PRIMACY,
-            "Local-Explanation Guard: every check_every steps a rule-based detector checks the "
-            "output for 'ignoring middle' and 'flipping sentiment'; candidates that deepen a "
-            "detected violation are rejected and the token resampled within the top-k.",
+            "Local-Explanation Guard: every check_every steps the model explains the token it "
+            "is about to choose (which part of the text it draws on; whether the sentiment is "
+            "kept), then rule-based checks (TF-IDF coverage, VADER) run; a violation the "
+            "explanation admits or the checks find makes candidates that deepen it rejected "
+            "and the token resampled within the top-k.",
             params=(
                 Param("check_every", 5, "steps between checks"),
                 Param("top_k", 5, "candidates considered at a check"),
                 Param("alpha", 0.05, "margin of the ignoring-middle rule"),
                 Param("min_words", 10, "output words before the middle rule applies"),
+                Param("explain_tokens", 24, "token limit of one explanation (0: checks only)"),
             ),
             backends=TRANSFORMERS_ONLY,
         ),

@@ -30,7 +30,7 @@ from typing import Any
 
 from analysis.llm.backends.base import Request
 from analysis.llm.templates import PromptTemplate, get_template
-from analysis.mitigation import chunking, decoding, self_debias
+from analysis.mitigation import chunking, decoding, guard, self_debias
 from analysis.mitigation import prompts as P
 from analysis.mitigation.registry import MethodSpec, get_method, resolve_params
 
@@ -225,15 +225,18 @@ def _weighted_summaries() -> Plan:
 
     def parts(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         weights = _weights(params)
-        budgets = chunking.weighted_budgets(int(params["target_words"]), weights)
+        # Budgets are the model's tokens, enforced as each part's max_new_tokens; the prompt
+        # states the same number.
+        budgets = chunking.weighted_budgets(int(params["target_tokens"]), weights)
         texts = split_parts(state.source, len(weights), unit="tokens")
         state.values["budgets"] = budgets
         return [
             Call(
                 f"part-{i}",
                 P.WEIGHTED_PART,
-                {"text": t, "part": i, "n_parts": len(texts), "words": b},
+                {"text": t, "part": i, "n_parts": len(texts), "tokens": b},
                 t,
+                max_new_tokens=max(1, b),
             )
             for i, (t, b) in enumerate(zip(texts, budgets, strict=True), start=1)
         ]
@@ -291,14 +294,23 @@ def _attention_sort() -> Plan:
     return Plan("summarize", (reorder, _one_call(tpl)), finish, (tpl,))
 
 
-def _decoding(factory: Callable[[Mapping[str, Any]], Any], **fixed: Any) -> Plan:
-    """A baseline prompt decoded with a logits-processor factory (and fixed settings)."""
+def _decoding(
+    factory: Callable[[Mapping[str, Any]], Any],
+    templates: tuple[PromptTemplate, ...] = (),
+    **fixed: Any,
+) -> Plan:
+    """A baseline prompt decoded with a logits-processor factory (and fixed settings).
+
+    ``templates`` are prompts the processor itself uses (they enter the method hash).
+    """
     tpl = _baseline_summary()
 
     def settings(params: Mapping[str, Any]) -> dict[str, Any]:
         return {"logits_processors": (factory(params),), **fixed}
 
-    return _single("summarize", tpl, _summary_from("summary"), settings=settings)
+    return Plan(
+        "summarize", (_one_call(tpl),), _summary_from("summary"), (*templates, tpl), settings
+    )
 
 
 def _knowledge_boundary() -> Plan:
@@ -378,9 +390,10 @@ def plan_of(name: str, task: str = "summarize") -> Plan:
             lambda p: self_debias.SelfDebiasFactory(p["decay"], p["refresh_every"])
         ),
         "explanation-guard": lambda: _decoding(
-            lambda p: decoding.ExplanationGuardFactory(
-                p["check_every"], p["top_k"], p["alpha"], p["min_words"]
-            )
+            lambda p: guard.ExplanationGuardFactory(
+                p["check_every"], p["top_k"], p["alpha"], p["min_words"], p["explain_tokens"]
+            ),
+            templates=(P.EXPLAIN_CHOICE,),
         ),
     }
     get_method(name)  # a clear error for unknown names

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from analysis.mitigation import decoding as dec
-from analysis.mitigation import self_debias
+from analysis.mitigation import guard, self_debias
 from tests.analysis.mitigation.conftest import BEGIN, END, MIDDLE, REVIEW, SOURCE
 
 
@@ -78,6 +78,29 @@ def test_weighted_token_decoding_scales_probabilities_by_the_stated_factors(tiny
 
 def test_middle_keywords_come_from_the_middle_third():
     assert set(dec.middle_keywords(SOURCE, 10)) == set(MIDDLE.split())
+
+
+NEWS = (
+    "The U.S. economy grew in the third quarter, and the president said that the numbers were "
+    "good for the workers of the country. "
+    * 3
+    + "In the middle of the year the central bank raised interest rates, and the mortgage "
+    "market slowed as the housing demand fell in the suburbs of the big cities. "
+    * 2
+    + "At the end of the week the stock market rallied, and the traders in the city were "
+    "happy with the gains of the day. " * 3
+)
+
+
+def test_middle_keywords_are_content_words_not_stop_words():
+    """Old behaviour on this text: ['the', 'of', 'in', 'as', 'bank', …] ("the" got x2)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    keywords = dec.middle_keywords(NEWS, 10)
+    assert len(keywords) == 10
+    assert not set(keywords) & ENGLISH_STOP_WORDS
+    assert {"mortgage", "housing", "bank", "demand"} <= set(keywords)
+    assert dec.middle_keywords("the of and 12 34 to in a an the of and", 5) == []
 
 
 def test_negative_words_are_vader_negatives():
@@ -230,7 +253,7 @@ def test_local_explanation_guard_rejects_sentiment_flips_at_check_steps(tiny):
     negative = dec.single_token_ids(tok, ["awful", "horrible"])
     positive = dec.single_token_ids(tok, ["wonderful", "great", "love"])
     ranking = [negative[0], *positive[:2], negative[1]]
-    proc = dec.LocalExplanationGuard([REVIEW], tok, n_prompt, check_every=5, top_k=4)
+    proc = guard.LocalExplanationGuard([REVIEW], tok, n_prompt, check_every=5, top_k=4)
     assert proc.detect(0, " I hate it, terrible") == {
         "flipping_sentiment": pytest.approx(-proc._compound(" I hate it, terrible"))
     }
@@ -245,11 +268,73 @@ def test_local_explanation_guard_rejects_sentiment_flips_at_check_steps(tiny):
 
 def test_local_explanation_guard_flags_an_ignored_middle(tiny):
     _, tok = tiny
-    proc = dec.LocalExplanationGuard([SOURCE], tok, 0, min_words=10)
+    proc = guard.LocalExplanationGuard([SOURCE], tok, 0, min_words=10)
     found = proc.detect(0, BEGIN + " " + END)
     assert set(found) == {"ignoring_middle"}
     assert proc.detect(0, SOURCE) == {}
     assert proc.detect(0, "alpha uniform") == {}  # too short to judge
+
+
+def test_local_explanation_guard_asks_the_model_to_explain_its_choice(tiny):
+    """The explanation step: the model explains the chosen token; what it admits is checked."""
+    from transformers import GenerationConfig
+
+    from analysis.llm.backends.hf import format_messages
+    from analysis.mitigation.prompts import EXPLAIN_CHOICE
+
+    model, tok = tiny
+    output = " alpha bravo"
+    ids, n_prompt = _prompt_plus(tok, "Summarize.", output)
+    proc = guard.LocalExplanationGuard(
+        [SOURCE], tok, n_prompt, model=model, check_every=1, top_k=3, explain_tokens=8
+    )
+    scores = torch.randn(1, len(tok), generator=torch.Generator().manual_seed(2))
+    proc(ids, scores)  # step 0: no check
+    proc(ids, scores)  # step 1: explain, then check
+    [entry] = proc.explanations
+    choice = int(scores.argmax())
+    assert entry["step"] == 1 and entry["token"] == choice
+    # The same greedy answer the model gives to the explanation prompt on its own.
+    messages = EXPLAIN_CHOICE.messages(
+        text=SOURCE, summary=tok.decode(ids[0, n_prompt:]), token=tok.decode([choice]).strip()
+    )
+    enc = tok(format_messages(tok, messages), return_tensors="pt", add_special_tokens=False)
+    config = GenerationConfig(max_new_tokens=8, do_sample=False, pad_token_id=tok.pad_token_id)
+    with torch.inference_mode():
+        direct = model.generate(**enc, generation_config=config)
+    expected = tok.decode(direct[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert entry["text"] == expected.strip()
+
+
+def test_local_explanation_guard_acts_on_what_the_explanation_admits(tiny, monkeypatch):
+    """Balanced output (no rule fires); the explanation says it draws on the end: checked."""
+    _, tok = tiny
+    output = " alpha kilo uniform"  # one word of each third
+    ids, n_prompt = _prompt_plus(tok, "Summarize.", output)
+    proc = guard.LocalExplanationGuard(
+        [SOURCE], tok, n_prompt, model=object(), check_every=1, top_k=4, min_words=3
+    )
+    assert proc.detect(0, tok.decode(ids[0, n_prompt:])) == {}
+    end, begin = dec.single_token_ids(tok, ["victor"]), dec.single_token_ids(tok, ["bravo"])
+    middle = dec.single_token_ids(tok, ["lima", "mike"])
+    scores = _scores_with_top(tok, [end[0], begin[0], *middle[:2]])
+    answer = "PART: end; SENTIMENT: kept; WHY: the end"
+    monkeypatch.setattr(proc, "explain", lambda row, text, token: answer)
+    proc(ids, scores)  # step 0: no check
+    out = proc(ids, scores)
+    assert proc.explanations[0]["admitted"] == ["ignoring_middle"]
+    assert proc.flags == [(1, 0, "ignoring_middle")]
+    assert set(torch.isfinite(out[0]).nonzero().ravel().tolist()) == set(middle[:2])
+    answer = "PART: middle; SENTIMENT: kept"
+    assert torch.equal(proc(ids, scores), scores)  # nothing admitted, nothing found
+
+
+def test_parse_explanation_reads_part_and_sentiment():
+    assert guard.parse_explanation("part - Beginning. Sentiment: opposite") == {
+        "part": "beginning",
+        "sentiment": "flipped",
+    }
+    assert guard.parse_explanation("") == {"part": None, "sentiment": None}
 
 
 @pytest.mark.parametrize(
@@ -259,7 +344,7 @@ def test_local_explanation_guard_flags_an_ignored_middle(tiny):
         dec.WeightedTokenFactory(),
         dec.RejectionSamplingFactory(),
         self_debias.SelfDebiasFactory(),
-        dec.ExplanationGuardFactory(),
+        guard.ExplanationGuardFactory(),
     ],
     ids=lambda f: type(f).__name__,
 )

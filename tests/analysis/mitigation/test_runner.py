@@ -133,6 +133,7 @@ class EchoBackend:
         self.model = "echo"
         self.settings = GenerationSettings(max_new_tokens=50)
         self.seen: list[tuple[str, int]] = []
+        self.prompts: list[str] = []
 
     def generate(self, requests):
         from analysis.llm.backends.base import Completion
@@ -140,6 +141,7 @@ class EchoBackend:
         for r in requests:
             self.seen.append((r.key.split("\x1f")[1], self.settings.max_new_tokens))
             prompt = r.messages[-1]["content"]
+            self.prompts.append(prompt)
             yield r, Completion(f"FINAL_SUMMARY: {len(prompt)} chars", 10, 3)
 
     def info(self):
@@ -174,6 +176,26 @@ def test_prompt_and_chunk_methods_run_on_a_server_backend(tmp_path):
     weighted = records[("weighted-summaries", "d2")]
     assert weighted["budgets"] == [33, 34, 33]
     assert weighted["output"].count("FINAL_SUMMARY") == 3  # three part summaries joined
+
+
+def test_weighted_summaries_budget_model_tokens_not_words(tmp_path):
+    """Each part's budget is its token limit (33/34/33 of 100 tokens), stated in the prompt."""
+    backend = EchoBackend()
+    run_method("weighted-summaries", DOCS[:1], backend, tmp_path / "o.jsonl", progress=False)
+    assert sorted(backend.seen) == [("part-1", 33), ("part-2", 34), ("part-3", 33)]
+    [record] = _lines(tmp_path / "o.jsonl")
+    assert record["hyperparameters"]["target_tokens"] == 100
+    assert sum("in at most 34 tokens" in p for p in backend.prompts) == 1
+    backend = EchoBackend()
+    run_method(
+        "weighted-summaries",
+        DOCS[:1],
+        backend,
+        tmp_path / "o2.jsonl",
+        params={"target_tokens": 10},
+        progress=False,
+    )
+    assert sorted(backend.seen) == [("part-1", 3), ("part-2", 4), ("part-3", 3)]
 
 
 def test_part_based_methods_refuse_too_short_sources(backend, tmp_path):
