@@ -198,6 +198,24 @@ def test_weighted_summaries_budget_model_tokens_not_words(tmp_path):
     assert sorted(backend.seen) == [("part-1", 3), ("part-2", 4), ("part-3", 3)]
 
 
+def test_method_runs_write_a_manifest_like_generate(tmp_path):
+    out = tmp_path / "o.jsonl"
+    run = run_method("chain-of-thought", DOCS, EchoBackend(), out, progress=False, argv=["x"])
+    again = run_method("chain-of-thought", DOCS, EchoBackend(), out, progress=False)
+    manifest = json.loads((tmp_path / "o.jsonl.manifest.json").read_text())
+    assert run.manifest == again.manifest == tmp_path / "o.jsonl.manifest.json"
+    first, second = manifest["runs"]
+    [record] = _lines(out)[:1]
+    assert first["status"] == "completed" and first["method"] == "chain-of-thought"
+    assert first["template_hash"] == record["template_hash"]
+    assert set(first["templates"]) == {"mitigate-cot-analysis", "mitigate-cot-final"}
+    assert first["settings"]["max_new_tokens"] == 50
+    assert first["backend"] == {"backend": "openai", "model": "echo"}
+    assert first["counts"]["generated"] == 2 and first["counts"]["model_calls"] == 4
+    assert first["argv"] == ["x"]
+    assert second["counts"]["already_done"] == 2 and second["counts"]["generated"] == 0
+
+
 def test_part_based_methods_refuse_too_short_sources(backend, tmp_path):
     short = [{"item_id": "s1", "text": "Too short"}]
     with pytest.raises(ValueError, match="item 's1' has fewer than 3 words"):
