@@ -54,7 +54,9 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dataset", help="Dataset name for items without one."),
         click.option("--limit", type=int, help="Only the first N items."),
         click.option(
-            "--template", help="Prompt template name (see `framelab generate templates`)."
+            "--template",
+            help="Prompt template: a name (`framelab generate templates`), a .txt/.json file "
+            "with your own wording, or TASK=PATH.",
         ),
         click.option("--method", default="baseline", show_default=True),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
@@ -167,11 +169,14 @@ for _task in TASK_HELP:
 @click.option("--show", is_flag=True, help="Print the template text.")
 def templates_command(task: str | None, show: bool) -> None:
     """List the named prompt templates."""
-    from analysis.llm.templates import list_templates
+    from pathlib import Path
+
+    from analysis.llm.templates import PROMPT_DIR, list_templates
 
     click.echo("task                 name         text hash (records' template_hash adds settings)")
     for tpl in list_templates(task):
-        click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}")
+        where = f"  {Path(tpl.source).relative_to(PROMPT_DIR)}" if tpl.source else ""
+        click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}{where}")
         if show:
             click.echo("    " + tpl.user.replace("\n", "\n    "))
 

@@ -26,6 +26,9 @@ _BACKEND_OPTIONS: list[Callable[..., Any]] = [
 ]
 
 _INPUT_OPTIONS: list[Callable[..., Any]] = [
+    click.option("--template", "templates", multiple=True,
+                 help="TASK=PATH: your own prompt file (.txt/.json) for the summarize or "
+                 "fact-check baseline prompt the methods build on; repeatable."),
     click.option("--map", "mappings", multiple=True,
                  help="FIELD=COLUMN, repeatable (e.g. --map text=article)."),
     click.option("--id-field", help="Column with item IDs (default item_id or id)."),
@@ -59,6 +62,24 @@ def _items(path: str, kw: Mapping[str, Any], dataset: str | None = None) -> list
         raise click.ClickException(str(exc)) from exc
 
 
+def _templates(specs: tuple[str, ...]) -> dict[str, Any]:
+    """``TASK=PATH`` options as ``{task: PromptTemplate}`` (a clear error for bad files)."""
+    from analysis.llm.templates import TemplateError, load_template_file
+
+    out: dict[str, Any] = {}
+    for spec in specs:
+        task, sep, path = spec.partition("=")
+        if not sep or task not in {"summarize", "fact-check"}:
+            raise click.BadParameter(
+                f"expected summarize=PATH or fact-check=PATH, got {spec!r}", param_hint="--template"
+            )
+        try:
+            out[task] = load_template_file(path, task)
+        except TemplateError as exc:
+            raise click.BadParameter(str(exc), param_hint="--template") from exc
+    return out
+
+
 def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
     """Run one method over the input file and report the counts."""
     from analysis.mitigation.runner import run_method
@@ -75,6 +96,7 @@ def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
             dataset=kw["dataset"],
             progress=not kw["no_progress"],
             argv=sys.argv,
+            templates=_templates(kw["templates"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc
@@ -307,6 +329,7 @@ def compare_command(
             params=params,
             alpha=alpha,
             progress=not kw["no_progress"],
+            templates=_templates(kw["templates"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc

@@ -127,8 +127,9 @@ def _single(task: str, tpl: PromptTemplate, finish: Finish, **kw: Any) -> Plan:
     return Plan(task, (_one_call(tpl),), finish, (tpl,), **kw)
 
 
-def _baseline_summary() -> PromptTemplate:
-    return get_template("summarize", "baseline")
+def _baseline_summary(templates: Mapping[str, PromptTemplate] | None = None) -> PromptTemplate:
+    """The summarisation prompt methods build on: the baseline, or a researcher's own file."""
+    return (templates or {}).get("summarize") or get_template("summarize", "baseline")
 
 
 def _followup(
@@ -229,8 +230,8 @@ def _weighted_summaries() -> Plan:
     return Plan("summarize", (parts,), finish, (P.WEIGHTED_PART,))
 
 
-def _shuffle() -> Plan:
-    tpl = _baseline_summary()
+def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
+    tpl = _baseline_summary(templates)
 
     def shuffle(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         state.values["text"] = chunking.shuffle_sentences(
@@ -244,10 +245,10 @@ def _shuffle() -> Plan:
     return Plan("summarize", (shuffle, _one_call(tpl)), finish, (tpl,))
 
 
-def _attention_sort() -> Plan:
+def _attention_sort(templates: Mapping[str, PromptTemplate] | None) -> Plan:
     from analysis.mitigation.rerank import attention_sort
 
-    tpl = _baseline_summary()
+    tpl = _baseline_summary(templates)
 
     def reorder(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         def render(document: str) -> str:
@@ -277,13 +278,15 @@ def _attention_sort() -> Plan:
 def _decoding(
     factory: Callable[[Mapping[str, Any]], Any],
     templates: tuple[PromptTemplate, ...] = (),
+    *,
+    overrides: Mapping[str, PromptTemplate] | None = None,
     **fixed: Any,
 ) -> Plan:
     """A baseline prompt decoded with a logits-processor factory (and fixed settings).
 
     ``templates`` are prompts the processor itself uses (they enter the method hash).
     """
-    tpl = _baseline_summary()
+    tpl = _baseline_summary(overrides)
 
     def settings(params: Mapping[str, Any]) -> dict[str, Any]:
         return {"logits_processors": (factory(params),), **fixed}
@@ -319,7 +322,9 @@ def _fact(tpl: PromptTemplate, section: str | None = None) -> Plan:
     )
 
 
-def plan_of(name: str, task: str = "summarize") -> Plan:
+def plan_of(
+    name: str, task: str = "summarize", templates: Mapping[str, PromptTemplate] | None = None
+) -> Plan:
     """Return the plan of a method (``baseline`` needs the ``task``).
 
     Parameters
@@ -328,11 +333,22 @@ def plan_of(name: str, task: str = "summarize") -> Plan:
         ``baseline`` or one of :data:`analysis.mitigation.registry.METHODS`.
     task : str
         ``summarize`` or ``fact-check``; only used for ``baseline``.
+    templates : mapping, optional
+        ``{task: template}`` replacing the baseline prompts (``--template TASK=PATH``): the
+        ``summarize`` one for the baseline and every method that prompts with the baseline
+        summarisation prompt (position-shuffle, attention-sort, the decoding family), the
+        ``fact-check`` one for the fact-check baseline. Methods with prompts of their own keep
+        them.
     """
     if name == BASELINE:
         if task == "fact-check":
-            return _fact(get_template("fact-check", "baseline"))
-        return _single("summarize", _baseline_summary(), _summary_from("summary"))
+            fact = (templates or {}).get("fact-check") or get_template("fact-check", "baseline")
+            return _fact(fact)
+        return _single("summarize", _baseline_summary(templates), _summary_from("summary"))
+
+    def decode(factory: Callable[[Mapping[str, Any]], Any], *args: Any, **kw: Any) -> Plan:
+        return _decoding(factory, *args, overrides=templates, **kw)
+
     builders: dict[str, Callable[[], Plan]] = {
         "self-awareness": lambda: _single("summarize", P.SELF_AWARENESS, _summary_from("summary")),
         "chain-of-thought": _cot,
@@ -346,30 +362,30 @@ def plan_of(name: str, task: str = "summarize") -> Plan:
         "epistemic-tagging": lambda: _fact(P.EPISTEMIC_TAGGING),
         "partial-summaries": _partial_summaries,
         "weighted-summaries": _weighted_summaries,
-        "attention-sort": _attention_sort,
-        "position-shuffle": _shuffle,
-        "balanced-coverage": lambda: _decoding(
+        "attention-sort": lambda: _attention_sort(templates),
+        "position-shuffle": lambda: _shuffle(templates),
+        "balanced-coverage": lambda: decode(
             lambda p: decoding.BalancedCoverageFactory(p["gamma"], p["tolerance"])
         ),
-        "weighted-tokens": lambda: _decoding(
+        "weighted-tokens": lambda: decode(
             lambda p: decoding.WeightedTokenFactory(
                 p["negative"], p["middle"], p["n_keywords"], p["valence_threshold"]
             )
         ),
         # Mirostat sets the sampler's temperature (or truncates): every other warper neutral.
-        "mirostat": lambda: _decoding(
+        "mirostat": lambda: decode(
             lambda p: decoding.MirostatFactory(p["target"], p["eta"], p["variant"]),
             do_sample=True,
             temperature=1.0,
             top_p=1.0,
         ),
-        "rejection-sampling": lambda: _decoding(
+        "rejection-sampling": lambda: decode(
             lambda p: decoding.RejectionSamplingFactory(p["top_k"])
         ),
-        "self-debias": lambda: _decoding(
+        "self-debias": lambda: decode(
             lambda p: self_debias.SelfDebiasFactory(p["decay"], p["refresh_every"])
         ),
-        "explanation-guard": lambda: _decoding(
+        "explanation-guard": lambda: decode(
             lambda p: guard.ExplanationGuardFactory(
                 p["check_every"], p["top_k"], p["alpha"], p["min_words"], p["explain_tokens"]
             ),

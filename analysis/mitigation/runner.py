@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.llm.backends.base import Request
+from analysis.llm.templates import PromptTemplate
 from analysis.mitigation.plans import BASELINE, Call, ItemState, Plan, Stage, plan_of
 from analysis.mitigation.registry import MethodSpec, get_method, resolve_params
 
@@ -214,6 +215,7 @@ def run_method(
     dataset: str | None = None,
     progress: bool = True,
     argv: Sequence[str] | None = None,
+    templates: Mapping[str, PromptTemplate] | None = None,
 ) -> MethodRun:
     """Run a mitigation method (or ``baseline``) over items, appending records to ``out``.
 
@@ -240,6 +242,9 @@ def run_method(
         Show a tqdm bar over stages.
     argv : sequence of str, optional
         The command line, recorded in the manifest.
+    templates : mapping, optional
+        ``{task: PromptTemplate}`` replacing the baseline prompts (see
+        :func:`analysis.mitigation.plans.plan_of`); their text enters ``template_hash``.
 
     Returns
     -------
@@ -262,7 +267,7 @@ def run_method(
             f"{name} needs the {' or '.join(spec.backends)} backend, not {backend.name}"
         )
     values = resolve_params(spec, params) if spec is not None else {}
-    plan = plan_of(name, spec.task if spec is not None else task)
+    plan = plan_of(name, spec.task if spec is not None else task, templates)
     with _settings(backend, plan.settings(values)):
         hashed_settings = _settings_fields(backend)
         thash = method_hash(name, plan, values, hashed_settings)
@@ -359,6 +364,7 @@ def _write_method_manifest(
             "hyperparameters": dict(values),
             "template_hash": thash,
             "templates": {t.name: t.hash() for t in plan.templates},
+            "template_files": {t.name: t.source for t in plan.templates if t.source},
             "settings": dict(settings),
             "seed": settings.get("seed"),
             "backend": backend.info() if hasattr(backend, "info") else {"backend": backend.name},

@@ -216,6 +216,24 @@ def test_method_runs_write_a_manifest_like_generate(tmp_path):
     assert second["counts"]["already_done"] == 2 and second["counts"]["generated"] == 0
 
 
+def test_own_summarize_prompt_file_reaches_the_methods_built_on_it(tmp_path):
+    from analysis.llm.templates import load_template_file
+
+    own = tmp_path / "paper.txt"
+    own.write_text("Condense this article: {text}\n")
+    templates = {"summarize": load_template_file(own, "summarize")}
+    out = tmp_path / "o.jsonl"
+    for name in ("baseline", "position-shuffle"):
+        backend = EchoBackend()
+        run_method(name, DOCS[:1], backend, out, progress=False, templates=templates)
+        assert backend.prompts[0].startswith("Condense this article: ")
+    run_method("baseline", DOCS[:1], EchoBackend(), out, progress=False)
+    hashes = {(r["method"], r["template_hash"]) for r in _lines(out)}
+    assert len(hashes) == 3  # the own prompt is another key than the default's
+    runs = json.loads((tmp_path / "o.jsonl.manifest.json").read_text())["runs"]
+    assert runs[0]["template_files"] == {"paper": str(own)}
+
+
 def test_part_based_methods_refuse_too_short_sources(backend, tmp_path):
     short = [{"item_id": "s1", "text": "Too short"}]
     with pytest.raises(ValueError, match="item 's1' has fewer than 3 words"):
