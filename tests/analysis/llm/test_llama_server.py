@@ -97,6 +97,7 @@ def llama_server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        proc.stderr.close()
 
 
 class Proxy:
