@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from analysis.cli.engine import EngineOptions, engine_options
+
 TASK_HELP = {
     "summarize": "Summarize each text (baseline prompt; --template words-100: about 100 words).",
     "reframe": "Add an opposite-sentiment prefix/suffix to each statement (WildFrame one-shot).",
@@ -22,13 +24,6 @@ TASK_HELP = {
 
 def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option(
-            "--backend",
-            type=click.Choice(["transformers", "openai", "vader"]),
-            default="transformers",
-            show_default=True,
-        ),
-        click.option("--model", help="Checkpoint directory (transformers) or served model name."),
         click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False)),
         click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False)),
         click.option(
@@ -62,31 +57,16 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dataset", help="Dataset name for items without one."),
         click.option("--limit", type=int, help="Only the first N items."),
         click.option(
-            "--template", help="Prompt template name (see `framelab generate templates`)."
+            "--template",
+            help="Prompt template: a name (`framelab generate templates`), a .txt/.json file "
+            "with your own wording, or TASK=PATH.",
         ),
         click.option("--method", default="baseline", show_default=True),
-        click.option("--max-new-tokens", type=int, default=500, show_default=True),
-        click.option("--batch-size", type=int, default=16, show_default=True),
-        click.option("--seed", type=int, default=0, show_default=True),
-        click.option("--sample/--greedy", default=False, help="Sampling instead of greedy."),
-        click.option("--temperature", type=float),
-        click.option("--top-p", type=float),
-        click.option("--device", default="auto", show_default=True),
-        click.option("--dtype", default="auto", show_default=True),
-        click.option("--attn", default="sdpa", show_default=True, help="attn_implementation."),
-        click.option("--revision", help="Model revision (transformers)."),
-        click.option("--gguf-file", help="GGUF file inside --model (needs the gguf package)."),
-        click.option("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1."),
-        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True),
-        click.option("--concurrency", type=int, default=8, show_default=True),
-        click.option("--timeout", type=float, default=120.0, show_default=True),
-        click.option("--max-retries", type=int, default=6, show_default=True),
-        click.option("--threads", type=int, help="torch CPU threads (transformers on CPU)."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return engine_options()(func)
 
 
 def _make_command(task: str) -> click.Command:
@@ -123,7 +103,7 @@ def _make_command(task: str) -> click.Command:
 
 def _run(task: str, kw: dict[str, Any]) -> None:
     """Load inputs, build the backend, run the task and report what happened."""
-    from analysis.llm.backends import GenerationSettings, make_backend
+    engine = EngineOptions.pop(kw)
     from analysis.llm.loaders import LoaderError, load, parse_mapping
     from analysis.llm.tasks import TaskInputError, TaskOptions, run_task
 
@@ -151,35 +131,6 @@ def _run(task: str, kw: dict[str, Any]) -> None:
         )
     except LoaderError as exc:
         raise click.ClickException(str(exc)) from exc
-    settings = GenerationSettings(
-        max_new_tokens=kw["max_new_tokens"],
-        do_sample=kw["sample"],
-        temperature=kw["temperature"],
-        top_p=kw["top_p"],
-        seed=kw["seed"],
-        batch_size=kw["batch_size"],
-    )
-    backend_options: dict[str, Any] = {}
-    if kw["threads"]:
-        import torch
-
-        torch.set_num_threads(kw["threads"])
-    if kw["backend"] == "transformers":
-        backend_options = {
-            "device": kw["device"],
-            "dtype": kw["dtype"],
-            "attn_implementation": kw["attn"],
-            "revision": kw["revision"],
-            "gguf_file": kw["gguf_file"],
-        }
-    elif kw["backend"] == "openai":
-        backend_options = {
-            "base_url": kw["base_url"],
-            "api_key_env": kw["api_key_env"],
-            "concurrency": kw["concurrency"],
-            "timeout": kw["timeout"],
-            "max_retries": kw["max_retries"],
-        }
     options = TaskOptions(
         text_field=kw["text_field"],
         dataset=kw["dataset"],
@@ -190,7 +141,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
         generated_field=kw.get("generated_field", "generated_summary"),
     )
     try:
-        backend = make_backend(kw["backend"], kw["model"], settings, **backend_options)
+        backend = engine.make_backend()
         summary = run_task(
             task,
             items,
@@ -226,11 +177,14 @@ for _task in TASK_HELP:
 @click.option("--show", is_flag=True, help="Print the template text.")
 def templates_command(task: str | None, show: bool) -> None:
     """List the named prompt templates."""
-    from analysis.llm.templates import list_templates
+    from pathlib import Path
+
+    from analysis.llm.templates import PROMPT_DIR, list_templates
 
     click.echo("task                 name         text hash (records' template_hash adds settings)")
     for tpl in list_templates(task):
-        click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}")
+        where = f"  {Path(tpl.source).relative_to(PROMPT_DIR)}" if tpl.source else ""
+        click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}{where}")
         if show:
             click.echo("    " + tpl.user.replace("\n", "\n    "))
 

@@ -15,29 +15,20 @@ from typing import Any
 
 import click
 
+from analysis.cli.engine import EngineOptions, engine_options
 from analysis.mitigation.registry import METHODS, MethodSpec
 
+# The engine options (backend, model, decoding, --gguf-file, --revision, --attn, --threads …)
+# are `framelab generate`'s, from one shared definition (analysis.cli.engine).
 _BACKEND_OPTIONS: list[Callable[..., Any]] = [
-    click.option(
-        "--backend", type=click.Choice(["transformers", "openai"]), default="transformers",
-        show_default=True,
-    ),
-    click.option("--model", required=True,
-                 help="Checkpoint directory (transformers) or served model name (openai)."),
-    click.option("--max-new-tokens", type=int, default=500, show_default=True),
-    click.option("--batch-size", type=int, default=16, show_default=True),
-    click.option("--seed", "gen_seed", type=int, default=0, show_default=True,
-                 help="Generation seed."),
-    click.option("--device", default="auto", show_default=True),
-    click.option("--dtype", default="auto", show_default=True),
-    click.option("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1."),
-    click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True),
-    click.option("--concurrency", type=int, default=8, show_default=True),
-    click.option("--timeout", type=float, default=120.0, show_default=True),
+    engine_options(("transformers", "openai"), model_required=True),
     click.option("--no-progress", is_flag=True, help="No progress bars."),
-]  # fmt: skip
+]
 
 _INPUT_OPTIONS: list[Callable[..., Any]] = [
+    click.option("--template", "templates", multiple=True,
+                 help="TASK=PATH: your own prompt file (.txt/.json) for the summarize or "
+                 "fact-check baseline prompt the methods build on; repeatable."),
     click.option("--map", "mappings", multiple=True,
                  help="FIELD=COLUMN, repeatable (e.g. --map text=article)."),
     click.option("--id-field", help="Column with item IDs (default item_id or id)."),
@@ -51,23 +42,9 @@ def _apply(options: list[Callable[..., Any]], func: Callable[..., Any]) -> Calla
     return func
 
 
-def _backend(kw: Mapping[str, Any]) -> Any:
-    """Build the backend the options describe."""
-    from analysis.llm.backends import GenerationSettings, make_backend
-
-    settings = GenerationSettings(
-        max_new_tokens=kw["max_new_tokens"], seed=kw["gen_seed"], batch_size=kw["batch_size"]
-    )
-    if kw["backend"] == "transformers":
-        options = {"device": kw["device"], "dtype": kw["dtype"]}
-    else:
-        options = {
-            "base_url": kw["base_url"],
-            "api_key_env": kw["api_key_env"],
-            "concurrency": kw["concurrency"],
-            "timeout": kw["timeout"],
-        }
-    return make_backend(kw["backend"], kw["model"], settings, **options)
+def _backend(kw: Mapping[str, Any], model: str | None = None) -> Any:
+    """Build the backend the engine options describe (``model`` overrides ``--model``)."""
+    return EngineOptions.pop(dict(kw)).make_backend(model)
 
 
 def _items(path: str, kw: Mapping[str, Any], dataset: str | None = None) -> list[dict[str, Any]]:
@@ -85,6 +62,24 @@ def _items(path: str, kw: Mapping[str, Any], dataset: str | None = None) -> list
         raise click.ClickException(str(exc)) from exc
 
 
+def _templates(specs: tuple[str, ...]) -> dict[str, Any]:
+    """``TASK=PATH`` options as ``{task: PromptTemplate}`` (a clear error for bad files)."""
+    from analysis.llm.templates import TemplateError, load_template_file
+
+    out: dict[str, Any] = {}
+    for spec in specs:
+        task, sep, path = spec.partition("=")
+        if not sep or task not in {"summarize", "fact-check"}:
+            raise click.BadParameter(
+                f"expected summarize=PATH or fact-check=PATH, got {spec!r}", param_hint="--template"
+            )
+        try:
+            out[task] = load_template_file(path, task)
+        except TemplateError as exc:
+            raise click.BadParameter(str(exc), param_hint="--template") from exc
+    return out
+
+
 def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
     """Run one method over the input file and report the counts."""
     from analysis.mitigation.runner import run_method
@@ -100,6 +95,8 @@ def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
             task=kw.get("task") or "summarize",
             dataset=kw["dataset"],
             progress=not kw["no_progress"],
+            argv=sys.argv,
+            templates=_templates(kw["templates"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc
@@ -318,7 +315,7 @@ def compare_command(
     elif judge == "vader":
         judge_backend = make_backend("vader", None)
     else:
-        judge_backend = _backend({**kw, "model": judge})
+        judge_backend = _backend(kw, model=judge)
     try:
         result = run_comparison(
             backend,
@@ -332,6 +329,7 @@ def compare_command(
             params=params,
             alpha=alpha,
             progress=not kw["no_progress"],
+            templates=_templates(kw["templates"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc

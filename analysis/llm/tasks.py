@@ -19,7 +19,7 @@ from typing import Any
 from analysis.llm import parsing
 from analysis.llm.backends.base import Backend, Request
 from analysis.llm.store import ResultStore, result_key, utc_now, write_manifest
-from analysis.llm.templates import PromptTemplate, get_template
+from analysis.llm.templates import PromptTemplate, resolve_template
 
 
 class TaskInputError(ValueError):
@@ -399,7 +399,8 @@ def run_task(
     out : str or Path
         Output JSONL.
     template : str, optional
-        Template name (the task's default otherwise).
+        Template name, a template file (``.txt``/``.json``) or ``TASK=PATH`` (the task's
+        default otherwise); see :func:`analysis.llm.templates.resolve_template`.
     method : str
         ``baseline`` or a mitigation method's name (part of the resume key).
     options : TaskOptions, optional
@@ -418,7 +419,7 @@ def run_task(
 
     spec = get_task(task)
     opts = options or TaskOptions()
-    tpl = get_template(task, template or spec.default_template)
+    tpl = resolve_template(task, template, spec.default_template)
     if backend.name == "vader" and not spec.lexicon_ok:
         raise ValueError(f"the vader baseline only answers judge-framing, not {task}")
     settings = settings_of(backend)
@@ -503,6 +504,8 @@ def run_task(
                 "task": task,
                 "method": method,
                 "template": tpl.name,
+                "template_file": tpl.source,
+                "template_text_hash": tpl.hash(),
                 "template_hash": thash,
                 "settings": settings,
                 "seed": settings.get("seed"),

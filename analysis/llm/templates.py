@@ -1,18 +1,52 @@
-"""Named prompt templates, one registry for every task.
+"""Named prompt templates, one registry for every task, each default a file.
 
 A template is data: a name, the task it serves, an optional system message and a user message
-with ``{placeholders}``. Its hash (text plus the generation settings) is part of every result's
-resume key, so editing a prompt can never mix old and new answers in one file. Mitigation methods
-that change the prompt register their own templates with :func:`register`.
+with ``{placeholders}``. Every task's default prompts are files under ``analysis/llm/prompts/
+TASK/NAME.txt`` (the user message) or ``NAME.json`` (``user``, optional ``system`` and
+``shots``), loaded at import; a researcher points a task at their own file (a paper's exact
+wording) with :func:`load_template_file` or ``framelab generate TASK --template PATH`` (or
+``TASK=PATH``), without code changes. Placeholders are checked against what the task fills in.
+
+A template's hash (its text; in records also the generation settings) is part of every result's
+resume key and of the manifest, so editing a prompt can never mix old and new answers in one
+file. Mitigation methods that change the prompt register their own templates with
+:func:`register`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+PROMPT_DIR = Path(__file__).with_name("prompts")
+
+# What each task fills into its template; the first field of each entry must occur (it carries
+# the item), the others may.
+TASK_FIELDS: dict[str, tuple[str, ...]] = {
+    "summarize": ("text",),
+    "judge-framing": ("text",),
+    "fact-check": ("text",),
+    "reframe": (
+        "text",
+        "base_sentiment",
+        "target_sentiment",
+        "frame_position",
+        "shot_statement",
+        "shot_answer",
+    ),
+    "perspective-summary": ("text", "perspective"),
+    "judge-pair": ("summary_1", "summary_2", "name_1", "name_2", "text"),
+    "negate": ("text",),
+}
+
+
+class TemplateError(ValueError):
+    """A template file that cannot serve its task; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +72,7 @@ class PromptTemplate:
     user: str
     system: str | None = None
     shots: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    source: str | None = field(default=None, compare=False)  # the file it was read from
 
     def messages(self, **fields: Any) -> tuple[dict[str, str], ...]:
         """Render the chat messages with ``fields`` filled in."""
@@ -86,125 +121,90 @@ def list_templates(task: str | None = None) -> list[PromptTemplate]:
     return [t for (k, _), t in sorted(_REGISTRY.items()) if task is None or k == task]
 
 
-# --- summarize: the seed study's baseline prompt and its 100-word variant ---
-register(PromptTemplate("baseline", "summarize", "Summarize the following text:\n\n{text}"))
-register(
-    PromptTemplate(
-        "words-100", "summarize", "Summarize the following text in about 100 words:\n\n{text}"
-    )
-)
+def placeholders(text: str) -> set[str]:
+    """The ``{field}`` names a template text uses (``{{`` and ``}}`` are literal braces)."""
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
 
-# The overlap paper's rephrase step: generated summaries reworded to lower their overlap with the
-# human summary, so the judged pairs cover more of the similarity scale. Run it on judge-pair items
-# with --text-field generated_summary (the paper samples at temperature 0.7: --sample
-# --temperature 0.7); `framelab generate rephrased-pairs` turns the outputs into judge-pair items.
-register(
-    PromptTemplate(
-        "rephrase",
-        "summarize",
-        "Rephrase the following summary in your own words. Keep its meaning and about its "
-        "length, but do not reuse its phrases. Return only the rephrased summary.\n\n{text}",
-    )
-)
 
-# --- reframe: WildFrame-style one-shot prompts ---
-# The statement must survive verbatim; only a prefix or suffix of the opposite sentiment is added.
-_REFRAME_USER = (
-    "The following statement has a {base_sentiment} sentiment. Add a short {target_sentiment} "
-    "{frame_position} to it so that the whole text is framed {target_sentiment}ly, without "
-    "changing a single word of the statement itself. Return only the new text.\n\n"
-    "Example statement: {shot_statement}\n"
-    "Example answer: {shot_answer}\n\n"
-    "Statement: {text}\n"
-    "Answer:"
-)
-register(
-    PromptTemplate(
-        "wildframe",
-        "reframe",
-        _REFRAME_USER,
-        shots={
-            "negative-prefix": {
-                "statement": "The hotel room was small and the street outside was noisy.",
-                "answer": "Right in the lively heart of the old town, the hotel room was small "
-                "and the street outside was noisy.",
-            },
-            "negative-suffix": {
-                "statement": "The hotel room was small and the street outside was noisy.",
-                "answer": "The hotel room was small and the street outside was noisy, but the "
-                "staff were warm and the breakfast was superb.",
-            },
-            "positive-prefix": {
-                "statement": "The new phone has a bright screen and a fast processor.",
-                "answer": "For a price twice that of last year's model, the new phone has a "
-                "bright screen and a fast processor.",
-            },
-            "positive-suffix": {
-                "statement": "The new phone has a bright screen and a fast processor.",
-                "answer": "The new phone has a bright screen and a fast processor, yet the "
-                "battery barely lasts until lunch.",
-            },
-        },
-    )
-)
+def load_template_file(path: str | Path, task: str, name: str | None = None) -> PromptTemplate:
+    """Read a template file for ``task``: ``.txt`` (the user message) or ``.json``.
 
-# --- judge-framing: the judge prompt of the literature ---
-register(
-    PromptTemplate(
-        "baseline",
-        "judge-framing",
-        "Classify the framing of the text as Positive, Negative, or Neutral. Respond with the "
-        "class label only.\n\nText: {text}",
-    )
-)
+    A ``.json`` file holds ``user`` and optionally ``system`` and ``shots``. One trailing newline
+    of a ``.txt`` file is not part of the prompt. The name defaults to the file's stem.
 
-# --- fact-check: True/False, optionally with a confidence tag ---
-register(
-    PromptTemplate(
-        "baseline",
-        "fact-check",
-        "Is the following statement True or False? Respond with True or False only.\n\n"
-        "Statement: {text}",
+    Raises
+    ------
+    TemplateError
+        The file is missing or unreadable, or its placeholders are not what ``task`` fills in
+        (an unknown ``{field}``, or the item's own field missing); the message lists them.
+    """
+    path = Path(path)
+    if task not in TASK_FIELDS:
+        raise TemplateError(f"unknown task {task!r}; choose one of {sorted(TASK_FIELDS)}")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TemplateError(f"cannot read template file {path}: {exc.strerror}") from None
+    system: str | None = None
+    shots: dict[str, dict[str, str]] = {}
+    if path.suffix == ".json":
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise TemplateError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("user"), str):
+            raise TemplateError(f'{path}: a JSON template needs a "user" string')
+        user, system = data["user"], data.get("system")
+        shots = {
+            str(k): {str(a): str(b) for a, b in v.items()} for k, v in data.get("shots", {}).items()
+        }
+    else:
+        user = raw[:-1] if raw.endswith("\n") else raw
+    if not user.strip():
+        raise TemplateError(f"{path}: the template is empty")
+    allowed = TASK_FIELDS[task]
+    try:
+        used = placeholders(user) | placeholders(system or "")
+    except ValueError as exc:
+        raise TemplateError(f"{path}: {exc} (write literal braces as {{{{ and }}}})") from None
+    unknown = sorted(used - set(allowed))
+    if unknown:
+        raise TemplateError(
+            f"{path}: placeholder(s) {unknown} are not filled in by {task}; it provides "
+            f"{', '.join('{' + f + '}' for f in allowed)}"
+        )
+    if allowed[0] not in used:
+        raise TemplateError(f"{path}: a {task} template must contain {{{allowed[0]}}}")
+    return PromptTemplate(
+        name or path.stem, task, user, system=system, shots=shots, source=str(path)
     )
-)
-register(
-    PromptTemplate(
-        "confidence",
-        "fact-check",
-        "Is the following statement True or False? Respond with True or False followed by your "
-        "confidence, [High Confidence] or [Low Confidence], for example: True [High Confidence]"
-        "\n\nStatement: {text}",
-    )
-)
 
-# --- perspective-summary: one sentence for one side of a mixed passage ---
-register(
-    PromptTemplate(
-        "baseline",
-        "perspective-summary",
-        "The following passage mixes opinions from the political left and the political right. "
-        "Summarize the {perspective} perspective in a single sentence.\n\nPassage:\n{text}",
-    )
-)
 
-# --- judge-pair: which of two summaries is better ---
-register(
-    PromptTemplate(
-        "baseline",
-        "judge-pair",
-        "Here is a text and two summaries of it. Which summary is better? Respond with the name "
-        'of the better summary only ("{name_1}" or "{name_2}").\n\nText:\n{text}\n\n'
-        "{name_1}:\n{summary_1}\n\n{name_2}:\n{summary_2}",
-    )
-)
+def resolve_template(task: str, spec: str | None, default: str) -> PromptTemplate:
+    """A template by name, by file path, or by ``TASK=PATH`` (the task must match).
 
-# --- negate: a falsified counterpart of a news description (NewsLens, the seed's appendix A.3) ---
-register(
-    PromptTemplate(
-        "baseline",
-        "negate",
-        "Rewrite the following news description so that it states the opposite of what it "
-        "says: negate its main claim, keep its topic, names, style and length, and change "
-        "nothing else. Return only the rewritten description.\n\nDescription: {text}",
-    )
-)
+    This is what ``--template`` accepts: a registered name (``words-100``), a path to a ``.txt``
+    or ``.json`` file, or ``TASK=PATH`` to say which task the file is for.
+    """
+    if not spec:
+        return get_template(task, default)
+    target, sep, value = spec.partition("=")
+    if sep and target in TASK_FIELDS:
+        if target != task:
+            raise TemplateError(f"--template {spec}: this command runs {task}, not {target}")
+        spec = value
+    if (task, spec) in _REGISTRY:
+        return _REGISTRY[(task, spec)]
+    if sep or Path(spec).suffix in {".txt", ".json"} or Path(spec).exists():
+        return load_template_file(spec, task)
+    return get_template(task, spec)
+
+
+def _load_defaults() -> None:
+    for task_dir in sorted(p for p in PROMPT_DIR.iterdir() if p.is_dir()):
+        for path in sorted(task_dir.iterdir()):
+            if path.suffix in {".txt", ".json"}:
+                register(load_template_file(path, task_dir.name), replace=True)
+
+
+_load_defaults()

@@ -190,6 +190,7 @@ def run_comparison(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     alpha: float = 0.05,
     progress: bool = True,
+    templates: Mapping[str, Any] | None = None,
 ) -> Comparison:
     """Run the baseline and ``methods`` over the items and build the comparison tables.
 
@@ -219,6 +220,9 @@ def run_comparison(
         The ψpri margin.
     progress : bool
         Show progress bars.
+    templates : mapping, optional
+        ``{task: PromptTemplate}`` replacing the baseline prompts of every method run
+        (``--template TASK=PATH``).
 
     Returns
     -------
@@ -247,7 +251,7 @@ def run_comparison(
         for name in filter(runnable, chosen):
             result.runs.append(
                 run_method(name, summary_items, backend, path, params=params.get(name),
-                           progress=progress)
+                           progress=progress, templates=templates)
             )  # fmt: skip
         judgments = result.files.setdefault("judgments", out / "judgments.jsonl")
         judge = judge or backend
@@ -279,7 +283,7 @@ def run_comparison(
                 p["cutoff"] = cutoff
             result.runs.append(
                 run_method(name, fact_items, backend, path, params=p, task="fact-check",
-                           progress=progress)
+                           progress=progress, templates=templates)
             )  # fmt: skip
         result.fact_checking = fact_check_table(read_records(path), cutoff=cutoff)
     return result

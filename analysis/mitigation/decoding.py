@@ -29,9 +29,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "BalancedCoverageFactory",
-    "ExplanationGuardFactory",
     "ForcedBalancedCoverage",
-    "LocalExplanationGuard",
+    "MIROSTAT_VARIANTS",
     "Mirostat",
     "MirostatFactory",
     "PartCoverage",
@@ -235,15 +234,37 @@ def negative_words(threshold: float = -1.0) -> list[str]:
     return sorted(w for w, v in lexicon.items() if w.isalpha() and v <= threshold)
 
 
-def middle_keywords(source: str, k: int = 10) -> list[str]:
-    """The ``k`` terms with the highest TF-IDF weight in the middle third of ``source``.
+# Letters only (two or more): numbers and punctuation are never "keywords".
+_WORD_PATTERN = r"(?u)\b[^\W\d_]{2,}\b"
 
-    IDF is computed over the three thirds, so terms that also fill the beginning and end rank low.
-    Ties are broken alphabetically so the list is deterministic.
+
+def middle_keywords(source: str, k: int = 10) -> list[str]:
+    """The ``k`` content words with the highest TF-IDF weight in the middle third of ``source``.
+
+    Content words: scikit-learn's English stop-word list (``ENGLISH_STOP_WORDS``, 318 function
+    words) is removed, and so are tokens with digits. TF-IDF is computed within the document:
+    the three thirds (cut like the primacy metric's) are the documents of the IDF, so words that
+    also fill the beginning and end rank low. Ties are broken alphabetically so the list is
+    deterministic.
+
+    Examples
+    --------
+    >>> middle_keywords("the cat sat on the mat and the dog ran to the park where the "
+    ...                 "birds sang in the trees", 3)
+    ['dog', 'park', 'ran']
     """
-    cov = PartCoverage(source)
-    weights = cov._parts[1].toarray().ravel()
-    vocab = cov.vectorizer.get_feature_names_out()
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from analysis.metrics.text import split_parts
+
+    parts = split_parts(source, 3, unit="tokens")
+    vectorizer = TfidfVectorizer(stop_words="english", token_pattern=_WORD_PATTERN)
+    try:
+        matrix = vectorizer.fit_transform(parts)
+    except ValueError:  # nothing but stop words and numbers
+        return []
+    weights = matrix[1].toarray().ravel()
+    vocab = vectorizer.get_feature_names_out()
     order = sorted(range(len(vocab)), key=lambda i: (-weights[i], vocab[i]))
     return [str(vocab[i]) for i in order[:k] if weights[i] > 0]
 
@@ -310,17 +331,29 @@ class WeightedTokenFactory:
 # --- Mirostat
 
 
+MIROSTAT_VARIANTS = ("temperature", "v2")
+
+
 class Mirostat:
-    """Mirostat (v2) truncation with feedback on the observed surprise.
+    """Mirostat: feedback on the observed surprise, by temperature (default) or truncation (v2).
 
-    At step ``t`` tokens whose surprise ``-log p`` exceeds ``mu_t`` are removed (the most likely
-    token always stays) and the rest renormalised; the token then drawn has the observed surprise
-    ``s_t = -log p_t`` under that truncated distribution, and ``mu_{t+1} = mu_t - eta (s_t -
-    target)``. ``mu`` starts at ``2 * target`` (Basu et al., 2021). Surprise is in nats.
+    ``variant="temperature"`` is the seed paper's formula: step ``t`` samples from
+    ``softmax(logits / T_t)`` with ``T_t = exp(mu_t)``; the token drawn has the observed surprise
+    ``s_t = -log p_t`` under the *model's* distribution (temperature 1, i.e. the surprise the
+    model assigns to the text), and ``mu_{t+1} = mu_t - eta (s_t - target)``. ``mu`` starts at 0
+    (``T = 1``, the model's own distribution): text more surprising than the target cools the
+    sampler, duller text heats it. ``mu`` is kept within ``[-20, 20]`` so a target the model
+    cannot reach leaves a finite temperature.
 
-    The processor must be the last change to the distribution before sampling: use it with
-    ``do_sample=True`` and neutral warpers (``temperature=1.0``, ``top_k=0``, ``top_p=1.0``).
-    It reads the token drawn at step ``t`` from ``input_ids`` at step ``t + 1``.
+    ``variant="v2"`` is Mirostat v2 truncation (Basu et al., 2021): tokens whose surprise exceeds
+    ``mu_t`` are removed (the most likely token always stays) and the rest renormalised; the
+    observed surprise is measured under that truncated distribution; ``mu`` starts at
+    ``2 * target``.
+
+    Either way the processor must be the last change to the distribution before sampling: use
+    it with ``do_sample=True`` and neutral warpers (``temperature=1.0``, ``top_k=0``,
+    ``top_p=1.0``). It reads the token drawn at step ``t`` from ``input_ids`` at step ``t + 1``.
+    Surprise is in nats.
 
     Parameters
     ----------
@@ -330,14 +363,29 @@ class Mirostat:
         Target surprise ``mu*`` (nats).
     eta : float, default 0.1
         Learning rate of the feedback.
+    variant : {"temperature", "v2"}
+        Temperature feedback ``T = exp(mu)`` (the paper's) or v2 truncation.
     """
 
-    def __init__(self, batch_size: int, *, target: float = 2.0, eta: float = 0.1) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        *,
+        target: float = 2.0,
+        eta: float = 0.1,
+        variant: str = "temperature",
+    ) -> None:
+        if variant not in MIROSTAT_VARIANTS:
+            raise ValueError(
+                f"Mirostat variant must be one of {MIROSTAT_VARIANTS}, not {variant!r}"
+            )
         self.target = target
         self.eta = eta
-        self.mu = np.full(batch_size, 2.0 * target)
-        self._previous: Any = None  # truncated log-probabilities of the last step
+        self.variant = variant
+        self.mu = np.full(batch_size, 0.0 if variant == "temperature" else 2.0 * target)
+        self._previous: Any = None  # log-probabilities the last token's surprise is read from
         self.observed: list[np.ndarray] = []  # observed surprise per step, per row
+        self.temperatures: list[np.ndarray] = []  # T_t per step, per row (temperature variant)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -351,8 +399,15 @@ class Mirostat:
             # mu is frozen rather than driven to -inf.
             live = np.isfinite(surprise)
             self.mu[live] = self.mu[live] - self.eta * (surprise[live] - self.target)
+            if self.variant == "temperature":
+                np.clip(self.mu, -20.0, 20.0, out=self.mu)
         logp = torch.log_softmax(scores.float(), dim=-1)
         mu = torch.tensor(self.mu, dtype=logp.dtype, device=logp.device)[:, None]
+        if self.variant == "temperature":
+            self.temperatures.append(np.exp(self.mu))
+            self._previous = logp
+            # log p / T is logits / T up to a per-row constant, which softmax ignores.
+            return (logp / torch.exp(mu)).to(scores.dtype)
         keep = -logp <= mu
         keep[torch.arange(len(keep), device=keep.device), logp.argmax(dim=-1)] = True
         truncated = logp.masked_fill(~keep, -math.inf)
@@ -366,9 +421,18 @@ class MirostatFactory:
 
     target: float = 2.0
     eta: float = 0.1
+    variant: str = "temperature"
+
+    def __post_init__(self) -> None:
+        if self.variant not in MIROSTAT_VARIANTS:
+            raise ValueError(
+                f"Mirostat variant must be one of {MIROSTAT_VARIANTS}, not {self.variant!r}"
+            )
 
     def __call__(self, ctx: Any) -> Mirostat:
-        return Mirostat(int(ctx.input_ids.shape[0]), target=self.target, eta=self.eta)
+        return Mirostat(
+            int(ctx.input_ids.shape[0]), target=self.target, eta=self.eta, variant=self.variant
+        )
 
 
 # --- candidate filters
@@ -446,133 +510,3 @@ class RejectionSamplingFactory(_SourceFactory):
 
     processor = RejectionSampling
     top_k: int = 5
-
-
-def _vader_compound(text: str, analyzer: Any) -> float:
-    return float(analyzer.polarity_scores(text)["compound"])
-
-
-class LocalExplanationGuard(_CandidateFilter):
-    """Every ``check_every`` steps, veto candidates that deepen a detected bias.
-
-    A rule-based detector explains the output so far:
-
-    - *ignoring middle*: at least ``min_words`` words and ``s_m + alpha < max(s_b, s_e)`` (TF-IDF
-      similarities to the source thirds, the ψpri rule applied to the middle);
-    - *flipping sentiment*: the VADER compound scores of source and output have opposite signs,
-      both at least ``0.05`` in magnitude (VADER's own neutral band).
-
-    When a check step finds a violation, each top-k candidate is scored by the violation it
-    leaves (middle gap ``max(s_b, s_e) - s_m``; sentiment ``-sign(source) * compound(output)``);
-    candidates that make a violated score worse are rejected and the next token is resampled
-    from the rest of the top-k (if all would be rejected, the least bad one is kept). Generation
-    cannot take back tokens already emitted, so "reject" acts on the token being chosen.
-
-    Parameters
-    ----------
-    sources : sequence of str
-        One source per row.
-    tokenizer, prompt_length
-        As in :class:`ForcedBalancedCoverage`.
-    check_every : int, default 5
-        Steps between checks.
-    top_k : int, default 5
-        Candidates considered at a check.
-    alpha : float, default 0.05
-        Margin of the ignoring-middle rule.
-    min_words : int, default 10
-        Output length below which the ignoring-middle rule is not applied.
-    """
-
-    def __init__(
-        self,
-        sources: Sequence[str],
-        tokenizer: Any,
-        prompt_length: int,
-        *,
-        check_every: int = 5,
-        top_k: int = 5,
-        alpha: float = 0.05,
-        min_words: int = 10,
-    ) -> None:
-        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-        super().__init__(tokenizer, prompt_length, top_k)
-        self.check_every = check_every
-        self.alpha = alpha
-        self.min_words = min_words
-        self.coverage = [PartCoverage(s) for s in sources]
-        self.analyzer = SentimentIntensityAnalyzer()
-        self.source_sign = [int(np.sign(_round_neutral(self._compound(s)))) for s in sources]
-        self.flags: list[tuple[int, int, str]] = []  # (step, row, violation)
-
-    def _compound(self, text: str) -> float:
-        return _vader_compound(text, self.analyzer)
-
-    def detect(self, row: int, text: str) -> dict[str, float]:
-        """Return the violations of ``text`` with their scores (empty when the output is fine)."""
-        found: dict[str, float] = {}
-        if len(text.split()) >= self.min_words:
-            s_b, s_m, s_e = self.coverage[row](text)
-            if s_m + self.alpha < max(s_b, s_e):
-                found["ignoring_middle"] = float(max(s_b, s_e) - s_m)
-        sign = self.source_sign[row]
-        compound = _round_neutral(self._compound(text))
-        if sign and compound and np.sign(compound) != sign:
-            found["flipping_sentiment"] = float(-sign * compound)
-        return found
-
-    def _badness(self, row: int, text: str, kinds: Sequence[str]) -> tuple[float, ...]:
-        out = []
-        for kind in kinds:
-            if kind == "ignoring_middle":
-                s_b, s_m, s_e = self.coverage[row](text)
-                out.append(float(max(s_b, s_e) - s_m))
-            else:
-                out.append(float(-self.source_sign[row] * self._compound(text)))
-        return tuple(out)
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        step, self.step = self.step, self.step + 1
-        if step == 0 or step % self.check_every:
-            return scores
-        scores = scores.clone()
-        top = scores.topk(min(self.top_k, scores.shape[-1]), dim=-1).indices.tolist()
-        texts = _decode_rows(self.tokenizer, input_ids, self.prompt_length)
-        for row, candidates in enumerate(top):
-            found = self.detect(row, texts[row])
-            if not found:
-                continue
-            kinds = sorted(found)
-            self.flags.extend((step, row, k) for k in kinds)
-            now = self._badness(row, texts[row], kinds)
-            bad = {c: self._badness(row, self._with(input_ids, row, c), kinds) for c in candidates}
-            keep = [
-                c
-                for c in candidates
-                if all(b <= n + 1e-12 for b, n in zip(bad[c], now, strict=True))
-            ]
-            if not keep:
-                keep = [min(candidates, key=lambda c: sum(bad[c]))]
-            self.rejected.extend((step, row, c) for c in candidates if c not in keep)
-            self._restrict(scores, row, keep)
-        return scores
-
-
-def _round_neutral(compound: float) -> float:
-    """Map VADER compounds inside the neutral band ``(-0.05, 0.05)`` to 0."""
-    return 0.0 if abs(compound) < 0.05 else compound
-
-
-@dataclass(frozen=True)
-class ExplanationGuardFactory(_SourceFactory):
-    """Build :class:`LocalExplanationGuard` for one batch."""
-
-    processor = LocalExplanationGuard
-    check_every: int = 5
-    top_k: int = 5
-    alpha: float = 0.05
-    min_words: int = 10
-
-
-# --- Self-Debias Decoding

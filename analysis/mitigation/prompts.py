@@ -117,8 +117,21 @@ CHUNK_MERGE = PromptTemplate(
 WEIGHTED_PART = PromptTemplate(
     _T + "weighted-part",
     "summarize",
-    "Summarize the following part ({part} of {n_parts}) of a longer text in about {words} "
-    "words:\n\n{text}",
+    "Summarize the following part ({part} of {n_parts}) of a longer text in at most {tokens} "
+    "tokens:\n\n{text}",
+)
+
+# --- decoding family: the explanation step of the Local-Explanation Guard ---
+
+EXPLAIN_CHOICE = PromptTemplate(
+    _T + "explain-choice",
+    "summarize",
+    "Here is a text and the beginning of a summary of it.\n\nText:\n{text}\n\n"
+    "Summary so far:\n{summary}\n\n"
+    'The next word of the summary will be "{token}". Explain this choice in one line, exactly '
+    "in this form:\nPART: beginning|middle|end; SENTIMENT: kept|flipped; WHY: a few words\n"
+    "PART is the part of the text the summary is drawing on; SENTIMENT says whether the "
+    "summary keeps the sentiment of the text or flips it.",
 )
 
 # --- fact-checking family ---
@@ -167,6 +180,7 @@ TEMPLATES: tuple[PromptTemplate, ...] = (
     CHUNK_PART,
     CHUNK_MERGE,
     WEIGHTED_PART,
+    EXPLAIN_CHOICE,
     PROMPT_CALIBRATION,
     KNOWLEDGE_BOUNDARY,
     EPISTEMIC_TAGGING,

@@ -181,10 +181,11 @@ METHODS: dict[str, MethodSpec] = {
             "chunk",
             "summarize",
             "primacy",
-            "Weighted Summaries: beginning, middle and end are summarised separately with budgets "
-            "of 33%, 34% and 33% of target_words, and the three summaries joined.",
+            "Weighted Summaries: beginning, middle and end are summarised separately with token "
+            "budgets of 33%, 34% and 33% of target_tokens (each part's max_new_tokens), and the "
+            "three summaries joined.",
             params=(
-                Param("target_words", 100, "desired summary length in words"),
+                Param("target_tokens", 100, "desired summary length in model tokens"),
                 Param("weights", "0.33,0.34,0.33", "budget shares of beginning, middle, end"),
             ),
             passes=3,
@@ -254,13 +255,19 @@ METHODS: dict[str, MethodSpec] = {
             "mirostat",
             "decoding",
             "summarize",
-            "framing change",
-            "Mirostat: tokens with surprise -log p above mu are cut; after each sampled token "
-            "mu <- mu - eta (s_t - target) with s_t its observed surprise. Sampling with neutral "
-            "warpers (temperature 1, top_k 0, top_p 1).",
+            "primacy",
+            "Mirostat: sampling temperature T = exp(mu); after each sampled token "
+            "mu <- mu - eta (s_t - target) with s_t = -ln p_t its surprise under the model "
+            "(mu starts at 0). variant=v2 truncates tokens with surprise above mu instead. "
+            "Sampling with neutral warpers (temperature 1, top_k 0, top_p 1).",
             params=(
                 Param("target", 2.0, "target surprise mu* (nats)"),
                 Param("eta", 0.1, "learning rate"),
+                Param(
+                    "variant",
+                    "temperature",
+                    "'temperature' (T = exp(mu), the paper's formula) or 'v2' (truncation)",
+                ),
             ),
             backends=TRANSFORMERS_ONLY,
         ),
@@ -293,14 +300,17 @@ METHODS: dict[str, MethodSpec] = {
             "decoding",
             "summarize",
             _FRAMING_PRIMACY,
-            "Local-Explanation Guard: every check_every steps a rule-based detector checks the "
-            "output for 'ignoring middle' and 'flipping sentiment'; candidates that deepen a "
-            "detected violation are rejected and the token resampled within the top-k.",
+            "Local-Explanation Guard: every check_every steps the model explains the token it "
+            "is about to choose (which part of the text it draws on; whether the sentiment is "
+            "kept), then rule-based checks (TF-IDF coverage, VADER) run; a violation the "
+            "explanation admits or the checks find makes candidates that deepen it rejected "
+            "and the token resampled within the top-k.",
             params=(
                 Param("check_every", 5, "steps between checks"),
                 Param("top_k", 5, "candidates considered at a check"),
                 Param("alpha", 0.05, "margin of the ignoring-middle rule"),
                 Param("min_words", 10, "output words before the middle rule applies"),
+                Param("explain_tokens", 24, "token limit of one explanation (0: checks only)"),
             ),
             backends=TRANSFORMERS_ONLY,
         ),

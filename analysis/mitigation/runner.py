@@ -22,369 +22,22 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analysis.llm.backends.base import Request
-from analysis.llm.templates import PromptTemplate, get_template
-from analysis.mitigation import chunking, decoding, self_debias
-from analysis.mitigation import prompts as P
+from analysis.llm.templates import PromptTemplate
+from analysis.mitigation.plans import BASELINE, Call, ItemState, Plan, Stage, plan_of
 from analysis.mitigation.registry import MethodSpec, get_method, resolve_params
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BASELINE", "Call", "MethodRun", "method_hash", "passes_path", "plan_of", "run_method"]
 
-BASELINE = "baseline"
 _STAGE_TASK = "mitigate-pass"
-
-
-@dataclass(frozen=True)
-class Call:
-    """One model call for one item.
-
-    Attributes
-    ----------
-    key : str
-        Unique within the item and method (``draft``, ``chunk-2``); later stages read the
-        output under this key.
-    template : PromptTemplate
-        The prompt.
-    fields : mapping
-        Values for the template's placeholders.
-    text : str
-        The text the call is about; decoding processors read it as the source.
-    max_new_tokens : int, optional
-        A token limit for this call only.
-    """
-
-    key: str
-    template: PromptTemplate
-    fields: Mapping[str, Any]
-    text: str
-    max_new_tokens: int | None = None
-
-    def messages(self) -> tuple[dict[str, str], ...]:
-        """Render the chat messages."""
-        return self.template.messages(**self.fields)
-
-
-@dataclass
-class ItemState:
-    """What the stages of one item have produced so far."""
-
-    item: Mapping[str, Any]
-    values: dict[str, Any] = field(default_factory=dict)
-    n_prompt_tokens: int = 0
-    n_output_tokens: int = 0
-    error: str | None = None
-    last_call: Call | None = None
-
-    @property
-    def source(self) -> str:
-        """The item's text (the document to summarise or the statement to check)."""
-        return str(self.item["text"])
-
-
-# A stage sees the item's state, the method's hyperparameters and the backend, and returns the
-# calls to make (it may also write non-model results, e.g. a re-ordered text, into the state).
-Stage = Callable[[ItemState, Mapping[str, Any], Any], list[Call]]
-Finish = Callable[[ItemState, Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How a method runs: its stages, its finishing step, its templates and settings changes."""
-
-    task: str
-    stages: tuple[Stage, ...]
-    finish: Finish
-    templates: tuple[PromptTemplate, ...]
-    settings: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda params: {}
-
-
-# --- finishing steps ---
-
-
-def _summary_from(key: str, *, section: str | None = None) -> Finish:
-    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        answer = state.values[key]
-        if section is None:
-            return {"output": answer.strip()}
-        text, found = P.extract_section(answer, section)
-        return {"output": text, "raw_output": answer, "section_found": found}
-
-    return finish
-
-
-def _fact_from(key: str, *, section: str | None = None) -> Finish:
-    from analysis.llm.parsing import parse_fact_check
-
-    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        answer = state.values[key]
-        verdict = P.extract_section(answer, section)[0] if section else answer
-        label, confidence = parse_fact_check(verdict)
-        return {"output": answer, "label": label, "confidence": confidence}
-
-    return finish
-
-
-# --- plans ---
-
-
-def _one_call(tpl: PromptTemplate, key: str = "summary", **extra: Any) -> Stage:
-    def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        text = state.values.get("text", state.source)
-        return [Call(key, tpl, {"text": text, **extra}, text)]
-
-    return stage
-
-
-def _single(task: str, tpl: PromptTemplate, finish: Finish, **kw: Any) -> Plan:
-    return Plan(task, (_one_call(tpl),), finish, (tpl,), **kw)
-
-
-def _baseline_summary() -> PromptTemplate:
-    return get_template("summarize", "baseline")
-
-
-def _followup(
-    key: str, tpl: PromptTemplate, uses: Sequence[str], limit: str | None = None
-) -> Stage:
-    """A pass that sees the source and the outputs of earlier passes named in ``uses``."""
-
-    def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        fields = {"text": state.source, **{u: state.values[u] for u in uses}}
-        max_new = int(params[limit]) if limit else None
-        return [Call(key, tpl, fields, state.source, max_new)]
-
-    return stage
-
-
-def _cot() -> Plan:
-    return Plan(
-        "summarize",
-        (_one_call(P.COT_ANALYSIS, "analysis"), _followup("final", P.COT_FINAL, ["analysis"])),
-        _summary_from("final", section="FINAL_SUMMARY"),
-        (P.COT_ANALYSIS, P.COT_FINAL),
-    )
-
-
-def _ccs() -> Plan:
-    return Plan(
-        "summarize",
-        (_one_call(P.CCS_DRAFT, "draft"), _followup("rewrite", P.CCS_REWRITE, ["draft"])),
-        _summary_from("rewrite", section="FINAL_SUMMARY"),
-        (P.CCS_DRAFT, P.CCS_REWRITE),
-    )
-
-
-def _self_help() -> Plan:
-    return Plan(
-        "summarize",
-        (
-            _one_call(P.SELF_HELP_DRAFT, "draft"),
-            _followup("critique", P.SELF_HELP_CRITIQUE, ["draft"]),
-            _followup(
-                "rewrite", P.SELF_HELP_REWRITE, ["draft", "critique"], "rewrite_max_new_tokens"
-            ),
-        ),
-        _summary_from("rewrite"),
-        (P.SELF_HELP_DRAFT, P.SELF_HELP_CRITIQUE, P.SELF_HELP_REWRITE),
-    )
-
-
-def _partial_summaries() -> Plan:
-    def chunks(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        n = int(params["n_chunks"])
-        parts = chunking.chunk_document(state.source, n)
-        return [
-            Call(f"chunk-{i}", P.CHUNK_PART, {"text": t, "part": i, "n_parts": n}, t)
-            for i, t in enumerate(parts, start=1)
-        ]
-
-    def merge(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        n = int(params["n_chunks"])
-        partials = "\n\n".join(
-            f"Part {i}: {state.values[f'chunk-{i}'].strip()}" for i in range(1, n + 1)
-        )
-        return [Call("merge", P.CHUNK_MERGE, {"partials": partials}, state.source)]
-
-    return Plan("summarize", (chunks, merge), _summary_from("merge"), (P.CHUNK_PART, P.CHUNK_MERGE))
-
-
-def _weights(params: Mapping[str, Any]) -> list[float]:
-    return [float(w) for w in str(params["weights"]).split(",")]
-
-
-def _weighted_summaries() -> Plan:
-    from analysis.metrics.text import split_parts
-
-    def parts(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        weights = _weights(params)
-        budgets = chunking.weighted_budgets(int(params["target_words"]), weights)
-        texts = split_parts(state.source, len(weights), unit="tokens")
-        state.values["budgets"] = budgets
-        return [
-            Call(
-                f"part-{i}",
-                P.WEIGHTED_PART,
-                {"text": t, "part": i, "n_parts": len(texts), "words": b},
-                t,
-            )
-            for i, (t, b) in enumerate(zip(texts, budgets, strict=True), start=1)
-        ]
-
-    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        n = len(_weights(params))
-        joined = " ".join(state.values[f"part-{i}"].strip() for i in range(1, n + 1))
-        return {"output": joined, "budgets": state.values["budgets"]}
-
-    return Plan("summarize", (parts,), finish, (P.WEIGHTED_PART,))
-
-
-def _shuffle() -> Plan:
-    tpl = _baseline_summary()
-
-    def shuffle(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        state.values["text"] = chunking.shuffle_sentences(
-            state.source, int(params["shuffle_seed"]), split=str(params["sentence_split"])
-        )
-        return []
-
-    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {"output": state.values["summary"].strip(), "shuffled_text": state.values["text"]}
-
-    return Plan("summarize", (shuffle, _one_call(tpl)), finish, (tpl,))
-
-
-def _attention_sort() -> Plan:
-    from analysis.mitigation.rerank import attention_sort
-
-    tpl = _baseline_summary()
-
-    def reorder(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        def render(document: str) -> str:
-            return backend.format_prompt(tpl.messages(text=document))
-
-        text, history = attention_sort(
-            backend.model,
-            backend.tokenizer,
-            state.source,
-            render,
-            iterations=int(params["iterations"]),
-        )
-        state.values["text"] = text
-        state.values["attention"] = history
-        return []
-
-    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "output": state.values["summary"].strip(),
-            "reordered_text": state.values["text"],
-            "attention": state.values["attention"],
-        }
-
-    return Plan("summarize", (reorder, _one_call(tpl)), finish, (tpl,))
-
-
-def _decoding(factory: Callable[[Mapping[str, Any]], Any], **fixed: Any) -> Plan:
-    """A baseline prompt decoded with a logits-processor factory (and fixed settings)."""
-    tpl = _baseline_summary()
-
-    def settings(params: Mapping[str, Any]) -> dict[str, Any]:
-        return {"logits_processors": (factory(params),), **fixed}
-
-    return _single("summarize", tpl, _summary_from("summary"), settings=settings)
-
-
-def _knowledge_boundary() -> Plan:
-    def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        cutoff = params.get("cutoff") or state.item.get("cutoff")
-        if not cutoff:
-            raise ValueError(
-                "knowledge-boundary needs the model's cutoff date: pass cutoff (--cutoff) or "
-                f"give item {state.item['item_id']!r} a 'cutoff' field"
-            )
-        return [
-            Call(
-                "answer",
-                P.KNOWLEDGE_BOUNDARY,
-                {"text": state.source, "cutoff": cutoff},
-                state.source,
-            )
-        ]
-
-    return Plan("fact-check", (stage,), _fact_from("answer"), (P.KNOWLEDGE_BOUNDARY,))
-
-
-def _fact(tpl: PromptTemplate, section: str | None = None) -> Plan:
-    return Plan(
-        "fact-check", (_one_call(tpl, "answer"),), _fact_from("answer", section=section), (tpl,)
-    )
-
-
-def plan_of(name: str, task: str = "summarize") -> Plan:
-    """Return the plan of a method (``baseline`` needs the ``task``).
-
-    Parameters
-    ----------
-    name : str
-        ``baseline`` or one of :data:`analysis.mitigation.registry.METHODS`.
-    task : str
-        ``summarize`` or ``fact-check``; only used for ``baseline``.
-    """
-    if name == BASELINE:
-        if task == "fact-check":
-            return _fact(get_template("fact-check", "baseline"))
-        return _single("summarize", _baseline_summary(), _summary_from("summary"))
-    builders: dict[str, Callable[[], Plan]] = {
-        "self-awareness": lambda: _single("summarize", P.SELF_AWARENESS, _summary_from("summary")),
-        "chain-of-thought": _cot,
-        "cloze": lambda: _single(
-            "summarize", P.CLOZE, _summary_from("summary", section="FINAL_SUMMARY")
-        ),
-        "cognitive-counterfactual": _ccs,
-        "self-help-debias": _self_help,
-        "prompt-calibration": lambda: _fact(P.PROMPT_CALIBRATION, "Answer"),
-        "knowledge-boundary": _knowledge_boundary,
-        "epistemic-tagging": lambda: _fact(P.EPISTEMIC_TAGGING),
-        "partial-summaries": _partial_summaries,
-        "weighted-summaries": _weighted_summaries,
-        "attention-sort": _attention_sort,
-        "position-shuffle": _shuffle,
-        "balanced-coverage": lambda: _decoding(
-            lambda p: decoding.BalancedCoverageFactory(p["gamma"], p["tolerance"])
-        ),
-        "weighted-tokens": lambda: _decoding(
-            lambda p: decoding.WeightedTokenFactory(
-                p["negative"], p["middle"], p["n_keywords"], p["valence_threshold"]
-            )
-        ),
-        # Mirostat is the sampler's truncation: sample, with every other warper neutral.
-        "mirostat": lambda: _decoding(
-            lambda p: decoding.MirostatFactory(p["target"], p["eta"]),
-            do_sample=True,
-            temperature=1.0,
-            top_p=1.0,
-        ),
-        "rejection-sampling": lambda: _decoding(
-            lambda p: decoding.RejectionSamplingFactory(p["top_k"])
-        ),
-        "self-debias": lambda: _decoding(
-            lambda p: self_debias.SelfDebiasFactory(p["decay"], p["refresh_every"])
-        ),
-        "explanation-guard": lambda: _decoding(
-            lambda p: decoding.ExplanationGuardFactory(
-                p["check_every"], p["top_k"], p["alpha"], p["min_words"]
-            )
-        ),
-    }
-    get_method(name)  # a clear error for unknown names
-    return builders[name]()
 
 
 # --- running ---
@@ -462,6 +115,7 @@ class MethodRun:
     n_calls_reused: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    manifest: Path | None = None
 
     def describe(self) -> str:
         """One line for the terminal."""
@@ -560,6 +214,8 @@ def run_method(
     task: str = "summarize",
     dataset: str | None = None,
     progress: bool = True,
+    argv: Sequence[str] | None = None,
+    templates: Mapping[str, PromptTemplate] | None = None,
 ) -> MethodRun:
     """Run a mitigation method (or ``baseline``) over items, appending records to ``out``.
 
@@ -584,14 +240,26 @@ def run_method(
         Dataset name for items without one.
     progress : bool
         Show a tqdm bar over stages.
+    argv : sequence of str, optional
+        The command line, recorded in the manifest.
+    templates : mapping, optional
+        ``{task: PromptTemplate}`` replacing the baseline prompts (see
+        :func:`analysis.mitigation.plans.plan_of`); their text enters ``template_hash``.
 
     Returns
     -------
     MethodRun
-        Counts of items and model calls.
+        Counts of items and model calls, and the manifest path.
+
+    Notes
+    -----
+    Like ``framelab generate``, every run appends an entry to ``<out>.manifest.json``
+    (:func:`analysis.llm.store.write_manifest`): status, times, method, hyperparameters,
+    ``template_hash``, the templates with their hashes, the output-changing settings (decoding
+    and backend loading choices, as hashed), the backend description, counts, first errors and
+    the command line — also when the run is interrupted.
     """
     from analysis.llm.store import ResultStore, read_records, result_key
-    from analysis.llm.tasks import Prompt, build_record
 
     spec: MethodSpec | None = None if name == BASELINE else get_method(name)
     if spec is not None and backend.name not in spec.backends:
@@ -599,9 +267,10 @@ def run_method(
             f"{name} needs the {' or '.join(spec.backends)} backend, not {backend.name}"
         )
     values = resolve_params(spec, params) if spec is not None else {}
-    plan = plan_of(name, spec.task if spec is not None else task)
+    plan = plan_of(name, spec.task if spec is not None else task, templates)
     with _settings(backend, plan.settings(values)):
-        thash = method_hash(name, plan, values, _settings_fields(backend))
+        hashed_settings = _settings_fields(backend)
+        thash = method_hash(name, plan, values, hashed_settings)
     t0 = time.perf_counter()
 
     item_list = [dict(i) for i in items]
@@ -640,6 +309,101 @@ def run_method(
         from tqdm.auto import tqdm
 
         stages = tqdm(plan.stages, desc=name, unit="stage")
+    started, status = _utc_now(), "completed"
+    try:
+        _run_stages(
+            name, plan, values, backend, states, stages, store, cache, out, run, dataset, model,
+            thash,
+        )  # fmt: skip
+    except BaseException as exc:
+        # Ctrl-C, OOM, a dead server: what was stored stays, and the manifest says how far.
+        status = f"interrupted: {type(exc).__name__}"
+        raise
+    finally:
+        run.seconds = time.perf_counter() - t0
+        run.manifest = _write_method_manifest(
+            out, run, plan, values, thash, hashed_settings, backend, started, status, argv
+        )
+    return run
+
+
+def _utc_now() -> str:
+    from analysis.llm.store import utc_now
+
+    return utc_now()
+
+
+def _write_method_manifest(
+    out: str | Path,
+    run: MethodRun,
+    plan: Plan,
+    values: Mapping[str, Any],
+    thash: str,
+    settings: Mapping[str, Any],
+    backend: Any,
+    started: str,
+    status: str,
+    argv: Sequence[str] | None,
+) -> Path:
+    """Append this run to ``<out>.manifest.json``, in the layout ``framelab generate`` writes."""
+    import platform
+    import sys
+
+    from analysis.llm.store import write_manifest
+    from analysis.llm.tasks import _framelab_version
+
+    return write_manifest(
+        out,
+        {
+            "status": status,
+            "started_at": started,
+            "finished_at": _utc_now(),
+            "seconds": round(run.seconds, 3),
+            "task": plan.task,
+            "method": run.method,
+            "hyperparameters": dict(values),
+            "template_hash": thash,
+            "templates": {t.name: t.hash() for t in plan.templates},
+            "template_files": {t.name: t.source for t in plan.templates if t.source},
+            "settings": dict(settings),
+            "seed": settings.get("seed"),
+            "backend": backend.info() if hasattr(backend, "info") else {"backend": backend.name},
+            "counts": {
+                "items": run.n_items,
+                "already_done": run.n_done_before,
+                "generated": run.n_generated,
+                "failed": run.n_failed,
+                "model_calls": run.n_calls,
+                "model_calls_reused": run.n_calls_reused,
+            },
+            "errors": run.errors[:20],
+            "passes_file": passes_path(out).name,
+            "python": platform.python_version(),
+            "framelab": _framelab_version(),
+            "argv": list(argv) if argv is not None else list(sys.argv),
+        },
+    )
+
+
+def _run_stages(
+    name: str,
+    plan: Plan,
+    values: Mapping[str, Any],
+    backend: Any,
+    states: list[ItemState],
+    stages: Sequence[Stage],
+    store: Any,
+    cache: dict[tuple[str, ...], dict[str, Any]],
+    out: str | Path,
+    run: MethodRun,
+    dataset: str | None,
+    model: str,
+    thash: str,
+) -> None:
+    """Run the stages over the items still to do and append each finished record."""
+    from analysis.llm.store import ResultStore
+    from analysis.llm.tasks import Prompt, build_record
+
     with ResultStore(passes_path(out)) as passes, store:
         for stage in stages:
             calls = [
@@ -687,5 +451,3 @@ def run_method(
             record["model"] = model  # the identifier, whatever the backend's attribute holds
             store.append(record)
             run.n_generated += 1
-    run.seconds = time.perf_counter() - t0
-    return run

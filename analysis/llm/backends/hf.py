@@ -165,15 +165,7 @@ class TransformersBackend:
         the plain layout of a checkpoint without a template starts with the tokenizer's BOS
         token itself: base models are trained on sequences that begin with it.
         """
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            return tok.apply_chat_template(
-                list(messages), tokenize=False, add_generation_prompt=True
-            )
-        parts = [m["content"] for m in messages]
-        text = "\n\n".join(parts) + "\n\n"
-        bos = getattr(tok, "bos_token", None)
-        return bos + text if bos and not text.startswith(bos) else text
+        return format_messages(self.tokenizer, messages)
 
     def _generation_config(self) -> Any:
         from transformers import GenerationConfig
@@ -300,6 +292,21 @@ class TransformersBackend:
             "generate_kwargs": self.generate_kwargs,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         }
+
+
+def format_messages(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
+    """Render chat messages as :meth:`TransformersBackend.format_prompt` does, for any tokenizer.
+
+    Mitigation processors that prompt the model themselves (the explanation step of the
+    Local-Explanation Guard) lay out their prompts exactly as the engine does.
+    """
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(
+            list(messages), tokenize=False, add_generation_prompt=True
+        )
+    text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+    bos = getattr(tokenizer, "bos_token", None)
+    return bos + text if bos and not text.startswith(bos) else text
 
 
 def row_sampler(seeds: Sequence[int], temperature: float, top_p: float, device: str | None) -> Any:

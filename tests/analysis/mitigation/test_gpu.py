@@ -38,7 +38,7 @@ def test_method_runs_on_cuda_in_bf16(cuda_backend, tmp_path, name):
 
 def test_mirostat_on_cuda_tracks_the_target():
     logits = -1.1 * torch.log(torch.arange(1, 1001, device="cuda", dtype=torch.float32))[None]
-    proc = dec.Mirostat(1)
+    proc = dec.Mirostat(1, variant="v2")
     gen = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.zeros(1, 1, dtype=torch.long, device="cuda")
     for _ in range(1000):

@@ -133,6 +133,7 @@ class EchoBackend:
         self.model = "echo"
         self.settings = GenerationSettings(max_new_tokens=50)
         self.seen: list[tuple[str, int]] = []
+        self.prompts: list[str] = []
 
     def generate(self, requests):
         from analysis.llm.backends.base import Completion
@@ -140,6 +141,7 @@ class EchoBackend:
         for r in requests:
             self.seen.append((r.key.split("\x1f")[1], self.settings.max_new_tokens))
             prompt = r.messages[-1]["content"]
+            self.prompts.append(prompt)
             yield r, Completion(f"FINAL_SUMMARY: {len(prompt)} chars", 10, 3)
 
     def info(self):
@@ -174,6 +176,62 @@ def test_prompt_and_chunk_methods_run_on_a_server_backend(tmp_path):
     weighted = records[("weighted-summaries", "d2")]
     assert weighted["budgets"] == [33, 34, 33]
     assert weighted["output"].count("FINAL_SUMMARY") == 3  # three part summaries joined
+
+
+def test_weighted_summaries_budget_model_tokens_not_words(tmp_path):
+    """Each part's budget is its token limit (33/34/33 of 100 tokens), stated in the prompt."""
+    backend = EchoBackend()
+    run_method("weighted-summaries", DOCS[:1], backend, tmp_path / "o.jsonl", progress=False)
+    assert sorted(backend.seen) == [("part-1", 33), ("part-2", 34), ("part-3", 33)]
+    [record] = _lines(tmp_path / "o.jsonl")
+    assert record["hyperparameters"]["target_tokens"] == 100
+    assert sum("in at most 34 tokens" in p for p in backend.prompts) == 1
+    backend = EchoBackend()
+    run_method(
+        "weighted-summaries",
+        DOCS[:1],
+        backend,
+        tmp_path / "o2.jsonl",
+        params={"target_tokens": 10},
+        progress=False,
+    )
+    assert sorted(backend.seen) == [("part-1", 3), ("part-2", 4), ("part-3", 3)]
+
+
+def test_method_runs_write_a_manifest_like_generate(tmp_path):
+    out = tmp_path / "o.jsonl"
+    run = run_method("chain-of-thought", DOCS, EchoBackend(), out, progress=False, argv=["x"])
+    again = run_method("chain-of-thought", DOCS, EchoBackend(), out, progress=False)
+    manifest = json.loads((tmp_path / "o.jsonl.manifest.json").read_text())
+    assert run.manifest == again.manifest == tmp_path / "o.jsonl.manifest.json"
+    first, second = manifest["runs"]
+    [record] = _lines(out)[:1]
+    assert first["status"] == "completed" and first["method"] == "chain-of-thought"
+    assert first["template_hash"] == record["template_hash"]
+    assert set(first["templates"]) == {"mitigate-cot-analysis", "mitigate-cot-final"}
+    assert first["settings"]["max_new_tokens"] == 50
+    assert first["backend"] == {"backend": "openai", "model": "echo"}
+    assert first["counts"]["generated"] == 2 and first["counts"]["model_calls"] == 4
+    assert first["argv"] == ["x"]
+    assert second["counts"]["already_done"] == 2 and second["counts"]["generated"] == 0
+
+
+def test_own_summarize_prompt_file_reaches_the_methods_built_on_it(tmp_path):
+    from analysis.llm.templates import load_template_file
+
+    own = tmp_path / "paper.txt"
+    own.write_text("Condense this article: {text}\n")
+    templates = {"summarize": load_template_file(own, "summarize")}
+    out = tmp_path / "o.jsonl"
+    for name in ("baseline", "position-shuffle"):
+        backend = EchoBackend()
+        run_method(name, DOCS[:1], backend, out, progress=False, templates=templates)
+        assert backend.prompts[0].startswith("Condense this article: ")
+    run_method("baseline", DOCS[:1], EchoBackend(), out, progress=False)
+    hashes = {(r["method"], r["template_hash"]) for r in _lines(out)}
+    assert len(hashes) == 3  # the own prompt is another key than the default's
+    runs = json.loads((tmp_path / "o.jsonl.manifest.json").read_text())["runs"]
+    assert runs[0]["template_files"] == {"paper": str(own)}
 
 
 def test_part_based_methods_refuse_too_short_sources(backend, tmp_path):

@@ -110,7 +110,7 @@ def test_registry_has_the_18_methods_of_the_seed_study():
     assert defaults["balanced-coverage"] == {"gamma": 1.5, "tolerance": 0.05}
     assert defaults["weighted-tokens"]["negative"] == 0.3
     assert defaults["weighted-tokens"]["middle"] == 2.0
-    assert defaults["mirostat"] == {"target": 2.0, "eta": 0.1}
+    assert defaults["mirostat"] == {"target": 2.0, "eta": 0.1, "variant": "temperature"}
     assert defaults["rejection-sampling"] == {"top_k": 5}
     assert defaults["self-debias"] == {"decay": 10.0, "refresh_every": 4}
     assert defaults["explanation-guard"]["check_every"] == 5
@@ -120,9 +120,17 @@ def test_registry_has_the_18_methods_of_the_seed_study():
     assert defaults["partial-summaries"] == {"n_chunks": 3}
 
 
+def test_mirostat_targets_primacy_as_the_paper_lists_it():
+    assert registry.get_method("mirostat").target_bias == "primacy"
+
+
 def test_resolve_params_converts_and_rejects_unknown_names():
     spec = registry.get_method("mirostat")
-    assert registry.resolve_params(spec, {"target": "3"}) == {"target": 3.0, "eta": 0.1}
+    assert registry.resolve_params(spec, {"target": "3"}) == {
+        "target": 3.0,
+        "eta": 0.1,
+        "variant": "temperature",
+    }
     with pytest.raises(ValueError, match="has no hyperparameter 'mu'"):
         registry.resolve_params(spec, {"mu": 1})
     with pytest.raises(KeyError, match="unknown mitigation method"):
@@ -141,7 +149,7 @@ def test_method_table_lists_every_method():
         "backends",
     ]
     row = table.set_index("method").loc["mirostat"]
-    assert row["hyperparameters"] == "target=2.0, eta=0.1"
+    assert row["hyperparameters"] == "target=2.0, eta=0.1, variant=temperature"
 
 
 def test_paragraph_attention_sums_to_the_attention_on_the_units(tiny):

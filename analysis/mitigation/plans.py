@@ -1,0 +1,396 @@
+"""Mitigation methods as plans: the model calls each method makes per item, stage by stage.
+
+A *plan* is a list of stages, each producing model calls per item from what earlier stages
+produced (a draft, an analysis, chunk summaries, a re-ordered document), and a finishing step
+that turns the last outputs into the result. :mod:`analysis.mitigation.runner` runs plans through
+a backend and the resumable store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.llm.templates import PromptTemplate, get_template
+from analysis.mitigation import chunking, decoding, guard, self_debias
+from analysis.mitigation import prompts as P
+from analysis.mitigation.registry import get_method
+
+__all__ = ["BASELINE", "Call", "ItemState", "Plan", "plan_of"]
+
+BASELINE = "baseline"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One model call for one item.
+
+    Attributes
+    ----------
+    key : str
+        Unique within the item and method (``draft``, ``chunk-2``); later stages read the
+        output under this key.
+    template : PromptTemplate
+        The prompt.
+    fields : mapping
+        Values for the template's placeholders.
+    text : str
+        The text the call is about; decoding processors read it as the source.
+    max_new_tokens : int, optional
+        A token limit for this call only.
+    """
+
+    key: str
+    template: PromptTemplate
+    fields: Mapping[str, Any]
+    text: str
+    max_new_tokens: int | None = None
+
+    def messages(self) -> tuple[dict[str, str], ...]:
+        """Render the chat messages."""
+        return self.template.messages(**self.fields)
+
+
+@dataclass
+class ItemState:
+    """What the stages of one item have produced so far."""
+
+    item: Mapping[str, Any]
+    values: dict[str, Any] = field(default_factory=dict)
+    n_prompt_tokens: int = 0
+    n_output_tokens: int = 0
+    error: str | None = None
+    last_call: Call | None = None
+
+    @property
+    def source(self) -> str:
+        """The item's text (the document to summarise or the statement to check)."""
+        return str(self.item["text"])
+
+
+# A stage sees the item's state, the method's hyperparameters and the backend, and returns the
+# calls to make (it may also write non-model results, e.g. a re-ordered text, into the state).
+Stage = Callable[[ItemState, Mapping[str, Any], Any], list[Call]]
+Finish = Callable[[ItemState, Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a method runs: its stages, its finishing step, its templates and settings changes."""
+
+    task: str
+    stages: tuple[Stage, ...]
+    finish: Finish
+    templates: tuple[PromptTemplate, ...]
+    settings: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda params: {}
+
+
+# --- finishing steps ---
+
+
+def _summary_from(key: str, *, section: str | None = None) -> Finish:
+    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
+        answer = state.values[key]
+        if section is None:
+            return {"output": answer.strip()}
+        text, found = P.extract_section(answer, section)
+        return {"output": text, "raw_output": answer, "section_found": found}
+
+    return finish
+
+
+def _fact_from(key: str, *, section: str | None = None) -> Finish:
+    from analysis.llm.parsing import parse_fact_check
+
+    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
+        answer = state.values[key]
+        verdict = P.extract_section(answer, section)[0] if section else answer
+        label, confidence = parse_fact_check(verdict)
+        return {"output": answer, "label": label, "confidence": confidence}
+
+    return finish
+
+
+# --- plans ---
+
+
+def _one_call(tpl: PromptTemplate, key: str = "summary", **extra: Any) -> Stage:
+    def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        text = state.values.get("text", state.source)
+        return [Call(key, tpl, {"text": text, **extra}, text)]
+
+    return stage
+
+
+def _single(task: str, tpl: PromptTemplate, finish: Finish, **kw: Any) -> Plan:
+    return Plan(task, (_one_call(tpl),), finish, (tpl,), **kw)
+
+
+def _baseline_summary(templates: Mapping[str, PromptTemplate] | None = None) -> PromptTemplate:
+    """The summarisation prompt methods build on: the baseline, or a researcher's own file."""
+    return (templates or {}).get("summarize") or get_template("summarize", "baseline")
+
+
+def _followup(
+    key: str, tpl: PromptTemplate, uses: Sequence[str], limit: str | None = None
+) -> Stage:
+    """A pass that sees the source and the outputs of earlier passes named in ``uses``."""
+
+    def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        fields = {"text": state.source, **{u: state.values[u] for u in uses}}
+        max_new = int(params[limit]) if limit else None
+        return [Call(key, tpl, fields, state.source, max_new)]
+
+    return stage
+
+
+def _cot() -> Plan:
+    return Plan(
+        "summarize",
+        (_one_call(P.COT_ANALYSIS, "analysis"), _followup("final", P.COT_FINAL, ["analysis"])),
+        _summary_from("final", section="FINAL_SUMMARY"),
+        (P.COT_ANALYSIS, P.COT_FINAL),
+    )
+
+
+def _ccs() -> Plan:
+    return Plan(
+        "summarize",
+        (_one_call(P.CCS_DRAFT, "draft"), _followup("rewrite", P.CCS_REWRITE, ["draft"])),
+        _summary_from("rewrite", section="FINAL_SUMMARY"),
+        (P.CCS_DRAFT, P.CCS_REWRITE),
+    )
+
+
+def _self_help() -> Plan:
+    return Plan(
+        "summarize",
+        (
+            _one_call(P.SELF_HELP_DRAFT, "draft"),
+            _followup("critique", P.SELF_HELP_CRITIQUE, ["draft"]),
+            _followup(
+                "rewrite", P.SELF_HELP_REWRITE, ["draft", "critique"], "rewrite_max_new_tokens"
+            ),
+        ),
+        _summary_from("rewrite"),
+        (P.SELF_HELP_DRAFT, P.SELF_HELP_CRITIQUE, P.SELF_HELP_REWRITE),
+    )
+
+
+def _partial_summaries() -> Plan:
+    def chunks(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        n = int(params["n_chunks"])
+        parts = chunking.chunk_document(state.source, n)
+        return [
+            Call(f"chunk-{i}", P.CHUNK_PART, {"text": t, "part": i, "n_parts": n}, t)
+            for i, t in enumerate(parts, start=1)
+        ]
+
+    def merge(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        n = int(params["n_chunks"])
+        partials = "\n\n".join(
+            f"Part {i}: {state.values[f'chunk-{i}'].strip()}" for i in range(1, n + 1)
+        )
+        return [Call("merge", P.CHUNK_MERGE, {"partials": partials}, state.source)]
+
+    return Plan("summarize", (chunks, merge), _summary_from("merge"), (P.CHUNK_PART, P.CHUNK_MERGE))
+
+
+def _weights(params: Mapping[str, Any]) -> list[float]:
+    return [float(w) for w in str(params["weights"]).split(",")]
+
+
+def _weighted_summaries() -> Plan:
+    from analysis.metrics.text import split_parts
+
+    def parts(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        weights = _weights(params)
+        # Budgets are the model's tokens, enforced as each part's max_new_tokens; the prompt
+        # states the same number.
+        budgets = chunking.weighted_budgets(int(params["target_tokens"]), weights)
+        texts = split_parts(state.source, len(weights), unit="tokens")
+        state.values["budgets"] = budgets
+        return [
+            Call(
+                f"part-{i}",
+                P.WEIGHTED_PART,
+                {"text": t, "part": i, "n_parts": len(texts), "tokens": b},
+                t,
+                max_new_tokens=max(1, b),
+            )
+            for i, (t, b) in enumerate(zip(texts, budgets, strict=True), start=1)
+        ]
+
+    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
+        n = len(_weights(params))
+        joined = " ".join(state.values[f"part-{i}"].strip() for i in range(1, n + 1))
+        return {"output": joined, "budgets": state.values["budgets"]}
+
+    return Plan("summarize", (parts,), finish, (P.WEIGHTED_PART,))
+
+
+def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
+    tpl = _baseline_summary(templates)
+
+    def shuffle(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        state.values["text"] = chunking.shuffle_sentences(
+            state.source, int(params["shuffle_seed"]), split=str(params["sentence_split"])
+        )
+        return []
+
+    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {"output": state.values["summary"].strip(), "shuffled_text": state.values["text"]}
+
+    return Plan("summarize", (shuffle, _one_call(tpl)), finish, (tpl,))
+
+
+def _attention_sort(templates: Mapping[str, PromptTemplate] | None) -> Plan:
+    from analysis.mitigation.rerank import attention_sort
+
+    tpl = _baseline_summary(templates)
+
+    def reorder(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        def render(document: str) -> str:
+            return backend.format_prompt(tpl.messages(text=document))
+
+        text, history = attention_sort(
+            backend.model,
+            backend.tokenizer,
+            state.source,
+            render,
+            iterations=int(params["iterations"]),
+        )
+        state.values["text"] = text
+        state.values["attention"] = history
+        return []
+
+    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "output": state.values["summary"].strip(),
+            "reordered_text": state.values["text"],
+            "attention": state.values["attention"],
+        }
+
+    return Plan("summarize", (reorder, _one_call(tpl)), finish, (tpl,))
+
+
+def _decoding(
+    factory: Callable[[Mapping[str, Any]], Any],
+    templates: tuple[PromptTemplate, ...] = (),
+    *,
+    overrides: Mapping[str, PromptTemplate] | None = None,
+    **fixed: Any,
+) -> Plan:
+    """A baseline prompt decoded with a logits-processor factory (and fixed settings).
+
+    ``templates`` are prompts the processor itself uses (they enter the method hash).
+    """
+    tpl = _baseline_summary(overrides)
+
+    def settings(params: Mapping[str, Any]) -> dict[str, Any]:
+        return {"logits_processors": (factory(params),), **fixed}
+
+    return Plan(
+        "summarize", (_one_call(tpl),), _summary_from("summary"), (*templates, tpl), settings
+    )
+
+
+def _knowledge_boundary() -> Plan:
+    def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        cutoff = params.get("cutoff") or state.item.get("cutoff")
+        if not cutoff:
+            raise ValueError(
+                "knowledge-boundary needs the model's cutoff date: pass cutoff (--cutoff) or "
+                f"give item {state.item['item_id']!r} a 'cutoff' field"
+            )
+        return [
+            Call(
+                "answer",
+                P.KNOWLEDGE_BOUNDARY,
+                {"text": state.source, "cutoff": cutoff},
+                state.source,
+            )
+        ]
+
+    return Plan("fact-check", (stage,), _fact_from("answer"), (P.KNOWLEDGE_BOUNDARY,))
+
+
+def _fact(tpl: PromptTemplate, section: str | None = None) -> Plan:
+    return Plan(
+        "fact-check", (_one_call(tpl, "answer"),), _fact_from("answer", section=section), (tpl,)
+    )
+
+
+def plan_of(
+    name: str, task: str = "summarize", templates: Mapping[str, PromptTemplate] | None = None
+) -> Plan:
+    """Return the plan of a method (``baseline`` needs the ``task``).
+
+    Parameters
+    ----------
+    name : str
+        ``baseline`` or one of :data:`analysis.mitigation.registry.METHODS`.
+    task : str
+        ``summarize`` or ``fact-check``; only used for ``baseline``.
+    templates : mapping, optional
+        ``{task: template}`` replacing the baseline prompts (``--template TASK=PATH``): the
+        ``summarize`` one for the baseline and every method that prompts with the baseline
+        summarisation prompt (position-shuffle, attention-sort, the decoding family), the
+        ``fact-check`` one for the fact-check baseline. Methods with prompts of their own keep
+        them.
+    """
+    if name == BASELINE:
+        if task == "fact-check":
+            fact = (templates or {}).get("fact-check") or get_template("fact-check", "baseline")
+            return _fact(fact)
+        return _single("summarize", _baseline_summary(templates), _summary_from("summary"))
+
+    def decode(factory: Callable[[Mapping[str, Any]], Any], *args: Any, **kw: Any) -> Plan:
+        return _decoding(factory, *args, overrides=templates, **kw)
+
+    builders: dict[str, Callable[[], Plan]] = {
+        "self-awareness": lambda: _single("summarize", P.SELF_AWARENESS, _summary_from("summary")),
+        "chain-of-thought": _cot,
+        "cloze": lambda: _single(
+            "summarize", P.CLOZE, _summary_from("summary", section="FINAL_SUMMARY")
+        ),
+        "cognitive-counterfactual": _ccs,
+        "self-help-debias": _self_help,
+        "prompt-calibration": lambda: _fact(P.PROMPT_CALIBRATION, "Answer"),
+        "knowledge-boundary": _knowledge_boundary,
+        "epistemic-tagging": lambda: _fact(P.EPISTEMIC_TAGGING),
+        "partial-summaries": _partial_summaries,
+        "weighted-summaries": _weighted_summaries,
+        "attention-sort": lambda: _attention_sort(templates),
+        "position-shuffle": lambda: _shuffle(templates),
+        "balanced-coverage": lambda: decode(
+            lambda p: decoding.BalancedCoverageFactory(p["gamma"], p["tolerance"])
+        ),
+        "weighted-tokens": lambda: decode(
+            lambda p: decoding.WeightedTokenFactory(
+                p["negative"], p["middle"], p["n_keywords"], p["valence_threshold"]
+            )
+        ),
+        # Mirostat sets the sampler's temperature (or truncates): every other warper neutral.
+        "mirostat": lambda: decode(
+            lambda p: decoding.MirostatFactory(p["target"], p["eta"], p["variant"]),
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+        ),
+        "rejection-sampling": lambda: decode(
+            lambda p: decoding.RejectionSamplingFactory(p["top_k"])
+        ),
+        "self-debias": lambda: decode(
+            lambda p: self_debias.SelfDebiasFactory(p["decay"], p["refresh_every"])
+        ),
+        "explanation-guard": lambda: decode(
+            lambda p: guard.ExplanationGuardFactory(
+                p["check_every"], p["top_k"], p["alpha"], p["min_words"], p["explain_tokens"]
+            ),
+            templates=(P.EXPLAIN_CHOICE,),
+        ),
+    }
+    get_method(name)  # a clear error for unknown names
+    return builders[name]()
