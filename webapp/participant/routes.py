@@ -273,12 +273,6 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
             elif result.message:
                 flash(result.message, "warning")
             return redirect(here)
-        if "csrf_token" in form.errors:  # an expired session or another tab's form
-            flash(
-                "This page was open for a long time or in another window, so we could not "
-                "accept it. Please check your answers and continue again.",
-                "warning",
-            )
         if _keep_refused(participant, form):
             return redirect(here, code=303)
         status = 422
