@@ -246,3 +246,15 @@ def test_the_free_text_reason_shows_its_limit(app, bot_for):  # noqa: F811  (the
     page = _walk_to(bot_for(definition, "why-1"), "pairwise_preference")
     assert re.search(r"Up to \d[\d,]* characters\.", page.text)
     assert 'data-counter-for="reason"' in page.text
+
+
+def test_a_refusal_too_large_for_the_session_cookie_is_shown_in_place(app, tmp_path):
+    from tests.webapp.security.test_typed_input import _bot_at
+
+    bot = _bot_at(app, tmp_path, "demographics", max_length=5000)
+    long_text = "a long and careful comment " * 150  # about 4,000 characters
+    page = bot.post({**bot.answer(), "q_age": "twelve", "q_comments": long_text})
+    # Nothing typed is lost: the old in-place page (422) instead of an oversized cookie.
+    assert page.status == 422 and page.invalid and page.kind == "demographics"
+    assert long_text.strip() in unescape(page.text)
+    assert '<a href="#q_age">' in page.text
