@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 5000
 N      ?= 50
 
-.PHONY: install install-dev run test lint format loadtest audit clean axe screenshots
+.PHONY: install install-dev run test lint format loadtest peer-bench audit clean axe screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ WORKERS ?= 3
 THREADS ?= 4
 loadtest: install-dev
 	$(BIN)/python bench/loadtest.py --n $(N) --m $(M) --workers $(WORKERS) --threads $(THREADS) $(LOADTEST_ARGS)
+
+# FrameLab and oTree side by side on the product-choice study (bench/peer/run.py --help): oTree
+# is installed into bench/peer/.venv-otree on first use, never into .venv. Takes minutes.
+PEER_ARGS ?=
+peer-bench: install-dev
+	$(BIN)/python bench/peer/run.py --n $(N) $(PEER_ARGS)
 
 # Known vulnerabilities in the installed packages: PyPI's JSON API by default, AUDIT_SERVICE=osv
 # for OSV. Needs the network, so it is not part of `test` (docs/security.md).

@@ -7,8 +7,6 @@ message rather than deep inside a model fit.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,9 +29,7 @@ __all__ = [
     "load_choice",
     "load_export",
     "load_metric_table",
-    "load_mturk",
     "load_pairs",
-    "load_predictions",
     "load_preferences",
     "load_ratings",
     "read_table",
@@ -165,6 +161,19 @@ PREDICTION_COLUMNS: dict[str, object] = {"item_id": "str", "model": "str", "labe
 # Columns whose values must never be empty (identifiers and the outcome itself).
 _NON_EMPTY = {"participant_id", "pair_id", "item_id", "format", "chose_target", "label", "model"}
 _NON_EMPTY |= {"summary_id", "system", "dimension", "rating", "chosen_system"}
+
+
+# Readers of files from outside the platform (MTurk batches, model judgments, label maps) live in
+# analysis.external; importing them from here keeps working.
+_EXTERNAL = ("UNMAPPED_LABEL", "label_mapping", "load_mturk", "load_predictions", "parse_label_map")
+
+
+def __getattr__(name: str) -> object:
+    if name in _EXTERNAL:
+        from analysis import external
+
+        return getattr(external, name)
+    raise AttributeError(f"module 'analysis.io' has no attribute {name!r}")
 
 
 class ExportFormatError(ValueError):
@@ -381,147 +390,6 @@ def load_annotations(path: str | Path) -> pd.DataFrame:
         The columns of ``ANNOTATION_LONG_COLUMNS``, typed as in :func:`load_export`.
     """
     return load_export(path, "annotation")
-
-
-def _pseudonym(worker_id: str) -> str:
-    # Worker IDs identify people across requesters; keep only a stable one-way pseudonym.
-    return "w_" + hashlib.sha256(worker_id.encode("utf-8")).hexdigest()[:16]
-
-
-def load_mturk(
-    paths: str | Path | Sequence[str | Path],
-    *,
-    item_col: str = "Input.item_id",
-    label_col: str = "Answer.sentiment.label",
-    base_col: str = "Input.base_sentiment",
-    worker_col: str = "WorkerId",
-    status_col: str = "AssignmentStatus",
-    keep_rejected: bool = False,
-) -> pd.DataFrame:
-    """Load one or more MTurk batch-results CSVs into the annotation long shape.
-
-    Parameters
-    ----------
-    paths : path or sequence of paths
-        Batch results downloaded from the requester site; concatenated in order.
-    item_col, label_col, base_col : str
-        Columns holding the item ID, the worker's label and the item's base sentiment. Labels and
-        base sentiments are matched case-insensitively (``Positive`` = ``positive``).
-    worker_col : str
-        Worker ID column; replaced by a pseudonym (``w_`` + 16 hex digits of SHA-256).
-    status_col : str
-        Assignment status column; ``Rejected`` assignments are dropped unless ``keep_rejected``.
-        Ignored when the file has no such column.
-    keep_rejected : bool
-        Keep rejected assignments.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``participant_id, item_id, label, base_sentiment, platform`` (``mturk_batch``),
-        ``status`` (``completed``), ``is_gold`` (0), ``surplus`` (0) and ``source_file``.
-
-    Raises
-    ------
-    ExportFormatError
-        A mapped column is missing (named with the file) or a label is not
-        positive/negative/neutral.
-    """
-    import pandas as pd
-
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    if not paths:
-        raise ValueError("no MTurk batch file given")
-    frames = []
-    for path in paths:
-        raw = read_table(path)
-        source = f"{Path(path).name} (MTurk batch)"
-        _check_columns(raw, [item_col, label_col, base_col, worker_col], source)
-        if status_col in raw.columns and not keep_rejected:
-            raw = raw[raw[status_col].fillna("").str.strip().str.lower() != "rejected"]
-        frame = pd.DataFrame(
-            {
-                "participant_id": raw[worker_col].map(
-                    lambda w: _pseudonym(str(w)) if isinstance(w, str) else None
-                ),
-                "item_id": raw[item_col],
-                "label": raw[label_col],
-                "base_sentiment": raw[base_col],
-            }
-        )
-        frame = _coerce(
-            frame,
-            {
-                "participant_id": "str",
-                "item_id": "str",
-                "label": SENTIMENTS,
-                "base_sentiment": ("positive", "negative"),
-            },
-            f"{source}, mapped from {item_col!r}/{label_col!r}/{base_col!r}",
-        )
-        frame["source_file"] = Path(path).name
-        frames.append(frame)
-    out = pd.concat(frames, ignore_index=True)
-    out["platform"] = "mturk_batch"
-    out["status"] = "completed"
-    out["is_gold"] = 0
-    out["surplus"] = 0
-    return out
-
-
-def load_predictions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
-    """Load model framing judgments: CSV ``item_id, model, label`` or ``framelab generate`` JSONL.
-
-    Parameters
-    ----------
-    paths : path or sequence of paths
-        CSV/Parquet files with ``item_id, model, label`` (labels
-        ``positive|negative|neutral|other``, case-insensitive), or JSONL generation records
-        (``docs/generation.md``) of the ``judge-framing`` task, whose ``item_id``, ``model``
-        and ``label`` fields are used.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``item_id, model, label``; one row per (model, item) — a repeated pair is an error.
-
-    Raises
-    ------
-    ExportFormatError
-        Missing columns, unknown labels or duplicated (model, item) pairs.
-    """
-    import pandas as pd
-
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    frames = []
-    for path in paths:
-        path = Path(path)
-        if path.suffix.lower() == ".jsonl":
-            records = []
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        rec = json.loads(line)
-                        if rec.get("task", "judge-framing") == "judge-framing":
-                            records.append(rec)
-            raw = pd.DataFrame(records, columns=list(PREDICTION_COLUMNS))
-            raw = raw.astype(object).where(raw.notna(), None)
-        else:
-            raw = read_table(path)
-        source = f"{path.name} (model judgments)"
-        _check_columns(raw, PREDICTION_COLUMNS, source)
-        frames.append(_coerce(raw[list(PREDICTION_COLUMNS)], PREDICTION_COLUMNS, source))
-    out = pd.concat(frames, ignore_index=True)
-    dup = out.duplicated(["model", "item_id"], keep=False)
-    if dup.any():
-        first = out[dup].iloc[0]
-        raise ExportFormatError(
-            f"model judgments: {int(dup.sum())} rows repeat a (model, item_id) pair, e.g. "
-            f"({first['model']!r}, {first['item_id']!r})"
-        )
-    return out
 
 
 def load_ratings(path: str | Path, *, include_surplus: bool = False) -> pd.DataFrame:

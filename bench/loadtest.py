@@ -214,10 +214,24 @@ class Gunicorn:
         ``gthread`` worker processes and threads per worker.
     log_dir : Path
         Receives ``access.log`` (method, path, status, microseconds) and ``error.log``.
+    app : str
+        The WSGI app (the peer benchmark serves its floor app with the same settings).
+    cwd : Path
+        Where gunicorn imports ``app`` from.
     """
 
-    def __init__(self, env: Mapping[str, str], workers: int, threads: int, log_dir: Path) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        workers: int,
+        threads: int,
+        log_dir: Path,
+        app: str = "webapp:create_app()",
+        cwd: Path = ROOT,
+        ready_path: str = "/researcher/login",
+    ) -> None:
         self.env, self.workers, self.threads, self.log_dir = dict(env), workers, threads, log_dir
+        self.app, self.cwd, self.ready_path = app, cwd, ready_path
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -252,10 +266,10 @@ class Gunicorn:
             "%(m)s %(U)s %(s)s %(D)s",
             "--error-logfile",
             str(self.log_dir / "error.log"),
-            "webapp:create_app()",
+            self.app,
         ]
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env={**os.environ, **self.env}, start_new_session=True
+            cmd, cwd=self.cwd, env={**os.environ, **self.env}, start_new_session=True
         )
         self._wait_ready()
         return self
@@ -269,7 +283,7 @@ class Gunicorn:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited: {self.error_log()[-2000:]}")
             try:
-                ready = httpx.get(f"{self.url}/researcher/login", timeout=2).status_code == 200
+                ready = httpx.get(f"{self.url}{self.ready_path}", timeout=2).status_code == 200
                 if ready and len(self.worker_pids()) == self.workers:
                     return
             except httpx.TransportError:
@@ -316,6 +330,50 @@ def server_latencies(access_log: Path) -> dict[str, dict[str, float]]:
 
 
 # -- bots ---------------------------------------------------------------------------------------
+def pages_per_participant(definition: Mapping[str, Any]) -> int:
+    """Submissions one participant makes in a study: each block's pages, from its task type."""
+    from webapp.tasks import get_task_type
+
+    total = 0
+    for block in definition["tasks"]:
+        task = get_task_type(block["type"])
+        total += task.n_steps(block) if task is not None else 1
+    return total
+
+
+def profile_bound(
+    pages: int,
+    think_s: float,
+    ramp_s: float,
+    n: int = 1,
+    per_request_s: float = 2.0,
+    service_s: float = 0.05,
+) -> float:
+    """How long a run of this profile may take before the bound cuts it (seconds).
+
+    The last arrival starts at ``ramp_s``; its think times are ``pages`` exponential draws of
+    mean ``think_s``, so their sum is Gamma(pages, think_s): mean ``pages·think_s``, standard
+    deviation ``sqrt(pages)·think_s``. Eight standard deviations above the mean leaves well
+    under one bot in a million cut by chance (a fixed 900 s bound cut the slowest 23 readers
+    of a ramped N = 1,000 run). Each page adds a GET and a POST at ``per_request_s``; and when
+    everyone arrives at once the server works through all ``n × 2 × pages`` requests in turn,
+    at no less than 1 / ``service_s`` requests per second (20/s: half of what one loaded core
+    of this VM served). 60 s covers start-up.
+
+    Examples
+    --------
+    >>> round(profile_bound(26, 0.0, 0.0))
+    167
+    >>> profile_bound(26, 5.0, 60.0) > 60 + 26 * 5.0
+    True
+    >>> profile_bound(26, 0.0, 0.0, n=1000) > 1000 * 2 * 26 / 20
+    True
+    """
+    think = pages * think_s + 8.0 * pages**0.5 * think_s
+    queue = n * 2 * pages * service_s
+    return 60.0 + ramp_s + think + 2 * pages * per_request_s + queue
+
+
 @dataclass
 class BotRun:
     """What the bots did: their results, acknowledged submissions and request timings."""
@@ -353,7 +411,9 @@ async def run_async_bots(
     ramp_s : float
         Arrivals spread evenly over this many seconds.
     timeout_s : float
-        The whole run is cancelled after this long (the audit then fails).
+        The whole run is cancelled after this long; ``run.timed_out`` then says the bound was
+        reached (reported apart from the integrity audit). :func:`profile_bound` gives one
+        that follows the profile.
     seed : int
         Seeds each bot's own choices.
     prefix : str
@@ -479,7 +539,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--think-ms", type=float, default=0.0, help="mean think time (0: none)")
     parser.add_argument("--ramp-s", type=float, default=0.0, help="spread arrivals over seconds")
-    parser.add_argument("--timeout-s", type=float, default=900.0, help="bound on the bot run")
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=0.0,
+        help="bound on the bot run (0: follow the profile, see profile_bound)",
+    )
     parser.add_argument("--pgbench-s", type=int, default=15, help="pgbench duration (0: skip)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -529,6 +594,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 groups.append((sentiment.definition, args.m))
         m_run = args.m if sentiment is not None else 0
+        pages = max(pages_per_participant(d) for d, _ in groups)
+        bound_s = args.timeout_s or profile_bound(
+            pages, args.think_ms / 1000.0, args.ramp_s, n=args.n + m_run
+        )
         with Gunicorn({**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)) as g:
             cpu_before = CpuSnapshot.take([g.proc.pid, *g.worker_pids()])
             run = asyncio.run(
@@ -538,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
                     concurrency=args.concurrency or (args.n + m_run),
                     think_ms=args.think_ms,
                     ramp_s=args.ramp_s,
-                    timeout_s=args.timeout_s,
+                    timeout_s=bound_s,
                     seed=args.seed,
                 )
             )
@@ -589,7 +658,9 @@ def main(argv: list[str] | None = None) -> int:
         "lost": result_audit["lost"],
         "duplicated": result_audit["duplicated"],
         "wall_s": round(run.wall_s, 2),
-        "timed_out": run.timed_out,
+        "bound_s": round(bound_s, 1),
+        "bound_reached": run.timed_out,
+        "cut_by_bound": len(run.bots) - len(run.results),
         "requests_per_s": round(len(timings) / run.wall_s, 1) if run.wall_s else 0.0,
         "responses_per_s": round(responses_per_s, 1),
         "p50_ms": overall["p50_ms"],
@@ -609,7 +680,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / f"loadtest-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     _print(report, out)
-    return 0 if result_audit["ok"] and report["errors"] == 0 else 1
+    if not result_audit["ok"] or report["errors"]:
+        return 1
+    return 2 if run.timed_out else 0
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -644,6 +717,11 @@ def _print(r: Mapping[str, Any], out: Path) -> None:
             f"{r['pgbench_tps']:.0f} tps; ratio {r['ratio_responses_to_pgbench']}"
         )
     a = r["audit"]
+    if r["bound_reached"]:
+        print(
+            f"BOUND REACHED after {r['bound_s']} s: {r['cut_by_bound']} participant(s) still "
+            "reading were cut (not an integrity failure; raise --timeout-s or shorten the profile)"
+        )
     verdict = "PASSED" if a["ok"] else "FAILED"
     print(
         f"integrity audit {verdict}: lost {a['lost']}, duplicated {a['duplicated']}, incomplete "

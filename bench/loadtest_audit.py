@@ -26,6 +26,10 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
     answers stored more than once, participants enrolled twice, or more saved submissions than
     the bot made (beyond saves whose acknowledgement a fault swallowed, which the bot then
     saw as the next page). ``incomplete``: completed participants without every response.
+
+    A run cut by its time bound is audited on what the bots were acknowledged: participants
+    still reading when it was cut count neither as lost nor as failures (``cut``); the run
+    itself reports ``bound_reached`` apart from this verdict.
     """
     from sqlalchemy import func, select
 
@@ -111,7 +115,10 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
             # saves whose acknowledgement a fault swallowed (the bot then recovered), and the
             # server's own step when a full annotation study ends the session on entry.
             unacked = p.page_seq - len(acks)
-            allowed = bot.recoveries + (outcome_of.get(bot.external_id) == "study_full")
+            # A bot cut by the bound may have been cancelled with a POST in flight: the server
+            # saved it, the bot never read the acknowledgement.
+            cut = bot.external_id not in outcome_of
+            allowed = bot.recoveries + (outcome_of.get(bot.external_id) == "study_full") + cut
             if unacked < 0:
                 lost += -unacked
                 problems.append(f"{bot.external_id}: {-unacked} acknowledged page(s) not saved")
@@ -137,6 +144,7 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
             1
             for b in run.bots
             if b.external_id in by_ext
+            and b.external_id in outcome_of  # a bot cut by the bound has no outcome
             and by_ext[b.external_id].status is ParticipantStatus.completed
         )
         annotation = audit_annotations(db, studies, run)
@@ -150,9 +158,8 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
         lost == 0
         and duplicated == 0
         and incomplete == 0
-        and not run.timed_out
         and outcomes.get("completed", 0) == db_completed
-        and outcomes.get("completed", 0) + outcomes.get("study_full", 0) == len(run.bots)
+        and outcomes.get("completed", 0) + outcomes.get("study_full", 0) == len(run.results)
         and not annotation.get("violations")
     )
     lost += annotation.get("lost", 0)
@@ -162,6 +169,7 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
         "lost": lost,
         "duplicated": duplicated,
         "incomplete": incomplete,
+        "cut": len(run.bots) - len(run.results),
         "db_completed": db_completed,
         "acknowledged": sum(len(b.acks) for b in run.bots),
         "recoveries": sum(b.recoveries for b in run.bots),

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "reconcile": "webapp.cli:reconcile",
     "mturk": "webapp.cli:mturk",
     "import-mturk": "webapp.cli:import_mturk",
+    "recruit": "webapp.recruit.cli:recruit",
 }
 
 
@@ -111,6 +112,27 @@ def study_state(slug: str, target: str) -> None:
     except ConsoleError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{slug}: {before} -> {target}")
+
+
+@study.command("timeouts")
+@click.argument("slugs", nargs=-1)
+@with_appcontext
+def study_timeouts(slugs: tuple[str, ...]) -> None:
+    """Mark participants idle beyond their study's time limit as timed out (audited; for cron)."""
+    from webapp.extensions import db
+    from webapp.models import Study, utcnow
+    from webapp.services import timeouts
+    from webapp.services.studies import get_study
+
+    if slugs:
+        studies = [get_study(s) for s in slugs]
+    else:
+        studies = [get_study(slug) for slug in db.session.scalars(db.select(Study.slug))]
+    for s in studies:
+        if s is None:
+            raise click.ClickException("no such study; see `framelab study list`")
+        codes = timeouts.sweep(s, utcnow(), actor="cli")
+        click.echo(f"{s.slug}: {len(codes)} timed out")
 
 
 @click.command()
@@ -373,10 +395,15 @@ def bonus(slug: str, platform: str, out: Path, force: bool) -> None:
 @click.command()
 @click.argument("slug")
 @click.option("--platform", type=click.Choice(["prolific", "mturk"]), required=True)
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
 @with_appcontext
-def reconcile(slug: str, platform: str, file: Path) -> None:
-    """Import a Prolific submissions or MTurk assignments CSV; update statuses, list mismatches."""
+def reconcile(slug: str, platform: str, file: Path | None) -> None:
+    """Import a Prolific submissions or MTurk assignments CSV; update statuses, list mismatches.
+
+    Without FILE, the statuses come from the recruiter's API (the study's recruiter: block).
+    """
     from webapp.models import Platform, utcnow
     from webapp.services import reconcile as service
     from webapp.services.studies import get_study
@@ -384,6 +411,19 @@ def reconcile(slug: str, platform: str, file: Path) -> None:
     s = get_study(slug)
     if s is None:
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    if file is None:
+        from webapp.recruit import get_recruiter
+        from webapp.recruit.base import RecruitError
+
+        try:
+            r = get_recruiter(s, actor="cli")
+            if r.platform.value != platform:
+                raise RecruitError(f"the study's recruiter is {r.label}, not {platform}")
+            for line in r.status()[0].lines:
+                click.echo(line)
+        except RecruitError as exc:
+            raise click.ClickException(f"{exc}; or give the platform's export FILE") from None
+        return
     try:
         with file.open("rb") as fh:
             statuses = service.read_export(Platform(platform), fh.read(service.MAX_BYTES + 1))
@@ -540,3 +580,6 @@ def register_commands(app: Flask) -> None:
         import_mturk,
     ):
         app.cli.add_command(command)
+    from webapp.recruit.cli import recruit
+
+    app.cli.add_command(recruit)

@@ -5,7 +5,7 @@ Precedence, highest first:
 1. the ``config`` mapping passed to ``create_app(config)`` (tests, embedding);
 2. the environment: ``SECRET_KEY``, ``DATABASE_URL``, ``FRAMELAB_ENV``
    (``development`` | ``production`` | ``testing``), ``FRAMELAB_STUDIES_DIR``,
-   ``FRAMELAB_PROXY_HOPS``, ``FRAMELAB_ACTIVE_WINDOW_MINUTES``;
+   ``FRAMELAB_PROXY_HOPS``, ``FRAMELAB_ACTIVE_WINDOW_MINUTES``, ``FRAMELAB_AUTO_TIMEOUT``;
 3. the defaults of the class selected by ``FRAMELAB_ENV`` (``development`` when unset).
 
 The database defaults to ``instance/framelab.sqlite``. ``DATABASE_URL`` may use Heroku's
@@ -54,6 +54,10 @@ class BaseConfig:
     # Minutes after the last page view during which a started participant still counts as
     # "active" for counterbalancing (later they are treated as abandoned).
     ACTIVE_WINDOW_MINUTES = 60
+    # 1: started participants idle beyond their study's time limit are marked timed out when
+    # the console looks at the study (``FRAMELAB_AUTO_TIMEOUT=0`` leaves it to the researcher
+    # or ``framelab timeouts``); see :mod:`webapp.services.timeouts`.
+    AUTO_TIMEOUT = 1
     SQLITE_BUSY_TIMEOUT_MS = 30_000
     # Study YAML files the console offers to load (``FRAMELAB_STUDIES_DIR``); uploads resolve
     # their referenced files (e.g. product pairs) against it. None: the repository's
@@ -105,6 +109,7 @@ CONFIGS: dict[str, type[BaseConfig]] = {
 _INT_ENV = {
     "FRAMELAB_PROXY_HOPS": "PROXY_HOPS",
     "FRAMELAB_ACTIVE_WINDOW_MINUTES": "ACTIVE_WINDOW_MINUTES",
+    "FRAMELAB_AUTO_TIMEOUT": "AUTO_TIMEOUT",
 }
 
 

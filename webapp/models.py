@@ -23,6 +23,7 @@ from sqlalchemy import (
     Enum,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     String,
@@ -166,7 +167,14 @@ class Participant(db.Model):
     """One person's session in one study (pseudonymous; raw IDs are in ``PlatformIdentity``)."""
 
     __tablename__ = "participant"
-    __table_args__ = (UniqueConstraint("study_id", "code"),)
+    __table_args__ = (
+        UniqueConstraint("study_id", "code"),
+        # The console's participant table filters by status and sorts by time, paged in the
+        # database; these keep each page an index range scan at thousands of participants.
+        Index("ix_participant_study_status", "study_id", "status"),
+        Index("ix_participant_study_started", "study_id", "started_at"),
+        Index("ix_participant_study_last_seen", "study_id", "last_seen_at"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
@@ -370,6 +378,39 @@ class BonusPayment(db.Model):
     reason: Mapped[str] = mapped_column(String(200))
     issued_by: Mapped[str] = mapped_column(String(80))
     issued_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Paying through a recruiter's API (webapp.recruit): what the platform calls this payment
+    # (Prolific's bulk bonus id; MTurk: the UniqueRequestToken), how far it got, and when
+    # it was paid. A row with paid_at set is never sent again.
+    platform_payment_id: Mapped[str | None] = mapped_column(
+        String(64), comment="Prolific bulk bonus id / MTurk UniqueRequestToken of the payment"
+    )
+    platform_state: Mapped[str | None] = mapped_column(
+        String(12), comment="set_up, paying (outcome unknown) or paid, through the API"
+    )
+    paid_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Recruitment(db.Model):
+    """A study's listing on a recruiter (one Prolific study or MTurk HIT per study and platform)."""
+
+    __tablename__ = "recruitment"
+    __table_args__ = (UniqueConstraint("study_id", "platform"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
+    platform: Mapped[Platform] = mapped_column(_platform_type)
+    external_id: Mapped[str | None] = mapped_column(
+        String(128), comment="Prolific study id or MTurk HIT id; empty while being created"
+    )
+    sandbox: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(40), comment="last status the platform reported")
+    external_url: Mapped[str] = mapped_column(String(1000), comment="the URL given to the platform")
+    extra: Mapped[dict[str, Any]] = mapped_column(
+        JSON, default=dict, comment="platform specifics: MTurk HIT type and qualification type ids"
+    )
+    created_by: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
 
 class AnnotationState(enum.Enum):

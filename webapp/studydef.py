@@ -40,6 +40,7 @@ from webapp.validation import (
     check_text,
     column_length,
     get_id,
+    get_int,
     get_line,
     get_list,
     get_mapping,
@@ -65,7 +66,18 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
     from webapp.models import PlatformIdentity
 
     raw = get_mapping(raw if raw is not None else {}, where)
-    check_keys(raw, {"platforms", "completion_codes", "exclude_ids", "description"}, where)
+    check_keys(
+        raw,
+        {
+            "platforms",
+            "completion_codes",
+            "exclude_ids",
+            "description",
+            "target_n",
+            "time_limit_minutes",
+        },
+        where,
+    )
     platforms = get_list(raw.get("platforms", list(PLATFORMS)), where.at("platforms"), min_len=1)
     for i, p in enumerate(platforms):
         if p not in PLATFORMS:
@@ -97,6 +109,18 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
             )
             for i, x in enumerate(excluded)
         ],
+        # Console only (progress bar, automatic time-outs); stored only when given, so older
+        # definitions keep their hash.
+        **(
+            {"target_n": get_int(raw, "target_n", where, default=1, minimum=1)}
+            if "target_n" in raw
+            else {}
+        ),
+        **(
+            {"time_limit_minutes": get_number(raw, "time_limit_minutes", where, minimum=1)}
+            if "time_limit_minutes" in raw
+            else {}
+        ),
     }
 
 
@@ -148,7 +172,16 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     raw = get_mapping(raw, where)
     check_keys(
         raw,
-        {"slug", "title", "description", "estimated_minutes", "recruitment", "payment", "tasks"},
+        {
+            "slug",
+            "title",
+            "description",
+            "estimated_minutes",
+            "recruitment",
+            "payment",
+            "tasks",
+            "recruiter",
+        },
         where,
     )
     # SLUG_RE bounds the length to Study.slug's (a test holds them together); checking the
@@ -196,6 +229,12 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         "payment": _payment(raw.get("payment"), where.at("payment")),
         "tasks": blocks,
     }
+    if raw.get("recruiter") is not None:  # stored only when given: older hashes stay
+        from webapp.recruit.settings import validate_recruiter
+
+        definition["recruiter"] = validate_recruiter(
+            raw["recruiter"], where.at("recruiter"), definition
+        )
     check_strings(definition, where)
     return definition
 

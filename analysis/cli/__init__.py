@@ -10,4 +10,5 @@ COMMANDS: dict[str, str] = {
     "analyze": "analysis.cli.analyze:analyze",
     "mitigate": "analysis.cli.mitigate:mitigate",
     "dev": "analysis.cli.dev:dev",
+    "news": "analysis.cli.news:news",
 }

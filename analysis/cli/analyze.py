@@ -11,6 +11,43 @@ import click
 OPTIMIZERS = ("lbfgs", "bfgs", "powell", "cg", "nm")
 
 
+class GreedyFilesCommand(click.Command):
+    """A command whose file options take one or more values after one flag.
+
+    ``--mturk Batch_*.csv`` reaches the program as ``--mturk a.csv b.csv c.csv`` once the shell
+    has expanded the glob; click's options take one value each, so the arguments are rewritten
+    to ``--mturk a.csv --mturk b.csv --mturk c.csv`` before click parses them. A value list ends
+    at the next argument that starts with ``-``. Repeating the flag works as before.
+    """
+
+    greedy: tuple[str, ...] = ()
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rewritten: list[str] = []
+        flag: str | None = None
+        for arg in args:
+            if arg == "--":
+                flag = None
+            elif arg in self.greedy:
+                flag = arg
+                rewritten.append(arg)
+                continue
+            elif arg.startswith("-"):
+                # "--mturk=a.csv b.csv": values may follow the "=" form too.
+                flag = next((g for g in self.greedy if arg.startswith(g + "=")), None)
+                if flag is not None:
+                    rewritten.extend([flag, arg.split("=", 1)[1]])
+                    continue
+            elif flag is not None and rewritten[-1] != flag:
+                rewritten.append(flag)
+            rewritten.append(arg)
+        return super().parse_args(ctx, rewritten)
+
+
+def _greedy(*flags: str) -> type[GreedyFilesCommand]:
+    return type("GreedyFiles", (GreedyFilesCommand,), {"greedy": flags})
+
+
 @click.group()
 def analyze() -> None:
     """Analyse human data: choice, sentiment-annotation, summary-rating and preference studies."""
@@ -99,7 +136,27 @@ def _write(results, out_dir: str, title: str, figures: bool) -> int:
     is_flag=True,
     help="Also fit random slopes of format by participant and pair, with their LR test.",
 )
+@click.option(
+    "--demographics",
+    "demographics_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Prolific's demographic export, joined by Participant id (age, sex, country).",
+)
+@click.option(
+    "--id-map",
+    "id_map_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CSV participant_id,platform_participant_id for an export without platform IDs.",
+)
+@click.option(
+    "--covariates",
+    default=None,
+    metavar="COL[,COL]",
+    help="Adjust the choice GEE and WTP model for these participant columns "
+    "(e.g. age,sex,country with --demographics).",
+)
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
+@click.option("--no-glmm", is_flag=True, help="Skip the logistic GLMM of the choices.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 def choice_command(
     input_path: str,
@@ -116,7 +173,11 @@ def choice_command(
     min_duration_frac: float,
     format_levels: str | None,
     wtp_slopes: bool,
+    demographics_path: str | None,
+    id_map_path: str | None,
+    covariates: str | None,
     no_gee: bool,
+    no_glmm: bool,
     no_figures: bool,
 ) -> None:
     """Analyse a choice study: the platform's long export or a tidy CSV (INPUT)."""
@@ -138,8 +199,23 @@ def choice_command(
         levels = tuple(v.strip() for v in format_levels.split(","))
         if len(levels) != 2 or not all(levels):
             raise click.BadParameter("give two levels: REFERENCE,TREATMENT", param_hint="--levels")
+    if id_map_path and not demographics_path:
+        raise click.UsageError("--id-map is only used with --demographics FILE")
+    join_summary = None
     try:
         data = load_choice(input_path)
+        if demographics_path:
+            from analysis.demographics import (
+                join_demographics,
+                load_id_map,
+                load_prolific_demographics,
+            )
+
+            data, join_summary = join_demographics(
+                data,
+                load_prolific_demographics(demographics_path),
+                id_map=load_id_map(id_map_path) if id_map_path else None,
+            )
         results = analyze_choice(
             data,
             rules=rules,
@@ -150,10 +226,17 @@ def choice_command(
             clustered=not no_gee,
             levels=levels,
             wtp_slopes=wtp_slopes,
+            covariates=[c.strip() for c in (covariates or "").split(",") if c.strip()],
+            glmm=not no_glmm,
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
+    if join_summary is not None:
+        results.meta["demographics_join"] = {
+            "file": str(Path(demographics_path).resolve()),  # type: ignore[arg-type]
+            **join_summary,
+        }
     n_files = _write(results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures)
     from analysis.report.writer import format_p
 
@@ -163,6 +246,17 @@ def choice_command(
         f"{results.meta['n_rows_analysed']} choices analysed; "
         f"chi2 (Yates) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])}"
     )
+    if "choice_glmm" in results.tables:
+        row = results.tables["choice_glmm"].iloc[0]
+        click.echo(
+            f"Choice GLMM (logit, (1 | participant) + (1 | pair), Laplace): OR = "
+            f"{row['estimate']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}], log OR = "
+            f"{row['log_odds']:+.3f} (SE {row['se']:.3f}), z = {row['z']:.3f}, "
+            f"p {format_p(row['p_val'])}; "
+            + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
+        )
+    elif results.meta.get("choice_glmm", "").startswith("not reported"):
+        click.echo(f"Choice GLMM: {results.meta['choice_glmm']}")
     if "wtp_model" in results.tables:
         row = results.tables["wtp_model"].iloc[0]
         test = (
@@ -186,12 +280,37 @@ def choice_command(
             f"chi2(4) = {row['lrt_chisq']:.2f}, p {format_p(row['lrt_p'])}; "
             + ("SINGULAR fit" if row["singular"] else "not singular")
         )
+        if row.get("simplified"):
+            click.echo(
+                f"  the maximal model was singular and was simplified to {row['formula']} "
+                f"(maximal: {row['maximal_estimate']:+.3f}, SE {row['maximal_se']:.3f}); "
+                f"steps: {row['simplification']}"
+            )
     elif "wtp_slopes_failed" in results.meta:
         click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
+    if "covariate_adjusted" in results.tables:
+        adj = results.tables["covariate_adjusted"]
+        for _, row in adj[adj["term"].str.startswith("format[")].iterrows():
+            click.echo(
+                f"{row['model']} adjusted for {covariates}: {row['estimate']:+.3f} "
+                f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], p {format_p(row['p_val'])} "
+                f"({int(row['n_rows_dropped'])} rows without covariates left out)"
+            )
+    elif "covariate_adjusted_failed" in results.meta:
+        click.echo(
+            f"covariate-adjusted models: not reported ({results.meta['covariate_adjusted_failed']})"
+        )
+    if join_summary is not None:
+        click.echo(
+            f"demographics: {join_summary['n_matched']} of {join_summary['n_participants']} "
+            f"participants matched ({join_summary['n_consent_revoked']} consent revoked, "
+            f"{join_summary['n_data_expired']} data expired, {join_summary['n_unmatched']} not "
+            "in the demographic export)"
+        )
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 
-@analyze.command("annotations")
+@analyze.command("annotations", cls=_greedy("--mturk", "--predictions"))
 @click.option(
     "--export",
     "export_path",
@@ -203,7 +322,7 @@ def choice_command(
     "mturk_paths",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="MTurk batch-results CSV (repeatable).",
+    help="MTurk batch-results CSV(s): one or more after one flag (a shell glob), repeatable.",
 )
 @click.option(
     "--item-col", default="Input.item_id", show_default=True, help="MTurk item ID column."
@@ -226,7 +345,17 @@ def choice_command(
     "prediction_paths",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="Model judgments: CSV item_id,model,label or judge-framing JSONL (repeatable).",
+    help="Model judgments: CSV item_id,model,label or judge-framing JSONL; one or more after "
+    "one flag (a shell glob), repeatable.",
+)
+@click.option(
+    "--label-map",
+    "label_maps",
+    multiple=True,
+    metavar="RAW=LABEL[,RAW=LABEL]",
+    help="Read a model's label RAW as LABEL (positive/negative/neutral/other), e.g. "
+    "mixed=other; repeatable. Labels neither standard nor mapped count as no shift and are "
+    "listed in the report.",
 )
 @click.option(
     "--model-shift",
@@ -259,6 +388,7 @@ def annotations_command(
     base_col: str,
     worker_col: str,
     prediction_paths: tuple[str, ...],
+    label_maps: tuple[str, ...],
     model_shift: tuple[str, ...],
     min_gold_accuracy: float | None,
     out_dir: str,
@@ -266,8 +396,14 @@ def annotations_command(
 ) -> None:
     """Analyse a sentiment-annotation study (platform export or MTurk batches) and models."""
     from analysis.exclusions import AnnotationRules
-    from analysis.io import ExportFormatError, load_annotations, load_mturk, load_predictions
+    from analysis.external import load_mturk, load_predictions, parse_label_map
+    from analysis.io import ExportFormatError, load_annotations
     from analysis.report.pipeline import analyze_annotations
+
+    try:
+        label_map = parse_label_map(label_maps)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--label-map") from exc
 
     if bool(export_path) == bool(mturk_paths):
         raise click.UsageError("give either --export FILE or one or more --mturk FILE")
@@ -284,7 +420,11 @@ def annotations_command(
                 worker_col=worker_col,
             )
             source = ", ".join(Path(p).name for p in mturk_paths)
-        predictions = load_predictions(list(prediction_paths)) if prediction_paths else None
+        predictions = (
+            load_predictions(list(prediction_paths), label_map=label_map)
+            if prediction_paths
+            else None
+        )
         results = analyze_annotations(
             labels,
             predictions,
@@ -303,6 +443,11 @@ def annotations_command(
     if "human_model" in results.tables:
         for _, row in results.tables["human_model"].iterrows():
             click.echo(f"  {row['model']}: r = {row['estimate']:.3f} (p = {row['p_val']:.3g})")
+    if results.meta.get("unmapped_model_labels"):
+        click.echo(
+            "  model labels neither standard nor in --label-map (counted as no shift): "
+            + ", ".join(repr(v) for v in results.meta["unmapped_model_labels"])
+        )
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 
@@ -359,7 +504,7 @@ def ratings_command(
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 
-@analyze.command("preferences")
+@analyze.command("preferences", cls=_greedy("--judge-records"))
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--pairs",
@@ -373,7 +518,8 @@ def ratings_command(
     "judge_paths",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="judge-pair generation records (JSONL, repeatable); item_id = pair_id.",
+    help="judge-pair generation records (JSONL; one or more after one flag, repeatable; put "
+    "INPUT before them); item_id = pair_id.",
 )
 @click.option(
     "--reference",

@@ -16,6 +16,7 @@ TASK_HELP = {
     "fact-check": "Answer True/False for each statement (--template confidence adds a tag).",
     "perspective-summary": "One-sentence left/right summaries of mixed passages, both orders.",
     "judge-pair": "Pick the better of a human and a generated summary, in both orders.",
+    "negate": "Rewrite each text to state the opposite (falsified news, `framelab news falsify`).",
 }
 
 
@@ -32,7 +33,7 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False)),
         click.option(
             "--loader",
-            type=click.Choice(["generic", "amazon", "mediasum", "wildframe", "polisum"]),
+            type=click.Choice(["generic", "amazon", "mediasum", "wildframe", "polisum", "allnews"]),
             default="generic",
             show_default=True,
             help="Input layout.",
@@ -42,12 +43,14 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--meta", "meta_path", help="Amazon product metadata JSONL (--loader amazon)."
         ),
         click.option("--category", help="Amazon category filter (needs --meta)."),
+        click.option("--news-cutoff", help="All the News: keep articles dated on or before DATE."),
         click.option(
             "--max-input-tokens",
             type=int,
             default=4000,
             show_default=True,
-            help="Amazon: drop longer reviews; with --limit N the N longest are kept.",
+            help="Amazon: drop longer reviews; with --limit N the N longest are kept. "
+            "MediaSum, All the News: drop longer texts; --limit N draws N at random (--seed).",
         ),
         click.option("--id-field", help="Column with item IDs (default item_id or id)."),
         click.option(
@@ -131,6 +134,11 @@ def _run(task: str, kw: dict[str, Any]) -> None:
             "category": kw["category"],
             "max_tokens": kw["max_input_tokens"],
         }
+    elif kw["loader"] in ("mediasum", "allnews"):
+        # The paper's draw: a seeded random --limit of the texts within the token budget.
+        extra = {"max_tokens": kw["max_input_tokens"], "seed": kw["seed"]}
+        if kw["loader"] == "allnews":
+            extra["cutoff"] = kw["news_cutoff"]
     try:
         items = load(
             kw["loader"],
@@ -393,3 +401,26 @@ def preference_set_command(
         raise click.ClickException(str(exc)) from exc
     path = write_jsonl(pairs, out_path)
     click.echo(f"{len(pairs)} pairs -> {path}")
+
+
+@generate.command("rephrased-pairs")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="summarize records made with --template rephrase on judge-pair items.",
+)
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+def rephrased_pairs_command(input_path: str, out_path: str) -> None:
+    """Judge-pair items with the rephrased generated summaries (the overlap paper's step)."""
+    from analysis.llm.builders import BuildError
+    from analysis.llm.builders_eval import rephrased_pairs, write_jsonl
+    from analysis.llm.store import read_records
+
+    try:
+        items = rephrased_pairs(read_records(input_path))
+    except BuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    path = write_jsonl(items, out_path)
+    click.echo(f"{len(items)} rephrased pairs -> {path}")

@@ -245,6 +245,15 @@ POSITION_OPTIONS = [
                  show_default=True, help="How summary sentences are matched to the article."),
     click.option("--gold-field", default="gold", show_default=True,
                  help="Field with the gold summary."),
+    click.option("--top-k", default=1, show_default=True,
+                 help="Map each summary sentence to its top K article sentences (paper: 1, 2, 3)."),
+    click.option("--tolerance", default=0.1, show_default=True,
+                 help="Top-k: a sentence whose best similarity is >= 1 - TOLERANCE keeps one."),
+    click.option("--unique-per-summary", is_flag=True,
+                 help="Count each article sentence once per summary (the authors' code)."),
+    click.option("--cap-sentences", metavar="gold|N",
+                 help="Sample longer summaries down to the gold summary's (or N) sentences."),
+    click.option("--seed", default=0, show_default=True, help="Seed of --cap-sentences."),
 ]  # fmt: skip
 
 
@@ -257,7 +266,8 @@ POSITION_OPTIONS = [
 @click.option("--article-field", default="article", show_default=True)
 @click.option("--summaries-field", default="summaries", show_default=True,
               help="Field mapping system name -> generated summary.")  # fmt: skip
-def position(inputs, out, k, mapping, gold_field, id_field, article_field, summaries_field) -> None:
+def position(inputs, out, k, mapping, gold_field, top_k, tolerance, unique_per_summary,
+             cap_sentences, seed, id_field, article_field, summaries_field) -> None:  # fmt: skip
     """Position bias: Wasserstein distance of gold vs generated positional distributions.
 
     Each input line has an id, an article, a gold summary and {system: summary}; summarize
@@ -268,7 +278,9 @@ def position(inputs, out, k, mapping, gold_field, id_field, article_field, summa
     from analysis.metrics.report import ReportOptions, position_section
 
     records = _records(inputs)
-    opts = ReportOptions(k=k, mapping=mapping, gold_field=gold_field)
+    opts = ReportOptions(k=k, mapping=mapping, gold_field=gold_field, top_k=top_k,
+                         tolerance=tolerance, unique_mapping=unique_per_summary,
+                         cap_sentences=_cap(cap_sentences), seed=seed)  # fmt: skip
     try:
         if summaries_field in records.columns:
             data = records.rename(
@@ -292,6 +304,15 @@ def position(inputs, out, k, mapping, gold_field, id_field, article_field, summa
     results = _position_results(section, k=k, mapping=mapping, n_articles=len(data))
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     _show(section, "position_bias")
+
+
+def _cap(value: str | None) -> str | None:
+    """Check --cap-sentences: ``gold`` or a positive sentence count."""
+    if value is None or value == "gold" or (value.isdigit() and int(value) > 0):
+        return value
+    raise click.BadParameter(
+        f"{value!r}: use 'gold' or a positive number", param_hint="--cap-sentences"
+    )
 
 
 def _finite(value: Any) -> Any:
@@ -335,6 +356,10 @@ OVERLAP_OPTIONS = [
                  help="Keep only items whose human reference has 95–105 words."),
     click.option("--bins", default=10, show_default=True,
                  help="Equal-width similarity bins over [0, 1]."),
+    click.option("--summarizer-field", default="summarizer", show_default=True,
+                 help="Field naming the model that wrote the generated summary."),
+    click.option("--rephrased-field", default="rephrased", show_default=True,
+                 help="Field that is true for a rephrased generated summary."),
 ]  # fmt: skip
 
 
@@ -342,16 +367,19 @@ OVERLAP_OPTIONS = [
 @INPUT
 @OUT
 @_apply(OVERLAP_OPTIONS)
-def judge_overlap(inputs, out, human_field, generated_field, length_filter, bins) -> None:
+def judge_overlap(inputs, out, human_field, generated_field, length_filter, bins,
+                  summarizer_field, rephrased_field) -> None:  # fmt: skip
     """Judge outcomes (GT, Generated, tied) by BLEU/ROUGE similarity of the two summaries."""
     from analysis.metrics.report import ReportOptions, overlap_section
 
     opts = ReportOptions(human_field=human_field, generated_field=generated_field,
-                         length_filter=length_filter, bins=bins)  # fmt: skip
+                         length_filter=length_filter, bins=bins,
+                         summarizer_field=summarizer_field,
+                         rephrased_field=rephrased_field)  # fmt: skip
     section = _build(overlap_section, _records(inputs), opts)
     _write(section, out)
     outcomes = section.tables["judge_outcomes"]
-    click.echo(outcomes.groupby(["judge", "outcome"]).size().to_string())
+    click.echo(outcomes.groupby(["judge", "system", "outcome"]).size().to_string())
 
 
 EXTRACTION_OPTIONS = [
@@ -360,6 +388,15 @@ EXTRACTION_OPTIONS = [
     click.option("--left-field", default="left", show_default=True),
     click.option("--right-field", default="right", show_default=True),
     click.option("--n-bins", default=5, show_default=True, help="Percentile bins."),
+    click.option("--high-arousal", type=float, default=None,
+                 help="Arousal at or above which a term is highly arousing "
+                      "(default: top quarter of the lexicon's scale, 0.75 on NRC VAD v1)."),
+    click.option("--bertscore-model", type=click.Path(exists=True, file_okay=False),
+                 help="Local checkpoint for BERTScore against the reference summaries."),
+    click.option("--bertscore-layers", type=int,
+                 help="BERTScore layer (default: bert-score's for a known name, else the last)."),
+    click.option("--reference-field", default="{perspective}_summary", show_default=True,
+                 help="Field of the perspective's reference summary."),
 ]  # fmt: skip
 
 
@@ -373,12 +410,18 @@ def _lexicon(path: Path | None):
 @INPUT
 @OUT
 @_apply(EXTRACTION_OPTIONS)
-def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
-    """Extractive fragment coverage of perspective summaries by position, length and arousal."""
+def extraction(inputs, out, lexicon, left_field, right_field, n_bins, high_arousal,
+               bertscore_model, bertscore_layers, reference_field) -> None:  # fmt: skip
+    """Extractive fragment coverage of perspective summaries by position, length and arousal.
+
+    With --bertscore-model, also BERTScore of each summary against its perspective's reference.
+    """
     from analysis.metrics.report import ReportOptions, extraction_section
 
     opts = ReportOptions(lexicon=_lexicon(lexicon), left_field=left_field,
-                         right_field=right_field, n_bins=n_bins)  # fmt: skip
+                         right_field=right_field, n_bins=n_bins, high_arousal=high_arousal,
+                         bertscore_model=bertscore_model, bertscore_layers=bertscore_layers,
+                         reference_field=reference_field)  # fmt: skip
     section = _build(extraction_section, _records(inputs), opts)
     _write(section, out)
     _show(section, "extraction_by_position")
@@ -395,8 +438,11 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins) -> None:
 def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, query_prefix,
            passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field, undated,
-           human_field, generated_field, length_filter, bins, lexicon, left_field, right_field,
-           n_bins, mapping, gold_field, k, any_judge) -> None:  # fmt: skip
+           human_field, generated_field, length_filter, bins, summarizer_field, rephrased_field,
+           lexicon, high_arousal, bertscore_model, bertscore_layers, reference_field, left_field,
+           right_field,
+           n_bins, mapping, gold_field, top_k, tolerance, unique_per_summary, cap_sentences, seed,
+           k, any_judge) -> None:  # fmt: skip
     """Every metric the records allow: CSVs, PNGs and index.html in --out."""
     from analysis.metrics.report import ReportOptions, build_report, render_html
 
@@ -406,8 +452,12 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, que
         mapping=mapping, gold_field=gold_field, cutoffs=_cutoffs(cutoffs), pair_field=pair_field,
         truth_field=truth_field, date_field=date_field, undated=undated, human_field=human_field,
         generated_field=generated_field, length_filter=length_filter, bins=bins,
+        summarizer_field=summarizer_field, rephrased_field=rephrased_field,
         left_field=left_field, right_field=right_field, lexicon=_lexicon(lexicon),
-        n_bins=n_bins, match_judge=not any_judge,
+        high_arousal=high_arousal, bertscore_model=bertscore_model,
+        bertscore_layers=bertscore_layers, reference_field=reference_field,
+        n_bins=n_bins, match_judge=not any_judge, top_k=top_k, tolerance=tolerance,
+        unique_mapping=unique_per_summary, cap_sentences=_cap(cap_sentences), seed=seed,
     )  # fmt: skip
     needs_embedder = not no_primacy and "task" in records and (records["task"] == "summarize").any()
     embedder = (

@@ -29,6 +29,7 @@ from analysis.llm.tasks import get_field
 __all__ = [
     "preference_set",
     "rating_set",
+    "rephrased_pairs",
     "summary_metrics",
     "write_jsonl",
 ]
@@ -201,6 +202,63 @@ def preference_set(
     if not pairs:
         raise BuildError("no judge-pair records or items with both summaries")
     return list(pairs.values())
+
+
+def _optional(item: Mapping[str, Any], path: str) -> Any:
+    try:
+        return get_field(item, path)
+    except KeyError:
+        return None
+
+
+def rephrased_pairs(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    generated_field: str = "generated_summary",
+    human_field: str = "human_summary",
+) -> list[dict[str, Any]]:
+    """Turn rephrase outputs into ``judge-pair`` items marked ``rephrased``.
+
+    The overlap paper rephrases generated summaries to lower their overlap with the human
+    summary. Run ``framelab generate summarize --template rephrase --text-field
+    generated_summary`` on the judge-pair items; each of its records holds the item as ``input``
+    and the rephrased summary as ``output``. This gives the items back with the rephrased
+    summary as ``generated_summary``, ``rephrased: true``, the original summary in
+    ``original_summary`` and the rephrasing model in ``rephrased_by``; the item's
+    ``summarizer`` is kept, so ``framelab metrics judge-overlap`` reports the rephrased pairs
+    as that summarizer's ``rephrased`` version.
+
+    Raises
+    ------
+    BuildError
+        A record without an output or without the human summary, or no record at all.
+    """
+    items = []
+    for rec in records:
+        if rec.get("task") not in (None, "summarize"):
+            continue
+        base = rec.get("input")
+        if not isinstance(base, Mapping):
+            raise BuildError(f"record {rec.get('item_id')!r}: no input item to rephrase")
+        item_id = str(rec.get("item_id") or base.get("item_id") or "")
+        output = str(rec.get("output") or "").strip()
+        if not output:
+            raise BuildError(f"item {item_id!r}: the rephrase output is empty")
+        if not str(_optional(base, human_field) or "").strip():
+            raise BuildError(f"item {item_id!r}: no {human_field!r} to judge against")
+        items.append(
+            {
+                **base,
+                "item_id": item_id,
+                generated_field: output,
+                "original_summary": _optional(base, generated_field),
+                "rephrased": True,
+                "rephrased_by": rec.get("model"),
+            }
+        )
+    if not items:
+        raise BuildError("no summarize records (made with --template rephrase) to turn into pairs")
+    return items
 
 
 def summary_metrics(

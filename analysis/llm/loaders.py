@@ -11,8 +11,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import random
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,8 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
             raise LoaderError(f"{path}: expected a JSON list of objects")
         yield from data
     elif suffix in {".csv", ".tsv"}:
+        # News articles exceed the csv module's default 128 KiB field limit.
+        csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
         with path.open(encoding="utf-8", newline="") as fh:
             yield from csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
     else:
@@ -228,14 +233,52 @@ def load_amazon_reviews(
     return items[:n] if n is not None else items
 
 
-def load_mediasum(path: str | Path, *, n: int | None = None) -> list[Item]:
-    """Read MediaSum-style interviews (``id, utt, speaker, summary``, optional ``title, program``).
+def _draw(items: list[Item], n: int | None, seed: int) -> list[Item]:
+    """A seeded random ``n`` of ``items`` in file order (all of them when ``n`` is None or more)."""
+    if n is None or n >= len(items):
+        return items
+    if n < 0:
+        raise LoaderError(f"the number of items to draw must not be negative, got {n}")
+    # random.Random(seed).sample is reproducible for a given seed and list length across Python
+    # versions (it documents the seeded sequence as stable), so a draw can be re-derived later.
+    picked = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in picked]
+
+
+def load_mediasum(
+    path: str | Path,
+    *,
+    n: int | None = None,
+    max_tokens: int | None = 4000,
+    seed: int = 0,
+    count_tokens: Callable[[str], int] = count_words,
+) -> list[Item]:
+    """Read MediaSum interviews: a seeded random ``n`` of those up to ``max_tokens`` tokens.
+
+    The primacy study draws a random 1,000 MediaSum transcripts of at most 4,000 tokens (its
+    context budget); taking the first ``n`` of the file would instead take the file's order
+    (NPR before CNN, oldest first). Transcripts longer than ``max_tokens`` are dropped first,
+    then ``n`` are drawn with ``random.Random(seed)``; the draw is returned in file order.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``news_dialogue.json`` (a JSON list) or JSONL with ``id, utt, speaker, summary`` and
+        optionally ``title, program, date, url``.
+    n : int, optional
+        How many to draw (the paper: 1,000); all eligible transcripts when None.
+    max_tokens : int or None, default 4000
+        Drop transcripts (``SPEAKER: utterance`` lines) longer than this; None keeps all.
+    seed : int, default 0
+        Seed of the draw.
+    count_tokens : callable
+        Token counter; pass a model tokenizer's length for exact counts.
 
     Returns
     -------
     list of dict
         ``item_id``, ``text`` (``"SPEAKER: utterance"`` lines), ``reference_summary``, ``title``,
-        ``program``, ``date``.
+        ``program``, ``date``, ``n_tokens``, in file order.
     """
     path = Path(path)
     items = []
@@ -246,6 +289,9 @@ def load_mediasum(path: str | Path, *, n: int | None = None) -> list[Item]:
         if len(record["utt"]) != len(record["speaker"]):
             raise LoaderError(f"{path}: record {record.get('id')!r} has unequal utt and speaker")
         text = "\n".join(f"{s}: {u}" for s, u in zip(record["speaker"], record["utt"], strict=True))
+        n_tokens = count_tokens(text)
+        if max_tokens is not None and n_tokens > max_tokens:
+            continue
         items.append(
             {
                 "item_id": str(record.get("id") or content_id(text)),
@@ -254,11 +300,156 @@ def load_mediasum(path: str | Path, *, n: int | None = None) -> list[Item]:
                 "title": record.get("title"),
                 "program": record.get("program"),
                 "date": record.get("date"),
+                "n_tokens": n_tokens,
             }
         )
-        if n is not None and len(items) >= n:
-            break
-    return items
+    return _draw(items, n, seed)
+
+
+# The two published layouts of Andrew Thompson's "All the News" (Kaggle v1, 2017:
+# articles1-3.csv; v2.0, 2020: all-the-news-2-1.csv). Both files as downloaded start with an
+# unnamed pandas index column, which is accepted and ignored.
+ALL_THE_NEWS_V1 = (
+    "id",
+    "title",
+    "publication",
+    "author",
+    "date",
+    "year",
+    "month",
+    "url",
+    "content",
+)
+ALL_THE_NEWS_V2 = (
+    "date",
+    "year",
+    "month",
+    "day",
+    "author",
+    "title",
+    "article",
+    "url",
+    "section",
+    "publication",
+)
+
+
+def _news_date(record: Mapping[str, Any]) -> str | None:
+    """ISO date of an All the News row: its ``date`` field, else ``year``/``month``(/``day``)."""
+    raw = str(record.get("date") or "").strip()
+    match = re.match(r"(\d{4})[-/](\d{1,2})[-/](\d{1,2})", raw)
+    parts: list[str] = list(match.groups()) if match else []
+    if not parts:
+        # v1 stores year and month as floats ("2016.0"); a missing day is not guessed.
+        try:
+            year, month = (int(float(record.get(k) or "nan")) for k in ("year", "month"))
+            day = int(float(record.get("day") or "nan"))
+        except ValueError:
+            return None
+        parts = [str(year), str(month), str(day)]
+    try:
+        return date(*(int(p) for p in parts)).isoformat()
+    except ValueError:
+        return None
+
+
+def load_all_the_news(
+    path: str | Path,
+    *,
+    cutoff: str | date | None = None,
+    n: int | None = None,
+    seed: int = 0,
+    max_tokens: int | None = None,
+    publications: Sequence[str] | None = None,
+    count_tokens: Callable[[str], int] = count_words,
+) -> list[Item]:
+    """Read All the News news articles (Kaggle v1 or v2.0 CSV), e.g. the pre-cutoff set.
+
+    The hallucination study takes its pre-cutoff articles from All the News: articles dated on or
+    before a model's knowledge cutoff. Rows without a usable date cannot be shown to precede the
+    cutoff: with ``cutoff`` they are left out (and never counted as pre-cutoff).
+
+    Parameters
+    ----------
+    path : str or Path
+        A v1 file (``id,title,publication,author,date,year,month,url,content``) or a v2.0 file
+        (``date,year,month,day,author,title,article,url,section,publication``); an unnamed
+        leading index column is ignored. The layout is recognised from the header.
+    cutoff : str or date, optional
+        Keep only articles dated on or before this day (``YYYY-MM-DD``).
+    n : int, optional
+        Draw a seeded random ``n`` of the kept articles (returned in file order).
+    seed : int, default 0
+        Seed of the draw.
+    max_tokens : int, optional
+        Drop articles longer than this many tokens.
+    publications : sequence of str, optional
+        Keep only these publications (case-insensitive).
+    count_tokens : callable
+        Token counter for ``max_tokens`` and ``n_tokens``.
+
+    Returns
+    -------
+    list of dict
+        ``item_id`` (v1: the file's ``id``; v2.0, which has none: a hash of URL, title and
+        date), ``text``, ``title``, ``publication``, ``author``, ``date`` (ISO or None),
+        ``url``, ``section`` (v2.0 only, else None), ``n_tokens``, ``version`` (``v1``/``v2``).
+    """
+    path = Path(path)
+    if isinstance(cutoff, str):
+        try:
+            cutoff = date.fromisoformat(cutoff)
+        except ValueError:
+            raise LoaderError(f"cutoff {cutoff!r} is not a date (YYYY-MM-DD)") from None
+    wanted = {p.lower() for p in publications} if publications else None
+    items: list[Item] = []
+    version = None
+    for number, record in enumerate(_records(path), start=2):
+        if version is None:
+            columns = {c for c in record if c}
+            if set(ALL_THE_NEWS_V1) <= columns:
+                version = "v1"
+            elif set(ALL_THE_NEWS_V2) <= columns:
+                version = "v2"
+            else:
+                raise LoaderError(
+                    f"{path}: not an All the News file; expected the v1 columns "
+                    f"{','.join(ALL_THE_NEWS_V1)} or the v2.0 columns {','.join(ALL_THE_NEWS_V2)}; "
+                    f"columns are {sorted(columns)}"
+                )
+        text = str(record.get("content" if version == "v1" else "article") or "")
+        if not text.strip():
+            continue
+        publication = record.get("publication")
+        if wanted is not None and str(publication or "").lower() not in wanted:
+            continue
+        day = _news_date(record)
+        if cutoff is not None and (day is None or date.fromisoformat(day) > cutoff):
+            continue
+        n_tokens = count_tokens(text)
+        if max_tokens is not None and n_tokens > max_tokens:
+            continue
+        if version == "v1":
+            if not str(record.get("id") or "").strip():
+                raise LoaderError(f"{path}:{number}: a v1 row needs its id")
+            item_id = str(record["id"]).strip()
+        else:
+            item_id = content_id(record.get("url"), record.get("title"), record.get("date"))
+        items.append(
+            {
+                "item_id": item_id,
+                "text": text,
+                "title": record.get("title"),
+                "publication": publication,
+                "author": record.get("author") or None,
+                "date": day,
+                "url": record.get("url") or None,
+                "section": (record.get("section") or None) if version == "v2" else None,
+                "n_tokens": n_tokens,
+                "version": version,
+            }
+        )
+    return _draw(items, n, seed)
 
 
 def load_wildframe(path: str | Path, *, mapping: Mapping[str, str] | None = None) -> list[Item]:
@@ -315,7 +506,7 @@ def load_polisum(path: str | Path, *, mapping: Mapping[str, str] | None = None) 
     return [{**item, "left": item[left], "right": item[right]} for item in raw]
 
 
-LOADERS = ("generic", "amazon", "mediasum", "wildframe", "polisum")
+LOADERS = ("generic", "amazon", "mediasum", "wildframe", "polisum", "allnews")
 
 
 def load(
@@ -334,11 +525,13 @@ def load(
     elif kind == "amazon":
         items = load_amazon_reviews(path, n=limit, **options)
     elif kind == "mediasum":
-        items = load_mediasum(path, n=limit)
+        items = load_mediasum(path, n=limit, **options)
     elif kind == "wildframe":
         items = load_wildframe(path, mapping=mapping)[:limit]
     elif kind == "polisum":
         items = load_polisum(path, mapping=mapping)[:limit]
+    elif kind == "allnews":
+        items = load_all_the_news(path, n=limit, **options)
     else:
         raise LoaderError(f"unknown loader {kind!r}; choose one of {LOADERS}")
     if dataset:

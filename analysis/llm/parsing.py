@@ -165,3 +165,30 @@ def clean_reframing(answer: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1].strip()
     return text
+
+
+_LEADING_LABEL = re.compile(
+    r"^\s*\**\s*(?:negated|negation|falsified|answer|rewritten|output)"
+    r"(?:\s+(?:description|text|version))?\s*\**\s*:\s*\**\s*",
+    re.I,
+)
+
+
+def clean_negation(answer: str) -> str:
+    """A negated description without a leading label, wrapping quotes or trailing chatter.
+
+    Keeps the first non-empty paragraph: the negate prompt asks for the rewritten text only,
+    and models that add an explanation add it after a blank line.
+
+    Examples
+    --------
+    >>> clean_negation('Negated: "The Senate rejected the bill."\\n\\nI changed passed.')
+    'The Senate rejected the bill.'
+    """
+    text = _LEADING_LABEL.sub("", answer.strip())
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    text = paragraphs[0] if paragraphs else ""
+    text = _LEADING_LABEL.sub("", text)
+    if len(text) >= 2 and text[0] in "\"'“" and text[-1] in "\"'”":
+        text = text[1:-1].strip()
+    return text

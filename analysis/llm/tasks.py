@@ -248,6 +248,10 @@ def _parse_pair(answer: str, prompt: Prompt) -> dict[str, Any]:
     return {"output": answer, "label": parsing.parse_choice(answer, prompt.context["names"])}
 
 
+def _parse_negation(answer: str, prompt: Prompt) -> dict[str, Any]:
+    return {"output": parsing.clean_negation(answer), "raw_output": answer}
+
+
 TASKS: dict[str, Task] = {
     "summarize": Task("summarize", _expand_text, _parse_summary),
     "reframe": Task("reframe", _expand_reframe, _parse_reframe, default_template="wildframe"),
@@ -255,6 +259,7 @@ TASKS: dict[str, Task] = {
     "fact-check": Task("fact-check", _expand_text, _parse_fact),
     "perspective-summary": Task("perspective-summary", _expand_perspective, _parse_perspective),
     "judge-pair": Task("judge-pair", _expand_pair, _parse_pair),
+    "negate": Task("negate", _expand_text, _parse_negation),
 }
 
 

@@ -94,6 +94,19 @@ register(
     )
 )
 
+# The overlap paper's rephrase step: generated summaries reworded to lower their overlap with the
+# human summary, so the judged pairs cover more of the similarity scale. Run it on judge-pair items
+# with --text-field generated_summary (the paper samples at temperature 0.7: --sample
+# --temperature 0.7); `framelab generate rephrased-pairs` turns the outputs into judge-pair items.
+register(
+    PromptTemplate(
+        "rephrase",
+        "summarize",
+        "Rephrase the following summary in your own words. Keep its meaning and about its "
+        "length, but do not reuse its phrases. Return only the rephrased summary.\n\n{text}",
+    )
+)
+
 # --- reframe: WildFrame-style one-shot prompts ---
 # The statement must survive verbatim; only a prefix or suffix of the opposite sentiment is added.
 _REFRAME_USER = (
@@ -182,5 +195,16 @@ register(
         "Here is a text and two summaries of it. Which summary is better? Respond with the name "
         'of the better summary only ("{name_1}" or "{name_2}").\n\nText:\n{text}\n\n'
         "{name_1}:\n{summary_1}\n\n{name_2}:\n{summary_2}",
+    )
+)
+
+# --- negate: a falsified counterpart of a news description (NewsLens, the seed's appendix A.3) ---
+register(
+    PromptTemplate(
+        "baseline",
+        "negate",
+        "Rewrite the following news description so that it states the opposite of what it "
+        "says: negate its main claim, keep its topic, names, style and length, and change "
+        "nothing else. Return only the rewritten description.\n\nDescription: {text}",
     )
 )

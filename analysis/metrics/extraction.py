@@ -21,9 +21,12 @@ import pandas as pd
 from analysis.metrics.text import word_tokens
 
 __all__ = [
+    "arousal_density",
     "coverage_by",
+    "coverage_by_perspective",
     "extraction_coverage",
     "fragments",
+    "high_arousal_threshold",
     "passage_arousal",
     "perspective_inputs",
     "read_vad_lexicon",
@@ -110,6 +113,46 @@ def passage_arousal(tokens: Sequence[str], lexicon: Mapping[str, float]) -> floa
     return float(np.mean(values)) if values else math.nan
 
 
+def high_arousal_threshold(lexicon: Mapping[str, float]) -> float:
+    """The default "highly arousing" cut-off: the top quarter of the lexicon's arousal scale.
+
+    NRC VAD v1 (2018) scores arousal in [0, 1] and v2 (2025) in [-1, 1]; a lexicon with any
+    negative score is taken to be on the v2 scale. The top quarter of the scale is 0.75 on v1
+    and 0.5 on v2. The PoliSum paper counts highly arousing terms without giving a number, so
+    this is our choice, documented in docs/metrics.md and overridable (``--high-arousal``).
+
+    Examples
+    --------
+    >>> high_arousal_threshold({"calm": 0.1, "riot": 0.9})
+    0.75
+    >>> high_arousal_threshold({"calm": -0.8, "riot": 0.9})
+    0.5
+    """
+    low = -1.0 if any(v < 0 for v in lexicon.values()) else 0.0
+    return low + 0.75 * (1.0 - low)
+
+
+def arousal_density(
+    tokens: Sequence[str], lexicon: Mapping[str, float], threshold: float | None = None
+) -> float:
+    """Share of a passage's word tokens that are highly arousing lexicon terms.
+
+    Deas & McKeown (COLING 2025, PoliSum) measure a passage's arousal as the density of highly
+    arousing terms in it: tokens whose lexicon arousal is at least ``threshold`` (default
+    :func:`high_arousal_threshold`), divided by all the passage's word tokens, lexicon terms or
+    not. NaN for a passage without tokens.
+
+    Examples
+    --------
+    >>> arousal_density(["the", "riot", "spread", "fast"], {"riot": 0.9, "spread": 0.5})
+    0.25
+    """
+    if not tokens:
+        return math.nan
+    cut = high_arousal_threshold(lexicon) if threshold is None else threshold
+    return sum(1 for t in tokens if lexicon.get(t, -math.inf) >= cut) / len(tokens)
+
+
 def _passage_text(passage: Any) -> tuple[str, Any]:
     if isinstance(passage, Mapping):
         return str(passage.get("text", "")), passage.get("side", passage.get("perspective"))
@@ -122,6 +165,7 @@ def extraction_coverage(
     passages: str = "passages",
     summary: str = "summary",
     lexicon: Mapping[str, float] | None = None,
+    high_arousal: float | None = None,
 ) -> pd.DataFrame:
     """Fragment coverage and density of each summary against each of its source passages.
 
@@ -133,7 +177,11 @@ def extraction_coverage(
     passages, summary : str
         Column names.
     lexicon : mapping, optional
-        Term -> arousal (:func:`read_vad_lexicon`); without it ``arousal`` is NaN.
+        Term -> arousal (:func:`read_vad_lexicon`); without it ``arousal`` and
+        ``arousal_density`` are NaN.
+    high_arousal : float, optional
+        Arousal at or above which a term counts as highly arousing; default
+        :func:`high_arousal_threshold` of the lexicon.
 
     Returns
     -------
@@ -142,10 +190,15 @@ def extraction_coverage(
         ``n_passages``, ``relative_position`` (``(passage - 0.5) / n_passages``), ``side``,
         ``n_tokens`` (passage word tokens), ``coverage``, ``density`` (Grusky et al.) and
         ``coverage_unique`` (share of summary tokens inside a fragment whose term occurs in no
-        other passage of the same input), ``arousal`` (mean lexicon arousal of the passage).
+        other passage of the same input), ``arousal`` (mean lexicon arousal of the passage's
+        lexicon terms) and ``arousal_density`` (share of its tokens that are highly arousing
+        terms, :func:`arousal_density`, the PoliSum paper's measure).
         Tokens are :func:`analysis.metrics.text.word_tokens`.
     """
     keep = [c for c in data.columns if c not in (passages, summary)]
+    cut = None
+    if lexicon:
+        cut = high_arousal_threshold(lexicon) if high_arousal is None else high_arousal
     rows: list[dict[str, Any]] = []
     for rec in data.to_dict(orient="records"):
         items = rec[passages]
@@ -172,11 +225,15 @@ def extraction_coverage(
                     "density": sum(ln * ln for _, ln in frags) / n if n else math.nan,
                     "coverage_unique": unique / n if n else math.nan,
                     "arousal": passage_arousal(tokens, lexicon) if lexicon else math.nan,
+                    "arousal_density": (
+                        arousal_density(tokens, lexicon, cut) if lexicon else math.nan
+                    ),
                 }
             )
     columns = [*keep, "passage", "n_passages", "relative_position", "side", "n_tokens"]
     return pd.DataFrame(
-        rows, columns=[*columns, "coverage", "density", "coverage_unique", "arousal"]
+        rows,
+        columns=[*columns, "coverage", "density", "coverage_unique", "arousal", "arousal_density"],
     )
 
 
@@ -184,6 +241,7 @@ _BY = {
     "position": ("passage", "coverage"),
     "length": ("n_tokens", "coverage_unique"),
     "arousal": ("arousal", "coverage"),
+    "arousal_density": ("arousal_density", "coverage"),
 }
 
 
@@ -201,11 +259,12 @@ def coverage_by(
     ----------
     table : pandas.DataFrame
         Output of :func:`extraction_coverage`.
-    by : {"position", "length", "arousal"}
+    by : {"position", "length", "arousal", "arousal_density"}
         ``position``: the passage's position (1-based). ``length``: percentile bin of the passage's
         token count, with coverage counted only on terms unique to that passage
         (``coverage_unique``). ``arousal``: percentile bin of the passage's mean arousal
-        (passages without lexicon words are left out).
+        (passages without lexicon words are left out). ``arousal_density``: percentile bin of
+        the passage's density of highly arousing terms (the PoliSum paper's measure).
     n_bins : int, default 5
         Percentile bins of equal width (5 gives 0–20, …, 80–100); ignored for ``position``.
     group : sequence of str, default ("model",)
@@ -242,6 +301,48 @@ def coverage_by(
     )
     out.insert(len(keys), "by", by)
     out["value"] = value
+    return out
+
+
+def coverage_by_perspective(
+    table: pd.DataFrame,
+    *,
+    group: Sequence[str] = ("model",),
+    value: str = "coverage",
+) -> pd.DataFrame:
+    """Mean coverage of each perspective's summary on passages of either side, by position.
+
+    A left-perspective summary should extract from left passages; the PoliSum paper plots how
+    much each perspective's summaries take from passages of the intended and of the opposite
+    side, by where those passages stood in the input.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Output of :func:`extraction_coverage` with ``perspective`` and ``side`` columns.
+    group : sequence of str, default ("model",)
+        Grouping columns (absent ones are ignored).
+    value : str, default "coverage"
+        The coverage column averaged.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``group`` columns, ``perspective`` (the summary's), ``side`` (the passage's),
+        ``same_side`` (bool), ``passage`` (position in the prompt, 1-based), ``n`` and
+        ``coverage`` (mean of ``value``).
+    """
+    for needed in ("perspective", "side"):
+        if needed not in table.columns:
+            raise ValueError(f"coverage by perspective needs a {needed!r} column")
+    df = table.dropna(subset=["perspective", "side"])
+    keys = [c for c in group if c in df.columns]
+    out = (
+        df.groupby([*keys, "perspective", "side", "passage"], sort=True)[value]
+        .agg(n="size", coverage="mean")
+        .reset_index()
+    )
+    out.insert(len(keys) + 2, "same_side", out["perspective"] == out["side"])
     return out
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "outcome_shares",
     "overlap_similarity",
     "pair_judgments",
+    "similarity_range",
 ]
 
 OUTCOMES = ("GT", "Generated", "tied-chose-first", "tied-chose-last", "other")
@@ -118,6 +119,7 @@ def judge_outcomes(
     first: str = "first",
     second: str = "second",
     label: str = "label",
+    keys: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Combine the two-order verdicts of each item into one outcome.
 
@@ -130,19 +132,25 @@ def judge_outcomes(
         The name of the human (ground-truth) summary's system.
     item, judge, first, second, label : str
         Column names.
+    keys : sequence of str
+        Further columns that tell pairs of one item apart and are kept (e.g.
+        ``summary_version``: an original and a rephrased summary of the same item are two
+        pairs).
 
     Returns
     -------
     pandas.DataFrame
-        One row per (item, judge, generated system): ``item_id``, ``judge``, ``system`` (the
-        generated summary's system), ``choice_gt_first`` and ``choice_gt_second`` (the verdicts
-        with the human summary shown first / second; None if that order is missing) and
+        One row per (item, judge, generated system, ``keys``): ``item_id``, ``judge``,
+        ``system`` (the generated summary's system), the ``keys`` columns, ``choice_gt_first``
+        and ``choice_gt_second`` (the verdicts with the human summary shown first / second;
+        None if that order is missing) and
         ``outcome``: ``GT`` (human chosen both times), ``Generated`` (generated chosen both
         times), ``tied-chose-first`` / ``tied-chose-last`` (the first / last shown chosen both
         times) or ``other`` (a missing order or an invalid verdict).
     """
-    df = judgments[[item, judge, first, second, label]].copy()
-    df.columns = ["item_id", "judge", "first", "second", "label"]
+    extra = list(keys)
+    df = judgments[[item, judge, first, second, label, *extra]].copy()
+    df.columns = ["item_id", "judge", "first", "second", "label", *extra]
     bad = ~((df["first"] == gt) ^ (df["second"] == gt))
     if bad.any():
         row = df.loc[bad].iloc[0]
@@ -152,9 +160,9 @@ def judge_outcomes(
     df["system"] = df["first"].where(df["first"] != gt, df["second"])
     df["order"] = np.where(df["first"] == gt, "gt_first", "gt_second")
     # A rerun of the same order replaces the earlier verdict.
-    keys = ["item_id", "judge", "system"]
-    latest = df.drop_duplicates([*keys, "order"], keep="last")
-    wide = latest.pivot(index=keys, columns="order", values="label")
+    index = ["item_id", "judge", "system", *extra]
+    latest = df.drop_duplicates([*index, "order"], keep="last")
+    wide = latest.pivot(index=index, columns="order", values="label")
     wide = wide.reindex(columns=["gt_first", "gt_second"])
     wide = wide.astype(object).where(wide.notna(), None).reset_index()
     wide = wide.rename(columns={"gt_first": "choice_gt_first", "gt_second": "choice_gt_second"})
@@ -221,23 +229,39 @@ def outcome_shares(
     return pd.DataFrame(rows, columns=[*keys, "bin_low", "bin_high", "outcome", "n", "share"])
 
 
+def _truthy(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "rephrased"}
+    return bool(value) and not pd.isna(value)  # type: ignore[call-overload]
+
+
 def pair_judgments(
     records: pd.DataFrame,
     *,
     order: str = "order",
     reference: str = "human_summary",
     generated: str = "generated_summary",
+    summarizer: str = "summarizer",
+    rephrased: str = "rephrased",
 ) -> pd.DataFrame:
     """Verdicts of ``judge-pair`` generation records in the shape :func:`judge_outcomes` takes.
 
     The generation engine shows each pair twice, with ``order`` ``gt_first`` or
     ``generated_first``, and labels the verdict ``gt``, ``generated`` or ``other``.
 
+    The overlap paper judges summaries by several summarizer models and reports outcomes per
+    summarizer; it also rephrases generated summaries, which lowers their overlap with the human
+    summary and so widens the similarity range the bins cover. An item's ``summarizer`` field
+    names the model that wrote its generated summary (``generated`` when absent), and a true
+    ``rephrased`` field marks a rephrased summary; both become part of the pair's identity, so
+    two summarizers' (or an original and a rephrased) summaries of one item are two pairs.
+
     Returns
     -------
     pandas.DataFrame
-        ``item_id``, ``model`` (the judge), ``first``, ``second`` (``gt``/``generated``),
-        ``label``, ``reference`` and ``generated`` (the two summaries' texts).
+        ``item_id``, ``model`` (the judge), ``first``, ``second`` (``gt`` or the summarizer),
+        ``label`` (``gt``, the summarizer or ``other``), ``summary_version`` (``original`` /
+        ``rephrased``), ``reference`` and ``generated`` (the two summaries' texts).
     """
     from analysis.metrics.records import column, select_task
 
@@ -246,14 +270,69 @@ def pair_judgments(
     if not first.isin(["gt", "generated"]).all():
         bad = sorted(set(first) - {"gt", "generated"})
         raise ValueError(f"order must be gt_first or generated_first, found {bad}")
+
+    def optional(name: str) -> pd.Series | None:
+        try:
+            return rows[column(rows, name)]
+        except KeyError:
+            return None
+
+    names = optional(summarizer)
+    system = (
+        names.astype(object).where(names.notna(), "generated").astype(str)
+        if names is not None
+        else pd.Series("generated", index=rows.index)
+    )
+    if (system == "gt").any():
+        raise ValueError("a summarizer may not be called 'gt' (the human summary's name)")
+    flags = optional(rephrased)
+    version = (
+        flags.map(lambda v: "rephrased" if _truthy(v) else "original")
+        if flags is not None
+        else pd.Series("original", index=rows.index)
+    )
+    label = rows["label"].where(rows["label"] != "generated", system)
     return pd.DataFrame(
         {
             "item_id": rows["item_id"].astype(str),
             "model": rows["model"],
-            "first": first,
-            "second": np.where(first == "gt", "generated", "gt"),
-            "label": rows["label"],
+            "first": np.where(first == "gt", "gt", system),
+            "second": np.where(first == "gt", system, "gt"),
+            "label": label,
+            "summary_version": version,
             "reference": rows[column(rows, reference)],
             "generated": rows[column(rows, generated)],
         }
     ).reset_index(drop=True)
+
+
+def similarity_range(
+    outcomes: pd.DataFrame,
+    *,
+    by: Sequence[str] = ("summary_version",),
+    similarity: str = "similarity",
+) -> pd.DataFrame:
+    """How much of the similarity scale the pairs cover, per group (e.g. original vs rephrased).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``by`` columns, ``n``, ``min``, ``max``, ``mean`` of the similarity, and
+        ``n_bins_covered`` (of ten equal-width bins over [0, 1], how many hold a pair).
+    """
+    keys = [c for c in by if c in outcomes.columns]
+    rows = []
+    for key_vals, g in each_group(outcomes, keys):
+        sims = g[similarity].dropna().to_numpy(dtype=float)
+        covered = np.unique(np.clip((sims * 10).astype(int), 0, 9)).size if sims.size else 0
+        rows.append(
+            {
+                **key_vals,
+                "n": int(sims.size),
+                "min": sims.min() if sims.size else np.nan,
+                "max": sims.max() if sims.size else np.nan,
+                "mean": sims.mean() if sims.size else np.nan,
+                "n_bins_covered": covered,
+            }
+        )
+    return pd.DataFrame(rows, columns=[*keys, "n", "min", "max", "mean", "n_bins_covered"])

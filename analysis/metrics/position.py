@@ -20,8 +20,11 @@ from analysis.metrics.text import segment_of, split_sentences
 
 __all__ = [
     "GOLD",
+    "cap_sentences",
     "check_k",
     "map_sentences",
+    "map_sentences_top_k",
+    "position_rouge_correlation",
     "position_bias",
     "position_input_from_records",
     "positional_distribution",
@@ -84,6 +87,37 @@ def check_k(n_sentences: Mapping[Any, int], k: int) -> None:
         )
 
 
+def _similarities(
+    article_sentences: Sequence[str],
+    summary_sentences: Sequence[str],
+    *,
+    method: str,
+    scorer: Any,
+) -> np.ndarray | None:
+    """Summary x article similarity matrix; None when the article has no usable term."""
+    if method == "tfidf":
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vectorizer = TfidfVectorizer()
+        try:
+            art = vectorizer.fit_transform(article_sentences)
+        except ValueError:  # the article has no word of two or more characters
+            return None
+        return (vectorizer.transform(summary_sentences) @ art.T).toarray()
+    if method == "rouge1":
+        if scorer is None:
+            from rouge_score import rouge_scorer
+
+            scorer = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True)
+        return np.array(
+            [
+                [scorer.score(a, s)["rouge1"].fmeasure for a in article_sentences]
+                for s in summary_sentences
+            ]
+        )
+    raise ValueError(f"method must be 'tfidf' or 'rouge1', got {method!r}")
+
+
 def map_sentences(
     article_sentences: Sequence[str],
     summary_sentences: Sequence[str],
@@ -108,32 +142,70 @@ def map_sentences(
     list of int or None
         Ties go to the earliest sentence; ``None`` when no article sentence shares a term.
     """
+    return [
+        ranked[0] if ranked else None
+        for ranked in map_sentences_top_k(
+            article_sentences, summary_sentences, method=method, scorer=scorer
+        )
+    ]
+
+
+def map_sentences_top_k(
+    article_sentences: Sequence[str],
+    summary_sentences: Sequence[str],
+    *,
+    top_k: int = 1,
+    tolerance: float = 0.1,
+    method: str = "tfidf",
+    scorer: Any = None,
+) -> list[list[int]]:
+    """The article sentences each summary sentence is mapped to: its best, or its top k.
+
+    Position bias (Chhabra, Askari & Mohapatra, NAACL 2024) maps each summary sentence to its
+    most similar article sentence, and reports top-2 and top-3 mappings as well: an abstractive
+    sentence often fuses several article sentences. As in the authors' released code
+    (``get_summary_indices_modified``), a sentence whose best similarity is at least
+    ``1 - tolerance`` is a near-copy and keeps its single best match; any other sentence is
+    mapped to its ``top_k`` most similar article sentences (those with a positive similarity).
+
+    Parameters
+    ----------
+    article_sentences, summary_sentences : sequence of str
+    top_k : int, default 1
+        Article sentences per (non-copied) summary sentence.
+    tolerance : float, default 0.1
+        Near-copy margin: a best similarity >= ``1 - tolerance`` keeps one match.
+    method, scorer
+        As for :func:`map_sentences`.
+
+    Returns
+    -------
+    list of list of int
+        Per summary sentence, article sentence indices from most to least similar (ties: the
+        earlier sentence first); empty when no article sentence shares a term.
+
+    Examples
+    --------
+    >>> article = ["the cat sat", "a dog ran far", "the dog sat"]
+    >>> map_sentences_top_k(article, ["the dog sat"], top_k=2)
+    [[2]]
+    >>> map_sentences_top_k(article, ["dog sat"], top_k=2)
+    [[2, 1]]
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
     if not summary_sentences:
         return []
-    if method == "tfidf":
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        vectorizer = TfidfVectorizer()
-        try:
-            art = vectorizer.fit_transform(article_sentences)
-        except ValueError:  # the article has no word of two or more characters
-            return [None] * len(summary_sentences)
-        sims = (vectorizer.transform(summary_sentences) @ art.T).toarray()
-    elif method == "rouge1":
-        if scorer is None:
-            from rouge_score import rouge_scorer
-
-            scorer = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True)
-        sims = np.array(
-            [
-                [scorer.score(a, s)["rouge1"].fmeasure for a in article_sentences]
-                for s in summary_sentences
-            ]
-        )
-    else:
-        raise ValueError(f"method must be 'tfidf' or 'rouge1', got {method!r}")
-    best = sims.argmax(axis=1)
-    return [int(b) if sims[i, b] > 0 else None for i, b in enumerate(best)]
+    sims = _similarities(article_sentences, summary_sentences, method=method, scorer=scorer)
+    if sims is None:
+        return [[] for _ in summary_sentences]
+    out: list[list[int]] = []
+    for row in sims:
+        # A stable sort on the negated scores keeps the earliest of tied sentences first.
+        order = [int(j) for j in np.argsort(-row, kind="stable") if row[j] > 0]
+        keep = 1 if order and row[order[0]] >= 1 - tolerance else top_k
+        out.append(order[:keep])
+    return out
 
 
 def summary_positions(
@@ -141,6 +213,9 @@ def summary_positions(
     *,
     k: int,
     method: str = "tfidf",
+    top_k: int = 1,
+    tolerance: float = 0.1,
+    unique: bool = False,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Segment and relative position of every summary sentence.
@@ -153,15 +228,23 @@ def summary_positions(
         Number of segments; must not exceed the shortest article's sentence count.
     method : {"tfidf", "rouge1"}
         Sentence mapping (see :func:`map_sentences`).
+    top_k, tolerance : int, float
+        Top-k mapping (:func:`map_sentences_top_k`): each summary sentence that is not a
+        near-copy contributes up to ``top_k`` positions; 1 is the paper's headline mapping.
+    unique : bool, default False
+        Count each article sentence once per summary, however many summary sentences map to
+        it (the authors' released code does; the paper's text maps sentence by sentence).
     progress : bool, default False
         Show a tqdm bar over articles.
 
     Returns
     -------
     pandas.DataFrame
-        One row per summary sentence: ``id``, ``system``, ``sentence`` (0-based index in the
-        summary), ``n_article_sentences``, ``article_sentence`` (mapped index, NaN if unmapped),
-        ``segment`` (1..K, NaN if unmapped) and ``position`` (``(segment - 0.5) / K``).
+        One row per mapping of a summary sentence: ``id``, ``system``, ``sentence`` (0-based
+        index in the summary), ``rank`` (1 for the best match, 2, … for top-k matches),
+        ``n_article_sentences``, ``article_sentence`` (mapped index, NaN if unmapped),
+        ``segment`` (1..K, NaN if unmapped) and ``position`` (``(segment - 0.5) / K``). An
+        unmapped sentence has one row with ``rank`` 1 and NaN position.
 
     Raises
     ------
@@ -177,7 +260,7 @@ def summary_positions(
 
         scorer = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True)
 
-    rows: list[tuple[Any, str, int, int, float, float, float]] = []
+    rows: list[tuple[Any, str, int, int, int, float, float, float]] = []
     grouped = long.groupby("id", sort=False)
     if progress:
         from tqdm.auto import tqdm
@@ -193,15 +276,87 @@ def summary_positions(
             parts = split_sentences("" if pd.isna(text) else str(text))
             owners.extend((system, i) for i in range(len(parts)))
             summ.extend(parts)
-        best = map_sentences(sentences, summ, method=method, scorer=scorer)
-        for (system, i), idx in zip(owners, best, strict=True):
-            if idx is None:
-                rows.append((key, system, i, n, np.nan, np.nan, np.nan))
-            else:
+        ranked = map_sentences_top_k(
+            sentences, summ, top_k=top_k, tolerance=tolerance, method=method, scorer=scorer
+        )
+        seen: set[tuple[str, int]] = set()
+        for (system, i), matches in zip(owners, ranked, strict=True):
+            if not matches:
+                rows.append((key, system, i, 1, n, np.nan, np.nan, np.nan))
+            for rank, idx in enumerate(matches, start=1):
+                if unique and (system, idx) in seen:
+                    continue
+                seen.add((system, idx))
                 seg = segment_of(idx, n, k)
-                rows.append((key, system, i, n, idx, seg, (seg - 0.5) / k))
-    columns = ["id", "system", "sentence", "n_article_sentences", "article_sentence", "segment"]
-    return pd.DataFrame(rows, columns=[*columns, "position"])
+                rows.append((key, system, i, rank, n, idx, seg, (seg - 0.5) / k))
+    columns = ["id", "system", "sentence", "rank", "n_article_sentences", "article_sentence"]
+    return pd.DataFrame(rows, columns=[*columns, "segment", "position"])
+
+
+def cap_sentences(
+    long: pd.DataFrame,
+    *,
+    n: int | None = None,
+    reference: str = GOLD,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Randomly sample each generated summary down to the required sentence count.
+
+    LLM summaries are often longer than the gold ones, and every extra sentence adds positions
+    to the system's distribution. The position-bias authors therefore compared summaries of the
+    required length, sampling sentences at random from longer ones (their ``*_capped_random``
+    runs). The required count is ``n``, or, when ``n`` is None, the gold summary's sentence count
+    for the same article. Summaries at or under the count are unchanged; the sampled sentences
+    keep their order and are joined by line breaks, which always end a sentence in
+    :func:`analysis.metrics.text.split_sentences`, so they are re-split exactly.
+
+    Parameters
+    ----------
+    long : pandas.DataFrame
+        Output of :func:`systems_long`.
+    n : int, optional
+        A fixed sentence count; default the gold summary's.
+    reference : str, default "gold"
+        The reference system (never sampled).
+    seed : int, default 0
+        The draw for each (article, system) is seeded by ``(seed, id, system)``, so it does
+        not depend on which other systems or articles are in the file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``long`` with ``summary`` sampled, plus ``n_sentences_before`` and ``n_sentences``.
+    """
+    import random
+
+    if n is not None and n < 1:
+        raise ValueError(f"the sentence count must be at least 1, got {n}")
+    out = long.copy()
+    text = out["summary"].map(lambda t: "" if pd.isna(t) else str(t))
+    parts = text.map(split_sentences)
+    gold_counts = {
+        key: len(p)
+        for key, p, sys_ in zip(out["id"], parts, out["system"], strict=True)
+        if sys_ == reference
+    }
+    summaries, before, after = [], [], []
+    for key, system, sents, original in zip(
+        out["id"], out["system"], parts, out["summary"], strict=True
+    ):
+        want = n if n is not None else gold_counts.get(key)
+        before.append(len(sents))
+        if system == reference or want is None or len(sents) <= want:
+            summaries.append(original)
+            after.append(len(sents))
+            continue
+        # A str seed is hashed with SHA-512 by random.seed: stable across runs and platforms.
+        picked = sorted(random.Random(f"{seed}:{key}:{system}").sample(range(len(sents)), want))
+        summaries.append("\n".join(sents[i] for i in picked))
+        after.append(want)
+    out["summary"] = summaries
+    out["n_sentences_before"] = before
+    out["n_sentences"] = after
+    return out
 
 
 def positional_distribution(positions: pd.DataFrame, *, k: int) -> pd.DataFrame:
@@ -344,3 +499,62 @@ def position_input_from_records(
             system = f"{system}/{method}"
         entry["summaries"][system] = rec[summary_col]
     return pd.DataFrame(list(articles.values()), columns=["id", "article", "gold", "summaries"])
+
+
+def position_rouge_correlation(
+    table: pd.DataFrame,
+    *,
+    bias: str = "wasserstein",
+    metrics: Sequence[str] = ("rouge1", "rouge2", "rougeL"),
+    by: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Spearman correlation between position bias W and ROUGE across systems.
+
+    The position-bias paper asks whether a model's position bias tracks its summary quality, and
+    reports the rank correlation of W with ROUGE over the models (and datasets) it compares;
+    ``scipy.stats.spearmanr`` computes it here.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per system (and dataset): a ``bias`` column and the ``metrics`` columns, e.g.
+        :func:`position_bias` merged with :func:`summary_rouge` on ``system``.
+    bias : str, default "wasserstein"
+    metrics : sequence of str
+        The ROUGE columns to correlate with ``bias``.
+    by : sequence of str
+        Correlate within each group of these columns (e.g. per dataset); default all rows.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (group, metric): the ``by`` columns, ``metric``, ``n`` (systems with both
+        values), ``rho`` (Spearman's ρ) and ``p_val`` (two-sided); NaN with fewer than three
+        systems or a constant column.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"wasserstein": [0.1, 0.2, 0.3, 0.4], "rouge1": [0.4, 0.3, 0.1, 0.2]})
+    >>> round(position_rouge_correlation(t, metrics=["rouge1"])["rho"].iloc[0], 6)
+    -0.8
+    """
+    import warnings
+
+    from scipy.stats import spearmanr
+
+    from analysis.metrics.records import each_group
+
+    keys = list(by)
+    rows = []
+    for key_vals, g in each_group(table, keys):
+        for metric in metrics:
+            pair = g[[bias, metric]].astype(float).dropna()
+            rho = p_val = np.nan
+            constant = pair[bias].nunique() < 2 or pair[metric].nunique() < 2
+            if len(pair) >= 3 and not constant:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # n = 3 draws a small-sample warning
+                    res = spearmanr(pair[bias], pair[metric])
+                rho, p_val = float(res.statistic), float(res.pvalue)
+            rows.append({**key_vals, "metric": metric, "n": len(pair), "rho": rho, "p_val": p_val})
+    return pd.DataFrame(rows, columns=[*keys, "metric", "n", "rho", "p_val"])

@@ -54,6 +54,11 @@ class ReportOptions:
     k: int = 3
     mapping: str = "tfidf"
     gold_field: str = "gold"
+    top_k: int = 1
+    tolerance: float = 0.1
+    unique_mapping: bool = False
+    cap_sentences: str | None = None  # None, "gold" or a sentence count
+    seed: int = 0
     cutoffs: Mapping[str, str | date] = field(default_factory=dict)
     pair_field: str = "pair_id"
     truth_field: str = "truth"
@@ -63,9 +68,15 @@ class ReportOptions:
     generated_field: str = "generated_summary"
     length_filter: bool = False
     bins: int = 10
+    summarizer_field: str = "summarizer"
+    rephrased_field: str = "rephrased"
     left_field: str = "left"
     right_field: str = "right"
     lexicon: Mapping[str, float] | None = None
+    high_arousal: float | None = None
+    bertscore_model: str | None = None
+    bertscore_layers: int | None = None
+    reference_field: str = "{perspective}_summary"
     n_bins: int = 5
     match_judge: bool = True
 
@@ -161,7 +172,9 @@ def primacy_section(
 def position_section(data: pd.DataFrame, opts: ReportOptions) -> Section:
     """Position bias from rows of ``id``, ``article``, ``gold``, ``summaries``."""
     from analysis.metrics.position import (
+        cap_sentences,
         position_bias,
+        position_rouge_correlation,
         positional_distribution,
         summary_positions,
         summary_rouge,
@@ -169,21 +182,47 @@ def position_section(data: pd.DataFrame, opts: ReportOptions) -> Section:
     )
     from analysis.plots.metrics import plot_positional_distribution
 
+    mapped = (
+        "most similar article sentence"
+        if opts.top_k == 1
+        else (
+            f"top-{opts.top_k} most similar article sentences (one when the best similarity is "
+            f"at least {1 - opts.tolerance:g})"
+        )
+    )
     sec = Section(
         "position",
         TITLES["position"],
         f"Articles cut into K = {opts.k} segments of near-equal sentence count; each summary "
-        f"sentence mapped to its most similar article sentence ({opts.mapping}); Wasserstein "
-        "distance between the gold and each system's positional distribution; ROUGE F1 vs gold.",
+        f"sentence mapped to its {mapped} ({opts.mapping}); Wasserstein distance between the "
+        "gold and each system's positional distribution; ROUGE F1 vs gold; Spearman ρ of W "
+        "against ROUGE across systems.",
     )
     long = systems_long(data)
-    positions = summary_positions(long, k=opts.k, method=opts.mapping)
+    if opts.cap_sentences:
+        cap = None if opts.cap_sentences == "gold" else int(opts.cap_sentences)
+        long = cap_sentences(long, n=cap, seed=opts.seed)
+        cut = int((long["n_sentences"] < long["n_sentences_before"]).sum())
+        sec.notes.append(
+            f"summaries sampled to {'the gold summary' + chr(39) + 's' if cap is None else cap} "
+            f"sentence count (seed {opts.seed}): {cut} summaries were longer and were sampled."
+        )
+    positions = summary_positions(
+        long, k=opts.k, method=opts.mapping, top_k=opts.top_k, tolerance=opts.tolerance,
+        unique=opts.unique_mapping,
+    )  # fmt: skip
     dist = positional_distribution(positions, k=opts.k)
+    bias = position_bias(positions).merge(summary_rouge(long), on="system")
     sec.tables = {
-        "position_bias": position_bias(positions).merge(summary_rouge(long), on="system"),
+        "position_bias": bias,
+        "position_rouge_correlation": position_rouge_correlation(bias),
         "position_distribution": dist,
         "position_sentences": positions,
     }
+    if len(bias) < 3:
+        sec.notes.append(
+            f"Spearman ρ of W against ROUGE needs at least three systems; {len(bias)} given."
+        )
     sec.figures["position_distribution"] = lambda ax: plot_positional_distribution(dist, ax)
     return sec
 
@@ -245,6 +284,7 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
         outcome_shares,
         overlap_similarity,
         pair_judgments,
+        similarity_range,
     )
     from analysis.plots.metrics import plot_judge_outcomes
 
@@ -253,21 +293,38 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
         TITLES["judge_overlap"],
         "Outcome of the two-order judgments per item (GT, Generated, tied-chose-first, "
         "tied-chose-last, other) by similarity of the generated to the human summary "
-        "(mean of BLEU-1, BLEU-4, ROUGE-1, ROUGE-2).",
+        "(mean of BLEU-1, BLEU-4, ROUGE-1, ROUGE-2), per judge and per judge and summarizer.",
     )
-    verdicts = pair_judgments(records, reference=opts.human_field, generated=opts.generated_field)
-    texts = verdicts.drop_duplicates("item_id")[["item_id", "reference", "generated"]]
+    verdicts = pair_judgments(
+        records, reference=opts.human_field, generated=opts.generated_field,
+        summarizer=opts.summarizer_field, rephrased=opts.rephrased_field,
+    )  # fmt: skip
+    verdicts["system"] = verdicts["first"].where(verdicts["first"] != "gt", verdicts["second"])
+    # One similarity per pair: each summarizer's (and each rephrased) summary has its own.
+    pair_keys = ["item_id", "system", "summary_version"]
+    texts = verdicts.drop_duplicates(pair_keys)[[*pair_keys, "reference", "generated"]]
     if opts.length_filter:
         texts = length_filter(texts)
         sec.notes.append(
-            f"95–105-word filter on the human reference summary: {len(texts)} items kept."
+            f"95–105-word filter on the human reference summary: {len(texts)} pairs kept."
         )
     sims = overlap_similarity(texts)
-    outcomes = judge_outcomes(verdicts, gt="gt").merge(
-        sims.drop(columns=["reference", "generated"]), on="item_id", how="inner"
+    outcomes = judge_outcomes(verdicts, gt="gt", keys=["summary_version"]).merge(
+        sims.drop(columns=["reference", "generated"]), on=pair_keys, how="inner"
     )
     shares = outcome_shares(outcomes, bins=opts.bins)
-    sec.tables = {"judge_outcomes": outcomes, "judge_outcome_shares": shares}
+    sec.tables = {
+        "judge_outcomes": outcomes,
+        "judge_outcome_shares": shares,
+        "judge_outcome_shares_by_summarizer": outcome_shares(
+            outcomes, bins=opts.bins, by=("judge", "system")
+        ),
+        "judge_similarity_range": similarity_range(outcomes),
+    }
+    if outcomes["summary_version"].nunique() > 1:
+        sec.tables["judge_outcome_shares_by_version"] = outcome_shares(
+            outcomes, bins=opts.bins, by=("judge", "summary_version")
+        )
     for judge in sorted(shares["judge"].astype(str).unique()):
         part = shares.loc[shares["judge"].astype(str) == judge]
         sec.figures[f"judge_outcomes_{_slug(judge)}"] = lambda ax, p=part: plot_judge_outcomes(
@@ -278,27 +335,74 @@ def overlap_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
 
 def extraction_section(records: pd.DataFrame, opts: ReportOptions) -> Section:
     """Extraction coverage from perspective-summary records."""
-    from analysis.metrics.extraction import coverage_by, extraction_coverage, perspective_inputs
+    from analysis.metrics.extraction import (
+        coverage_by,
+        coverage_by_perspective,
+        extraction_coverage,
+        high_arousal_threshold,
+        perspective_inputs,
+    )
     from analysis.plots.metrics import plot_extraction_coverage
+    from analysis.plots.perspective import plot_coverage_by_perspective
 
     sec = Section(
         "extraction",
         TITLES["extraction"],
         "Extractive fragment coverage (Grusky et al. 2018) of each perspective summary against "
-        "each source passage, by passage position, length percentile (unique terms only) and "
-        "arousal percentile.",
+        "each source passage, by passage position, length percentile (unique terms only), "
+        "arousal percentile (mean lexicon arousal, and the density of highly arousing terms) "
+        "and by perspective: each perspective's summaries on passages of either side.",
     )
     inputs = perspective_inputs(records, left=opts.left_field, right=opts.right_field)
-    table = extraction_coverage(inputs, lexicon=opts.lexicon)
+    table = extraction_coverage(inputs, lexicon=opts.lexicon, high_arousal=opts.high_arousal)
     sec.tables["extraction_passages"] = table
-    kinds = ["position", "length"] + (["arousal"] if opts.lexicon else [])
+    kinds = ["position", "length"] + (["arousal", "arousal_density"] if opts.lexicon else [])
     if not opts.lexicon:
         sec.notes.append("no --lexicon (NRC VAD file) given: arousal breakdown skipped.")
+    else:
+        cut = (
+            high_arousal_threshold(opts.lexicon) if opts.high_arousal is None else opts.high_arousal
+        )
+        sec.notes.append(f"highly arousing terms: lexicon arousal >= {cut:g}.")
     for by in kinds:
         binned = coverage_by(table, by=by, n_bins=opts.n_bins)
         sec.tables[f"extraction_by_{by}"] = binned
         sec.figures[f"extraction_by_{by}"] = lambda ax, b=binned: plot_extraction_coverage(b, ax)
+    by_side = coverage_by_perspective(table)
+    sec.tables["extraction_by_perspective"] = by_side
+    sec.figures["extraction_by_perspective"] = lambda ax: plot_coverage_by_perspective(by_side, ax)
+    if opts.bertscore_model:
+        _bertscore_tables(sec, inputs, records, opts)
     return sec
+
+
+def _bertscore_tables(
+    sec: Section, inputs: pd.DataFrame, records: pd.DataFrame, opts: ReportOptions
+) -> None:
+    """BERTScore of each perspective summary against its perspective's reference summary."""
+    from analysis.metrics.bertscore import (
+        bertscore,
+        bertscore_means,
+        default_num_layers,
+        perspective_references,
+    )
+
+    pairs = perspective_references(inputs, records, reference_field=opts.reference_field)
+    if pairs.empty:
+        sec.notes.append(
+            f"BERTScore skipped: no record has a reference summary ({opts.reference_field!r})."
+        )
+        return
+    model = str(opts.bertscore_model)
+    layers = opts.bertscore_layers or default_num_layers(model)
+    scores = bertscore(pairs["summary"], pairs["reference"], model=model, num_layers=layers)
+    table = pd.concat([pairs, scores], axis=1)
+    sec.tables["perspective_bertscore"] = table
+    sec.tables["perspective_bertscore_means"] = bertscore_means(table)
+    sec.notes.append(
+        f"BERTScore (bert-score) with {model}, layer {layers}, no IDF, not rescaled: "
+        f"{len(table)} summaries with a reference."
+    )
 
 
 def _guarded(key: str, build: Callable[..., Section], *args: Any) -> Section:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 __all__ = [
+    "contrast_text_color",
     "plot_human_model_correlation",
     "plot_majority_shift",
     "plot_model_heatmap",
@@ -95,7 +96,11 @@ def plot_majority_shift(rates: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
 
 
 def plot_human_model_correlation(corr: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
-    """Bars of Pearson r between the human shift count and each model's shift, 95% CIs, stars.
+    """Horizontal bars of Pearson r between the human shift count and each model's shift.
+
+    Model names (often long: ``meta-llama/Llama-3.1-8B-Instruct``) sit on the y axis where they
+    stay readable at any length; 95% CIs as error bars; stars from the Pearson t-test p of each
+    model (items as independent units), as the caption says.
 
     Parameters
     ----------
@@ -108,25 +113,59 @@ def plot_human_model_correlation(corr: pd.DataFrame, *, ax: Axes | None = None) 
     -------
     matplotlib.axes.Axes
     """
-    ax = _axes(ax, (max(4.0, 0.9 * len(corr) + 2), 4.0))
+    import numpy as np
+
+    ax = _axes(ax, (7.0, max(2.5, 0.45 * len(corr) + 1.5)))
     names = corr["model"].astype(str).tolist()
-    ax.bar(
-        names,
+    y = np.arange(len(names))[::-1]  # first model on top
+    ax.barh(
+        y,
         corr["estimate"],
-        yerr=_errors(corr["estimate"], corr["ci_low"], corr["ci_high"]),
-        capsize=4,
+        xerr=_errors(corr["estimate"], corr["ci_low"], corr["ci_high"]),
+        capsize=3,
         color="#8172B2",
     )
-    for i, (high, p) in enumerate(zip(corr["ci_high"], corr["p_val"], strict=True)):
+    for yi, high, p in zip(y, corr["ci_high"], corr["p_val"], strict=True):
         stars = significance_stars(p)
         if stars:
-            ax.text(i, float(high) + 0.02, stars, ha="center", va="bottom")
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_ylim(min(-0.1, float(corr["ci_low"].min()) - 0.05), 1.05)
-    ax.set_ylabel("Pearson r with human shift count")
-    ax.tick_params(axis="x", rotation=30)
+            ax.text(float(high) + 0.02, yi, stars, ha="left", va="center")
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(y, names)
+    ax.set_xlim(min(-0.1, float(corr["ci_low"].min()) - 0.05), 1.1)
+    ax.set_xlabel("Pearson r with the human shift count (95% CI)")
     ax.set_title("Human-model agreement on framing shifts")
     return ax
+
+
+def contrast_text_color(rgba) -> str:
+    """``"black"`` or ``"white"``, whichever contrasts more with a background colour.
+
+    Uses the WCAG relative luminance (sRGB linearised, 0.2126 R + 0.7152 G + 0.0722 B) and
+    picks the text colour with the larger contrast ratio, so labels on dark heatmap cells are
+    white and on light cells black.
+
+    Parameters
+    ----------
+    rgba : sequence of float
+        Colour with components in 0..1 (alpha ignored).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> contrast_text_color((0.05, 0.1, 0.4, 1.0)), contrast_text_color((0.95, 0.95, 0.9))
+    ('white', 'black')
+    """
+
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(float(c)) for c in tuple(rgba)[:3])
+    lum = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    # Contrast ratio (L1 + 0.05) / (L2 + 0.05) against white (L = 1) and black (L = 0).
+    return "white" if (1.05 / (lum + 0.05)) > ((lum + 0.05) / 0.05) else "black"
 
 
 def plot_model_heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
@@ -153,7 +192,8 @@ def plot_model_heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
         for j in range(n):
             value = wide.iloc[i, j]
             if value == value:
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+                color = contrast_text_color(image.cmap(image.norm(value)))
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color=color)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="Pearson r")
     ax.set_title("Model x model correlation of shifts")
     return ax

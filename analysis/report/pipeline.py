@@ -33,6 +33,9 @@ class Results:
     kind: str
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)
+    # Observation-level data the figures draw (residuals, per-participant differences): too big
+    # for results.json, recomputable from the input; not written as tables.
+    plot_data: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def library_versions() -> dict[str, str]:
@@ -77,6 +80,13 @@ CHOICE_SPECS = {
         "working correlation, robust sandwich SEs (statsmodels GEE): robustness check for the "
         "repeated choices within participants"
     ),
+    "choice_glmm": (
+        "logistic GLMM chose_target ~ format + (1 | participant) + (1 | pair), Laplace "
+        "approximation with PIRLS as lme4::glmer (nAGQ = 1; checked against glmer to 1e-4): "
+        "conditional odds ratio with Wald z test and CI, SEs from the Hessian of the Laplace "
+        "deviance (lme4's default); random-intercept SDs on the logit scale; singular as "
+        "lme4::isSingular. A fit that did not converge is not reported: its section says why"
+    ),
     "wtp_model": (
         "linear mixed model, REML: wtp ~ format + (1 | participant) + (1 | pair), by profiled "
         "REML in a sparse formulation (crossed_sparse, as lme4::lmer; checked against lme4 "
@@ -88,6 +98,29 @@ CHOICE_SPECS = {
         "did not converge is never reported: its section says why"
     ),
     "wtp_by_format": "mean of participants' mean premium per format; t 95% CI over participants",
+    "wtp_differences": (
+        "each participant's mean WTP with the treatment format minus their mean with the "
+        "reference format (participants who saw both), mean with a t 95% CI over participants; "
+        "the figure shows every participant's difference beside the mixed-model effect"
+    ),
+    "covariate_adjusted": (
+        "the format effect adjusted for participant covariates: GEE logit clustered by "
+        "participant (log odds, robust SE, z) and the crossed REML model with the covariates as "
+        "fixed effects (Satterthwaite t); numeric covariates centred at the participants' mean, "
+        "text covariates as dummies against their most frequent level (levels with < 5 "
+        "participants pooled as other); complete cases (rows with a missing covariate dropped "
+        "and counted)"
+    ),
+    "wtp_random_effects": (
+        "conditional modes of the participant and pair random intercepts with conditional SDs "
+        "(as lme4 ranef(condVar = TRUE); checked against lme4 to 1e-6), at the fitted "
+        "parameters; the residual and QQ figures use the conditional residuals y - X beta - Z b"
+    ),
+    "demographics": (
+        "analysed participants (after exclusions), each once: age mean/SD/range, sex and country "
+        "of residence counts, from Prolific's demographic export joined by Participant id; "
+        "CONSENT_REVOKED and DATA_EXPIRED cells read as not available"
+    ),
     "wtp_slopes": (
         "maximal model wtp ~ format + (1 + format | participant) + (1 + format | pair), REML, "
         "lme4's formulation (checked against lmer to 1e-4); Satterthwaite t; likelihood-ratio "
@@ -108,6 +141,8 @@ def analyze_choice(
     clustered: bool = True,
     levels: Sequence[str] | None = None,
     wtp_slopes: bool = False,
+    covariates: Sequence[str] = (),
+    glmm: bool = True,
 ) -> Results:
     """Run the whole choice analysis on trial-level data.
 
@@ -127,6 +162,9 @@ def analyze_choice(
         Mixed-model optimizers, tried in order.
     clustered : bool
         Also fit the GEE robustness model.
+    glmm : bool
+        Also fit the logistic GLMM with crossed random intercepts
+        (:func:`analysis.stats.choice.choice_glmm`): table ``choice_glmm``.
     levels : sequence of str, optional
         ``(reference, treatment)`` format levels; required unless the column holds only
         ``original`` and ``summary`` (the reference sets the sign of every effect).
@@ -134,13 +172,17 @@ def analyze_choice(
         Also fit the maximal model with random slopes of format by participant and pair
         (:func:`analysis.stats.wtp.wtp_slopes`) and its likelihood-ratio test: table
         ``wtp_slopes``.
+    covariates : sequence of str
+        Participant columns (e.g. ``age, sex, country`` from
+        :func:`analysis.demographics.join_demographics`) to adjust the choice GEE and the WTP
+        model for: table ``covariate_adjusted`` (:func:`analysis.stats.covariates.adjusted_models`).
 
     Returns
     -------
     Results
         Tables ``exclusions``, ``selection_rates``, ``chi2``, ``effects``, ``by_pair``,
-        ``clustered``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts, rules,
-        specifications, versions and per-step timings.
+        ``clustered``, ``choice_glmm``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts,
+        rules, specifications, versions and per-step timings.
     """
     import numpy as np
 
@@ -172,6 +214,7 @@ def analyze_choice(
     clustered_note = "not requested"
     wtp_failure = None
     slopes_failure = None
+    covariates_failure = None
     if clustered:
         try:
             res.tables["clustered"] = timed(
@@ -181,6 +224,16 @@ def analyze_choice(
         except wtp.ConvergenceError as exc:
             # The robustness check failing must not hide the primary results; say so instead.
             clustered_note = f"not reported: {exc}"
+    glmm_note = "not requested"
+    if glmm:
+        try:
+            res.tables["choice_glmm"] = timed(
+                "choice_glmm", choice.choice_glmm, kept, levels=levels
+            )
+            glmm_note = "reported"
+        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
+            # Like the GEE: a failed GLMM is reported in its section, the rest is written.
+            glmm_note = f"not reported: {type(exc).__name__}: {exc}"
 
     wtp_rows = kept[kept["wtp_premium_pct"].notna()]
     wtp_kwargs: dict[str, object] = {
@@ -210,6 +263,28 @@ def analyze_choice(
                 )
             except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
                 slopes_failure = f"{type(exc).__name__}: {exc}"
+    if len(wtp_rows):
+        _wtp_figure_data(res, wtp_rows, levels, wtp_transform, timings)
+    if covariates:
+        from analysis.stats.covariates import adjusted_models
+
+        try:
+            res.tables["covariate_adjusted"] = timed(
+                "covariate_adjusted",
+                adjusted_models,
+                kept,
+                list(covariates),
+                levels=levels,
+                transform=wtp_transform,
+            )
+        except (ValueError, wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+            # Like every model: its failure is reported, the rest is written.
+            covariates_failure = f"{type(exc).__name__}: {exc}"
+    if "demographics_status" in kept.columns:
+        from analysis.demographics import describe_demographics
+
+        # Describes the participants analysed (after exclusions), each counted once.
+        res.tables["demographics"] = describe_demographics(kept)
     res.meta = {
         "n_rows_input": len(data),
         "n_participants_input": int(data["participant_id"].nunique()),
@@ -225,6 +300,7 @@ def analyze_choice(
             "source": "given" if levels else "default (original, summary)",
         },
         "clustered_model": clustered_note,
+        "choice_glmm": glmm_note,
         "specifications": CHOICE_SPECS,
         "versions": library_versions(),
         "timings_s": timings,
@@ -233,6 +309,8 @@ def analyze_choice(
         res.meta["wtp_model_failed"] = wtp_failure
     if slopes_failure is not None:
         res.meta["wtp_slopes_failed"] = slopes_failure
+    if covariates_failure is not None:
+        res.meta["covariate_adjusted_failed"] = covariates_failure
     if "wtp_model" in res.tables:
         row = res.tables["wtp_model"].iloc[0]
         res.meta["wtp_model_ran"] = {
@@ -244,6 +322,39 @@ def analyze_choice(
             "notes": row["notes"],
         }
     return res
+
+
+def _wtp_figure_data(res, wtp_rows, levels, transform, timings) -> None:
+    """Within-participant differences and the mixed model's residuals and random effects."""
+    from analysis.stats import diagnostics, wtp
+
+    start = time.perf_counter()
+    df, ref, trt = wtp._prepare(
+        wtp_rows, "wtp_premium_pct", "format", levels, transform, ["participant_id", "pair_id"]
+    )
+    per, summary = diagnostics.within_differences(
+        df, dv="y", between="format", subject="participant_id", levels=(ref, trt)
+    )
+    res.plot_data["wtp_differences"] = per
+    res.tables["wtp_differences"] = summary.assign(transform=transform or "none")
+    model = res.tables.get("wtp_model")
+    if model is not None and model["sd_item"].notna().all() and model["sd_subject"].notna().all():
+        row = model.iloc[0]
+        residuals, effects = diagnostics.crossed_conditional_modes(
+            df,
+            y="y",
+            x="x",
+            subject="participant_id",
+            item="pair_id",
+            intercept=float(row["intercept"]),
+            slope=float(row["estimate"]),
+            sd_subject=float(row["sd_subject"]),
+            sd_item=float(row["sd_item"]),
+            sd_residual=float(row["sd_residual"]),
+        )
+        res.plot_data["wtp_residuals"] = residuals
+        res.tables["wtp_random_effects"] = effects
+    timings["wtp_figure_data"] = time.perf_counter() - start
 
 
 ANNOTATION_SPECS = {
@@ -268,6 +379,10 @@ ANNOTATION_SPECS = {
         "(Fisher-z CI, t-test p, as R cor.test) and Spearman rho"
     ),
     "model_matrix": "Pearson r between every pair of models' shift indicators (common items)",
+    "label_mapping": (
+        "how each model's raw labels were read: as is (positive/negative/neutral/other, any "
+        "case), by the researcher's --label-map, or unknown (no entry): kept, counted as no shift"
+    ),
 }
 
 
@@ -325,6 +440,7 @@ def analyze_annotations(
     ]
     timings["humans"] = time.perf_counter() - start
     models: list[str] = []
+    unmapped: list[str] = []
     if predictions is not None and len(predictions):
         start = time.perf_counter()
         shifts = annotation.model_shifts(predictions, items, shift_labels=model_shift_labels)
@@ -332,6 +448,13 @@ def analyze_annotations(
         res.tables["model_shift_rates"] = annotation.model_shift_rates(shifts)
         res.tables["human_model"] = correlation.human_model_correlation(shifts)
         res.tables["model_matrix"] = correlation.model_correlation_matrix(shifts)
+        if "raw_label" in predictions.columns:
+            from analysis.external import UNMAPPED_LABEL, label_mapping
+
+            mapping = label_mapping(predictions)
+            res.tables["label_mapping"] = mapping
+            unknown = mapping[mapping["label"] == UNMAPPED_LABEL]
+            unmapped = sorted(set(unknown["raw_label"]))
         models = sorted(shifts["model"].unique())
         missing = sorted(set(predictions["item_id"]) - set(items["item_id"]))
         timings["models"] = time.perf_counter() - start
@@ -347,6 +470,7 @@ def analyze_annotations(
         "models": models,
         "model_shift_labels": list(model_shift_labels),
         "prediction_items_without_human_labels": len(missing),
+        "unmapped_model_labels": unmapped,
         "exclusion_rules": rules.as_dict(),
         "specifications": ANNOTATION_SPECS,
         "versions": library_versions(),

@@ -285,6 +285,34 @@ class _CrossedSlopesProblem(_CrossedProblem):
         return np.asarray(best.x, float), float(best.fun)
 
 
+class _ReducedSlopesProblem(_CrossedSlopesProblem):
+    """The random-slope model with some entries of ``theta`` held at 0: a simpler structure.
+
+    ``free`` marks the entries of lme4's six-entry ``theta`` that are estimated. Holding
+    ``T[1, 0]`` at 0 drops the correlation (``(1 + x || g)``, i.e. ``(1 | g) + (0 + x | g)``);
+    holding a column at 0 drops that term. The deviance is then exactly that of the simpler
+    model (a zero column of ``T`` adds ``log 1`` to ``log det A``), so the same code fits it.
+    """
+
+    def __init__(self, X, y, x, g1, g2, free):
+        import numpy as np
+
+        super().__init__(X, y, x, g1, g2)
+        self.free = np.asarray(free, bool)
+        self.theta0 = self.theta0[self.free]
+        self.bounds = [b for b, f in zip(self.bounds, self.free, strict=True) if f]
+
+    def expand(self, theta):
+        import numpy as np
+
+        full = np.zeros(6)
+        full[self.free] = theta
+        return full
+
+    def pieces(self, theta):
+        return super().pieces(self.expand(theta))
+
+
 def _one_blas_thread():
     """Context in which BLAS runs on one thread (a no-op without threadpoolctl).
 
@@ -508,6 +536,7 @@ def crossed_slopes_lmm(
     large: str,
     small: str,
     confidence: float = 0.95,
+    free: Sequence[bool] | None = None,
 ) -> pd.DataFrame:
     """``dv ~ x + (1 + x | large) + (1 + x | small)`` by profiled REML, as ``lme4::lmer``.
 
@@ -527,6 +556,11 @@ def crossed_slopes_lmm(
         Grouping columns (``large``: the factor with more levels, as lme4 orders them).
     confidence : float
         Coverage of the intervals of the fixed effects.
+    free : sequence of 6 bool, optional
+        Which entries of lme4's ``theta`` (``T[0,0], T[1,0], T[1,1]`` of ``large``, then of
+        ``small``) are estimated; the others are held at 0. Default: all (the maximal model).
+        ``T[1,0]`` held at 0 is the zero-correlation model ``(1 + x || g)``; a column held at
+        0 drops that term (an SD of 0, no correlation).
 
     Returns
     -------
@@ -536,7 +570,8 @@ def crossed_slopes_lmm(
         ``<factor>: Intercept x <x>`` (NaN when an SD is 0); every row also ``optimizer``,
         ``converged``, ``reml``, ``n_obs``, ``singular`` (an SD or the remaining diagonal of a
         2 x 2 factor below 1e-4, as ``lme4::isSingular``), ``criterion``, ``loglik``,
-        ``loglik_ml``, ``aic_ml``, ``bic_ml`` (``k`` = 2 fixed + 6 covariance + residual),
+        ``loglik_ml``, ``aic_ml``, ``bic_ml`` (``k`` = 2 fixed + the estimated
+        entries of theta + residual),
         ``theta`` (lme4's ``getME(m, "theta")`` as text), ``notes``.
     """
     import numpy as np
@@ -546,23 +581,30 @@ def crossed_slopes_lmm(
     n = len(df)
     xv = df[x].to_numpy(float)
     X = np.column_stack([np.ones(n), xv])
-    problem = _CrossedSlopesProblem(
-        X, df[dv].to_numpy(float), xv, pd.factorize(df[large])[0], pd.factorize(df[small])[0]
+    free = np.ones(6, bool) if free is None else np.asarray(free, bool)
+    problem = _ReducedSlopesProblem(
+        X,
+        df[dv].to_numpy(float),
+        xv,
+        pd.factorize(df[large])[0],
+        pd.factorize(df[small])[0],
+        free,
     )
     p = 2
     with _one_blas_thread():
-        theta, criterion = problem.fit(reml=True)
+        theta_free, criterion = problem.fit(reml=True)
         _, dev_ml = problem.fit(reml=False)
-        xtx, beta, r2, _ = problem._split(theta)
+        xtx, beta, r2, _ = problem._split(theta_free)
         sigma = float(np.sqrt(r2 / (n - p)))
         cov = sigma * sigma * np.linalg.inv(xtx)
-        dfs = _satterthwaite_df(problem, theta, sigma, np.eye(p))
+        dfs = _satterthwaite_df(problem, theta_free, sigma, np.eye(p))
+    theta = problem.expand(theta_free)
     rows: list[dict[str, object]] = []
     for i, term in enumerate(["Intercept", x]):
         est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
         rows.append(_fixed_row(term, est, s, float(dfs[i]), confidence))
     boundary = []
-    for name, th in ((large, theta[:3]), (small, theta[3:])):
+    for name, th, fr in ((large, theta[:3], free[:3]), (small, theta[3:], free[3:])):
         tf = _CrossedSlopesProblem.factor(th)
         vc = sigma * sigma * tf @ tf.T
         sd0, sd1 = np.sqrt(np.diag(vc))
@@ -570,7 +612,8 @@ def crossed_slopes_lmm(
         rows.append({"kind": "sd", "term": f"{name}: {x}", "estimate": float(sd1)})
         corr = vc[0, 1] / (sd0 * sd1) if sd0 > 0 and sd1 > 0 else np.nan
         rows.append({"kind": "corr", "term": f"{name}: Intercept x {x}", "estimate": float(corr)})
-        if min(abs(th[0]), abs(th[2])) < SINGULAR_TOL:
+        # As lme4's isSingular: an estimated diagonal entry of T at its bound 0.
+        if any(f and abs(v) < SINGULAR_TOL for v, f in ((th[0], fr[0]), (th[2], fr[2]))):
             boundary.append(name)
     rows.append({"kind": "sd", "term": "Residual", "estimate": sigma})
     out = pd.DataFrame(rows)
@@ -581,7 +624,7 @@ def crossed_slopes_lmm(
     out["singular"] = bool(boundary)
     out["criterion"] = criterion
     out["loglik"] = -criterion / 2
-    k = p + 6 + 1
+    k = p + int(free.sum()) + 1
     out["loglik_ml"] = -dev_ml / 2
     out["aic_ml"] = dev_ml + 2 * k
     out["bic_ml"] = dev_ml + k * np.log(n)

@@ -42,6 +42,7 @@ from analysis.stats.crossed import (
     crossed_lmm,
     crossed_slopes_lmm,
 )
+from analysis.stats.simplify import simplify_slopes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -520,7 +521,9 @@ def wtp_slopes(
     across pairs, the intercept-only model's interval is too narrow. The slopes are tested
     against ``(1 | participant) + (1 | pair)`` by a likelihood-ratio test of the ML fits (as
     ``anova(m0, m1)`` in lme4; chi-square with 4 df, conservative because variances are tested
-    at the boundary).
+    at the boundary). When the maximal model is singular it is simplified by the rule of
+    :mod:`analysis.stats.simplify` (drop the correlations, then the zero-variance terms,
+    refitting each time); the estimate is the final model's, every step is reported.
 
     Parameters
     ----------
@@ -531,10 +534,15 @@ def wtp_slopes(
     -------
     pandas.DataFrame
         One row: ``effect``, ``estimate``, ``se``, ``statistic``, ``df`` (Satterthwaite),
-        ``p_val`` (t), ``p_val_z``, ``ci_low``, ``ci_high``, ``formula``, ``singular`` (as
+        ``p_val`` (t), ``p_val_z``, ``ci_low``, ``ci_high`` (all of the final model),
+        ``formula`` (the final model's), ``maximal_formula``, ``maximal_estimate``,
+        ``maximal_se``, ``maximal_singular`` (the maximal model's), ``simplified`` (the
+        maximal model was singular and simplified), ``simplification`` (each step: formula,
+        what was dropped and why, singular or not), ``singular`` (the final model, as
         ``lme4::isSingular``), ``sd_subject``, ``sd_subject_slope``, ``corr_subject``,
-        ``sd_item``, ``sd_item_slope``, ``corr_item``, ``sd_residual``, ``loglik_reml``,
-        ``aic_ml``, ``bic_ml``, ``lrt_chisq``, ``lrt_df``, ``lrt_p`` (slopes vs intercepts),
+        ``sd_item``, ``sd_item_slope``, ``corr_item`` (0 / NaN for dropped terms),
+        ``sd_residual``, ``loglik_reml``, ``aic_ml``, ``bic_ml`` (final model), ``lrt_chisq``,
+        ``lrt_df``, ``lrt_p`` (the maximal model's slopes vs intercepts),
         ``n_obs``, ``transform``, ``notes``, ``reference``, ``treatment``.
     """
     import numpy as np
@@ -544,7 +552,15 @@ def wtp_slopes(
     df, ref, trt = _prepare(data, dv, between, levels, transform, [subject, item])
     n_subjects, n_items = df[subject].nunique(), df[item].nunique()
     large, small = (subject, item) if n_subjects >= n_items else (item, subject)
-    table = crossed_slopes_lmm(df, dv="y", x="x", large=large, small=small, confidence=confidence)
+    table, steps = simplify_slopes(
+        df,
+        dv="y",
+        x="x",
+        large=large,
+        small=small,
+        confidence=confidence,
+        names={"y": dv, "x": between},
+    )
     # The intercept-only model's ML deviance for the likelihood-ratio test (same rows).
     problem = _CrossedProblem(
         np.column_stack([np.ones(len(df)), df["x"].to_numpy(float)]),
@@ -554,13 +570,18 @@ def wtp_slopes(
     )
     with _one_blas_thread():
         _, dev0 = problem.fit(reml=False)
-    dev1 = -2 * float(table["loglik_ml"].iloc[0])
+    dev1 = float(steps["ml_deviance"].iloc[0])  # the maximal model's
     lrt = max(dev0 - dev1, 0.0)
     eff = table[table["kind"] == "fixed"].set_index("term").loc["x"]
     est = table[table["kind"] != "fixed"].set_index("term")["estimate"]
-    formula = f"{dv} ~ {between} + (1 + {between} | {subject}) + (1 + {between} | {item})"
+    maximal, formula = steps["formula"].iloc[0], steps["formula"].iloc[-1]
     if transform == "log":
+        maximal = maximal.replace(dv, f"log(1 + {dv}/100)", 1)
         formula = formula.replace(dv, f"log(1 + {dv}/100)", 1)
+    history = "; ".join(
+        f"{r.step}. {r.formula}: {r.action}; {'singular' if r.singular else 'not singular'}"
+        for r in steps.itertuples()
+    )
     return pd.DataFrame(
         {
             "effect": [f"{between}[{trt}]"],
@@ -573,6 +594,12 @@ def wtp_slopes(
             "ci_low": [eff["ci_low"]],
             "ci_high": [eff["ci_high"]],
             "formula": [formula],
+            "maximal_formula": [maximal],
+            "maximal_estimate": [float(steps["estimate"].iloc[0])],
+            "maximal_se": [float(steps["se"].iloc[0])],
+            "maximal_singular": [bool(steps["singular"].iloc[0])],
+            "simplified": [len(steps) > 1],
+            "simplification": [history],
             "singular": [bool(table["singular"].iloc[0])],
             "sd_subject": [est[f"{subject}: Intercept"]],
             "sd_subject_slope": [est[f"{subject}: x"]],

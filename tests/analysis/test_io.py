@@ -157,11 +157,12 @@ def test_predictions_csv_and_jsonl(tmp_path):
     ]
     jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
     data = load_predictions([csv, jsonl])
-    assert data.to_dict("records") == [
+    assert data[["item_id", "model", "label"]].to_dict("records") == [
         {"item_id": "1", "model": "gpt", "label": "positive"},
         {"item_id": "2", "model": "gpt", "label": "other"},
         {"item_id": "1", "model": "llama", "label": "negative"},
     ]
+    assert data["raw_label"].tolist() == ["Positive", "other", "negative"]
     with pytest.raises(ExportFormatError, match="repeat a"):
         load_predictions([csv, csv])
     bad = tmp_path / "bad.csv"

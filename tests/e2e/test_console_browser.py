@@ -106,9 +106,12 @@ def test_console_launch_watch_export_and_pay(console_server, desk_page, tmp_path
 
     # Pay: issue the bonuses and download Prolific's bulk-bonus CSV.
     page.get_by_label("Platform").select_option("prolific")
+    dialogs: list[str] = []  # issuing bonuses asks first, naming the consequence
+    page.once("dialog", lambda d: (dialogs.append(d.message), d.accept()))
     with page.expect_download() as info:
         page.get_by_role("button", name="Issue bonuses and download the file").click()
     assert info.value.suggested_filename == "product-choice-demo-bonus-prolific.csv"
+    assert dialogs and "never issued a bonus again" in dialogs[0]
     bonus_path = tmp_path / "bonus.csv"
     info.value.save_as(bonus_path)
     lines = bonus_path.read_text().splitlines()

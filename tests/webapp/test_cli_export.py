@@ -32,9 +32,9 @@ def test_study_load_and_list(runner, tmp_path):
     result = runner.invoke(args=["study", "state", "product-choice-demo", "paused"])
     assert result.exit_code == 0 and "live -> paused" in result.output
     assert runner.invoke(args=["study", "state", "product-choice-demo", "closed"]).exit_code == 0
-    result = runner.invoke(args=["study", "state", "product-choice-demo", "live"])
-    assert result.exit_code == 1 and "a closed study cannot become live" in result.output
     assert runner.invoke(args=["study", "list"]).output.rstrip().endswith("\tclosed")
+    result = runner.invoke(args=["study", "state", "product-choice-demo", "live"])  # reopen
+    assert result.exit_code == 0 and "closed -> live" in result.output
     bad = tmp_path / "bad.yaml"
     bad.write_text("slug: Bad\n")
     result = runner.invoke(args=["study", "load", str(bad)])

@@ -10,4 +10,9 @@ bp = Blueprint(
     static_folder="static",
 )
 
-from webapp.researcher import gate, routes  # noqa: E402,F401  (registers the views and the gate)
+from webapp.researcher import (  # noqa: E402,F401  (registers the views and the gate)
+    gate,
+    recruit_routes,
+    routes,
+    study_routes,
+)

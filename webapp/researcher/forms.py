@@ -6,7 +6,7 @@ Select choices are plain strings: WTForms 3.3 deprecates (value, label) tuples.
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired, MultipleFileField
 from wtforms import BooleanField, HiddenField, PasswordField, SelectField, StringField
-from wtforms.validators import InputRequired, Length
+from wtforms.validators import InputRequired, Length, Optional
 
 
 class LoginForm(FlaskForm):
@@ -22,28 +22,48 @@ class UploadForm(FlaskForm):
     file = FileField("Study YAML or zip", validators=[FileRequired()])
     stimuli = MultipleFileField("Stimulus files it names (not with a zip)")
     force = BooleanField("Replace task blocks even if participants exist")
+    slug = StringField(
+        "Slug (optional: instead of the file's own)", validators=[Optional(), Length(max=80)]
+    )
 
 
 class LoadForm(FlaskForm):
-    """Load a study YAML file from the studies folder."""
+    """Load a study YAML file from the studies folder, under its own slug or another."""
 
     name = SelectField("Study file", choices=[], validate_choice=True)
+    slug = StringField(
+        "Slug (optional: instead of the file's own)", validators=[Optional(), Length(max=80)]
+    )
+
+
+class DuplicateForm(FlaskForm):
+    """Copy a study's current version into a new draft under a new slug."""
+
+    slug = StringField("Slug of the copy", validators=[InputRequired(), Length(max=80)])
 
 
 class StateForm(FlaskForm):
     """Move a study to another lifecycle state."""
 
     state = HiddenField(validators=[InputRequired()])
+    # Closing is refused without it: the close button leads to a page naming the consequences,
+    # whose button sends it.
+    confirm = HiddenField()
 
 
 class PreviewForm(FlaskForm):
-    """Start a preview (a POST: it writes an audit row)."""
+    """Start a preview (a POST: it writes an audit row), optionally at one block."""
+
+    block = HiddenField()
 
 
 class ParticipantActionForm(FlaskForm):
     """Mark a participant returned/timed out, or exclude/re-include them."""
 
-    participant = HiddenField(validators=[InputRequired(), Length(max=20)])
+    # A pseudonym or a recruiter ID (Prolific: 24 characters; MTurk worker IDs are shorter,
+    # link IDs up to the identity column's 128).
+    participant = HiddenField(validators=[InputRequired(), Length(max=128)])
+    back = HiddenField()
     action = SelectField(
         "Action",
         choices=["returned", "timed_out", "exclude", "include"],

@@ -6,7 +6,7 @@ console; the participant views stay unaware of it.
 
 from __future__ import annotations
 
-from flask import request
+from flask import g, request
 
 from webapp.errors import ParticipantError
 from webapp.models import Study, StudyState
@@ -62,6 +62,8 @@ def study_must_be_live() -> None:
     # The same check as every console view: a logged-out or re-passworded session is no one.
     researcher = console_researcher()
     preview = researcher is not None and can_access(researcher, study)
+    if preview:
+        g.console_preview = study  # the preview bar over the page (study_routes.preview_bar)
     starting = request.endpoint in _STARTING and not _returning(study)
     blocked = participant_gate(study, starting=starting, preview=preview)
     if blocked is not None:

@@ -39,6 +39,7 @@ from webapp.models import ParticipantStatus, Platform, Researcher, Study, StudyS
 from webapp.researcher import bp
 from webapp.researcher.forms import (
     BonusForm,
+    DuplicateForm,
     LoadForm,
     LoginForm,
     ParticipantActionForm,
@@ -50,7 +51,7 @@ from webapp.researcher.forms import (
 from webapp.services import accounts, audit, payments, reconcile
 from webapp.services import export as export_service
 from webapp.services import researchers as console
-from webapp.services.researchers import ConsoleError, authenticate
+from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
 from webapp.services.studies import StudyLoadError, bundle_zip, get_study, status_counts
 from webapp.validation import StudyDefinitionError
 
@@ -160,13 +161,17 @@ def index() -> str:
     return _index()
 
 
-def _index(upload: UploadForm | None = None, errors: list[str] | None = None) -> Any:
+def _index(
+    upload: UploadForm | None = None,
+    errors: list[str] | None = None,
+    load: LoadForm | None = None,
+) -> Any:
     rows = [(s, status_counts(s)) for s in accounts.visible_studies(g.researcher)]
     html = render_template(
         "researcher/index.html",
         rows=rows,
         upload=upload or UploadForm(),
-        load=_load_form(),
+        load=load or _load_form(),
         limits={
             "file": bundles.size_text(bundles.MAX_FILE_BYTES),
             "bundle": bundles.size_text(bundles.MAX_BUNDLE_BYTES),
@@ -192,9 +197,15 @@ def upload() -> Any:
     files = [(f.filename or "", f.read(bundles.MAX_BUNDLE_BYTES + 1)) for f in uploads]
     try:
         bundle = bundles.bundle_from_upload(files)
-        result = console.load_uploaded_study(bundle, g.researcher, force=form.force.data)
+        result = console.load_uploaded_study(
+            bundle, g.researcher, force=form.force.data, slug=form.slug.data
+        )
     except bundles.BundleError as exc:
         return _index(form, [f"upload: {exc}"])
+    except SlugTaken as exc:
+        db.session.rollback()
+        form.slug.data = exc.suggestion
+        return _index(form, [str(exc)])
     except (StudyDefinitionError, StudyLoadError, ConsoleError) as exc:
         db.session.rollback()
         return _index(form, [str(exc)])
@@ -205,15 +216,21 @@ def upload() -> Any:
 @bp.post("/studies/load")
 @login_required
 def load() -> Any:
-    """Load a study YAML from the studies folder as a draft."""
+    """Load a study YAML from the studies folder as a draft (under its slug or another)."""
     form = _load_form()
     if not form.validate_on_submit():
-        return _index(errors=["Choose one of the study files."])
+        return _index(errors=["Choose one of the study files."], load=form)
     try:
-        result = console.load_study_for(_studies_dir() / form.name.data, g.researcher)
+        result = console.load_study_for(
+            _studies_dir() / form.name.data, g.researcher, slug=form.slug.data
+        )
+    except SlugTaken as exc:  # e.g. a demo loaded by `make run`: offer a free slug
+        db.session.rollback()
+        form.slug.data = exc.suggestion
+        return _index(errors=[str(exc)], load=form)
     except (StudyDefinitionError, StudyLoadError, ConsoleError) as exc:
         db.session.rollback()
-        return _index(errors=[str(exc)])
+        return _index(errors=[str(exc)], load=form)
     flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")
     return redirect(url_for("researcher.study", slug=result.study.slug))
 
@@ -223,13 +240,15 @@ def load() -> Any:
 def study(slug: str) -> str:
     """The study's dashboard: state, links, live counts, participants, exports, payments."""
     s = _study(slug)
+    overview = _overview(s)
     return render_template(
         "researcher/study.html",
         s=s,
-        dash=console.dashboard(s, utcnow(), _active_window()),
-        participants=console.participant_rows(s),
+        dash=overview,
+        table=_table(s),
         links=console.recruitment_links(s, request.host_url),
         transitions=sorted(t.value for t in console.TRANSITIONS[s.state]),
+        duplicate_form=DuplicateForm(data={"slug": console.free_slug(s.slug, g.researcher)}),
         ledger=payments.ledger_rows(s),
         bonus_plans=_bonus_plans(s),
         state_form=StateForm(),
@@ -255,13 +274,45 @@ def _bonus_plans(s: Study) -> dict[str, payments.BonusPlan]:
     return plans
 
 
+def _overview(s: Study) -> dict[str, Any]:
+    """The dashboard's numbers, after timing out the abandoned (when configured)."""
+    from webapp.services import monitor, timeouts
+
+    now = utcnow()
+    if current_app.config["AUTO_TIMEOUT"]:
+        timeouts.sweep(s, now)
+    data = console.dashboard(s, now, _active_window())
+    data["target"] = monitor.target_progress(s)
+    data["funnel"] = monitor.funnel(s, now, _active_window())
+    data["shares"] = monitor.choice_shares(s)
+    data["slots"] = monitor.slot_totals(data["items"])
+    data["time_limit_minutes"] = round(timeouts.time_limit(s).total_seconds() / 60, 1)
+    return data
+
+
+def _table(s: Study) -> Any:
+    """The participant table page the query string asks for (filter, sort, search, page)."""
+    from webapp.services import monitor
+
+    args = request.args
+    return monitor.participant_table(
+        s,
+        status=args.get("status", "all"),
+        sort=args.get("sort", "newest"),
+        page=args.get("page", 1, type=int) or 1,
+        query=args.get("q", "")[:128],
+    )
+
+
 @bp.get("/studies/<slug>/live.json")
 @login_required
 def live(slug: str) -> Response:
-    """Live counts for the dashboard's polling script."""
+    """Live numbers for the dashboard's polling script (the table page of the query string)."""
     s = _study(slug)
-    data = console.dashboard(s, utcnow(), _active_window())
-    data["participants"] = console.participant_rows(s, limit=200)
+    data = _overview(s)
+    table = _table(s)
+    data["participants"] = table.rows
+    data["table"] = {"total": table.total, "page": table.page, "pages": table.pages}
     return jsonify(data)
 
 
@@ -272,6 +323,9 @@ def change_state(slug: str) -> Response:
     s = _study(slug)
     form = StateForm()
     if form.validate_on_submit():
+        if form.state.data == StudyState.closed.value and form.confirm.data != "close":
+            # Never closed by one click: the confirmation page names the consequences.
+            return redirect(url_for("researcher.confirm_close", slug=slug))
         try:
             console.change_state(s, StudyState(form.state.data), g.researcher)
             flash(f"{s.slug} is now {s.state.value}.", "info")
@@ -285,21 +339,42 @@ def change_state(slug: str) -> Response:
 def preview(slug: str) -> Response:
     """Start a preview session (flagged, left out of counts and exports); audited, so a POST."""
     s = _study(slug)
-    if not PreviewForm().validate_on_submit():
+    form = PreviewForm()
+    if not form.validate_on_submit():
         return _back(slug, "links", "The preview form had expired; please try again.")
+    token = secrets.token_hex(4)
+    first = s.definition["tasks"][0]
+    if not form.block.data or (form.block.data == first["id"] and first["type"] == "consent"):
+        # The consent block is the study link's own page: a preview from the start.
+        audit.record(g.researcher, "study.preview", study=s)
+        return redirect(console.preview_url(s, token))
+    from webapp.services.flow import participant_token
+    from webapp.services.preview import preview_at
 
-    audit.record(g.researcher, "study.preview", study=s)
-    return redirect(console.preview_url(s, secrets.token_hex(4)))
+    blocks = [b["id"] for b in s.definition["tasks"]]
+    if form.block.data not in blocks:
+        return _back(slug, "links", "That page is not part of this study.")
+    audit.record(g.researcher, "study.preview", study=s, detail={"block": form.block.data})
+    p = preview_at(s, blocks.index(form.block.data), token, utcnow())
+    token = participant_token(p.id, _secret())
+    return redirect(url_for("participant.page", slug=slug, token=token))
 
 
 @bp.post("/studies/<slug>/participants")
 @login_required
 def participant_action(slug: str) -> Response:
     """Mark a participant returned / timed out, or exclude / re-include them."""
+    from webapp.services.monitor import find_participant
+
     s = _study(slug)
     form = ParticipantActionForm()
+    back = url_for("researcher.study", slug=slug) + "#participants"
     if form.validate_on_submit():
-        code, action = form.participant.data, form.action.data
+        found = find_participant(s, form.participant.data or "")
+        # A pseudonym or a recruiter ID: the latter is matched through the same salted hash.
+        code, action = (found.code if found else form.participant.data), form.action.data
+        if form.back.data == "participant" and found is not None:
+            back = url_for("researcher.participant", slug=slug, code=found.code)
         try:
             if action in ("returned", "timed_out"):
                 console.mark_participant(s, code, ParticipantStatus(action), g.researcher)
@@ -312,7 +387,7 @@ def participant_action(slug: str) -> Response:
             flash(str(exc), "warning")
     else:
         flash("The action was incomplete.", "warning")
-    return redirect(url_for("researcher.study", slug=slug) + "#participants")
+    return redirect(back)
 
 
 # -- exports, payments, reconciliation ------------------------------------------------------

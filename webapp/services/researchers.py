@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import secrets
 import statistics
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from webapp.services.accounts import can_access, end_sessions
 from webapp.services.studies import LoadResult, get_study, status_counts, store_definition
 from webapp.studydef import folder_bundle, load_bundle
 from webapp.text_rules import forbidden_character
+from webapp.validation import SLUG_RE
 
 
 def set_researcher(username: str, password: str, *, is_admin: bool | None = None) -> Researcher:
@@ -78,11 +80,21 @@ class ConsoleError(ValueError):
     """A console action that cannot be done; ``str()`` is shown to the researcher."""
 
 
+class SlugTaken(ConsoleError):
+    """The study file's slug belongs to someone else; ``suggestion`` is a free one."""
+
+    def __init__(self, message: str, suggestion: str) -> None:
+        super().__init__(message)
+        self.suggestion = suggestion
+
+
 TRANSITIONS: dict[StudyState, frozenset[StudyState]] = {
     StudyState.draft: frozenset({StudyState.live}),
     StudyState.live: frozenset({StudyState.paused, StudyState.closed}),
     StudyState.paused: frozenset({StudyState.live, StudyState.closed}),
-    StudyState.closed: frozenset(),
+    # Reopening is allowed (issue 17): closing by mistake must not end a paid study for good.
+    # It is audited like every transition, with ``reopen`` in the detail.
+    StudyState.closed: frozenset({StudyState.live, StudyState.paused}),
 }
 
 
@@ -102,7 +114,7 @@ def change_state(study: Study, target: StudyState, actor: Researcher | str) -> N
     Raises
     ------
     ConsoleError
-        The transition is not allowed (e.g. a closed study cannot reopen).
+        The transition is not allowed (e.g. a draft cannot be closed).
     """
     if target not in TRANSITIONS[study.state]:
         allowed = ", ".join(sorted(s.value for s in TRANSITIONS[study.state])) or "none"
@@ -115,7 +127,11 @@ def change_state(study: Study, target: StudyState, actor: Researcher | str) -> N
         actor,
         "study.state",
         study=study,
-        detail={"from": before.value, "to": target.value},
+        detail={
+            "from": before.value,
+            "to": target.value,
+            **({"reopen": True} if before is StudyState.closed else {}),
+        },
         commit=False,
     )
     db.session.commit()
@@ -148,7 +164,9 @@ def participant_gate(study: Study, *, starting: bool, preview: bool) -> StudySta
     return study.state
 
 
-def load_uploaded_study(bundle: Bundle, owner: Researcher, *, force: bool = False) -> LoadResult:
+def load_uploaded_study(
+    bundle: Bundle, owner: Researcher, *, force: bool = False, slug: str | None = None
+) -> LoadResult:
     """Validate an uploaded study bundle and store it as the owner's draft (audited).
 
     The study file can name only files of its bundle (:mod:`webapp.bundle`); the bundle is
@@ -161,6 +179,8 @@ def load_uploaded_study(bundle: Bundle, owner: Researcher, *, force: bool = Fals
     owner : Researcher
     force : bool
         Replace task blocks even if participants exist.
+    slug : str, optional
+        Store it under this slug instead of the file's own (e.g. a demo someone else loaded).
 
     Returns
     -------
@@ -175,18 +195,86 @@ def load_uploaded_study(bundle: Bundle, owner: Researcher, *, force: bool = Fals
     webapp.services.studies.StudyLoadError
         Tasks changed while participants exist.
     """
-    definition = load_bundle(bundle)
+    definition = with_slug(load_bundle(bundle), slug)
     source = f"upload:{bundle.study_name}"
     return _store_owned(definition, source, owner, force, bundle)
 
 
-def load_study_for(path: Path, owner: Researcher, *, force: bool = False) -> LoadResult:
+def load_study_for(
+    path: Path, owner: Researcher, *, force: bool = False, slug: str | None = None
+) -> LoadResult:
     """Load a study file from the studies folder as the owner's draft (audited).
 
-    Like the command line, it reads only files of the study file's own folder.
+    Like the command line, it reads only files of the study file's own folder. ``slug``
+    stores it under another slug than the file's own.
     """
     bundle = folder_bundle(path)
-    return _store_owned(load_bundle(bundle), str(path), owner, force, bundle)
+    definition = with_slug(load_bundle(bundle), slug)
+    return _store_owned(definition, str(path), owner, force, bundle)
+
+
+def with_slug(definition: dict[str, Any], slug: str | None) -> dict[str, Any]:
+    """Return the definition under another slug (checked like a study file's), or unchanged."""
+    if not slug or slug == definition["slug"]:
+        return definition
+    slug = slug.strip()
+    if not SLUG_RE.match(slug):
+        raise ConsoleError(
+            f"{slug!r} is not a usable slug: 3 to 80 lower-case letters, digits and dashes, "
+            "starting and ending with a letter or digit"
+        )
+    return {**definition, "slug": slug}
+
+
+def free_slug(base: str, owner: Researcher) -> str:
+    """Suggest a slug no study has yet: ``base-USERNAME``, then ``-2``, ``-3``, …"""
+    stem = re.sub(r"[^a-z0-9-]+", "-", f"{base}-{owner.username}".lower())[:74].strip("-")
+    candidate, n = stem, 1
+    while get_study(candidate) is not None:
+        n += 1
+        candidate = f"{stem}-{n}"
+    return candidate
+
+
+def duplicate_study(study: Study, slug: str, owner: Researcher) -> LoadResult:
+    """Copy a study's current version (definition and bundle) into a new draft and commit.
+
+    The copy starts at version 1 with its own export salt and no participants, so it is a
+    new study (a new version of the design), not a continuation; both studies' audit logs
+    record the copy.
+
+    Raises
+    ------
+    ConsoleError
+        The slug is malformed or already used.
+    """
+    from webapp.bundle import BundleFile
+    from webapp.models import StudyFile
+
+    definition = with_slug(study.definition, slug)
+    if definition["slug"] == study.slug or get_study(definition["slug"]) is not None:
+        raise ConsoleError(
+            f"the slug {definition['slug']!r} is already used; try {free_slug(study.slug, owner)!r}"
+        )
+    files = [
+        BundleFile(f.name, f.content)
+        for f in db.session.scalars(
+            select(StudyFile).where(
+                StudyFile.study_id == study.id, StudyFile.version == study.version
+            )
+        )
+    ]
+    result = store_definition(
+        definition,
+        f"copy:{study.slug}@{study.version}",
+        owner_id=owner.id,
+        state=StudyState.draft,
+        files=files,
+    )
+    detail = {"from": study.slug, "from_version": study.version, "to": result.study.slug}
+    audit.record(owner, "study.duplicate", study=study, detail=detail, commit=False)
+    audit.record(owner, "study.load", study=result.study, detail={**detail, "action": "copy"})
+    return result
 
 
 def _store_owned(
@@ -201,9 +289,10 @@ def _store_owned(
     check_payment_rule(definition, bundle.study_name)  # never a server path in a message
     existing = get_study(definition["slug"])
     if existing is not None and not can_access(owner, existing):
-        raise ConsoleError(
+        raise SlugTaken(
             f"the slug {definition['slug']!r} is taken by another researcher's study; "
-            "choose another slug"
+            "load it under another slug (suggested below)",
+            free_slug(definition["slug"], owner),
         )
     result = store_definition(
         definition,
@@ -244,28 +333,36 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         service provides it) and ``idle_holds`` (annotation studies: ``slots`` reserved now by
         ``people`` who never labelled anything; ``None`` otherwise).
     """
-    people = list(
-        db.session.scalars(
-            select(Participant).where(
-                Participant.study_id == study.id, Participant.is_preview.is_(False)
-            )
-        )
-    )
+    # Aggregated in the database (the page polls this every 2 s, at thousands of people).
     since = now - active_window
+    real = (Participant.study_id == study.id, Participant.is_preview.is_(False))
     counts = dict.fromkeys(
         ("arrivals", "in_progress", "idle", *[s.value for s in ParticipantStatus][1:]), 0
     )
     counts["excluded"] = 0
-    durations = []
-    for p in people:
-        counts["arrivals"] += 1
-        counts["excluded"] += int(p.excluded)
-        if p.status is ParticipantStatus.started:
-            counts["in_progress" if p.last_seen_at >= since else "idle"] += 1
+    active = Participant.last_seen_at >= since
+    rows = db.session.execute(
+        select(Participant.status, active, Participant.excluded, func.count())
+        .where(*real)
+        .group_by(Participant.status, active, Participant.excluded)
+    )
+    for status, is_active, excluded, n in rows:
+        counts["arrivals"] += n
+        counts["excluded"] += n if excluded else 0
+        if status is ParticipantStatus.started:
+            counts["in_progress" if is_active else "idle"] += n
         else:
-            counts[p.status.value] += 1
-        if p.status is ParticipantStatus.completed and p.finished_at is not None:
-            durations.append((p.finished_at - p.started_at).total_seconds())
+            counts[status.value] += n
+    durations = [
+        (finished - started).total_seconds()
+        for started, finished in db.session.execute(
+            select(Participant.started_at, Participant.finished_at).where(
+                *real,
+                Participant.status == ParticipantStatus.completed,
+                Participant.finished_at.is_not(None),
+            )
+        )
+    ]
     per_pair: dict[str, dict[str, int]] = {}
     rows = db.session.execute(
         select(ChoiceResponse.pair_id, ChoiceResponse.format, func.count())
@@ -315,46 +412,6 @@ def _idle_holds(study: Study, now: datetime) -> dict[str, int] | None:
         return None
     held = allocation.idle_holds(study, now)
     return {"slots": held.slots, "people": held.people}
-
-
-def participant_rows(study: Study, *, limit: int = 1000) -> list[dict[str, Any]]:
-    """Return the participant table: status, progress and timing, newest first.
-
-    Returns
-    -------
-    list of dict
-        ``participant_id, platform, status, sequence, progress_pct, started_at, last_seen_at,
-        duration_s, excluded, exclusion_reason, platform_status, reconcile_note, is_preview``.
-    """
-    n_blocks = max(1, len(study.definition["tasks"]) - 1)
-    rows = []
-    query = (
-        select(Participant)
-        .where(Participant.study_id == study.id)
-        .order_by(Participant.id.desc())
-        .limit(limit)
-    )
-    for p in db.session.scalars(query):
-        done = p.status is not ParticipantStatus.started
-        end = p.finished_at if p.finished_at is not None else p.last_seen_at
-        rows.append(
-            {
-                "participant_id": p.code,
-                "platform": p.platform.value,
-                "status": p.status.value,
-                "sequence": p.sequence,
-                "progress_pct": 100 if done else round(100 * p.block_index / n_blocks),
-                "started_at": p.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-                "last_seen_at": p.last_seen_at.strftime("%Y-%m-%d %H:%M:%S"),
-                "duration_s": round((end - p.started_at).total_seconds()),
-                "excluded": p.excluded,
-                "exclusion_reason": p.exclusion_reason,
-                "platform_status": p.platform_status,
-                "reconcile_note": p.reconcile_note,
-                "is_preview": p.is_preview,
-            }
-        )
-    return rows
 
 
 def _participant(study: Study, code: str) -> Participant:

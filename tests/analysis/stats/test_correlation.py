@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +13,7 @@ from analysis.stats.correlation import (
     model_correlation_matrix,
     pearson,
     spearman,
+    spearman_exact_p,
 )
 
 # R documentation example of cor.test (Hollander & Wolfe 1973, p. 187).
@@ -33,10 +36,36 @@ def test_pearson_matches_r_cor_test():
 def test_spearman_matches_r_cor_test():
     # R> cor.test(x, y, method = "spearman")   # S = 48, p-value = 0.0968, rho 0.6
     res = spearman(pd.DataFrame({"x": X, "y": Y}), x="x", y="y").iloc[0]
-    assert res["p_method"] == "t approximation"  # said, not implied (issue 15, finding 7)
+    assert res["p_method"] == "exact permutation"  # said, not implied (issue 15, finding 7)
     assert res["estimate"] == pytest.approx(0.6)
-    # scipy's t approximation, not R's exact permutation p (0.0968): close, not equal.
-    assert 0.05 < res["p_val"] < 0.15
+    # R's exact permutation p; the t approximation gave 0.0876.
+    assert res["p_val"] == pytest.approx(0.09679783950617284, rel=1e-12)
+
+
+R_SPEARMAN = Path(__file__).parents[1] / "r" / "spearman_reference.csv"
+
+
+def _r_cases():
+    ref = pd.read_csv(R_SPEARMAN)
+    return [pytest.param(row, id=row["case"]) for _, row in ref.iterrows()]
+
+
+@pytest.mark.parametrize("row", _r_cases())
+def test_spearman_p_matches_r_as89(row):
+    # tests/analysis/r/spearman_reference.R: R 4.2.2 cor.test(x, y, method = "spearman"),
+    # n = 3..1200, both tails, S = 0 and S = max, and one tied sample (t approximation).
+    data = pd.DataFrame(
+        {"x": [float(v) for v in row["x"].split(";")], "y": [float(v) for v in row["y"].split(";")]}
+    )
+    res = spearman(data, x="x", y="y").iloc[0]
+    assert res["estimate"] == pytest.approx(row["rho"], abs=1e-12)
+    assert res["p_val"] == pytest.approx(row["p"], rel=1e-9, abs=1e-14)
+    assert res["p_method"].startswith("t approximation") == bool(row["ties"])
+
+
+def test_spearman_exact_p_rejects_out_of_range_n():
+    with pytest.raises(ValueError, match="2 <= n <= 1290"):
+        spearman_exact_p(0.5, 1291)
 
 
 def test_degenerate_inputs_give_nan():

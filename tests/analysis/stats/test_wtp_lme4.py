@@ -147,11 +147,43 @@ def test_statsmodels_dense_fit_is_flagged_singular_where_lme4_is():
 #   anova(m_intercepts, m_slopes)   # refits both by ML: Chisq, Df = 4, Pr(>Chisq)
 @pytest.mark.parametrize("dataset", ["slopes_70x10", "messy_unbalanced"])
 def test_random_slopes_match_lmer_with_the_same_formula(dataset):
-    from analysis.stats.wtp import wtp_slopes
+    from analysis.stats.wtp import crossed_slopes_lmm, wtp_slopes
 
-    row = wtp_slopes(load(dataset)).iloc[0]
     r = reference(dataset, "slopes")
     close = {"rel": 1e-4}
+    summary = wtp_slopes(load(dataset)).iloc[0]
+    # The maximal model's effect is reported beside the (possibly simplified) final one.
+    assert summary["maximal_estimate"] == pytest.approx(r["format_estimate"], **close)
+    assert summary["maximal_se"] == pytest.approx(r["format_se"], **close)
+    assert summary["maximal_singular"] == bool(r["singular"])
+    lrt = reference(dataset, "slopes_vs_intercepts")
+    assert summary["lrt_chisq"] == pytest.approx(lrt["lrt_chisq"], rel=1e-4)
+    assert summary["lrt_df"] == lrt["lrt_df"] == 4
+    assert summary["lrt_p"] == pytest.approx(lrt["lrt_p"], rel=1e-3)
+    data = load(dataset)
+    data["x"] = (data["format"] == "summary").astype(float)
+    fit = crossed_slopes_lmm(
+        data, dv="wtp_premium_pct", x="x", large="participant_id", small="pair_id"
+    )
+    est = fit.set_index("term")["estimate"]
+    fixed = fit[fit["kind"] == "fixed"].set_index("term").loc["x"]
+    first = fit.iloc[0]
+    row = {
+        "estimate": fixed["estimate"],
+        "se": fixed["se"],
+        "df": fixed["df"],
+        "p_val": fixed["p_val"],
+        "sd_subject": est["participant_id: Intercept"],
+        "sd_subject_slope": est["participant_id: x"],
+        "sd_item": est["pair_id: Intercept"],
+        "sd_item_slope": est["pair_id: x"],
+        "corr_item": est["pair_id: Intercept x x"],
+        "sd_residual": est["Residual"],
+        "loglik_reml": first["loglik"],
+        "aic_ml": first["aic_ml"],
+        "bic_ml": first["bic_ml"],
+        "singular": first["singular"],
+    }
     assert row["estimate"] == pytest.approx(r["format_estimate"], **close)
     assert row["se"] == pytest.approx(r["format_se"], **close)
     assert row["df"] == pytest.approx(r["format_df"], **close)
@@ -165,10 +197,6 @@ def test_random_slopes_match_lmer_with_the_same_formula(dataset):
     assert -2 * row["loglik_reml"] == pytest.approx(r["reml_criterion"], rel=1e-6)
     assert row["aic_ml"] == pytest.approx(r["ml_aic"], rel=1e-6)
     assert row["bic_ml"] == pytest.approx(r["ml_bic"], rel=1e-6)
-    lrt = reference(dataset, "slopes_vs_intercepts")
-    assert row["lrt_chisq"] == pytest.approx(lrt["lrt_chisq"], rel=1e-4)
-    assert row["lrt_df"] == lrt["lrt_df"] == 4
-    assert row["lrt_p"] == pytest.approx(lrt["lrt_p"], rel=1e-3)
     assert bool(row["singular"]) == bool(r["singular"])
 
 
@@ -178,10 +206,12 @@ def test_slopes_widen_the_interval_when_the_effect_varies_by_pair():
 
     data = load("slopes_70x10")
     slopes, intercepts = wtp_slopes(data).iloc[0], wtp_mixed(data).iloc[0]
-    assert slopes["se"] > 2 * intercepts["se"]
+    assert slopes["se"] > 2 * intercepts["se"] and slopes["maximal_se"] > 2 * intercepts["se"]
     assert slopes["lrt_p"] < 1e-5
-    # Participant correlation at +1 (lme4: theta_3 = 0): singular, and said in the notes.
-    assert slopes["singular"] and "boundary" in slopes["notes"]
+    # Participant correlation at +1 (lme4: theta_3 = 0): the maximal model is singular, and
+    # the reported one is the zero-correlation model (analysis/stats/simplify.py).
+    assert slopes["maximal_singular"] and slopes["simplified"] and not slopes["singular"]
+    assert "dropped the correlations" in slopes["simplification"]
 
 
 def test_slopes_fit_finds_a_lower_criterion_where_lme4_stopped_short():

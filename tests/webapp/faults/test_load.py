@@ -56,6 +56,42 @@ def test_audit_passes_then_catches_a_lost_and_a_duplicated_answer(app, study, se
     assert report["duplicated"] == 1 and report["lost"] >= 2
 
 
+def test_a_run_cut_by_its_bound_is_not_an_integrity_failure(app, study, serve_app, loadtest):
+    """Issue 21: the 900 s bound cut slow readers and the audit called that "not ok".
+
+    Two bots think 30 s on average per page and a 3 s bound cuts them mid-study; one bot with
+    no think time finishes. The run says the bound was reached; the audit of what the server
+    acknowledged passes, counting the cut bots apart.
+    """
+    url = serve_app(app)
+    fast, slow = [(study, 1)], [(study, 2)]
+    run = asyncio.run(loadtest.run_async_bots(url, fast, concurrency=1, seed=3, timeout_s=120))
+    cut = asyncio.run(
+        loadtest.run_async_bots(
+            url, slow, concurrency=2, seed=4, think_ms=30_000, timeout_s=3, prefix="SLOW"
+        )
+    )
+    assert cut.timed_out and cut.results == [] and len(cut.bots) == 2
+    merged = loadtest.BotRun(
+        bots=run.bots + cut.bots, results=run.results, wall_s=run.wall_s, timed_out=True
+    )
+    report = loadtest.audit(app, merged)
+    assert report["ok"], report["problems"]
+    assert report["cut"] == 2 and report["lost"] == 0 and report["db_completed"] == 1
+
+
+def test_the_bound_follows_the_profile(loadtest):
+    pages = loadtest.pages_per_participant(
+        {"tasks": [{"type": "consent", "id": "c"}, {"type": "debrief", "id": "d"}]}
+    )
+    assert pages == 2
+    # Ramped N = 1,000 with 26 pages and 5 s mean think time: the old fixed 900 s bound sat
+    # below the slowest readers' 60 + 26 * 5 + 8 * sqrt(26) * 5 s.
+    bound = loadtest.profile_bound(26, 5.0, 60.0)
+    assert bound > 60 + 26 * 5.0 + 8 * 26**0.5 * 5.0
+    assert loadtest.profile_bound(26, 0.0, 0.0) < loadtest.profile_bound(26, 1.0, 0.0)
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_loadtest_50_plus_10_participants_passes_its_audit(pg_url, tmp_path):

@@ -16,7 +16,13 @@ def _console_rules() -> list[tuple[str, str, str]]:
     app = create_app(
         {"ENV_NAME": "testing", "SECRET_KEY": "x", "SQLALCHEMY_DATABASE_URI": "sqlite://"}
     )
-    samples = {"slug": "product-choice-demo", "fmt": "long", "ext": "csv", "filename": "x.js"}
+    samples = {
+        "slug": "product-choice-demo",
+        "fmt": "long",
+        "ext": "csv",
+        "filename": "x.js",
+        "code": "p_0123456789abcdef",
+    }
     out = []
     for rule in app.url_map.iter_rules():
         if not rule.endpoint.startswith("researcher.") or rule.endpoint in {

@@ -29,10 +29,11 @@ def upload(client, text: str, filename: str = "study.yaml", stimuli: dict | None
     )
 
 
-def set_state(client, slug: str, state: str):
+def set_state(client, slug: str, state: str, confirm: str = ""):
     token = page_token(client, f"/researcher/studies/{slug}")
     return client.post(
-        f"/researcher/studies/{slug}/state", data={"csrf_token": token, "state": state}
+        f"/researcher/studies/{slug}/state",
+        data={"csrf_token": token, "state": state, "confirm": confirm},
     )
 
 
@@ -89,13 +90,12 @@ def test_lifecycle_gates_participants(app, make_researcher):
     assert page.status == 403 and page.error_code == "E403-PAUSED"
     assert "paused" in page.text
     assert walker.run().outcome == "completed"  # people already in may finish
-    set_state(ana, "product-choice-demo", "closed")
+    set_state(ana, "product-choice-demo", "closed", confirm="close")
     page = bot(3).open()
     assert page.status == 410 and page.error_code == "E410-CLOSED"
-    # A closed study cannot reopen.
-    resp = set_state(ana, "product-choice-demo", "live")
-    assert _state(app) == "closed"
-    assert "cannot become live" in ana.get(resp.headers["Location"]).get_data(as_text=True)
+    # A closed study can reopen (issue 17); a draft can never be closed.
+    set_state(ana, "product-choice-demo", "live")
+    assert _state(app) == "live"
 
 
 def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researcher):

@@ -77,3 +77,39 @@ def test_login_limiter_and_reconcile_on_postgres(pg_app):
         assert report.matched == 1 and report.mismatches == []
         assert study.participants[0].status is ParticipantStatus.completed
         assert study.participants[0].platform_status == "APPROVED"
+
+
+def test_console_overview_and_timeouts_on_postgres(pg_app):
+    """The funnel's medians (percentile_cont on PostgreSQL) against Python's median of the same
+    visits; the time-out sweep (row locks) and the paged table on PostgreSQL."""
+    import statistics
+
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport
+    from webapp.extensions import db
+    from webapp.models import PageVisit, Participant, ParticipantStatus, utcnow
+    from webapp.services import monitor, timeouts
+    from webapp.services.studies import get_study
+
+    definition = load_demo(pg_app)
+    run_bots(pg_app, definition, n=4, seed=5)
+    Bot(FlaskTransport(pg_app), definition, BotBehaviour(abandon_at=4)).run()
+    with pg_app.app_context():
+        study = get_study(SLUG)
+        now = utcnow()
+        funnel = monitor.funnel(study, now, timedelta(minutes=60))
+        visits = db.session.execute(
+            db.select(PageVisit.page, PageVisit.shown_at, PageVisit.submitted_at)
+        ).all()
+        for row in funnel:
+            spans = [(b - a).total_seconds() for p, a, b in visits if p == row["page"] and b]
+            assert row["median_s"] == pytest.approx(round(statistics.median(spans), 1), abs=0.051)
+        assert funnel[0]["reached"] == 5 and sum(r["in_progress"] for r in funnel) == 1
+        quitter = db.session.scalars(
+            db.select(Participant).where(Participant.status == ParticipantStatus.started)
+        ).one()
+        quitter.last_seen_at = now - timedelta(hours=2)
+        db.session.commit()
+        assert timeouts.sweep(study, now) == [quitter.code]
+        assert timeouts.sweep(study, now) == []
+        table = monitor.participant_table(study, status="timed_out")
+        assert [r["participant_id"] for r in table.rows] == [quitter.code]

@@ -407,7 +407,8 @@ def test_on_postgres_an_oversized_or_nul_string_is_a_definition_error_not_a_500(
     ("form", "field", "column"),
     [
         ("LoginForm", "username", "Researcher.username"),
-        ("ParticipantActionForm", "participant", "Participant.code"),
+        # a pseudonym or a recruiter ID (matched through the pseudonym): the identity column
+        ("ParticipantActionForm", "participant", "PlatformIdentity.external_id"),
         ("ParticipantActionForm", "reason", "Participant.exclusion_reason"),
     ],
 )

@@ -1,0 +1,242 @@
+"""APA-style results sentences (APA 7, section 6.43-6.46) with every number the reader needs.
+
+Each function takes the rows the statistics functions return and gives one paragraph; nothing
+is computed here except rounding. Conventions: statistics to two decimals, proportions and
+correlations bounded by 1 without the leading zero (``.17``), ``p`` to three decimals or
+``p < .001``, intervals as ``95% CI [low, high]``. :func:`model_sentence` writes any model row
+with ``estimate, se, statistic, p_val`` (and optionally ``df``, ``ci_low``, ``ci_high``), so a
+new model's table gets its sentence without code here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+__all__ = [
+    "agreement_sentence",
+    "chi2_sentence",
+    "correlation_sentence",
+    "gee_sentence",
+    "glmm_sentence",
+    "model_sentence",
+    "p_apa",
+    "slopes_sentence",
+    "within_sentence",
+    "wtp_sentence",
+]
+
+
+def _finite(v: object) -> bool:
+    try:
+        return math.isfinite(float(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
+def num(v: object, digits: int = 2) -> str:
+    """``12.35``; ``NA`` for a missing value."""
+    return f"{float(v):.{digits}f}" if _finite(v) else "NA"  # type: ignore[arg-type]
+
+
+def bounded(v: object, digits: int = 2) -> str:
+    """A number that cannot exceed 1 in size, without the leading zero: ``.17``, ``-.05``."""
+    if not _finite(v):
+        return "NA"
+    text = f"{float(v):.{digits}f}"  # type: ignore[arg-type]
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+
+
+def p_apa(p: object) -> str:
+    """``p = .032``, ``p < .001`` or ``p = NA`` (APA: exact to three decimals, no leading zero).
+
+    Examples
+    --------
+    >>> p_apa(0.0321), p_apa(2e-9), p_apa(1.0)
+    ('p = .032', 'p < .001', 'p = 1.000')
+    """
+    if not _finite(p):
+        return "p = NA"
+    v = float(p)  # type: ignore[arg-type]
+    if v < 0.001:
+        return "p < .001"
+    return "p = " + bounded(v, 3)
+
+
+def ci(low: object, high: object, digits: int = 2, *, bound: bool = False) -> str:
+    """``95% CI [low, high]``."""
+    f = bounded if bound else num
+    return f"95% CI [{f(low, digits)}, {f(high, digits)}]"
+
+
+def _more_or_less(estimate: object, more: str = "higher", less: str = "lower") -> str:
+    return more if _finite(estimate) and float(estimate) > 0 else less  # type: ignore[arg-type]
+
+
+def chi2_sentence(
+    chi: Mapping[str, object], rates: Mapping[str, Mapping[str, object]], ref: str, trt: str
+) -> str:
+    """The primary chi-square test with both rates, the risk difference and its CI.
+
+    Parameters
+    ----------
+    chi : mapping
+        The primary row of ``chi2`` (``chi2, dof, n, p_val, cramer_v, estimate, ci_low,
+        ci_high``; estimate = risk difference treatment - reference).
+    rates : mapping
+        ``{level: selection_rates row}`` (``estimate, n, n_chose``).
+    ref, trt : str
+        Reference and treatment level.
+    """
+    r_t, r_r = rates[trt], rates[ref]
+    return (
+        f"The target was chosen {_more_or_less(chi['estimate'], 'more', 'less')} often with "
+        f"{trt} ({float(r_t['estimate']):.1%}, {int(r_t['n_chose'])}/{int(r_t['n'])}) than with "
+        f"{ref} ({float(r_r['estimate']):.1%}, {int(r_r['n_chose'])}/{int(r_r['n'])}), "
+        f"χ²({int(chi['dof'])}, N = {int(chi['n'])}) = {num(chi['chi2'])}, {p_apa(chi['p_val'])} "
+        f"(Pearson's test with Yates' continuity correction), Cramér's V = "
+        f"{bounded(chi['cramer_v'])}; risk difference ({trt} − {ref}) RD = "
+        f"{bounded(chi['estimate'])}, {ci(chi['ci_low'], chi['ci_high'], bound=True)} (Newcombe). "
+        "This test treats every trial as independent although each participant made several "
+        "choices; the clustered model below does not."
+    )
+
+
+def gee_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
+    """The GEE odds ratio, clustered by participant."""
+    return (
+        f"Accounting for the repeated choices of each participant (GEE logistic regression, "
+        f"exchangeable working correlation, robust SEs; {int(row['n_obs'])} trials of "
+        f"{int(row['n_clusters'])} participants), the odds of choosing the target were "
+        f"OR = {num(row['estimate'])} times as high with {trt} as with {ref}, "
+        f"{ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, {p_apa(row['p_val'])} "
+        f"(log OR = {num(row['log_odds'])}, SE = {num(row['se'])})."
+    )
+
+
+def glmm_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
+    """The logistic GLMM's conditional odds ratio (crossed random intercepts, Laplace)."""
+    text = (
+        "In a logistic mixed model with crossed random intercepts for participants and pairs "
+        f"(Laplace approximation, as lme4::glmer; {row.get('n_obs', 'NA')} trials), the "
+        "conditional "
+        f"odds of choosing the target were OR = {num(row['estimate'])} times as high with {trt} "
+        f"as with {ref}, {ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, "
+        f"{p_apa(row['p_val'])} (log OR = {num(row['log_odds'])}, SE = {num(row['se'])}; "
+        f"random-intercept SDs on the logit scale: participant {num(row.get('sd_subject'))}, "
+        f"pair {num(row.get('sd_item'))})."
+    )
+    if bool(row.get("singular")):
+        text += " Singular fit: a random-intercept variance is at the boundary (0)."
+    return text
+
+
+def _t_or_z(row: Mapping[str, object]) -> str:
+    if _finite(row.get("df")):
+        return f"t({num(row['df'], 1)}) = {num(row['statistic'])}"
+    return f"z = {num(row['statistic'])}"
+
+
+def wtp_sentence(row: Mapping[str, object], unit: str) -> str:
+    """The WTP mixed model: b, SE, t(df), p, CI, d, intercept, ICCs, singular."""
+    ref, trt = row["reference"], row["treatment"]
+    test = _t_or_z(row)
+    which = "Satterthwaite df" if _finite(row.get("df")) else "normal reference, no df"
+    text = (
+        f"In a linear mixed model ({row['formula']}; {row['model']}, REML, {which}), the WTP "
+        f"premium was {_more_or_less(row['estimate'])} with {trt} than with {ref} by "
+        f"b = {num(row['estimate'])} {unit}, SE = {num(row['se'])}, {test}, "
+        f"{p_apa(row['p_val'])}, {ci(row['ci_low'], row['ci_high'])}, d = "
+        f"{num(row['d_standardised'])} (effect over the SD of one observation). The baseline "
+        f"WTP ({ref}, average participant and pair) was {num(row['intercept'])} {unit}, "
+        f"{ci(row['intercept_ci_low'], row['intercept_ci_high'])}; "
+        f"SDs: participant {num(row['sd_subject'])}, pair {num(row['sd_item'])}, residual "
+        f"{num(row['sd_residual'])}; ICC participant = {bounded(row['icc_subject'])}, "
+        f"pair = {bounded(row['icc_item'])}; N = {int(row['n_obs'])} ratings of "
+        f"{int(row['n_subjects'])} participants and {int(row['n_items'])} pairs."
+    )
+    if bool(row.get("singular")):
+        text += (
+            " Singular fit: a variance component is at the boundary (0), as lme4's isSingular;"
+            " the random-effects structure is more than these data support."
+        )
+    return text
+
+
+def slopes_sentence(row: Mapping[str, object], unit: str) -> str:
+    """The random-slope model and its likelihood-ratio test against intercepts only."""
+    improved = _finite(row["lrt_p"]) and float(row["lrt_p"]) < 0.05  # type: ignore[arg-type]
+    text = (
+        f"With random slopes of format by participant and pair ({row['formula']}), "
+        f"b = {num(row['estimate'])} {unit}, SE = {num(row['se'])}, {_t_or_z(row)}, "
+        f"{p_apa(row['p_val'])}, {ci(row['ci_low'], row['ci_high'])}; the slopes "
+        f"{'improved' if improved else 'did not improve'}"
+        f" the fit, χ²({int(row['lrt_df'])}) = {num(row['lrt_chisq'])}, {p_apa(row['lrt_p'])} "
+        "(likelihood-ratio test of the ML fits; conservative at the boundary)."
+    )
+    if bool(row.get("singular")):
+        text += " This fit is singular: a slope variance or correlation is at its boundary."
+    return text
+
+
+def within_sentence(row: Mapping[str, object], unit: str) -> str:
+    """Participants' mean within-person difference."""
+    return (
+        f"Within participants ({int(row['n_subjects'])} who saw both formats), the mean "
+        f"difference {row['treatment']} − {row['reference']} was M = {num(row['estimate'])} "
+        f"{unit}, SD = {num(row['sd'])}, {ci(row['ci_low'], row['ci_high'])} (t interval over "
+        "participants; pairs not modelled)."
+    )
+
+
+def correlation_sentence(row: Mapping[str, object]) -> str:
+    """One model's human-model correlation: Pearson r(df) with CI and p, Spearman rho and p."""
+    n = int(row["n"])  # type: ignore[call-overload]
+    return (
+        f"{row['model']}: r({n - 2}) = {bounded(row['estimate'])}, "
+        f"{ci(row['ci_low'], row['ci_high'], bound=True)}, {p_apa(row['p_val'])}; Spearman ρ = "
+        f"{bounded(row['spearman_rho'])}, {p_apa(row['spearman_p_val'])}, "
+        f"{row.get('spearman_p_method', 'p method not recorded')}."
+    )
+
+
+def agreement_sentence(row: Mapping[str, object]) -> str:
+    """An agreement coefficient with its bootstrap CI."""
+    names = {"fleiss_kappa": "Fleiss' κ", "krippendorff_alpha_nominal": "Krippendorff's α"}
+    name = names.get(str(row["statistic"]), str(row["statistic"]))
+    text = f"{name} = {bounded(row['estimate'])}, {ci(row['ci_low'], row['ci_high'], bound=True)}"
+    if _finite(row.get("p_val")):
+        text += f", {p_apa(row['p_val'])}"
+    return text
+
+
+def model_sentence(title: str, row: Mapping[str, object], unit: str = "") -> str:
+    """Any model row with ``estimate, se, statistic, p_val`` (a new model slots in).
+
+    Parameters
+    ----------
+    title : str
+        What the model is (the section title).
+    row : mapping
+        ``estimate, se, statistic, p_val`` and optionally ``effect``/``term``, ``df``,
+        ``ci_low``, ``ci_high``, ``singular``, ``n_obs``.
+    unit : str
+        Unit of the estimate (e.g. ``log odds``).
+
+    Examples
+    --------
+    >>> model_sentence("GLMM", {"effect": "format[summary]", "estimate": 0.8, "se": 0.2,
+    ...     "statistic": 4.0, "p_val": 6e-5, "ci_low": 0.41, "ci_high": 1.19}, "log odds")
+    'GLMM: format[summary] b = 0.80 log odds, SE = 0.20, z = 4.00, p < .001, 95% CI [0.41, 1.19].'
+    """
+    what = row.get("effect") or row.get("term") or "effect"
+    text = (
+        f"{title}: {what} b = {num(row['estimate'])}{' ' + unit if unit else ''}, "
+        f"SE = {num(row['se'])}, {_t_or_z(row)}, {p_apa(row['p_val'])}"
+    )
+    if _finite(row.get("ci_low")) and _finite(row.get("ci_high")):
+        text += f", {ci(row['ci_low'], row['ci_high'])}"
+    text += "."
+    if bool(row.get("singular")):
+        text += " Singular fit (a variance component at the boundary)."
+    return text

@@ -1,0 +1,466 @@
+"""Peer benchmark: the product-choice study on FrameLab and on oTree, same machine, same run.
+
+Usage::
+
+    make peer-bench N=200                   # both profiles, both platforms, N participants
+    .venv/bin/python bench/peer/run.py --n 200 --think-ms 5000 --ramp-s 60
+
+What one run does (everything on 127.0.0.1; what it creates is removed at the end):
+
+1. builds oTree (the version pinned in ``bench/peer/otree_project/requirements.txt``) into its
+   own virtualenv ``bench/peer/.venv-otree`` (once; not a FrameLab dependency);
+2. for each profile — ``burst``: everyone at once with no think time (saturation), and
+   ``ramp``: arrivals spread over ``--ramp-s`` with a mean ``--think-ms`` reading time — and for
+   each platform, on a fresh PostgreSQL database:
+
+   * FrameLab: ``flask db upgrade``, the demo studies loaded, gunicorn with ``--workers``
+     gthread processes of ``--threads`` threads;
+   * oTree: ``otree resetdb``, a session of N participants, ``otree prodserver`` (oTree's
+     documented production server: one uvicorn process, ``OTREE_PRODUCTION=1``);
+
+   with the server's processes pinned to the same CPUs (``--server-cpus``) and the load
+   generator to the others, so both get the same CPU;
+3. drives N async bots over HTTP (the same think-time and arrival model as
+   ``bench/loadtest.py``), reads each server's own CPU time from ``/proc``;
+4. audits each database against the bots' log of acknowledged answers (every answer stored
+   exactly once, with the submitted value);
+5. writes ``bench/results/peer-<timestamp>.json`` and ``.md``: requests/s, p50/p95/p99 per
+   profile, CPU ms per request, errors, lost, duplicated, and the FrameLab/oTree ratios.
+
+oTree runs one server process, so the fair comparison gives FrameLab one worker process too
+(``--workers 1``, the default here); its threads are FrameLab's own way to overlap database
+waits, as oTree's event loop is oTree's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import secrets
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+BENCH = HERE.parent
+ROOT = BENCH.parent
+for p in (str(ROOT), str(BENCH), str(HERE)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import loadtest  # noqa: E402
+from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
+from otree_bot import OTreeBot  # noqa: E402
+from peer_otree import OTreeServer, audit_otree, ensure_otree  # noqa: E402
+
+STUDY_FILE = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
+
+
+# -- one platform, one profile ------------------------------------------------------------------
+@contextlib.contextmanager
+def pinned(cpus: set[int] | None) -> Iterator[None]:
+    """Start children on ``cpus`` (they inherit this process's affinity), then restore it."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _timings_summary(timings: list[Any], wall_s: float) -> dict[str, Any]:
+    by_route: dict[str, list[float]] = defaultdict(list)
+    for t in timings:
+        by_route[t.route].append(t.ms)
+    overall = loadtest._summary([t.ms for t in timings])
+    return {
+        "requests": len(timings),
+        "requests_per_s": round(len(timings) / wall_s, 1) if wall_s else 0.0,
+        "p50_ms": overall["p50_ms"],
+        "p95_ms": overall["p95_ms"],
+        "p99_ms": overall["p99_ms"],
+        "errors": sum(1 for t in timings if t.status >= 500 or t.status == 0),
+        "http_statuses": {str(k): v for k, v in sorted(Counter(t.status for t in timings).items())},
+        "latency_by_route": {r: loadtest._summary(ms) for r, ms in sorted(by_route.items())},
+    }
+
+
+def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, Any]:
+    """The FrameLab side of one profile."""
+    from webapp import create_app
+    from webapp.services.studies import get_study
+
+    secret = secrets.token_hex(32)
+    env = {"SECRET_KEY": secret, "FRAMELAB_ENV": "development", "FLASK_DEBUG": "0"}
+    with loadtest.fresh_database(args.pg_url, "framelab_peer") as db_url:
+        loadtest.prepare_database(db_url, env)
+        app = create_app(
+            {"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": secret, "ENV_NAME": "development"}
+        )
+        with app.app_context():
+            definition = get_study("product-choice-demo").definition
+        pages = loadtest.pages_per_participant(definition)
+        bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
+        with tempfile.TemporaryDirectory() as logs:
+            with pinned(args.server_cpus):
+                server = loadtest.Gunicorn(
+                    {**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)
+                ).__enter__()
+            try:
+                pids = [server.proc.pid, *server.worker_pids()]
+                before = CpuSnapshot.take(pids)
+                with pinned(args.bot_cpus):
+                    run = asyncio.run(
+                        loadtest.run_async_bots(
+                            server.url,
+                            [(definition, args.n)],
+                            concurrency=args.n,
+                            think_ms=profile["think_s"] * 1000,
+                            ramp_s=profile["ramp_s"],
+                            timeout_s=bound,
+                            seed=args.seed,
+                        )
+                    )
+                after = CpuSnapshot.take(pids)
+            finally:
+                server.__exit__(None, None, None)
+        result = loadtest.audit(app, run)
+        with app.app_context():
+            from webapp.extensions import db
+
+            db.engine.dispose()
+    timings = [t for b in run.bots for t in b.timings]
+    return {
+        "platform": "FrameLab",
+        "server": f"gunicorn gthread, {args.workers} worker(s) x {args.threads} threads",
+        "completed": sum(1 for r in run.results if r.outcome == "completed"),
+        "wall_s": round(run.wall_s, 2),
+        "bound_reached": run.timed_out,
+        **_timings_summary(timings, run.wall_s),
+        "cpu": cpu_report(before, after, run.wall_s, len(timings)),
+        "audit": {k: result[k] for k in ("ok", "lost", "duplicated", "incomplete", "problems")},
+    }
+
+
+def run_otree(args: argparse.Namespace, profile: dict[str, float], bin_dir: Path) -> dict[str, Any]:
+    """The oTree side of one profile."""
+    import yaml
+
+    study = yaml.safe_load(STUDY_FILE.read_text(encoding="utf-8"))
+    with loadtest.fresh_database(args.pg_url, "otree_peer") as db_url:
+        with pinned(args.server_cpus):
+            server = OTreeServer(bin_dir, db_url, args.n).__enter__()
+        try:
+            # consent, instructions, quiz, 10 x (choice, WTP), attention, demographics, debrief
+            pages = 26
+            bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
+            before = CpuSnapshot.take(server.pids())
+            with pinned(args.bot_cpus):
+                bots, results, wall, cut = asyncio.run(
+                    _otree_bots(server.url, server.join_path, study, args, profile, bound)
+                )
+            after = CpuSnapshot.take(server.pids())
+            audit = audit_otree(db_url, bots, results)
+        finally:
+            server.__exit__(None, None, None)
+    timings = [t for b in bots for t in b.timings]
+    return {
+        "platform": "oTree",
+        "server": f"otree prodserver ({server.version}), 1 process",
+        "completed": sum(1 for r in results if r.outcome == "completed"),
+        "wall_s": round(wall, 2),
+        "bound_reached": cut > 0,
+        **_timings_summary(timings, wall),
+        "cpu": cpu_report(before, after, wall, len(timings)),
+        "audit": audit,
+    }
+
+
+async def _otree_bots(url, join_path, study, args, profile, bound):
+    import httpx
+
+    master = random.Random(args.seed)
+    bots: list[OTreeBot] = []
+
+    async def one(k: int):
+        if profile["ramp_s"] > 0:
+            await asyncio.sleep(profile["ramp_s"] * k / max(1, args.n))
+        limits = httpx.Limits(max_keepalive_connections=1, keepalive_expiry=1.5)
+        async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as client:
+            bot = OTreeBot(
+                client,
+                join_path,
+                study,
+                f"{secrets.token_hex(12)}",
+                random.Random(master.getrandbits(32) ^ k),
+                think_s=profile["think_s"],
+            )
+            bots.append(bot)
+            return await bot.arun()
+
+    t0 = time.perf_counter()
+    tasks = [asyncio.ensure_future(one(k)) for k in range(args.n)]
+    done, pending = await asyncio.wait(tasks, timeout=bound)
+    wall = time.perf_counter() - t0
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    results = [t.result() for t in tasks if t in done and not t.cancelled()]
+    return bots, results, wall, len(pending)
+
+
+def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, Any]:
+    """The floor app (bench/peer/floor/app.py) under FrameLab's gunicorn settings."""
+    import yaml
+    from floor.app import PAGES, build
+
+    pairs = yaml.safe_load((STUDY_FILE.parent / "product_pairs" / "demo.yaml").read_text())
+    body = "\n\n".join(
+        p["target"]["review"] + " " + p["control"]["review"] for p in pairs["pairs"][:2]
+    )
+    with loadtest.fresh_database(args.pg_url, "floor_peer") as db_url:
+        build(db_url, body)
+        with tempfile.TemporaryDirectory() as logs:
+            with pinned(args.server_cpus):
+                server = loadtest.Gunicorn(
+                    {"DATABASE_URL": db_url},
+                    args.workers,
+                    args.threads,
+                    Path(logs),
+                    app="floor.app:create_app()",
+                    cwd=HERE,
+                    ready_path="/done",
+                ).__enter__()
+            try:
+                pids = [server.proc.pid, *server.worker_pids()]
+                before = CpuSnapshot.take(pids)
+                with pinned(args.bot_cpus):
+                    timings, wall = asyncio.run(_floor_bots(server.url, args, profile, PAGES))
+                after = CpuSnapshot.take(pids)
+            finally:
+                server.__exit__(None, None, None)
+        import psycopg
+
+        with psycopg.connect(db_url.replace("+psycopg", "")) as conn:
+            stored = conn.execute("SELECT count(*) FROM floor_answer").fetchone()[0]
+    return {
+        "platform": "floor (Flask + Jinja, 1 SELECT, 1 INSERT)",
+        "server": f"gunicorn gthread, {args.workers} worker(s) x {args.threads} threads",
+        "completed": args.n,
+        "wall_s": round(wall, 2),
+        "bound_reached": False,
+        **_timings_summary(timings, wall),
+        "cpu": cpu_report(before, after, wall, len(timings)),
+        "audit": {
+            "ok": stored == args.n * PAGES,
+            "lost": max(0, args.n * PAGES - stored),
+            "duplicated": max(0, stored - args.n * PAGES),
+            "problems": [],
+        },
+    }
+
+
+async def _floor_bots(url, args, profile, pages):
+    import httpx
+
+    from webapp.bots_async import Timing
+
+    timings: list[Timing] = []
+    rng = random.Random(args.seed)
+
+    async def one(k: int) -> None:
+        if profile["ramp_s"] > 0:
+            await asyncio.sleep(profile["ramp_s"] * k / max(1, args.n))
+        async with httpx.AsyncClient(base_url=url, timeout=120.0) as client:
+            for n in range(1, pages + 1):
+                for method, data in (("GET", None), ("POST", {"side": "left"})):
+                    if method == "POST" and profile["think_s"] > 0:
+                        await asyncio.sleep(rng.expovariate(1 / profile["think_s"]))
+                    t0 = time.perf_counter()
+                    r = await client.request(method, f"/p/floor{k}/{n}", data=data)
+                    ms = (time.perf_counter() - t0) * 1000.0
+                    timings.append(Timing(f"{method} page", r.status_code, ms))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(k) for k in range(args.n)))
+    return timings, time.perf_counter() - t0
+
+
+# -- report -------------------------------------------------------------------------------------
+def ratios(framelab: dict[str, Any], otree: dict[str, Any]) -> dict[str, float | None]:
+    """FrameLab / oTree for throughput (higher is better) and latency, CPU (lower is better)."""
+
+    def r(a: float, b: float) -> float | None:
+        return round(a / b, 2) if b else None
+
+    return {
+        "requests_per_s": r(framelab["requests_per_s"], otree["requests_per_s"]),
+        "participants_per_min": r(
+            framelab["completed"] / framelab["wall_s"], otree["completed"] / otree["wall_s"]
+        ),
+        "p50_ms": r(framelab["p50_ms"], otree["p50_ms"]),
+        "p99_ms": r(framelab["p99_ms"], otree["p99_ms"]),
+        "app_cpu_ms_per_request": r(
+            framelab["cpu"]["ms_per_request"].get("app", 0.0),
+            otree["cpu"]["ms_per_request"].get("app", 0.0),
+        ),
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """One table per run: a row per profile and platform, then the ratios."""
+    lines = [
+        f"Peer benchmark, {report['date']}, N = {report['n']}, "
+        f"{report['machine']['cpus']} x {report['machine']['cpu']}; server CPUs "
+        f"{report['config']['server_cpus']}, load generator CPUs {report['config']['bot_cpus']}.",
+        "",
+        "| profile | platform | completed | requests/s | p50 ms | p95 ms | p99 ms | app CPU ms/req "
+        "| PostgreSQL CPU ms/req | errors | lost | duplicated | audit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, prof in report["profiles"].items():
+        for side in ("framelab", "otree", "floor"):
+            if side not in prof:
+                continue
+            s = prof[side]
+            cpu = s["cpu"]["ms_per_request"]
+            verdict = "passed" if s["audit"]["ok"] else "FAILED"
+            if s["bound_reached"]:
+                verdict += " (bound reached)"
+            lines.append(
+                f"| {name} | {s['platform']} | {s['completed']}/{report['n']} | "
+                f"{s['requests_per_s']} | {s['p50_ms']} | {s['p95_ms']} | {s['p99_ms']} | "
+                f"{cpu.get('app', '')} | {cpu.get('postgres', '')} | {s['errors']} | "
+                f"{s['audit']['lost']} | {s['audit']['duplicated']} | {verdict} |"
+            )
+    lines += [
+        "",
+        "| profile | FrameLab/oTree requests/s | participants/min | p50 | p99 "
+        "| app CPU per request |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, prof in report["profiles"].items():
+        q = prof["ratios"]
+        lines.append(
+            f"| {name} | {q['requests_per_s']} | {q['participants_per_min']} | {q['p50_ms']} | "
+            f"{q['p99_ms']} | "
+            f"{q['app_cpu_ms_per_request']} |"
+        )
+    if report.get("framelab_cpu_over_floor"):
+        lines += [
+            "",
+            f"FrameLab's app CPU per request is {report['framelab_cpu_over_floor']}x the floor's "
+            "(a bare Flask + Jinja page with one indexed SELECT and one INSERT, same server).",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _over(framelab: dict[str, Any], floor: dict[str, Any]) -> float | None:
+    """FrameLab's app CPU per request as a multiple of the floor's."""
+    a = framelab["cpu"]["ms_per_request"].get("app")
+    b = floor["cpu"]["ms_per_request"].get("app")
+    return round(a / b, 2) if a and b else None
+
+
+def _cpus(text: str) -> set[int] | None:
+    return {int(c) for c in text.split(",") if c != ""} or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    cores = os.cpu_count() or 2
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200, help="participants per platform and profile")
+    parser.add_argument("--profiles", default="burst,ramp", help="burst, ramp or both")
+    parser.add_argument("--think-ms", type=float, default=5000.0, help="ramp: mean think time")
+    parser.add_argument("--ramp-s", type=float, default=60.0, help="ramp: arrivals over seconds")
+    parser.add_argument("--workers", type=int, default=1, help="FrameLab worker processes")
+    parser.add_argument("--threads", type=int, default=4, help="threads per FrameLab worker")
+    parser.add_argument(
+        "--server-cpus",
+        default=",".join(str(c) for c in range(cores // 2, cores)) if cores > 1 else "",
+        help="CPUs both servers are pinned to (empty: no pinning)",
+    )
+    parser.add_argument(
+        "--bot-cpus",
+        default=",".join(str(c) for c in range(cores // 2)) if cores > 1 else "",
+        help="CPUs the load generator is pinned to",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor app")
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("TEST_DATABASE_URL") or loadtest.DEFAULT_PG,
+        help="any database URL on the PostgreSQL server to use",
+    )
+    parser.add_argument("--otree-venv", type=Path, default=HERE / ".venv-otree")
+    parser.add_argument("--out", type=Path, default=loadtest.RESULTS)
+    args = parser.parse_args(argv)
+    args.server_cpus, args.bot_cpus = _cpus(args.server_cpus), _cpus(args.bot_cpus)
+
+    bin_dir = ensure_otree(args.otree_venv)
+    started = datetime.now(UTC)
+    profiles = {
+        "burst": {"think_s": 0.0, "ramp_s": 0.0},
+        "ramp": {"think_s": args.think_ms / 1000.0, "ramp_s": args.ramp_s},
+    }
+    report: dict[str, Any] = {
+        "date": started.isoformat(timespec="seconds"),
+        "command": " ".join(["bench/peer/run.py", *(argv or sys.argv[1:])]),
+        "machine": loadtest.machine(),
+        "n": args.n,
+        "config": {
+            "workers": args.workers,
+            "threads": args.threads,
+            "server_cpus": sorted(args.server_cpus or []),
+            "bot_cpus": sorted(args.bot_cpus or []),
+            "think_ms": args.think_ms,
+            "ramp_s": args.ramp_s,
+        },
+        "profiles": {},
+    }
+    for name in [p.strip() for p in args.profiles.split(",") if p.strip()]:
+        profile = profiles[name]
+        print(f"[{name}] FrameLab ...", flush=True)
+        framelab = run_framelab(args, profile)
+        print(f"[{name}] oTree ...", flush=True)
+        otree = run_otree(args, profile, bin_dir)
+        report["profiles"][name] = {
+            "profile": profile,
+            "framelab": framelab,
+            "otree": otree,
+            "ratios": ratios(framelab, otree),
+        }
+        if name == "burst" and not args.no_floor:
+            print(f"[{name}] floor ...", flush=True)
+            floor = run_floor(args, profile)
+            report["profiles"][name]["floor"] = floor
+            report["framelab_cpu_over_floor"] = _over(framelab, floor)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"peer-{started.strftime('%Y%m%dT%H%M%SZ')}"
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report)
+    stem.with_suffix(".md").write_text(table)
+    print(table)
+    print(f"wrote {stem}.json and {stem}.md")
+    ok = all(
+        s["audit"]["ok"] and not s["errors"]
+        for prof in report["profiles"].values()
+        for s in (prof["framelab"], prof["otree"])
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

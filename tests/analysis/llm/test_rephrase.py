@@ -1,0 +1,112 @@
+"""The overlap paper's rephrase step, through the engine: judge-pair items -> summarize with the
+``rephrase`` template -> ``rephrased-pairs`` -> judge-pair -> the metrics keep the rephrased
+pairs apart and show the wider similarity range (issue 16, item 5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analysis.cli.generate import generate
+from analysis.llm.builders import BuildError
+from analysis.llm.builders_eval import rephrased_pairs
+from analysis.llm.store import read_records
+from analysis.llm.tasks import run_task
+from analysis.llm.templates import get_template
+from analysis.metrics.records import read_records as read_metric_records
+from analysis.metrics.report import ReportOptions, overlap_section
+
+ITEMS = [
+    {
+        "item_id": "j1",
+        "text": "The council approved a budget that raises school spending by ten percent.",
+        "human_summary": "The council raised school spending by ten percent in the new budget.",
+        "generated_summary": "The council raised school spending by ten percent in its budget.",
+        "summarizer": "m-a",
+    },
+    {
+        "item_id": "j2",
+        "text": "A storm cut power to thousands of homes; crews expect to finish by Friday.",
+        "human_summary": "A storm cut power to thousands of homes; service returns by Friday.",
+        "generated_summary": "A storm cut power to thousands of homes; crews restore it by Friday.",
+        "summarizer": "m-a",
+    },
+]
+REWORDED = {
+    "j1": "Education funding climbs a tenth after the local vote.",
+    "j2": "Crews race to reconnect households left dark by the weather.",
+}
+
+
+def test_rephrase_template_shows_the_generated_summary():
+    [message] = get_template("summarize", "rephrase").messages(text=ITEMS[0]["generated_summary"])
+    assert message["content"].startswith("Rephrase the following summary")
+    assert message["content"].endswith(ITEMS[0]["generated_summary"])
+
+
+def test_rephrase_chain_to_the_overlap_metrics(tmp_path: Path, fake_backend) -> None:
+    from analysis.llm.tasks import TaskOptions
+
+    # 1. Rephrase the generated summaries (the paper samples at temperature 0.7).
+    def reword(req):
+        return next(REWORDED[i["item_id"]] for i in ITEMS if i["generated_summary"] in req.text)
+
+    run_task(
+        "summarize",
+        ITEMS,
+        fake_backend(reword, model_id="rephraser"),
+        tmp_path / "rephrased.jsonl",
+        template="rephrase",
+        options=TaskOptions(text_field="generated_summary"),
+        progress=False,
+    )
+    # 2. Back to judge-pair items.
+    result = CliRunner().invoke(
+        generate,
+        ["rephrased-pairs", "--input", str(tmp_path / "rephrased.jsonl"),
+         "--out", str(tmp_path / "rephrased_items.jsonl")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    items = list(read_records(tmp_path / "rephrased_items.jsonl"))
+    assert [i["generated_summary"] for i in items] == [REWORDED["j1"], REWORDED["j2"]]
+    assert all(i["rephrased"] is True and i["rephrased_by"] == "rephraser" for i in items)
+    assert items[0]["original_summary"] == ITEMS[0]["generated_summary"]
+    assert items[0]["summarizer"] == "m-a"
+
+    # 3. The judge sees originals and rephrasings; it prefers the human summary only when the
+    #    generated one nearly copies it.
+    def judge(req):
+        content = req.messages[-1]["content"]
+        first = content.split("Summary A:\n", 1)[1].split("\n", 1)[0]
+        second = content.split("Summary B:\n", 1)[1].split("\n", 1)[0]
+        rephrased = any(r in (first, second) for r in REWORDED.values())
+        human = next(i["human_summary"] for i in ITEMS if i["human_summary"] in (first, second))
+        pick_human = not rephrased
+        return "Summary A" if (first == human) == pick_human else "Summary B"
+
+    for name, batch in (("orig", ITEMS), ("reph", items)):
+        run_task("judge-pair", batch, fake_backend(judge, model_id="judge-x"),
+                 tmp_path / f"judged_{name}.jsonl", progress=False)  # fmt: skip
+
+    # 4. The metrics read both files: four pairs, two versions, the rephrased ones lower.
+    records = read_metric_records([tmp_path / "judged_orig.jsonl", tmp_path / "judged_reph.jsonl"])
+    sec = overlap_section(records, ReportOptions())
+    outcomes = sec.tables["judge_outcomes"].set_index(["item_id", "summary_version"])
+    assert len(outcomes) == 4
+    assert set(outcomes["system"]) == {"m-a"}
+    assert outcomes.loc[("j1", "original"), "outcome"] == "GT"
+    assert outcomes.loc[("j1", "rephrased"), "outcome"] == "Generated"
+    rng = sec.tables["judge_similarity_range"].set_index("summary_version")
+    assert rng.loc["rephrased", "max"] < rng.loc["original", "min"]
+
+
+def test_rephrased_pairs_refuses_unusable_records():
+    with pytest.raises(BuildError, match="no summarize records"):
+        rephrased_pairs([])
+    with pytest.raises(BuildError, match="output is empty"):
+        rephrased_pairs([{"item_id": "j1", "task": "summarize", "input": ITEMS[0], "output": " "}])
+    bare = {k: v for k, v in ITEMS[0].items() if k != "human_summary"}
+    with pytest.raises(BuildError, match="no 'human_summary'"):
+        rephrased_pairs([{"item_id": "j1", "task": "summarize", "input": bare, "output": "x"}])

@@ -1,0 +1,173 @@
+"""The choice GLMM against lme4::glmer (Laplace, nAGQ = 1) at its optimum (issue 15, finding 4).
+
+Reference numbers: ``tests/analysis/r/glmer_reference.csv``, written by
+``Rscript tests/analysis/r/glmer_reference.R`` (R 4.2.2, lme4 1.1-31) from the seeded datasets of
+``tests/analysis/r/make_glmm_datasets.py``. The R call per dataset::
+
+    m <- glmer(chose_target ~ format + (1 | participant_id) + (1 | pair_id), data = d,
+               family = binomial, nAGQ = 1,
+               control = glmerControl(optimizer = "bobyqa", tolPwrss = 1e-12,
+                                      optCtrl = list(rhoend = 1e-12, maxfun = 1e6)))
+    summary(m)$coefficients; VarCorr(m); logLik(m); AIC(m); BIC(m); isSingular(m)
+    vcov(m, use.hessian = FALSE)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.stats.choice import choice_glmm
+from analysis.stats.crossed import ConvergenceError
+from analysis.stats.glmm import crossed_glmm
+
+R_DIR = Path(__file__).resolve().parents[1] / "r"
+DATASETS = ["choice_70x10", "choice_messy", "choice_singular"]
+
+
+def reference(dataset: str) -> pd.Series:
+    ref = pd.read_csv(R_DIR / "glmer_reference.csv")
+    return ref[ref["dataset"] == dataset].set_index("quantity")["value"].astype(float)
+
+
+def load(dataset: str) -> pd.DataFrame:
+    return pd.read_csv(R_DIR / "data" / f"{dataset}.csv")
+
+
+@pytest.fixture(scope="module", params=DATASETS)
+def fitted(request):
+    return request.param, choice_glmm(load(request.param)).iloc[0], reference(request.param)
+
+
+def test_log_odds_ratio_and_se_match_glmer_to_1e4(fitted):
+    _, row, r = fitted
+    tight = {"rel": 1e-4, "abs": 1e-8}
+    assert row["log_odds"] == pytest.approx(r["format_estimate"], **tight)
+    assert row["se"] == pytest.approx(r["format_se"], **tight)
+    # The same SE with less finite-difference noise in R's Hessian: closer still.
+    assert row["se"] == pytest.approx(r["format_se_hess"], rel=2e-5)
+    assert row["z"] == pytest.approx(r["format_z"], **tight)
+    assert row["p_val"] == pytest.approx(r["format_p"], rel=1e-3)
+    assert row["intercept_log_odds"] == pytest.approx(r["intercept_estimate"], rel=1e-4, abs=1e-6)
+    assert row["estimate"] == pytest.approx(np.exp(r["format_estimate"]), rel=1e-4)
+    assert row["ci_low"] == pytest.approx(
+        np.exp(r["format_estimate"] - 1.959963984540054 * r["format_se"]), rel=1e-4
+    )
+
+
+def test_deviance_variances_and_singular_flag_match_glmer(fitted):
+    name, row, r = fitted
+    assert row["loglik"] == pytest.approx(r["loglik"], rel=1e-8)
+    assert row["deviance"] == pytest.approx(r["deviance_at_optimum"], rel=1e-8)
+    assert row["aic"] == pytest.approx(r["aic"], rel=1e-8)
+    assert row["bic"] == pytest.approx(r["bic"], rel=1e-8)
+    assert row["sd_subject"] == pytest.approx(r["sd_participant_id"], rel=1e-4, abs=1e-5)
+    assert row["sd_item"] == pytest.approx(r["sd_pair_id"], rel=1e-4, abs=1e-5)
+    assert row["singular"] == bool(r["singular"])
+    assert row["n_obs"] == r["nobs"]
+    assert row["converged"]
+    if name == "choice_singular":
+        assert "SD of participant_id, pair_id is at the boundary" in row["notes"]
+
+
+def test_se_given_theta_matches_glmer_use_hessian_false():
+    data = load("choice_messy")
+    data["x"] = (data["format"] == "summary").astype(float)
+    table = crossed_glmm(
+        data, dv="chose_target", fixed=["x"], large="participant_id", small="pair_id"
+    )
+    fixed = table[table["kind"] == "fixed"].set_index("term")
+    r = reference("choice_messy")
+    assert fixed.loc["x", "se_rx"] == pytest.approx(r["format_se_rx"], rel=1e-4)
+    assert fixed.loc["Intercept", "se_rx"] == pytest.approx(r["intercept_se_rx"], rel=1e-4)
+    # theta is lme4's getME(m, "theta"): participants (more levels) first.
+    theta = [float(v) for v in table["theta"].iloc[0].split()]
+    assert theta == pytest.approx([r["theta_1"], r["theta_2"]], rel=1e-4)
+
+
+def test_row_order_ids_and_reversed_levels_do_not_change_the_fit():
+    data = load("choice_70x10")
+    base = choice_glmm(data).iloc[0]
+    hostile = data.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    # Integer ids and a few missing outcomes (dropped, as glmer's na.omit).
+    hostile["participant_id"] = pd.factorize(hostile["participant_id"])[0] + 1000
+    hostile["chose_target"] = hostile["chose_target"].astype(float)
+    shuffled = choice_glmm(hostile).iloc[0]
+    assert shuffled["log_odds"] == pytest.approx(base["log_odds"], rel=1e-6)
+    assert shuffled["se"] == pytest.approx(base["se"], rel=1e-5)
+    flipped = choice_glmm(data, levels=("summary", "original")).iloc[0]
+    assert flipped["log_odds"] == pytest.approx(-base["log_odds"], rel=1e-5)
+    assert flipped["reference"] == "summary"
+    hostile.loc[:4, "chose_target"] = np.nan
+    assert choice_glmm(hostile).iloc[0]["n_obs"] == len(data) - 5
+
+
+def test_separated_or_non_binary_outcome_is_refused_with_a_reason():
+    data = load("choice_singular")
+    separated = data.assign(chose_target=(data["format"] == "summary").astype(int))
+    with pytest.raises(ConvergenceError, match="separated"):
+        choice_glmm(separated)
+    with pytest.raises(ValueError, match="no trial with level 'original'"):
+        choice_glmm(data[data["format"] == "summary"])
+    with pytest.raises(ValueError, match="must be 0/1"):
+        choice_glmm(data.assign(chose_target=data["chose_target"] * 2))
+
+
+def test_glmm_beside_chi2_and_gee_and_its_failure_is_isolated(monkeypatch):
+    from analysis.report.pipeline import analyze_choice
+    from analysis.simulate import simulate_choice_study
+    from analysis.stats import choice
+
+    data = simulate_choice_study(n_participants=30, seed=2)
+    results = analyze_choice(data)
+    assert results.meta["choice_glmm"] == "reported"
+    glmm = results.tables["choice_glmm"].iloc[0]
+    assert glmm["ci_low"] < glmm["estimate"] < glmm["ci_high"]
+    assert {"chi2", "clustered", "choice_glmm"} <= set(results.tables)
+
+    def never_converges(*args, **kwargs):
+        raise ConvergenceError("logistic GLMM (Laplace) did not converge (test)")
+
+    monkeypatch.setattr(choice, "choice_glmm", never_converges)
+    results = analyze_choice(data)
+    assert "choice_glmm" not in results.tables
+    assert results.meta["choice_glmm"].startswith("not reported: ConvergenceError")
+    assert "chi2" in results.tables and "wtp_model" in results.tables
+
+
+def test_sparse_weight_table_gives_the_dense_fit(monkeypatch):
+    # Above DENSE_CELLS participants x pairs the weighted table is held as CSR (designs where
+    # each participant sees a few of thousands of items); same numbers as the dense path.
+    import analysis.stats.glmm as glmm
+
+    data = load("choice_messy")
+    dense = choice_glmm(data).iloc[0]
+    monkeypatch.setattr(glmm, "DENSE_CELLS", 0)
+    sparse = choice_glmm(data).iloc[0]
+    assert sparse["log_odds"] == pytest.approx(dense["log_odds"], rel=1e-6)
+    assert sparse["se"] == pytest.approx(dense["se"], rel=1e-5)
+    assert sparse["deviance"] == pytest.approx(dense["deviance"], rel=1e-10)
+
+
+def test_a_failed_fit_from_glmers_start_falls_back_to_the_first_stage(monkeypatch):
+    import analysis.stats.glmm as glmm
+
+    data = load("choice_70x10")
+    direct = choice_glmm(data).iloc[0]
+    second_stage = glmm._LogitCrossedProblem._second_stage
+    calls = []
+
+    def fails_once(self, x0):
+        calls.append(x0)
+        if len(calls) == 1:
+            raise ConvergenceError("test: no convergence from theta = 1")
+        return second_stage(self, x0)
+
+    monkeypatch.setattr(glmm._LogitCrossedProblem, "_second_stage", fails_once)
+    fallback = choice_glmm(data).iloc[0]
+    assert len(calls) == 2 and list(calls[0][:2]) == [1.0, 1.0] and calls[1][0] != 1.0
+    assert fallback["log_odds"] == pytest.approx(direct["log_odds"], rel=1e-6)
+    assert fallback["se"] == pytest.approx(direct["se"], rel=1e-5)

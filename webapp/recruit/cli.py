@@ -1,0 +1,110 @@
+"""``framelab recruit SLUG ACTION``: the recruiter from the command line (plan first, then
+confirm what it costs)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+from flask.cli import with_appcontext
+
+ACTIONS = ("plan", "create", "publish", "status", "approve", "reject", "bonus", "pause", "close")
+# Actions that spend or commit money: shown with their cost and confirmed first.
+_COSTLY = {"create", "publish", "approve", "bonus"}
+
+
+@click.command("recruit")
+@click.argument("slug")
+@click.argument("action", type=click.Choice(ACTIONS))
+@click.argument("participants", nargs=-1)
+@click.option(
+    "--url",
+    "base_url",
+    default=None,
+    help="Public https:// address of this platform (create; default $FRAMELAB_PUBLIC_URL).",
+)
+@click.option("--yes", is_flag=True, help="Do it without asking (the cost is still printed).")
+@click.option("--dry-run", is_flag=True, help="Print what would be done and spent; do nothing.")
+@click.option("--reason", default="", help="reject: the message the participant reads.")
+@click.option("--category", default="OTHER", show_default=True, help="reject: Prolific's category.")
+@click.option(
+    "--production", is_flag=True, help="MTurk: the live marketplace (default: the sandbox)."
+)
+@click.option("--retry", is_flag=True, help="create: forget an earlier create that did not finish.")
+@with_appcontext
+def recruit(
+    slug: str,
+    action: str,
+    participants: tuple[str, ...],
+    base_url: str | None,
+    yes: bool,
+    dry_run: bool,
+    reason: str,
+    category: str,
+    production: bool,
+    retry: bool,
+) -> None:
+    """Run the study on its recruiter (the YAML's recruiter: block): plan, create, publish,
+    status, approve, reject PARTICIPANT..., bonus, pause, close.
+
+    Costly actions (create, publish, approve, bonus) print what they will spend and ask first;
+    --dry-run stops there. The token (PROLIFIC_TOKEN) or AWS credentials come from the
+    environment and are never printed or logged.
+    """
+    from webapp.recruit import get_recruiter
+    from webapp.recruit.base import RecruitError
+    from webapp.services.studies import get_study
+
+    s = get_study(slug)
+    if s is None:
+        raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    try:
+        r = get_recruiter(s, actor="cli", production=production)
+        if action == "plan":
+            _echo(r.plan().lines)
+            return
+        if action in _COSTLY:
+            preview = {
+                "create": r.plan,
+                "publish": r.plan,
+                "approve": lambda: r.approval_plan()[0],
+                "bonus": r.bonus_plan,
+            }[action]()
+            _echo(preview.lines)
+            if dry_run:
+                click.echo("dry run: nothing was sent")
+                return
+            if not yes:
+                total = preview.cost.total if preview.cost and action != "approve" else None
+                what = f" (up to {_usd(total)})" if total is not None else ""
+                click.confirm(f"{action} on {r.label}{what}?", abort=True)
+        if action == "create":
+            url = base_url or os.environ.get("FRAMELAB_PUBLIC_URL", "")
+            if not url:
+                raise click.ClickException("give --url https://HOST (or set FRAMELAB_PUBLIC_URL)")
+            report = r.create(url, retry=retry)
+        elif action == "reject":
+            if not participants:
+                raise click.ClickException("name the participants to reject (their p_… codes)")
+            if not yes and not dry_run:
+                click.confirm(f"reject {len(participants)} submission(s)?", abort=True)
+            if dry_run:
+                click.echo("dry run: nothing was sent")
+                return
+            report = r.reject(participants, reason, category)
+        elif action == "status":
+            report = r.status()[0]
+        else:
+            report = getattr(r, action)()
+    except RecruitError as exc:
+        raise click.ClickException(str(exc)) from None
+    _echo(report.lines)
+
+
+def _usd(cents: int) -> str:
+    return f"${cents / 100:,.2f}"
+
+
+def _echo(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)

@@ -1,0 +1,145 @@
+"""Console views of the recruiter (webapp.recruit): buttons on the study page, each through a
+confirmation page that states what the action costs before anything is sent."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from flask import current_app, flash, g, redirect, render_template, request, url_for
+from flask_wtf import FlaskForm
+from wtforms import HiddenField, SelectField, StringField, TextAreaField
+from wtforms.validators import Length
+
+from webapp.models import Study
+from webapp.recruit.prolific import REJECTION_CATEGORIES
+from webapp.researcher import bp
+from webapp.researcher.routes import _study, login_required
+
+# Button label and whether the action needs a confirmation page (everything that writes to the
+# platform does; status only reads and reconciles).
+BUTTONS = {
+    "create": "Create the listing",
+    "publish": "Publish",
+    "status": "Sync statuses",
+    "approve": "Approve completed",
+    "bonus": "Pay bonuses",
+    "pause": "Pause",
+    "close": "Close",
+    "reject": "Reject",
+}
+
+
+class RecruitForm(FlaskForm):
+    """One recruiter action; ``confirm`` is set by the confirmation page."""
+
+    confirm = HiddenField()
+    participants = StringField("Participants (p_… codes, space-separated)", [Length(max=2000)])
+    reason = TextAreaField(
+        "Message to the participant (Prolific: 100 characters or more)", [Length(max=2000)]
+    )
+    category = SelectField("Category", choices=list(REJECTION_CATEGORIES), default="OTHER")
+
+
+def panel(s: Study) -> dict[str, Any] | None:
+    """What the study page's recruiter section shows (no outbound call), or ``None``."""
+    from webapp.recruit import get_recruiter
+    from webapp.recruit.base import RecruitError
+
+    if "recruiter" not in s.definition:
+        return None
+    try:
+        r = get_recruiter(s, actor=g.researcher)
+    except RecruitError as exc:  # e.g. boto3 missing for MTurk
+        return {"error": str(exc)}
+    row = r.row()
+    return {
+        "label": r.label,
+        "row": row,
+        "plan": r.plan().lines,
+        "buttons": BUTTONS,
+        "form": RecruitForm(),
+    }
+
+
+@bp.context_processor
+def _recruit_panel() -> dict[str, Any]:
+    return {"recruit_panel": panel}
+
+
+def _base_url() -> str:
+    """The study's public address: FRAMELAB_PUBLIC_URL (as for the CLI), else this request's."""
+    return (
+        current_app.config.get("PUBLIC_URL")
+        or os.environ.get("FRAMELAB_PUBLIC_URL")
+        or request.host_url
+    )
+
+
+def recruit_action(slug: str, action: str) -> Any:
+    """Show what a recruiter action costs; do it once confirmed."""
+    from webapp.recruit import get_recruiter
+    from webapp.recruit.base import RecruitError
+
+    s = _study(slug)
+    back = url_for("researcher.study", slug=slug) + "#recruit"
+    form = RecruitForm()
+    if action not in BUTTONS or not form.validate_on_submit():
+        flash("That form had expired or was not valid; please try again.", "warning")
+        return redirect(back)
+    try:
+        r = get_recruiter(s, actor=g.researcher)
+        participants = (form.participants.data or "").split()
+        if action != "status" and form.confirm.data != "yes":
+            preview = {
+                "create": r.plan,
+                "publish": r.plan,
+                "approve": lambda: r.approval_plan()[0],
+                "bonus": r.bonus_plan,
+            }.get(action)
+            lines = preview().lines if preview else []
+            if action == "reject":
+                lines = [f"reject {len(participants)} submission(s): {' '.join(participants)}"]
+            elif action in ("pause", "close"):
+                lines = [f"{action} the {r.label} listing; costs nothing now", *r.plan().lines]
+            return render_template(
+                "researcher/recruit_confirm.html",
+                s=s,
+                action=action,
+                label=BUTTONS[action],
+                lines=lines,
+                form=form,
+                study=None,
+            )
+        if action == "create":
+            report = r.create(_base_url())
+        elif action == "status":
+            report = r.status()[0]
+        elif action == "reject":
+            report = r.reject(participants, form.reason.data or "", form.category.data)
+        else:
+            report = getattr(r, action)()
+    except RecruitError as exc:
+        flash(str(exc), "warning")
+        return redirect(back)
+    for line in report.lines:
+        flash(line, "info")
+    return redirect(back)
+
+
+# One endpoint per action, ``researcher.recruit_<action>`` (no free <action> in the URL: the
+# console's route tests then reach each one, anonymous and as another researcher).
+def _view(name: str) -> Any:
+    @login_required
+    def view(slug: str) -> Any:
+        return recruit_action(slug, name)
+
+    view.__name__ = view.__qualname__ = f"recruit_{name}"
+    view.__doc__ = f"{BUTTONS[name]}: show the cost, then do it once confirmed."
+    return view
+
+
+for _name in BUTTONS:
+    bp.add_url_rule(
+        f"/studies/<slug>/recruit/{_name}", f"recruit_{_name}", _view(_name), methods=["POST"]
+    )
