@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             page.get_by_role("button", name="Log in").click()
             page.goto(f"{base}/researcher/studies/product-choice-demo")
             page.wait_for_load_state("networkidle")
+            overview = page.locator("#progress")  # the live overview section, when there is one
+            if overview.count():
+                overview.evaluate("e => e.scrollIntoView()")
             shoot("overview", kind="console")
             context.close()
             server.shutdown()
