@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 5000
 N      ?= 50
 
-.PHONY: install install-dev run test lint format loadtest peer-bench audit clean
+.PHONY: install install-dev run test lint format loadtest peer-bench audit clean axe screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,17 @@ peer-bench: install-dev
 AUDIT_SERVICE ?= pypi
 audit: install-dev
 	$(BIN)/pip-audit --progress-spinner off --strict -s $(AUDIT_SERVICE)
+
+# axe-core (npm) for the accessibility browser tests, outside the repository (no node_modules
+# here); the version is pinned in tests/e2e/conftest.py, which also installs it on first use.
+AXE_VERSION ?= 4.14.1
+AXE_DIR     ?= $(HOME)/.cache/framelab/axe-core-$(AXE_VERSION)
+axe:
+	npm install --no-save --no-audit --no-fund --prefix $(AXE_DIR) axe-core@$(AXE_VERSION)
+
+# PNGs of every participant page type and the console overview at 1280 and 375 px.
+screenshots: install-dev
+	$(BIN)/python docs/tools/screenshots.py --out docs/screenshots
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

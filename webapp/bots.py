@@ -103,6 +103,11 @@ class Page:
         """The error code of an error page."""
         return self.main.get("data-error-code")
 
+    @property
+    def invalid(self) -> bool:
+        """True when the page shows a refused submission's messages (after post/redirect/get)."""
+        return self.main.get("data-invalid") == "1" or self.status == 422
+
 
 def parse_page(status: int, url: str, text: str) -> Page:
     """Parse a response body into the :class:`Page` a bot acts on."""
@@ -450,7 +455,7 @@ class Bot:
         before = self.page
         data = self.answer()
         page = self.post(data)
-        if page.status < 400 and page.kind not in {"error"}:
+        if page.status < 400 and page.kind not in {"error"} and not page.invalid:
             self.submitted += 1
             if before is not None and before.kind == "sentiment":
                 self.labels.append((before.main["data-item"], data["label"]))
@@ -469,19 +474,26 @@ class Bot:
         *,
         expect_code: str | None = None,
         expect_status: int | None = None,
+        expect_invalid: bool = False,
     ) -> Page:
         """Submit the current page with some fields changed (``None`` drops a field).
 
         The submission must be refused: an error page, or the same page again with a
-        message (status 4xx). Raises :class:`SubmissionDidNotFail` otherwise.
+        message (shown after a redirect, or in place with status 422 when too large to keep).
+        Raises :class:`SubmissionDidNotFail` otherwise.
         """
         before = self.page
         assert before is not None
         data = {**self.answer(), **overrides}
         data = {k: v for k, v in data.items() if v is not None}
         page = self.post(data)
-        if page.status < 400 and page.kind == before.kind and page.main == before.main:
-            pass  # redirected to the same page: still refused (e.g. a replay)
+
+        def shown(p: Page) -> dict[str, str]:
+            return {k: v for k, v in p.main.items() if k != "data-invalid"}
+
+        same = shown(page) == shown(before)
+        if page.status < 400 and page.kind == before.kind and same:
+            pass  # redirected to the same page: refused (a validation message, or a replay)
         elif page.status < 400:
             raise SubmissionDidNotFail(
                 f"{before.kind} accepted {dict(overrides)}: now on {page.kind} ({page.status})"
@@ -490,6 +502,8 @@ class Bot:
             raise SubmissionDidNotFail(f"expected {expect_code}, got {page.error_code}")
         if expect_status is not None and page.status != expect_status:
             raise SubmissionDidNotFail(f"expected HTTP {expect_status}, got {page.status}")
+        if expect_invalid and not page.invalid:
+            raise SubmissionDidNotFail(f"expected a validation message, got {page.kind}")
         return page
 
     def verdict(self, page: Page) -> BotResult | None:
@@ -507,15 +521,15 @@ class Bot:
                 start = code_at + len('data-completion-code="')
                 code = page.text[start : page.text.find('"', start)]
             return BotResult(self.external_id, kind, page.url, self.submitted, code)
+        if page.invalid:  # a validation message: our script answered badly
+            return BotResult(
+                self.external_id,
+                "error",
+                page.url,
+                self.submitted,
+                error=f"validation error on {page.main}",
+            )
         if kind in {"error", "unknown"} or page.status >= 400:
-            if page.status == 422:  # a validation message: our script answered badly
-                return BotResult(
-                    self.external_id,
-                    "error",
-                    page.url,
-                    self.submitted,
-                    error=f"validation error on {page.main}",
-                )
             return BotResult(
                 self.external_id,
                 "error",

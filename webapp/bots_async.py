@@ -177,7 +177,7 @@ class AsyncBot(Bot):
         data = self.answer()
         form = page.forms[0]
         new, first = await self._afetch("POST", form.action or page.url, data, kind=page.kind)
-        if first in (302, 303) and new.status < 400:
+        if first in (302, 303) and new.status < 400 and not new.invalid:
             self.submitted += 1
             fields = {k: v for k, v in data.items() if k not in {"csrf_token", "page", "rt_ms"}}
             self.acks.append(

@@ -40,3 +40,46 @@ def browser_page(chromium_path: str):
         yield page
         context.close()
         browser.close()
+
+
+# axe-core (the npm package) for the accessibility tests: installed outside the repository by
+# `make axe` (or here, when npm is on PATH), pinned so every run checks the same rules.
+AXE_VERSION = "4.14.1"
+
+
+def axe_dir() -> Path:
+    """Where ``npm install --prefix`` puts axe-core (``FRAMELAB_AXE_DIR`` overrides)."""
+    import os
+
+    default = Path.home() / ".cache" / "framelab" / f"axe-core-{AXE_VERSION}"
+    return Path(os.environ.get("FRAMELAB_AXE_DIR") or default)
+
+
+@pytest.fixture(scope="session")
+def axe_source() -> str:
+    """The text of ``axe.min.js``, installed with npm on first use."""
+    import shutil
+    import subprocess
+
+    from tests.conftest import require
+
+    script = axe_dir() / "node_modules" / "axe-core" / "axe.min.js"
+    npm = shutil.which("npm")
+    if not script.exists() and npm:
+        subprocess.run(  # noqa: S603  (a fixed command line)
+            [
+                npm,
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(axe_dir()),
+                f"axe-core@{AXE_VERSION}",
+            ],
+            check=False,
+            capture_output=True,
+            timeout=300,
+        )
+    require(script.exists(), f"axe-core {AXE_VERSION} (npm, or `make axe`)")
+    return script.read_text(encoding="utf-8")

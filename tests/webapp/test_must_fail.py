@@ -36,7 +36,7 @@ def test_bad_wtp_is_refused_keeps_what_was_typed_and_saves_nothing(make_bot, que
     bot = _to_first_choice(make_bot())
     bot.step()
     assert bot.page.kind == "wtp"
-    page = bot.must_fail({"premium": typed}, expect_status=422)
+    page = bot.must_fail({"premium": typed}, expect_invalid=True)
     assert page.kind == "wtp" and message in page.text
     assert f'value="{typed}"' in page.text  # what was typed is kept
     assert query(lambda: db.session.scalars(select(ChoiceResponse)).one().wtp_premium_usd) is None
@@ -63,9 +63,9 @@ def test_tampered_page_token_gets_an_error_page_and_loses_nothing(make_bot, quer
 
 def test_tampered_choice_value_is_refused(make_bot, query):
     bot = _to_first_choice(make_bot())
-    page = bot.must_fail({"side": "middle"}, expect_status=422)
+    page = bot.must_fail({"side": "middle"}, expect_invalid=True)
     assert page.kind == "choice" and "Not a valid choice" in page.text
-    page = bot.must_fail({"side": None}, expect_status=422)
+    page = bot.must_fail({"side": None}, expect_invalid=True)
     assert "Please choose one of the two products" in page.text
     assert _count(query, ChoiceResponse) == 0
 

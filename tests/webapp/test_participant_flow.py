@@ -90,11 +90,17 @@ def test_same_id_resumes_on_the_same_page(make_bot, app, study):
     assert again.main["data-pair"] == bot.page.main["data-pair"]
 
 
-def test_repeat_participation_is_refused_politely(make_bot):
+def test_repeat_participation_shows_the_code_again(make_bot, study, query):
     assert make_bot(platform="link", external_id="once").run().outcome == "completed"
+    n_pages = query(lambda: db.session.scalar(select(func.count()).select_from(PageVisit)))
     page = make_bot(platform="link", external_id="once").open()
-    assert page.status == 409 and page.error_code == "E409-REPEAT"
-    assert "already taken part" in page.text
+    # Not a second run (issue 17, defect 3): the outcome page again, with the code.
+    assert page.status == 200 and page.kind == "completed" and page.main["data-returning"] == "1"
+    code = study["recruitment"]["completion_codes"]["completed"]
+    assert f'data-completion-code="{code}"' in page.text and "already finished" in page.text
+    assert query(lambda: db.session.scalar(select(func.count()).select_from(PageVisit))) == (
+        n_pages
+    )
 
 
 def test_excluded_ids_are_refused(app, make_bot, study):

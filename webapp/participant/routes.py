@@ -12,8 +12,10 @@ from flask import (
     redirect,
     render_template,
     request,
+    session,
     url_for,
 )
+from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
 from webapp.errors import ParticipantError
@@ -28,6 +30,15 @@ from webapp.services import entry as entry_service
 from webapp.services import mturk as mturk_service
 from webapp.services.entry import Entry, EntryError
 from webapp.sessions import console_researcher
+from webapp.tasks.base import PageContext, PageForm, TaskType
+
+# A refused submission's typed values and messages wait here for the GET after the redirect
+# (post/redirect/get, so Back never lands on a POST). Read once, then dropped.
+_REFUSED = "framelab_refused"
+_NOT_KEPT = frozenset({"csrf_token", "page", "rt_ms"})
+# The session is a signed cookie (about 4 KB in browsers): a refusal too large to keep there
+# (a very long free-text answer) is shown in place as before, so nothing typed is lost.
+_REFUSED_MAX_CHARS = 3000
 
 
 def _secret() -> str:
@@ -81,10 +92,69 @@ def _refuse_repeat(participant: Participant) -> ParticipantError:
     )
 
 
-def _resume_or_refuse(participant: Participant, entry: Entry) -> Response:
+def _resume_or_refuse(participant: Participant, entry: Entry) -> Response | str:
     if participant.status is ParticipantStatus.started:
         return _go(participant, entry)
+    if participant.status in (ParticipantStatus.completed, ParticipantStatus.screened_out):
+        return _finished_again(participant, entry)
     raise _refuse_repeat(participant)
+
+
+def _finished_again(participant: Participant, entry: Entry) -> str:
+    """Show a returning finished participant their code and platform link again.
+
+    Their first redirect to the platform may have failed (closed tab, blocked pop-up, lost
+    connection); without the code they could not be paid. Nothing is recorded. The MTurk
+    form is offered only for the assignment the study was finished with, and never sent
+    automatically.
+    """
+    study = participant.study
+    end = flow.finish(participant, study, current_app.config["PROLIFIC_COMPLETE_URL"])
+    if end.kind == "mturk" and (end.fields or {}).get("assignmentId") != (
+        entry.external_session_id
+    ):
+        end = flow.Finish("code", end.code)
+    if participant.end_reason == "study_full":
+        return _study_full(study, participant.platform.value, end.code, end.url)
+    template = {
+        ParticipantStatus.completed: "participant/completed.html",
+        ParticipantStatus.screened_out: "participant/screened_out.html",
+    }[participant.status]
+    return render_template(template, study=study, end=end, participant=participant, returning=True)
+
+
+def _keep_refused(participant: Participant, form: PageForm) -> bool:
+    """Keep a refused submission for the next GET of the page; False when it is too large."""
+    kept = {
+        "participant": participant.id,
+        "page_seq": participant.page_seq,
+        "data": {k: v for k, v in request.form.lists() if k not in _NOT_KEPT},
+        "errors": {
+            name: [str(m) for m in messages]
+            for name, messages in form.errors.items()
+            if isinstance(name, str) and name not in _NOT_KEPT
+        },
+    }
+    if len(repr(kept)) > _REFUSED_MAX_CHARS:
+        return False
+    session[_REFUSED] = kept
+    return True
+
+
+def _refused_form(participant: Participant, task: TaskType, ctx: PageContext) -> PageForm | None:
+    """The page's form with the refused submission's values and messages, read once."""
+    kept = session.pop(_REFUSED, None)
+    if not isinstance(kept, dict) or (kept.get("participant"), kept.get("page_seq")) != (
+        participant.id,
+        participant.page_seq,
+    ):
+        return None  # none waiting, or left over from another page: show the page fresh
+    data = MultiDict([(k, v) for k, values in kept["data"].items() for v in values])
+    form = task.build_form(ctx, data)
+    for name, messages in kept["errors"].items():
+        if name in form:
+            form[name].errors = list(messages)
+    return form
 
 
 @bp.before_request
@@ -203,12 +273,14 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
             elif result.message:
                 flash(result.message, "warning")
             return redirect(here)
+        if _keep_refused(participant, form):
+            return redirect(here, code=303)
         status = 422
     else:
         if flow.enter(ctx):  # the task moved the participant on (e.g. the study is full)
             return redirect(here)
         flow.record_visit(ctx)
-        form = task.build_form(ctx, None)
+        form = _refused_form(participant, task, ctx) or task.build_form(ctx, None)
         status = 200
     form.page.data = flow.page_token(participant, _secret())
     form.rt_ms.data = ""

@@ -356,10 +356,34 @@ def finish(
     return Finish("code", code)
 
 
+def progress(definition: dict[str, Any], block_index: int, step: int) -> dict[str, int]:
+    """Where a page lies in the participant's path, counted in pages (every trial is one).
+
+    The consent page (seen before enrolment) is not counted; the last page is "page N of N"
+    with N - 1 pages done, so the bar reaches 100% only when the study has ended.
+
+    Returns
+    -------
+    dict
+        ``page`` (1-based), ``total``, ``done`` (pages answered) and ``percent`` (of done).
+    """
+    blocks = definition["tasks"]
+    first = 1 if blocks and blocks[0]["type"] == "consent" else 0
+    sizes = []
+    for block in blocks[first:]:
+        task = get_task_type(block["type"])
+        sizes.append(task.n_steps(block) if task is not None else 1)
+    total = max(1, sum(sizes))
+    done = min(total - 1, sum(sizes[: max(0, block_index - first)]) + step)
+    return {
+        "page": done + 1,
+        "total": total,
+        "done": done,
+        "percent": 100 * done // total,
+    }
+
+
 def page_payload(ctx: PageContext) -> dict[str, Any]:
     """Template variables of the current page (task context plus progress)."""
-    n_blocks = len(ctx.definition["tasks"])
-    return {
-        **task_of(ctx).context(ctx),
-        "progress": round(100 * ctx.block_index / max(1, n_blocks - 1)),
-    }
+    where = progress(ctx.definition, ctx.block_index, ctx.step)
+    return {**task_of(ctx).context(ctx), "progress": where}

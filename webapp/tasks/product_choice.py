@@ -36,6 +36,8 @@ from webapp.validation import (
 SIDES = ("left", "right")
 # ASCII digits only: \d would also take "٣" or "３", which float() reads as 3.
 _AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$", re.ASCII)
+# "1,000" or "1,000.50": thousands separators, refused with their own message.
+_THOUSANDS_RE = re.compile(r"^\d{1,3}(,\d{3})+(\.\d{0,2})?$", re.ASCII)
 
 
 class ChoiceForm(PageForm):
@@ -97,6 +99,11 @@ def parse_premium(text: str, max_usd: float) -> float:
         raise ValueError("Please type the amount with the digits 0 to 9, for example 12.50.")
     if cleaned.startswith("-") and _AMOUNT_RE.match(cleaned[1:]):
         raise ValueError("Please enter an amount of $0 or more.")
+    if _THOUSANDS_RE.match(cleaned):
+        raise ValueError(
+            "Please type the amount without commas, for example 1000 or 12.50 "
+            "(use a point for cents)."
+        )
     if not _AMOUNT_RE.match(cleaned):
         raise ValueError("Please enter a number of dollars, for example 5 or 12.50.")
     value = float(cleaned)

@@ -6,6 +6,7 @@ check have correct answers; the quiz allows a number of attempts and screens out
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from wtforms import IntegerField, RadioField, StringField
@@ -27,10 +28,17 @@ from webapp.validation import (
 )
 
 REQUIRED = "Please choose an answer."
+_DECIMAL_RE = re.compile(r"^-?\d+[.,]\d+$", re.ASCII)
 # Free-text answers: the default and the largest ``max_length`` a study may set (characters).
 TEXT_MAX_DEFAULT = 500
 TEXT_MAX_LIMIT = 5000
 DIGITS_ONLY = "Please type the number with the digits 0 to 9."
+WHOLE_NUMBER = "Please enter a whole number without a decimal point, for example 25."
+
+
+def plural(n: int, one: str, many: str) -> str:
+    """``"1 answer"``, ``"2 answers"``: the count with the right form of the noun."""
+    return f"{n} {one if n == 1 else many}"
 
 
 class AsciiIntegerField(IntegerField):
@@ -45,10 +53,14 @@ class AsciiIntegerField(IntegerField):
         if valuelist and valuelist[0] and not valuelist[0].isascii():
             self.data = None
             raise ValueError(DIGITS_ONLY)
+        text = valuelist[0].strip() if valuelist and valuelist[0] else ""
+        if _DECIMAL_RE.match(text):  # "25.5" or "25,5": a clear word, not "not a valid integer"
+            self.data = None
+            raise ValueError(WHOLE_NUMBER)
         super().process_formdata(valuelist)
 
     def pre_validate(self, form: Any) -> None:
-        if DIGITS_ONLY in self.process_errors:
+        if DIGITS_ONLY in self.process_errors or WHOLE_NUMBER in self.process_errors:
             raise StopValidation()  # one clear message, not also "enter a number from …"
 
 
@@ -168,8 +180,9 @@ class QuizTask(TaskType):
             left = ctx.block["attempts"] - p.quiz_attempts
             return SaveResult(
                 Outcome.retry,
-                f"{len(questions) - n_correct} answer(s) were not correct. Please read the "
-                f"questions again; you have {left} more attempt(s).",
+                f"{plural(len(questions) - n_correct, 'answer was', 'answers were')} not "
+                f"correct. Please read the questions again; you have "
+                f"{plural(left, 'more attempt', 'more attempts')}.",
             )
         p.quiz_passed = False
         if ctx.block["on_fail"] == "screen_out":

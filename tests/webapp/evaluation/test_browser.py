@@ -49,14 +49,15 @@ def test_rating_in_chromium(app, rating_demo, serve_app, browser_page):
     page.locator("form").evaluate("f => f.noValidate = true")
     _submit(page)
     assert _kind(page) == "summary_rating"
-    assert (
-        page.get_by_role("alert").first.inner_text() == "Please rate every summary on this point."
-    )
+    # The error summary at the top links to the row (issue 17, defect 4).
+    link = page.locator("[data-error-summary] a")
+    assert link.count() == 1 and link.inner_text() == "Please rate every summary on this point."
+    assert link.get_attribute("href") == "#r3_reasoning-0"
     # The earlier answers were kept: completing the missing one is enough.
     page.locator("input[name=r3_reasoning][value='4']").check()
     _submit(page)
     assert _kind(page) == "summary_rating"  # the second source of the batch
-    for radio_group in page.locator("fieldset.likert").all():
+    for radio_group in page.locator("fieldset.likert-row").all():
         radio_group.locator("input[value='2']").check()
     _submit(page)
     assert _kind(page) == "debrief"

@@ -64,7 +64,7 @@ def test_rating_page_hides_system_names(app, rating_demo, bot_for):
     # Leaving one summary unrated is refused with a message, and nothing is stored.
     form = bot.answer()
     missing = next(k for k in form if k.startswith("r3_"))
-    bot.must_fail({missing: None}, expect_status=422)
+    bot.must_fail({missing: None}, expect_invalid=True)
     rows, _ = export(app, "rating-demo")
     assert rows == []
 

@@ -60,7 +60,7 @@ def test_free_text_shows_its_limit_and_refuses_longer_answers(app, tmp_path):
     html = bot.page.text
     assert 'maxlength="40"' in html and "Up to 40 characters." in html
     assert 'data-counter-for="q_comments"' in html and "charcount.js" in html
-    page = bot.must_fail({"q_comments": "x" * 41}, expect_status=422)
+    page = bot.must_fail({"q_comments": "x" * 41}, expect_invalid=True)
     assert "Please shorten your answer to at most 40 characters." in page.text
     assert _demographics(app) == []
     bot.post({**bot.answer(), "q_comments": "y" * 40})
@@ -73,7 +73,7 @@ def test_free_text_has_a_cap_even_when_the_study_sets_none(app, tmp_path):
 
     bot = _bot_at(app, tmp_path, "demographics", max_length=None)
     assert f'maxlength="{TEXT_MAX_DEFAULT}"' in bot.page.text
-    bot.must_fail({"q_comments": "z" * (TEXT_MAX_DEFAULT + 1)}, expect_status=422)
+    bot.must_fail({"q_comments": "z" * (TEXT_MAX_DEFAULT + 1)}, expect_invalid=True)
     assert _demographics(app) == []
 
 
@@ -89,7 +89,7 @@ def test_a_study_cannot_lift_the_cap_beyond_the_limit(tmp_path):
 @pytest.mark.parametrize("typed", NON_ASCII_DIGITS)
 def test_numbers_with_other_scripts_digits_are_refused(app, tmp_path, typed):
     bot = _bot_at(app, tmp_path, "demographics")
-    page = bot.must_fail({"q_age": typed}, expect_status=422)
+    page = bot.must_fail({"q_age": typed}, expect_invalid=True)
     assert "Please type the number with the digits 0 to 9." in page.text
     assert 'id="q_age-error"' in page.text  # next to the field
     assert _demographics(app) == []
@@ -100,7 +100,7 @@ def test_amounts_with_other_scripts_digits_are_refused(app, tmp_path, typed):
     bot = _bot_at(app, tmp_path, "choice")
     bot.step()
     assert bot.page.kind == "wtp"
-    page = bot.must_fail({"premium": typed}, expect_status=422)
+    page = bot.must_fail({"premium": typed}, expect_invalid=True)
     assert "Please type the amount with the digits 0 to 9" in page.text
     assert 'id="premium-error"' in page.text
     with app.app_context():

@@ -20,6 +20,7 @@ the "study full" page and its own code.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from sqlalchemy import select
@@ -145,6 +146,20 @@ class SentimentQualificationTask(TaskType):
         ctx.participant.end_reason = QUALIFICATION_FAILED
         return SaveResult(Outcome.screen_out)
 
+    def item_order(self, ctx: PageContext) -> list[dict[str, Any]]:
+        """The items in this participant's order: shuffled by their recorded seed.
+
+        In file order the items were the same sequence for everyone (and the demo's strictly
+        alternated positive/negative), so the answers were guessable; the seed re-derives the
+        order for the export and for a reloaded page.
+        """
+        items = list(ctx.block["items"])
+        random.Random(f"{ctx.participant.seed}:{ctx.block['id']}:order").shuffle(items)
+        return items
+
+    def context(self, ctx: PageContext) -> dict[str, Any]:
+        return {"block": ctx.block, "items": self.item_order(ctx)}
+
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
         class _Form(PageForm):
             pass
@@ -170,7 +185,12 @@ class SentimentQualificationTask(TaskType):
                 block_id=ctx.block["id"],
                 task_type=self.name,
                 step=ctx.step,
-                payload={"answers": answers, "n_correct": n_correct, "passed": passed},
+                payload={
+                    "answers": answers,
+                    "n_correct": n_correct,
+                    "passed": passed,
+                    "order": [it["item_id"] for it in self.item_order(ctx)],
+                },
                 rt_ms=rt_ms,
                 created_at=ctx.now,
             )
@@ -283,8 +303,6 @@ class SentimentAnnotationTask(TaskType):
 
         if self._annotation(ctx, ctx.step) is not None:
             return None
-        import random
-
         # A first small part of the batch, then the next part whenever the participant has
         # labelled what they hold: someone who never labels holds RESERVE_AHEAD slots, not a
         # whole batch. The plan comes from the participant's recorded seed (and the items got).
