@@ -3,44 +3,22 @@ under a slug of their own (defect 5), watches bots fill the funnel and the per-p
 finds a participant by Prolific ID (defect 6), closes through a confirmation and reopens
 (defect 1), previews with the banner and page list; axe-core checks every console page.
 
-axe-core is the npm package: ``FRAMELAB_AXE`` names its ``axe.min.js``; otherwise it is
-installed once with ``npm install --no-save --prefix /tmp/framelab-axe axe-core@4``.
+axe-core is the npm package, pinned and installed by the shared ``axe_source`` fixture
+(tests/e2e/conftest.py, or ``make axe``).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
 from tests.webapp.conftest import DEMO, make_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PASSWORD = "correct horse battery"
-AXE_PREFIX = Path("/tmp/framelab-axe")
-
-
-@pytest.fixture(scope="session")
-def axe_source() -> str:
-    """The text of axe-core's ``axe.min.js`` (npm package, version 4)."""
-    path = os.environ.get("FRAMELAB_AXE") or str(
-        AXE_PREFIX / "node_modules" / "axe-core" / "axe.min.js"
-    )
-    if not os.path.exists(path) and not os.environ.get("FRAMELAB_AXE") and shutil.which("npm"):
-        subprocess.run(
-            ["npm", "install", "--no-save", "--prefix", str(AXE_PREFIX), "axe-core@4"],
-            check=False,
-            capture_output=True,
-            timeout=300,
-        )
-    require(os.path.exists(path), "axe-core (FRAMELAB_AXE or npm)")
-    return Path(path).read_text(encoding="utf-8")
 
 
 def check_axe(page, axe_source: str, name: str, include: list[str] | None = None) -> None:

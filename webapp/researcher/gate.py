@@ -32,9 +32,12 @@ _MESSAGES = {
         410,
     ),
     StudyState.draft: (
-        "E404-STUDY",
-        "We could not find this study. Please check that you used the complete link.",
-        404,
+        # Issue 17: someone with a real link to a study being prepared is told it is not open
+        # yet, not that the link is wrong (they would re-check a correct link).
+        "E403-NOT-OPEN",
+        "This study is not open yet. Please try again later, or return the submission on the "
+        "platform you came from (no penalty).",
+        403,
     ),
 }
 

@@ -76,7 +76,8 @@ def test_lifecycle_gates_participants(app, make_researcher):
         return Bot(FlaskTransport(app), study, external_id=f"LIFE{i}")
 
     page = bot(0).open()
-    assert page.status == 404 and page.error_code == "E404-STUDY"  # drafts are invisible
+    # A draft is not open yet (issue 17: it used to say "could not find this study").
+    assert page.status == 403 and page.error_code == "E403-NOT-OPEN"
     assert set_state(ana, "product-choice-demo", "live").status_code == 302
     assert _state(app) == "live"
     walker = bot(1)
