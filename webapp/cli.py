@@ -376,7 +376,7 @@ def bonus(slug: str, platform: str, out: Path, force: bool) -> None:
     try:
         issue = issue_bonuses(s, Platform(platform), issued_by="cli", now=utcnow(), force=force)
     except PaymentError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(f"{exc}; use --force to write the file again") from None
     with out.open("w", newline="", encoding="utf-8") as fh:
         n = write_bonus_file(issue.lines, Platform(platform), fh)
     total = sum(line.amount_cents for line in issue.lines) / 100

@@ -166,7 +166,10 @@ def _index(
     errors: list[str] | None = None,
     load: LoadForm | None = None,
 ) -> Any:
-    rows = [(s, status_counts(s)) for s in accounts.visible_studies(g.researcher)]
+    rows = [
+        (s, status_counts(s), console.uses_sequences(s))
+        for s in accounts.visible_studies(g.researcher)
+    ]
     html = render_template(
         "researcher/index.html",
         rows=rows,
@@ -458,7 +461,9 @@ def bonus(slug: str) -> Any:
             s, platform, issued_by=g.researcher.username, now=utcnow(), force=form.force.data
         )
     except payments.PaymentError as exc:
-        return _back(slug, "payments", str(exc))
+        # The console's own wording (the service's message is shared with the CLI's --force).
+        hint = "tick “Write earlier bonuses again” to download the file anyway"
+        return _back(slug, "payments", f"{exc}; {hint}")
     if issue.excluded:
         left_out = "; ".join(f"{code}: {why}" for code, why in issue.excluded)
         flash(f"Bonuses left out on {platform.value}: {left_out}", "warning")

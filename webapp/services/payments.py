@@ -344,7 +344,7 @@ def issue_bonuses(
         left_out = f"; {len(plan.excluded)} left out" if plan.excluded else ""
         raise PaymentError(
             f"no new bonuses to issue for {study.slug!r} on {platform.value}: {skipped} were "
-            f"already issued (see the ledger){left_out}; use --force to write the file again"
+            f"already issued (see the ledger){left_out}"
         )
     from webapp.services import audit
 

@@ -378,11 +378,17 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         "counts": counts,
         "median_duration_s": round(statistics.median(durations), 1) if durations else None,
         "by_sequence": status_counts(study),
+        "has_sequences": uses_sequences(study),
         "per_pair": dict(sorted(per_pair.items())),
         "items": _item_counts(study, now),
         "idle_holds": _idle_holds(study, now),
         "updated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def uses_sequences(study: Study) -> bool:
+    """True when the study counterbalances formats (A/B sequences mean something only then)."""
+    return any(b["type"] == "product_choice" for b in study.definition["tasks"])
 
 
 def _item_counts(study: Study, now: datetime) -> list[dict[str, Any]]:

@@ -59,6 +59,7 @@ def test_done_when_30_bots_then_bonus_matches_the_rule_and_refuses_twice(runner,
     first = out.read_text()
     again = runner.invoke(args=["bonus", SLUG, "--platform", "prolific", "--out", str(out)])
     assert again.exit_code != 0 and "no new bonuses" in again.output
+    assert "use --force" in again.output  # the command line's own option
     assert out.read_text() == first
     forced = runner.invoke(
         args=["bonus", SLUG, "--platform", "prolific", "--out", str(out), "--force"]
@@ -148,7 +149,10 @@ def test_bonus_from_the_console_downloads_the_file(app, study, make_researcher, 
         f"/researcher/studies/{SLUG}/bonus", data={"csrf_token": token, "platform": "prolific"}
     )
     assert again.status_code == 302
-    assert "no new bonuses" in ana.get(again.headers["Location"]).get_data(as_text=True)
+    refused = ana.get(again.headers["Location"]).get_data(as_text=True)
+    # Issue 17: the console names its own checkbox, not the command line's --force.
+    assert "no new bonuses" in refused and "--force" not in refused
+    assert "Write earlier bonuses again" in refused
 
 
 def test_a_study_without_a_bonus_rule_is_refused(app, study, runner, tmp_path):
