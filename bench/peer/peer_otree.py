@@ -35,13 +35,20 @@ def ensure_otree(venv: Path) -> Path:
     if stamp.exists() and stamp.read_text() == requirements.read_text():
         return bin_dir
     print(f"installing oTree into {venv} (once) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    env = _isolated_env()
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, env=env)
     subprocess.run(
         [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
         check=True,
+        env=env,
     )
     stamp.write_text(requirements.read_text())
     return bin_dir
+
+
+def _isolated_env() -> dict[str, str]:
+    """This environment without PYTHONPATH: oTree's virtualenv must not see FrameLab's tree."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def _libpq_url(sqlalchemy_url: str) -> str:
@@ -78,7 +85,7 @@ class OTreeServer:
         self.join_path = ""
         self.version = ""
         self.env = {
-            **os.environ,
+            **_isolated_env(),
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "DATABASE_URL": self.db_url,
             "OTREE_PRODUCTION": "1",
