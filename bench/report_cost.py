@@ -3,12 +3,14 @@
 Usage::
 
     .venv/bin/python bench/report_cost.py --baseline /work/main --candidate . \
-        [--participants 70] [--pairs 10] [--repeats 3] [--no-figures]
+        [--participants 70] [--pairs 10] [--repeats 3] [--no-figures] [--check]
 
 Simulates one study (``analysis.simulate``, seed 0), then runs the real command once per tree
 per repeat, alternating (baseline, candidate, baseline, ...) so both see the same machine load;
 each run is a fresh process with ``PYTHONPATH`` set to its tree. Prints every time, the minimum
-per tree and the ratio of the minima (candidate / baseline).
+per tree and the ratio of the minima (candidate / baseline). With ``--check`` it also compares the
+first baseline and candidate report folders (``bench/compare_reports.py``: same tables, JSON and
+HTML; figures present) and fails if they differ.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-figures", action="store_true")
+    parser.add_argument("--check", action="store_true", help="compare the two trees' outputs")
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -58,6 +61,14 @@ def main() -> None:
                 times[name].append(time.perf_counter() - start)
                 if proc.returncode != 0:
                     sys.exit(f"{name} failed:\n{proc.stdout}\n{proc.stderr}")
+        if args.check:
+            sys.path.insert(0, str(ROOT / "bench"))
+            from compare_reports import compare
+
+            problems = compare(Path(tmp) / "baseline_0", Path(tmp) / "candidate_0")
+            print("outputs:", "same results" if not problems else "; ".join(problems))
+            if problems:
+                sys.exit(1)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print(f"study: {args.participants} x {args.pairs}, figures: {not args.no_figures}")
     for name, values in times.items():

@@ -448,8 +448,12 @@ def choice_clustered(
     """
     import numpy as np
     import pandas as pd
-    import statsmodels.api as sm
     from scipy.stats import norm
+
+    # The GEE's own modules, not statsmodels.api: that imports the formula, time-series and
+    # regression stacks too (~0.5 s of the 70 x 10 report's start-up).
+    from statsmodels.genmod import cov_struct, families
+    from statsmodels.genmod.generalized_estimating_equations import GEE
 
     ref, trt = _levels(data, between, levels)
     df = data[[dv, between, subject]].dropna()
@@ -459,12 +463,12 @@ def choice_clustered(
     # GEE needs the rows of one cluster together; codes keep the order of first appearance.
     codes, _ = pd.factorize(df[subject])
     order = np.argsort(codes, kind="stable")
-    model = sm.GEE(
+    model = GEE(
         y[order],
         exog[order],
         groups=codes[order],
-        family=sm.families.Binomial(),
-        cov_struct=sm.cov_struct.Exchangeable(),
+        family=families.Binomial(),
+        cov_struct=cov_struct.Exchangeable(),
     )
     with warnings.catch_warnings(record=True):
         # statsmodels warns on non-convergence; the flag below is checked instead.
