@@ -67,12 +67,20 @@ def format_p(p: object) -> str:
     return "= " + _fmt(v)
 
 
+# Resolution of the report's PNGs. The figures are created at this dpi, not matplotlib's 100: the
+# text extents that tight_layout measures are cached per renderer, and savefig at another dpi
+# would measure them all again on a second renderer.
+FIGURE_DPI = 120
+# zlib level of the PNGs: 3 instead of PIL's 6 encodes ~40 % faster for ~10 % larger files.
+PNG_COMPRESS_LEVEL = 3
+
+
 def _figures(results: Results, out: Path) -> dict[str, str]:
     """Draw the figures of a report; return ``{file name: caption}``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A Figure on an Agg canvas, not pyplot: no pyplot import (0.1-0.2 s), no GUI backend
+    # lookup, no figure manager; nothing here ever shows a window.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     if results.kind in ("ratings", "preferences"):
         from analysis.report.evaluation import figures as evaluation_figures
@@ -84,11 +92,12 @@ def _figures(results: Results, out: Path) -> dict[str, str]:
         jobs = figure_jobs(results)
     captions = {}
     for name, caption, draw, size, *layout in jobs:
-        fig, ax = plt.subplots(*(layout[0] if layout else (1, 1)), figsize=size)
+        fig = Figure(figsize=size, dpi=FIGURE_DPI)
+        FigureCanvasAgg(fig)
+        ax = fig.subplots(*(layout[0] if layout else (1, 1)), squeeze=True)
         draw(ax)
         fig.tight_layout()
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
+        fig.savefig(out / name, dpi=FIGURE_DPI, pil_kwargs={"compress_level": PNG_COMPRESS_LEVEL})
         captions[name] = caption
     return captions
 

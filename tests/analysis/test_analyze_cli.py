@@ -390,3 +390,31 @@ def test_wtp_slopes_option_reports_the_maximal_model_and_its_lr_test(runner, tmp
     assert "simplified" in result.output
     assert row["lrt_chisq"] == pytest.approx(33.823730130771764, rel=1e-4)
     assert "Random slopes of format" in (out / "report.html").read_text()
+
+
+def test_analysis_commands_do_not_import_flask():
+    """`framelab analyze` resolves without webapp.cli and Flask (0.3 s of every report)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from framelab.cli import main\n"
+        "try:\n"
+        "    main(['analyze', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('flask', 'webapp.cli') if m in sys.modules))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": ""},
+    )
+    assert "Analyse human data" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -169,3 +169,33 @@ def test_predictions_csv_and_jsonl(tmp_path):
     bad.write_text("item,model,label\n1,gpt,positive\n", encoding="utf-8")
     with pytest.raises(ExportFormatError, match=r"\['item_id'\]"):
         load_predictions(bad)
+
+
+def test_long_choice_export_is_read_once(choice_csv, monkeypatch):
+    """load_choice validates the frame it read; it used to read a long export twice."""
+    import analysis.io as io
+
+    calls = []
+    real = io.read_table
+    monkeypatch.setattr(io, "read_table", lambda path: calls.append(path) or real(path))
+    data = load_choice(choice_csv)
+    assert len(calls) == 1
+    pd.testing.assert_frame_equal(data, load_export(choice_csv))
+
+
+def test_text_columns_are_the_same_from_csv_and_from_typed_parquet(tmp_path):
+    """CSV text columns take the vectorised path, non-text parquet columns str() per value."""
+    frame = simulate_choice_study(n_participants=4, n_pairs=10, seed=1)
+    frame.loc[frame.index[:3], "product_type"] = None  # empty cells must stay None
+    csv_path, pq_path = tmp_path / "c.csv", tmp_path / "c.parquet"
+    frame.to_csv(csv_path, index=False)
+    typed = frame.copy()
+    typed["answered_at"] = range(len(typed))  # an integer column where the schema wants text
+    typed.to_parquet(pq_path, index=False)
+    typed.assign(answered_at=typed["answered_at"].astype(str)).to_csv(csv_path, index=False)
+    from_csv, from_pq = load_export(csv_path), load_export(pq_path)
+    for col in ("participant_id", "answered_at", "product_type"):
+        assert from_csv[col].dtype == object
+        assert from_csv[col].tolist() == from_pq[col].tolist()
+    assert from_csv["product_type"].iloc[:3].tolist() == [None] * 3
+    assert from_pq["answered_at"].iloc[:2].tolist() == ["0", "1"]
