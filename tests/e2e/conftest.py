@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,18 +12,27 @@ import pytest
 from tests.webapp.conftest import load_demo, make_app
 
 
+@contextlib.contextmanager
+def serve(app) -> Iterator[str]:
+    """Serve ``app`` on a real threaded HTTP server on a free loopback port; yield its URL."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[tuple]:
     """``(app, base_url, definition)`` with the app served on a real threaded HTTP server."""
-    from werkzeug.serving import make_server
-
     app = make_app(f"sqlite:///{tmp_path / 'e2e.sqlite'}")
     definition = load_demo(app)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.server_port}", definition
-    server.shutdown()
-    server.server_close()
+    with serve(app) as url:
+        yield app, url, definition
 
 
 @pytest.fixture

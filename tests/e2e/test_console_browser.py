@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import serve
 from tests.webapp.conftest import make_app
 
 pytestmark = pytest.mark.browser
@@ -18,18 +19,13 @@ PASSWORD = "correct horse battery"
 @pytest.fixture
 def console_server(tmp_path: Path):
     """``(app, base_url)``: an empty platform with one researcher, served over real HTTP."""
-    from werkzeug.serving import make_server
-
     from webapp.services.researchers import set_researcher
 
     app = make_app(f"sqlite:///{tmp_path / 'console.sqlite'}")
     with app.app_context():
         set_researcher("ana", PASSWORD)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serve(app) as url:
+        yield app, url
 
 
 @pytest.fixture

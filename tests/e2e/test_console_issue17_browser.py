@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import serve
 from tests.webapp.conftest import DEMO, make_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -43,8 +44,6 @@ def check_axe(page, axe_source: str, name: str, include: list[str] | None = None
 def platform(tmp_path: Path):
     """``(app, base_url)``: the demos loaded from the command line (as `make run` does) and
     a researcher made with `framelab create-researcher alice` (no admin), over real HTTP."""
-    from werkzeug.serving import make_server
-
     from webapp.services.researchers import set_researcher
     from webapp.services.studies import load_study
 
@@ -52,11 +51,8 @@ def platform(tmp_path: Path):
     with app.app_context():
         load_study(DEMO)
         set_researcher("alice", PASSWORD)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serve(app) as url:
+        yield app, url
 
 
 @pytest.fixture

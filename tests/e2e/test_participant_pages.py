@@ -4,11 +4,11 @@ error summary, the Likert grid with the passages in view, the layout at 375 px).
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import serve
 from tests.e2e.tour import load_demos, tour
 from tests.webapp.conftest import make_app
 
@@ -20,14 +20,9 @@ BLOCKING = {"serious", "critical"}
 @pytest.fixture
 def demo_server(tmp_path: Path):
     """``(app, base_url)``: an empty platform served over real HTTP (the tour loads the demos)."""
-    from werkzeug.serving import make_server
-
     app = make_app(f"sqlite:///{tmp_path / 'pages.sqlite'}")
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serve(app) as url:
+        yield app, url
 
 
 @pytest.fixture

@@ -147,7 +147,7 @@ def test_preview_gate_refuses_a_cookie_after_logout(app, make_researcher):
     assert _draft_page(app, _replay(app, saved)) == 200  # the owner may preview a draft
     token = page_token(ana, "/researcher/")
     ana.post("/researcher/logout", data={"csrf_token": token})
-    assert _draft_page(app, _replay(app, saved)) == 404
+    assert _draft_page(app, _replay(app, saved)) == 403  # "not open yet", no preview
 
 
 def test_preview_gate_refuses_a_session_from_before_a_password_change(app, make_researcher):
@@ -158,7 +158,7 @@ def test_preview_gate_refuses_a_session_from_before_a_password_change(app, make_
     assert _draft_page(app, ana) == 200
     with app.app_context():
         set_researcher("ana", "a brand new password")
-    assert _draft_page(app, ana) == 404
+    assert _draft_page(app, ana) == 403
     assert ana.get("/researcher/").status_code == 302
 
 
