@@ -154,14 +154,24 @@ def tls_context() -> ssl.SSLContext:
 
 
 class HttpTransport:
-    """Requests to a running server through httpx (cookies kept per bot)."""
+    """Requests to a running server through httpx (cookies kept per bot).
 
-    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+    ``keepalive_s`` stays below gunicorn's default keep-alive timeout (2 s), as in
+    :class:`webapp.bots_async.AsyncHttpTransport`: with httpx's default (5 s) a bot that paused
+    for 2–5 s reused a connection the server had just closed and its request failed with
+    "Server disconnected without sending a response" (seen in the sentiment concurrency test).
+    """
+
+    def __init__(self, base_url: str, timeout: float = 30.0, keepalive_s: float = 1.5) -> None:
         import httpx
 
         self.host = urlsplit(base_url).netloc
         self.client = httpx.Client(
-            base_url=base_url, follow_redirects=False, timeout=timeout, verify=tls_context()
+            base_url=base_url,
+            follow_redirects=False,
+            timeout=timeout,
+            limits=httpx.Limits(keepalive_expiry=keepalive_s),
+            verify=tls_context(),
         )
 
     def request(

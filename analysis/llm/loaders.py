@@ -51,12 +51,30 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
             raise LoaderError(f"{path}: expected a JSON list of objects")
         yield from data
     elif suffix in {".csv", ".tsv"}:
-        # News articles exceed the csv module's default 128 KiB field limit.
-        csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
         with path.open(encoding="utf-8", newline="") as fh:
-            yield from csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
+            yield from _large_fields(reader)
     else:
         raise LoaderError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json or .csv)")
+
+
+def _large_fields(reader: Iterator[dict[str, str]]) -> Iterator[dict[str, str]]:
+    """Rows of ``reader`` with the csv module's field limit raised only while each row is read.
+
+    News articles exceed the default 128 KiB limit, but the limit is process-wide: setting it
+    once would also lift it for every other CSV reader in the process (the web platform's
+    upload checks rely on it), so it is raised per row and put back.
+    """
+    rows = iter(reader)
+    while True:
+        previous = csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        finally:
+            csv.field_size_limit(previous)
+        yield row
 
 
 def parse_mapping(pairs: Sequence[str]) -> dict[str, str]:

@@ -106,18 +106,25 @@ def test_a_new_model_table_slots_in_with_a_sentence(choice_results, tmp_path):
 def test_figure_captions_say_which_test_gives_the_stars(choice_results):
     from analysis.report.study_sections import figure_jobs
 
+    def without(*names):
+        return type(choice_results)(
+            kind="choice",
+            tables={k: v for k, v in choice_results.tables.items() if k not in names},
+            meta=choice_results.meta,
+            plot_data=choice_results.plot_data,
+        )
+
     captions = {name: caption for name, caption, *_ in figure_jobs(choice_results)}
-    assert "GEE" in captions["format_rates.png"]
+    # The GLMM respects both clusterings, so its p gives the stars when it was fitted ...
+    assert "logistic GLMM" in captions["format_rates.png"]
     assert "Fisher" in captions["pair_rates.png"] and "holm" in captions["pair_rates.png"]
     assert "wtp.png" not in captions and "wtp_differences.png" in captions
     assert "QQ plot" in captions["wtp_diagnostics.png"]
-    no_gee = type(choice_results)(
-        kind="choice",
-        tables={k: v for k, v in choice_results.tables.items() if k != "clustered"},
-        meta=choice_results.meta,
-        plot_data=choice_results.plot_data,
-    )
-    caption = dict((n, c) for n, c, *_ in figure_jobs(no_gee))["format_rates.png"]
+    # ... then the GEE (clustered by participant), and only then the chi-square, labelled so.
+    caption = dict((n, c) for n, c, *_ in figure_jobs(without("choice_glmm")))["format_rates.png"]
+    assert "GEE" in caption
+    no_models = without("choice_glmm", "clustered")
+    caption = dict((n, c) for n, c, *_ in figure_jobs(no_models))["format_rates.png"]
     assert "treats trials as independent" in caption
 
 

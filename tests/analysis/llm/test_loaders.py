@@ -202,3 +202,20 @@ def test_wildframe_and_polisum(tmp_path: Path) -> None:
     assert load("polisum", ps, dataset="polisum")[0]["dataset"] == "polisum"
     with pytest.raises(LoaderError, match="unknown loader"):
         load("nope", ps)
+
+
+def test_long_csv_fields_load_without_lifting_the_limit_for_everyone(tmp_path: Path) -> None:
+    """An article over the csv module's 128 KiB field limit loads, and the process-wide limit
+    is left as it was: the web platform's upload checks (same process in the test suite, and
+    in any tool embedding both) rely on it. The loader used to raise it for good."""
+    import csv
+
+    from analysis.llm.loaders import _records
+
+    long_text = "word " * 40_000  # 200,000 characters
+    path = tmp_path / "news.csv"
+    path.write_text(f'id,text\n1,"{long_text}"\n', encoding="utf-8")
+    before = csv.field_size_limit()
+    (row,) = list(_records(path))
+    assert row["text"] == long_text
+    assert csv.field_size_limit() == before == 131072
