@@ -66,6 +66,13 @@ STUDY_FILE = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
 
 
 # -- one platform, one profile ------------------------------------------------------------------
+def start_pinned(stack: contextlib.ExitStack, server: Any, cpus: set[int] | None) -> Any:
+    """Enter ``server`` (a context manager) with its processes started on ``cpus``; the stack
+    stops it. Only the start is pinned: the load generator then runs on its own CPUs."""
+    with pinned(cpus):
+        return stack.enter_context(server)
+
+
 @contextlib.contextmanager
 def pinned(cpus: set[int] | None) -> Iterator[None]:
     """Start children on ``cpus`` (they inherit this process's affinity), then restore it."""
@@ -113,29 +120,29 @@ def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[st
             definition = get_study("product-choice-demo").definition
         pages = loadtest.pages_per_participant(definition)
         bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
-        with tempfile.TemporaryDirectory() as logs:
-            with pinned(args.server_cpus):
-                server = loadtest.Gunicorn(
+        with tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as stack:
+            server = start_pinned(
+                stack,
+                loadtest.Gunicorn(
                     {**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)
-                ).__enter__()
-            try:
-                pids = [server.proc.pid, *server.worker_pids()]
-                before = CpuSnapshot.take(pids)
-                with pinned(args.bot_cpus):
-                    run = asyncio.run(
-                        loadtest.run_async_bots(
-                            server.url,
-                            [(definition, args.n)],
-                            concurrency=args.n,
-                            think_ms=profile["think_s"] * 1000,
-                            ramp_s=profile["ramp_s"],
-                            timeout_s=bound,
-                            seed=args.seed,
-                        )
+                ),
+                args.server_cpus,
+            )
+            pids = [server.proc.pid, *server.worker_pids()]
+            before = CpuSnapshot.take(pids)
+            with pinned(args.bot_cpus):
+                run = asyncio.run(
+                    loadtest.run_async_bots(
+                        server.url,
+                        [(definition, args.n)],
+                        concurrency=args.n,
+                        think_ms=profile["think_s"] * 1000,
+                        ramp_s=profile["ramp_s"],
+                        timeout_s=bound,
+                        seed=args.seed,
                     )
-                after = CpuSnapshot.take(pids)
-            finally:
-                server.__exit__(None, None, None)
+                )
+            after = CpuSnapshot.take(pids)
         result = loadtest.audit(app, run)
         with app.app_context():
             from webapp.extensions import db
@@ -159,22 +166,21 @@ def run_otree(args: argparse.Namespace, profile: dict[str, float], bin_dir: Path
     import yaml
 
     study = yaml.safe_load(STUDY_FILE.read_text(encoding="utf-8"))
-    with loadtest.fresh_database(args.pg_url, "otree_peer") as db_url:
-        with pinned(args.server_cpus):
-            server = OTreeServer(bin_dir, db_url, args.n).__enter__()
-        try:
-            # consent, instructions, quiz, 10 x (choice, WTP), attention, demographics, debrief
-            pages = 26
-            bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
-            before = CpuSnapshot.take(server.pids())
-            with pinned(args.bot_cpus):
-                bots, results, wall, cut = asyncio.run(
-                    _otree_bots(server.url, server.join_path, study, args, profile, bound)
-                )
-            after = CpuSnapshot.take(server.pids())
-            audit = audit_otree(db_url, bots, results)
-        finally:
-            server.__exit__(None, None, None)
+    with (
+        loadtest.fresh_database(args.pg_url, "otree_peer") as db_url,
+        contextlib.ExitStack() as stack,
+    ):
+        server = start_pinned(stack, OTreeServer(bin_dir, db_url, args.n), args.server_cpus)
+        # consent, instructions, quiz, 10 x (choice, WTP), attention, demographics, debrief
+        pages = 26
+        bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
+        before = CpuSnapshot.take(server.pids())
+        with pinned(args.bot_cpus):
+            bots, results, wall, cut = asyncio.run(
+                _otree_bots(server.url, server.join_path, study, args, profile, bound)
+            )
+        after = CpuSnapshot.take(server.pids())
+        audit = audit_otree(db_url, bots, results)
     timings = [t for b in bots for t in b.timings]
     return {
         "platform": "oTree",
@@ -232,25 +238,22 @@ def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, 
     )
     with loadtest.fresh_database(args.pg_url, "floor_peer") as db_url:
         build(db_url, body)
-        with tempfile.TemporaryDirectory() as logs:
-            with pinned(args.server_cpus):
-                server = loadtest.Gunicorn(
-                    {"DATABASE_URL": db_url},
-                    args.workers,
-                    args.threads,
-                    Path(logs),
-                    app="floor.app:create_app()",
-                    cwd=HERE,
-                    ready_path="/done",
-                ).__enter__()
-            try:
-                pids = [server.proc.pid, *server.worker_pids()]
-                before = CpuSnapshot.take(pids)
-                with pinned(args.bot_cpus):
-                    timings, wall = asyncio.run(_floor_bots(server.url, args, profile, PAGES))
-                after = CpuSnapshot.take(pids)
-            finally:
-                server.__exit__(None, None, None)
+        with tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as stack:
+            floor_server = loadtest.Gunicorn(
+                {"DATABASE_URL": db_url},
+                args.workers,
+                args.threads,
+                Path(logs),
+                app="floor.app:create_app()",
+                cwd=HERE,
+                ready_path="/done",
+            )
+            server = start_pinned(stack, floor_server, args.server_cpus)
+            pids = [server.proc.pid, *server.worker_pids()]
+            before = CpuSnapshot.take(pids)
+            with pinned(args.bot_cpus):
+                timings, wall = asyncio.run(_floor_bots(server.url, args, profile, PAGES))
+            after = CpuSnapshot.take(pids)
         import psycopg
 
         with psycopg.connect(db_url.replace("+psycopg", "")) as conn:

@@ -163,10 +163,11 @@ def test_keyboard_alone_completes_the_product_choice_study(demo_server, chromium
 
 
 # -- defects 2 and 4 in the browser -----------------------------------------------------------
-def _bot_at(app, kind: str, external_id: str):
+def _bot_at(app, kind: str, external_id: str, definition=None):
+    """A link bot stepped to the first page of ``kind`` (product-choice demo by default)."""
     from webapp.bots import Bot, BotBehaviour, FlaskTransport
 
-    definition = load_demos(app)["product-choice-demo"]
+    definition = definition or load_demos(app)["product-choice-demo"]
     bot = Bot(
         FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id=external_id
     )
@@ -210,7 +211,6 @@ def test_back_after_an_error_never_lands_on_a_post_and_focus_goes_to_the_summary
 
 # -- layout at 375 px ---------------------------------------------------------------------------
 def test_phone_layout_headings_buttons_and_the_rating_grid(demo_server, chromium):
-    from webapp.bots import Bot, BotBehaviour, FlaskTransport
 
     app, base = demo_server
     demos = load_demos(app)
@@ -227,30 +227,14 @@ def test_phone_layout_headings_buttons_and_the_rating_grid(demo_server, chromium
     gap = max(d["x"] - (a["x"] + a["width"]), d["y"] - (a["y"] + a["height"]))
     assert gap >= 8, (a, d)
     # The progress bar is a real one, with an accessible name.
-    bot = Bot(
-        FlaskTransport(app),
-        demos["product-choice-demo"],
-        BotBehaviour(platform="link"),
-        external_id="phone-2",
-    )
-    p = bot.open()
-    while p.kind != "choice":
-        p = bot.step()
+    p = _bot_at(app, "choice", "phone-2", demos["product-choice-demo"]).page
     page.goto(base + p.url)
     bar = page.get_by_role("progressbar", name="Page")
     assert bar.count() == 1 and 0 < float(bar.evaluate("b => b.value")) < float(
         bar.evaluate("b => b.max")
     )
     # Rating: a Likert grid whose passages stay on screen while the last row is rated.
-    bot = Bot(
-        FlaskTransport(app),
-        demos["rating-demo"],
-        BotBehaviour(platform="link"),
-        external_id="phone-3",
-    )
-    p = bot.open()
-    while p.kind != "summary_rating":
-        p = bot.step()
+    p = _bot_at(app, "summary_rating", "phone-3", demos["rating-demo"]).page
     page.goto(base + p.url)
     rows = page.locator("fieldset.likert-row")
     assert rows.count() == 4 * 5
