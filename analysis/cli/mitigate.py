@@ -27,8 +27,9 @@ _BACKEND_OPTIONS: list[Callable[..., Any]] = [
 
 _INPUT_OPTIONS: list[Callable[..., Any]] = [
     click.option("--template", "templates", multiple=True,
-                 help="TASK=PATH: your own prompt file (.txt/.json) for the summarize or "
-                 "fact-check baseline prompt the methods build on; repeatable."),
+                 help="KEY=PATH: your own prompt file (.txt/.json). KEY is summarize or "
+                 "fact-check (the baseline prompt the methods build on) or a method's own step "
+                 "(cot-final, debias-prefix, … : `framelab mitigate templates`); repeatable."),
     click.option("--map", "mappings", multiple=True,
                  help="FIELD=COLUMN, repeatable (e.g. --map text=article)."),
     click.option("--id-field", help="Column with item IDs (default item_id or id)."),
@@ -62,19 +63,36 @@ def _items(path: str, kw: Mapping[str, Any], dataset: str | None = None) -> list
         raise click.ClickException(str(exc)) from exc
 
 
-def _templates(specs: tuple[str, ...]) -> dict[str, Any]:
-    """``TASK=PATH`` options as ``{task: PromptTemplate}`` (a clear error for bad files)."""
+def _templates(specs: tuple[str, ...], method: str | None = None) -> dict[str, Any]:
+    """``KEY=PATH`` options as ``{key: PromptTemplate}`` (a clear error for bad files).
+
+    KEY is a task (``summarize``, ``fact-check``: the baseline prompts) or a mitigation step
+    (``cot-final`` …). With ``method``, a step that method does not use is refused rather than
+    silently ignored.
+    """
     from analysis.llm.templates import TemplateError, load_template_file
+    from analysis.mitigation.prompts import STEPS, load_step_file
 
     out: dict[str, Any] = {}
     for spec in specs:
-        task, sep, path = spec.partition("=")
-        if not sep or task not in {"summarize", "fact-check"}:
+        key, sep, path = spec.partition("=")
+        key = key.strip().removeprefix("mitigate-")
+        if not sep or (key not in {"summarize", "fact-check"} and key not in STEPS):
             raise click.BadParameter(
-                f"expected summarize=PATH or fact-check=PATH, got {spec!r}", param_hint="--template"
+                f"expected KEY=PATH with KEY summarize, fact-check or one of the steps "
+                f"{', '.join(sorted(STEPS))}; got {spec!r}",
+                param_hint="--template",
+            )
+        if method is not None and key in STEPS and method not in STEPS[key].methods:
+            raise click.BadParameter(
+                f"{key} is a prompt of {', '.join(STEPS[key].methods)}, not of {method}",
+                param_hint="--template",
             )
         try:
-            out[task] = load_template_file(path, task)
+            if key in STEPS:
+                out[key] = load_step_file(path, key)
+            else:
+                out[key] = load_template_file(path, key)
         except TemplateError as exc:
             raise click.BadParameter(str(exc), param_hint="--template") from exc
     return out
@@ -96,7 +114,7 @@ def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
             dataset=kw["dataset"],
             progress=not kw["no_progress"],
             argv=sys.argv,
-            templates=_templates(kw["templates"]),
+            templates=_templates(kw["templates"], name),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc
@@ -173,6 +191,23 @@ def list_command(family: str | None, fmt: str, definitions: bool) -> None:
         click.echo(json.dumps(table.to_dict("records"), indent=2))
     else:
         click.echo(table.to_string(index=False))
+
+
+@mitigate.command("templates")
+@click.option("--show", is_flag=True, help="Print the template text.")
+def templates_command(show: bool) -> None:
+    """List the methods' own prompts: step, methods, placeholders, file and text hash."""
+    from analysis.llm.templates import PROMPT_DIR
+    from analysis.mitigation.prompts import STEPS, step_template
+
+    click.echo("step (--template STEP=PATH)  text hash         file; placeholders; methods")
+    for step in STEPS.values():
+        tpl = step_template(step.name)
+        where = Path(tpl.source).relative_to(PROMPT_DIR) if tpl.source else "-"
+        fields = " ".join("{" + f + "}" for f in step.fields) or "none"
+        click.echo(f"{step.name:28} {tpl.hash()}  {where}; {fields}; {', '.join(step.methods)}")
+        if show:
+            click.echo("    " + tpl.user.replace("\n", "\n    "))
 
 
 @mitigate.command("run")

@@ -9,8 +9,8 @@ wording) with :func:`load_template_file` or ``framelab generate TASK --template 
 
 A template's hash (its text; in records also the generation settings) is part of every result's
 resume key and of the manifest, so editing a prompt can never mix old and new answers in one
-file. Mitigation methods that change the prompt register their own templates with
-:func:`register`.
+file. Mitigation methods' own prompts are files too (``prompts/mitigate/STEP.txt``), loaded
+and registered by :mod:`analysis.mitigation.prompts` with the fields each step fills in.
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ class PromptTemplate:
         A system message, if any.
     shots : dict
         Named one-shot examples the task picks from (``reframe`` picks by sentiment and position).
+    decoding : dict
+        Decoding defaults of the prompt's paper (``do_sample``, ``temperature``, ``top_p``), e.g.
+        the overlap paper's rephrase step samples at temperature 0.7. ``run_task`` applies them
+        unless the caller set that setting itself (on the command line: ``--sample/--greedy``,
+        ``--temperature``, ``--top-p``). Not part of the text hash; the settings actually used
+        are, through the record's ``template_hash``.
     """
 
     name: str
@@ -72,6 +78,7 @@ class PromptTemplate:
     user: str
     system: str | None = None
     shots: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    decoding: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)  # the file it was read from
 
     def messages(self, **fields: Any) -> tuple[dict[str, str], ...]:
@@ -126,11 +133,22 @@ def placeholders(text: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(text) if name}
 
 
-def load_template_file(path: str | Path, task: str, name: str | None = None) -> PromptTemplate:
+def load_template_file(
+    path: str | Path,
+    task: str,
+    name: str | None = None,
+    *,
+    fields: tuple[str, ...] | None = None,
+    required: tuple[str, ...] | None = None,
+) -> PromptTemplate:
     """Read a template file for ``task``: ``.txt`` (the user message) or ``.json``.
 
-    A ``.json`` file holds ``user`` and optionally ``system`` and ``shots``. One trailing newline
+    A ``.json`` file holds ``user`` and optionally ``system``, ``shots`` and ``decoding`` (the
+    paper's decoding defaults: ``do_sample``, ``temperature``, ``top_p``). One trailing newline
     of a ``.txt`` file is not part of the prompt. The name defaults to the file's stem.
+    ``fields`` (default: what ``task`` fills in, :data:`TASK_FIELDS`) are the placeholders the
+    file may use and ``required`` (default: the first of them) those it must use; a mitigation
+    step passes its own (a rewrite pass also fills in ``{draft}`` and ``{critique}``).
 
     Raises
     ------
@@ -147,6 +165,7 @@ def load_template_file(path: str | Path, task: str, name: str | None = None) -> 
         raise TemplateError(f"cannot read template file {path}: {exc.strerror}") from None
     system: str | None = None
     shots: dict[str, dict[str, str]] = {}
+    decoding: dict[str, Any] = {}
     if path.suffix == ".json":
         try:
             data = json.loads(raw)
@@ -158,11 +177,13 @@ def load_template_file(path: str | Path, task: str, name: str | None = None) -> 
         shots = {
             str(k): {str(a): str(b) for a, b in v.items()} for k, v in data.get("shots", {}).items()
         }
+        decoding = _check_decoding(path, data.get("decoding", {}))
     else:
         user = raw[:-1] if raw.endswith("\n") else raw
     if not user.strip():
         raise TemplateError(f"{path}: the template is empty")
-    allowed = TASK_FIELDS[task]
+    allowed = TASK_FIELDS[task] if fields is None else fields
+    must = allowed[:1] if required is None else required
     try:
         used = placeholders(user) | placeholders(system or "")
     except ValueError as exc:
@@ -170,14 +191,47 @@ def load_template_file(path: str | Path, task: str, name: str | None = None) -> 
     unknown = sorted(used - set(allowed))
     if unknown:
         raise TemplateError(
-            f"{path}: placeholder(s) {unknown} are not filled in by {task}; it provides "
-            f"{', '.join('{' + f + '}' for f in allowed)}"
+            f"{path}: placeholder(s) {unknown} are not filled in by {name or task}; it provides "
+            f"{', '.join('{' + f + '}' for f in allowed) or 'none'}"
         )
-    if allowed[0] not in used:
-        raise TemplateError(f"{path}: a {task} template must contain {{{allowed[0]}}}")
+    missing = [f for f in must if f not in used]
+    if missing:
+        what = name or task
+        raise TemplateError(
+            f"{path}: a {what} template must contain {', '.join('{' + f + '}' for f in missing)}"
+        )
     return PromptTemplate(
-        name or path.stem, task, user, system=system, shots=shots, source=str(path)
+        name or path.stem,
+        task,
+        user,
+        system=system,
+        shots=shots,
+        decoding=decoding,
+        source=str(path),
     )
+
+
+# What a template's "decoding" may set, with the type each value must have.
+DECODING_KEYS: dict[str, tuple[type, ...]] = {
+    "do_sample": (bool,),
+    "temperature": (int, float),
+    "top_p": (int, float),
+}
+
+
+def _check_decoding(path: Path, decoding: Any) -> dict[str, Any]:
+    if not isinstance(decoding, dict):
+        raise TemplateError(f'{path}: "decoding" must be an object, e.g. {{"temperature": 0.7}}')
+    for key, value in decoding.items():
+        kinds = DECODING_KEYS.get(key)
+        if kinds is None:
+            raise TemplateError(
+                f'{path}: "decoding" may set {", ".join(DECODING_KEYS)}, not {key!r}'
+            )
+        if isinstance(value, bool) is not (kinds == (bool,)) or not isinstance(value, kinds):
+            what = "true or false" if kinds == (bool,) else "a number"
+            raise TemplateError(f'{path}: "decoding" {key} must be {what}, not {value!r}')
+    return dict(decoding)
 
 
 def resolve_template(task: str, spec: str | None, default: str) -> PromptTemplate:
@@ -201,7 +255,9 @@ def resolve_template(task: str, spec: str | None, default: str) -> PromptTemplat
 
 
 def _load_defaults() -> None:
-    for task_dir in sorted(p for p in PROMPT_DIR.iterdir() if p.is_dir()):
+    # prompts/mitigate/ holds the mitigation steps' prompts: analysis.mitigation.prompts loads
+    # them with the fields each step fills in.
+    for task_dir in sorted(p for p in PROMPT_DIR.iterdir() if p.name in TASK_FIELDS):
         for path in sorted(task_dir.iterdir()):
             if path.suffix in {".txt", ".json"}:
                 register(load_template_file(path, task_dir.name), replace=True)

@@ -2,7 +2,8 @@
 
 Every ``check_every`` decoding steps the guard asks the model to explain the token it is about to
 choose (the explanation step of the seed paper): which part of the source the summary is drawing
-on, and whether it keeps the source's sentiment (:data:`analysis.mitigation.prompts.EXPLAIN_CHOICE`,
+on, and whether it keeps the source's sentiment (the template file ``prompts/mitigate/
+explain-choice.txt``, step ``explain-choice``, replaceable with ``--template explain-choice=PATH``;
 generated greedily, at most ``explain_tokens`` tokens). The checks then run: a violation is what
 the explanation admits (``PART: beginning|end`` → the middle is being ignored; ``SENTIMENT:
 flipped``) or what the rule-based detector finds in the output so far (TF-IDF coverage of the
@@ -101,6 +102,9 @@ class LocalExplanationGuard(_CandidateFilter):
         Output length below which ignoring the middle is not judged.
     explain_tokens : int, default 24
         Token limit of one explanation.
+    explain_template : PromptTemplate, optional
+        The explanation prompt (fields ``text``, ``summary``, ``token``); default the
+        ``explain-choice`` step's file.
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class LocalExplanationGuard(_CandidateFilter):
         alpha: float = 0.05,
         min_words: int = 10,
         explain_tokens: int = 24,
+        explain_template: Any = None,
     ) -> None:
         from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
@@ -125,6 +130,11 @@ class LocalExplanationGuard(_CandidateFilter):
         self.alpha = alpha
         self.min_words = min_words
         self.explain_tokens = explain_tokens
+        if explain_template is None:
+            from analysis.mitigation.prompts import step_template
+
+            explain_template = step_template("explain-choice")
+        self.explain_template = explain_template
         self.coverage = [PartCoverage(s) for s in sources]
         self.analyzer = SentimentIntensityAnalyzer()
         self.source_sign = [int(np.sign(_round_neutral(self._compound(s)))) for s in sources]
@@ -140,10 +150,9 @@ class LocalExplanationGuard(_CandidateFilter):
         from transformers import GenerationConfig
 
         from analysis.llm.backends.hf import format_messages
-        from analysis.mitigation.prompts import EXPLAIN_CHOICE
 
         tok = self.tokenizer
-        messages = EXPLAIN_CHOICE.messages(
+        messages = self.explain_template.messages(
             text=self.sources[row], summary=output, token=tok.decode([int(token)]).strip()
         )
         enc = tok(format_messages(tok, messages), return_tensors="pt", add_special_tokens=False)
@@ -241,6 +250,7 @@ class ExplanationGuardFactory:
     alpha: float = 0.05
     min_words: int = 10
     explain_tokens: int = 24
+    explain_template: Any = None  # PromptTemplate; None: the explain-choice step's file
 
     def __call__(self, ctx: Any) -> LocalExplanationGuard:
         return LocalExplanationGuard(
@@ -253,4 +263,5 @@ class ExplanationGuardFactory:
             alpha=self.alpha,
             min_words=self.min_words,
             explain_tokens=self.explain_tokens,
+            explain_template=self.explain_template,
         )

@@ -73,6 +73,8 @@ class ItemState:
 # calls to make (it may also write non-model results, e.g. a re-ordered text, into the state).
 Stage = Callable[[ItemState, Mapping[str, Any], Any], list[Call]]
 Finish = Callable[[ItemState, Mapping[str, Any]], dict[str, Any]]
+# A researcher's own prompts, keyed by task (the baseline prompts) or by mitigation step.
+Steps = Mapping[str, PromptTemplate] | None
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def _single(task: str, tpl: PromptTemplate, finish: Finish, **kw: Any) -> Plan:
     return Plan(task, (_one_call(tpl),), finish, (tpl,), **kw)
 
 
-def _baseline_summary(templates: Mapping[str, PromptTemplate] | None = None) -> PromptTemplate:
+def _baseline_summary(templates: Steps = None) -> PromptTemplate:
     """The summarisation prompt methods build on: the baseline, or a researcher's own file."""
     return (templates or {}).get("summarize") or get_template("summarize", "baseline")
 
@@ -145,45 +147,51 @@ def _followup(
     return stage
 
 
-def _cot() -> Plan:
+def _cot(over: Steps) -> Plan:
+    analysis, final = P.step_template("cot-analysis", over), P.step_template("cot-final", over)
     return Plan(
         "summarize",
-        (_one_call(P.COT_ANALYSIS, "analysis"), _followup("final", P.COT_FINAL, ["analysis"])),
+        (_one_call(analysis, "analysis"), _followup("final", final, ["analysis"])),
         _summary_from("final", section="FINAL_SUMMARY"),
-        (P.COT_ANALYSIS, P.COT_FINAL),
+        (analysis, final),
     )
 
 
-def _ccs() -> Plan:
+def _ccs(over: Steps) -> Plan:
+    draft, rewrite = P.step_template("ccs-draft", over), P.step_template("ccs-rewrite", over)
     return Plan(
         "summarize",
-        (_one_call(P.CCS_DRAFT, "draft"), _followup("rewrite", P.CCS_REWRITE, ["draft"])),
+        (_one_call(draft, "draft"), _followup("rewrite", rewrite, ["draft"])),
         _summary_from("rewrite", section="FINAL_SUMMARY"),
-        (P.CCS_DRAFT, P.CCS_REWRITE),
+        (draft, rewrite),
     )
 
 
-def _self_help() -> Plan:
+def _self_help(over: Steps) -> Plan:
+    draft, critique, rewrite = (
+        P.step_template(s, over)
+        for s in ("self-help-draft", "self-help-critique", "self-help-rewrite")
+    )
     return Plan(
         "summarize",
         (
-            _one_call(P.SELF_HELP_DRAFT, "draft"),
-            _followup("critique", P.SELF_HELP_CRITIQUE, ["draft"]),
-            _followup(
-                "rewrite", P.SELF_HELP_REWRITE, ["draft", "critique"], "rewrite_max_new_tokens"
-            ),
+            _one_call(draft, "draft"),
+            _followup("critique", critique, ["draft"]),
+            _followup("rewrite", rewrite, ["draft", "critique"], "rewrite_max_new_tokens"),
         ),
         _summary_from("rewrite"),
-        (P.SELF_HELP_DRAFT, P.SELF_HELP_CRITIQUE, P.SELF_HELP_REWRITE),
+        (draft, critique, rewrite),
     )
 
 
-def _partial_summaries() -> Plan:
+def _partial_summaries(over: Steps) -> Plan:
+    part_tpl, merge_tpl = P.step_template("chunk-part", over), P.step_template("chunk-merge", over)
+
     def chunks(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         n = int(params["n_chunks"])
         parts = chunking.chunk_document(state.source, n)
         return [
-            Call(f"chunk-{i}", P.CHUNK_PART, {"text": t, "part": i, "n_parts": n}, t)
+            Call(f"chunk-{i}", part_tpl, {"text": t, "part": i, "n_parts": n}, t)
             for i, t in enumerate(parts, start=1)
         ]
 
@@ -192,17 +200,19 @@ def _partial_summaries() -> Plan:
         partials = "\n\n".join(
             f"Part {i}: {state.values[f'chunk-{i}'].strip()}" for i in range(1, n + 1)
         )
-        return [Call("merge", P.CHUNK_MERGE, {"partials": partials}, state.source)]
+        return [Call("merge", merge_tpl, {"partials": partials}, state.source)]
 
-    return Plan("summarize", (chunks, merge), _summary_from("merge"), (P.CHUNK_PART, P.CHUNK_MERGE))
+    return Plan("summarize", (chunks, merge), _summary_from("merge"), (part_tpl, merge_tpl))
 
 
 def _weights(params: Mapping[str, Any]) -> list[float]:
     return [float(w) for w in str(params["weights"]).split(",")]
 
 
-def _weighted_summaries() -> Plan:
+def _weighted_summaries(over: Steps) -> Plan:
     from analysis.metrics.text import split_parts
+
+    tpl = P.step_template("weighted-part", over)
 
     def parts(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         weights = _weights(params)
@@ -214,7 +224,7 @@ def _weighted_summaries() -> Plan:
         return [
             Call(
                 f"part-{i}",
-                P.WEIGHTED_PART,
+                tpl,
                 {"text": t, "part": i, "n_parts": len(texts), "tokens": b},
                 t,
                 max_new_tokens=max(1, b),
@@ -227,7 +237,7 @@ def _weighted_summaries() -> Plan:
         joined = " ".join(state.values[f"part-{i}"].strip() for i in range(1, n + 1))
         return {"output": joined, "budgets": state.values["budgets"]}
 
-    return Plan("summarize", (parts,), finish, (P.WEIGHTED_PART,))
+    return Plan("summarize", (parts,), finish, (tpl,))
 
 
 def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
@@ -296,7 +306,9 @@ def _decoding(
     )
 
 
-def _knowledge_boundary() -> Plan:
+def _knowledge_boundary(over: Steps) -> Plan:
+    tpl = P.step_template("knowledge-boundary", over)
+
     def stage(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         cutoff = params.get("cutoff") or state.item.get("cutoff")
         if not cutoff:
@@ -307,13 +319,13 @@ def _knowledge_boundary() -> Plan:
         return [
             Call(
                 "answer",
-                P.KNOWLEDGE_BOUNDARY,
+                tpl,
                 {"text": state.source, "cutoff": cutoff},
                 state.source,
             )
         ]
 
-    return Plan("fact-check", (stage,), _fact_from("answer"), (P.KNOWLEDGE_BOUNDARY,))
+    return Plan("fact-check", (stage,), _fact_from("answer"), (tpl,))
 
 
 def _fact(tpl: PromptTemplate, section: str | None = None) -> Plan:
@@ -322,9 +334,7 @@ def _fact(tpl: PromptTemplate, section: str | None = None) -> Plan:
     )
 
 
-def plan_of(
-    name: str, task: str = "summarize", templates: Mapping[str, PromptTemplate] | None = None
-) -> Plan:
+def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan:
     """Return the plan of a method (``baseline`` needs the ``task``).
 
     Parameters
@@ -334,36 +344,67 @@ def plan_of(
     task : str
         ``summarize`` or ``fact-check``; only used for ``baseline``.
     templates : mapping, optional
-        ``{task: template}`` replacing the baseline prompts (``--template TASK=PATH``): the
-        ``summarize`` one for the baseline and every method that prompts with the baseline
-        summarisation prompt (position-shuffle, attention-sort, the decoding family), the
-        ``fact-check`` one for the fact-check baseline. Methods with prompts of their own keep
-        them.
+        A researcher's own prompts (``--template KEY=PATH``), keyed by task or by step:
+        ``summarize`` replaces the baseline summarisation prompt (the baseline and every
+        method that prompts with it: position-shuffle, attention-sort, the decoding family),
+        ``fact-check`` the fact-check baseline, and a step of
+        :data:`analysis.mitigation.prompts.STEPS` (``cot-final``, ``debias-prefix``,
+        ``explain-choice`` …) that method's own prompt. Every template a plan uses is in
+        ``Plan.templates``, so its text enters the method hash (the resume key).
     """
+    over = templates
     if name == BASELINE:
         if task == "fact-check":
-            fact = (templates or {}).get("fact-check") or get_template("fact-check", "baseline")
+            fact = (over or {}).get("fact-check") or get_template("fact-check", "baseline")
             return _fact(fact)
-        return _single("summarize", _baseline_summary(templates), _summary_from("summary"))
+        return _single("summarize", _baseline_summary(over), _summary_from("summary"))
 
     def decode(factory: Callable[[Mapping[str, Any]], Any], *args: Any, **kw: Any) -> Plan:
-        return _decoding(factory, *args, overrides=templates, **kw)
+        return _decoding(factory, *args, overrides=over, **kw)
+
+    def step(name: str) -> PromptTemplate:
+        return P.step_template(name, over)
+
+    def self_debias_plan() -> Plan:
+        prefix = step("debias-prefix")
+        return decode(
+            lambda p: self_debias.SelfDebiasFactory(
+                p["decay"], p["refresh_every"], prefix=prefix.user
+            ),
+            templates=(prefix,),
+        )
+
+    def guard_plan() -> Plan:
+        explain = step("explain-choice")
+        return decode(
+            lambda p: guard.ExplanationGuardFactory(
+                p["check_every"],
+                p["top_k"],
+                p["alpha"],
+                p["min_words"],
+                p["explain_tokens"],
+                explain_template=explain,
+            ),
+            templates=(explain,),
+        )
 
     builders: dict[str, Callable[[], Plan]] = {
-        "self-awareness": lambda: _single("summarize", P.SELF_AWARENESS, _summary_from("summary")),
-        "chain-of-thought": _cot,
-        "cloze": lambda: _single(
-            "summarize", P.CLOZE, _summary_from("summary", section="FINAL_SUMMARY")
+        "self-awareness": lambda: _single(
+            "summarize", step("self-awareness"), _summary_from("summary")
         ),
-        "cognitive-counterfactual": _ccs,
-        "self-help-debias": _self_help,
-        "prompt-calibration": lambda: _fact(P.PROMPT_CALIBRATION, "Answer"),
-        "knowledge-boundary": _knowledge_boundary,
-        "epistemic-tagging": lambda: _fact(P.EPISTEMIC_TAGGING),
-        "partial-summaries": _partial_summaries,
-        "weighted-summaries": _weighted_summaries,
-        "attention-sort": lambda: _attention_sort(templates),
-        "position-shuffle": lambda: _shuffle(templates),
+        "chain-of-thought": lambda: _cot(over),
+        "cloze": lambda: _single(
+            "summarize", step("cloze"), _summary_from("summary", section="FINAL_SUMMARY")
+        ),
+        "cognitive-counterfactual": lambda: _ccs(over),
+        "self-help-debias": lambda: _self_help(over),
+        "prompt-calibration": lambda: _fact(step("prompt-calibration"), "Answer"),
+        "knowledge-boundary": lambda: _knowledge_boundary(over),
+        "epistemic-tagging": lambda: _fact(step("epistemic-tagging")),
+        "partial-summaries": lambda: _partial_summaries(over),
+        "weighted-summaries": lambda: _weighted_summaries(over),
+        "attention-sort": lambda: _attention_sort(over),
+        "position-shuffle": lambda: _shuffle(over),
         "balanced-coverage": lambda: decode(
             lambda p: decoding.BalancedCoverageFactory(p["gamma"], p["tolerance"])
         ),
@@ -382,15 +423,8 @@ def plan_of(
         "rejection-sampling": lambda: decode(
             lambda p: decoding.RejectionSamplingFactory(p["top_k"])
         ),
-        "self-debias": lambda: decode(
-            lambda p: self_debias.SelfDebiasFactory(p["decay"], p["refresh_every"])
-        ),
-        "explanation-guard": lambda: decode(
-            lambda p: guard.ExplanationGuardFactory(
-                p["check_every"], p["top_k"], p["alpha"], p["min_words"], p["explain_tokens"]
-            ),
-            templates=(P.EXPLAIN_CHOICE,),
-        ),
+        "self-debias": self_debias_plan,
+        "explanation-guard": guard_plan,
     }
     get_method(name)  # a clear error for unknown names
     return builders[name]()

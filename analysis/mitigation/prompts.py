@@ -1,198 +1,182 @@
-"""Prompt templates of the prompt, fact-checking and chunk families, and their answer parsers.
+"""The mitigation methods' own prompts (template files) and their answer parsers.
 
-Templates are :class:`analysis.llm.templates.PromptTemplate` objects registered in the engine's
-template registry under the task they serve (``summarize`` or ``fact-check``) and a name starting
-with ``mitigate-``, so ``framelab generate`` can also use the single-pass ones directly.
+Every prompt a method writes itself is a file under ``analysis/llm/prompts/mitigate/STEP.txt``
+(or ``.json``), loaded here with the placeholders its step fills in (:data:`STEPS`) and
+registered in the engine's template registry under the task it serves (``summarize`` or
+``fact-check``) as ``mitigate-STEP``; its text enters the method's ``template_hash`` (the resume
+key) and the manifest like every task's template. A researcher replaces one with their own file
+without code changes: ``framelab mitigate METHOD --template STEP=PATH`` (``framelab mitigate
+templates`` lists the steps), or ``templates={"STEP": load_step_file(PATH, "STEP")}`` in Python.
 Multi-pass methods fill later templates with earlier outputs (``{draft}``, ``{critique}`` …).
+The parsers read markers the default wording asks for (``FINAL_SUMMARY:``, ``Answer:``,
+``PART: …; SENTIMENT: …``): an own file should keep them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
-from analysis.llm.templates import PromptTemplate, get_template, register
+from analysis.llm.templates import (
+    PROMPT_DIR,
+    PromptTemplate,
+    get_template,
+    load_template_file,
+    register,
+)
 
 __all__ = [
+    "STEPS",
+    "STEP_DIR",
     "TEMPLATES",
+    "Step",
     "extract_section",
+    "load_step_file",
+    "step_template",
     "template",
 ]
 
 _T = "mitigate-"
+STEP_DIR = PROMPT_DIR / "mitigate"
 
-# --- prompt family ---
 
-SELF_AWARENESS = PromptTemplate(
-    _T + "self-awareness",
-    "summarize",
-    "Summarize the following text.\n\n"
-    "Be aware of two biases language models show when summarizing: they favour the beginning "
-    "of a text over its middle and end, and they shift its framing (making it sound more "
-    "positive or more negative than it is). Give the beginning, the middle and the end equal "
-    "weight, and keep the sentiment and framing of the original.\n\nText:\n{text}",
+@dataclass(frozen=True)
+class Step:
+    """One prompt a mitigation method writes itself.
+
+    Attributes
+    ----------
+    name : str
+        The file's stem and the ``--template`` key (``cot-final``); registered as
+        ``mitigate-NAME``.
+    task : str
+        The task it serves (``summarize`` or ``fact-check``).
+    fields : tuple of str
+        The placeholders the step fills in.
+    required : tuple of str
+        Those a replacement file must use (what the step is about: the draft it rewrites …).
+    methods : tuple of str
+        The methods that use it.
+    paper : str
+        What the default is: the seed paper's description it paraphrases.
+    """
+
+    name: str
+    task: str
+    fields: tuple[str, ...]
+    required: tuple[str, ...]
+    methods: tuple[str, ...]
+    paper: str
+
+
+_PAPER = "our wording of the seed paper's one-line description of"
+
+STEPS: dict[str, Step] = {
+    s.name: s
+    for s in (
+        Step("self-awareness", "summarize", ("text",), ("text",), ("self-awareness",),
+             f"{_PAPER} Self-Awareness Prompting (name both biases, weigh all parts)"),
+        Step("cot-analysis", "summarize", ("text",), ("text",), ("chain-of-thought",),
+             f"{_PAPER} Chain-of-Thought, pass 1 (BEGIN / MIDDLE / END analysis)"),
+        Step("cot-final", "summarize", ("text", "analysis"), ("analysis",),
+             ("chain-of-thought",),
+             f"{_PAPER} Chain-of-Thought, pass 2 (FINAL_SUMMARY from the analysis)"),
+        Step("cloze", "summarize", ("text",), ("text",), ("cloze",),
+             f"{_PAPER} Cloze Prompting (BEGIN / MIDDLE / END / FINAL_SUMMARY blanks)"),
+        Step("ccs-draft", "summarize", ("text",), ("text",), ("cognitive-counterfactual",),
+             "a plain summarisation request (the draft pass)"),
+        Step("ccs-rewrite", "summarize", ("text", "draft"), ("draft",),
+             ("cognitive-counterfactual",),
+             f"{_PAPER} Cognitive Counterfactual Simulation (simulate primacy, recency and "
+             "framing distortions, rewrite the draft)"),
+        Step("self-help-draft", "summarize", ("text",), ("text",), ("self-help-debias",),
+             "a plain summarisation request (the draft pass)"),
+        Step("self-help-critique", "summarize", ("text", "draft"), ("draft",),
+             ("self-help-debias",),
+             f"{_PAPER} Self-Help Debias, critique pass (positional coverage, sentiment)"),
+        Step("self-help-rewrite", "summarize", ("text", "draft", "critique"), ("critique",),
+             ("self-help-debias",), f"{_PAPER} Self-Help Debias, rewrite pass"),
+        Step("chunk-part", "summarize", ("text", "part", "n_parts"), ("text",),
+             ("partial-summaries",),
+             f"{_PAPER} Partial Summaries Ensemble (summarise each chunk)"),
+        Step("chunk-merge", "summarize", ("partials",), ("partials",), ("partial-summaries",),
+             f"{_PAPER} Partial Summaries Ensemble (merge the partial summaries)"),
+        Step("weighted-part", "summarize", ("text", "part", "n_parts", "tokens"), ("text",),
+             ("weighted-summaries",),
+             f"{_PAPER} Weighted Summaries (each part within its token budget)"),
+        Step("explain-choice", "summarize", ("text", "summary", "token"), ("token",),
+             ("explanation-guard",),
+             f"{_PAPER} the Local-Explanation Guard's explanation step (the model explains "
+             "the token it is about to choose)"),
+        Step("debias-prefix", "summarize", (), (), ("self-debias",),
+             f"{_PAPER} Self-Debias Decoding's bias-naming prefix (< 30 tokens)"),
+        Step("prompt-calibration", "fact-check", ("text",), ("text",), ("prompt-calibration",),
+             f"{_PAPER} Prompt Calibration (chain-of-thought criteria for True/False)"),
+        Step("knowledge-boundary", "fact-check", ("text", "cutoff"), ("text", "cutoff"),
+             ("knowledge-boundary",),
+             f"{_PAPER} Knowledge Boundary Awareness (the cutoff date in the prompt)"),
+        Step("epistemic-tagging", "fact-check", ("text",), ("text",), ("epistemic-tagging",),
+             f"{_PAPER} Epistemic Tagging ([High Confidence] / [Low Confidence])"),
+    )
+}  # fmt: skip
+
+
+def load_step_file(path: str | Path, step: str) -> PromptTemplate:
+    """Read a template file for a mitigation step, checking its placeholders against the step.
+
+    The template is named ``mitigate-STEP`` whatever the file is called, so manifests list a
+    replaced step under the same name (and ``template_files`` gives the file).
+
+    Raises
+    ------
+    KeyError
+        An unknown step (the message lists the steps).
+    analysis.llm.templates.TemplateError
+        The file cannot serve the step (as :func:`~analysis.llm.templates.load_template_file`).
+    """
+    if step.startswith(_T):
+        step = step[len(_T) :]
+    try:
+        spec = STEPS[step]
+    except KeyError:
+        raise KeyError(f"no mitigation prompt {step!r}; the steps are {sorted(STEPS)}") from None
+    return load_template_file(
+        path, spec.task, _T + spec.name, fields=spec.fields, required=spec.required
+    )
+
+
+def _default_file(step: str) -> Path:
+    for suffix in (".txt", ".json"):
+        path = STEP_DIR / f"{step}{suffix}"
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"the default prompt of mitigation step {step!r} is missing")
+
+
+# A re-import (e.g. importlib.reload in a notebook) registers the same templates again.
+TEMPLATES: tuple[PromptTemplate, ...] = tuple(
+    register(load_step_file(_default_file(name), name), replace=True) for name in STEPS
 )
 
-COT_ANALYSIS = PromptTemplate(
-    _T + "cot-analysis",
-    "summarize",
-    "Read the following text and analyse it part by part before summarizing.\n"
-    "Write exactly three sections:\n"
-    "BEGIN: the key points and the sentiment of the beginning of the text\n"
-    "MIDDLE: the key points and the sentiment of the middle of the text\n"
-    "END: the key points and the sentiment of the end of the text\n\nText:\n{text}",
-)
 
-COT_FINAL = PromptTemplate(
-    _T + "cot-final",
-    "summarize",
-    "Here is a text and an analysis of its beginning, middle and end.\n\nText:\n{text}\n\n"
-    "Analysis:\n{analysis}\n\n"
-    "Using the analysis, write a summary that covers all three parts equally and keeps the "
-    "original framing. Start your answer with FINAL_SUMMARY:",
-)
+def step_template(
+    step: str, overrides: Mapping[str, PromptTemplate] | None = None
+) -> PromptTemplate:
+    """The prompt of a step: a researcher's replacement from ``overrides``, else the default.
 
-CLOZE = PromptTemplate(
-    _T + "cloze",
-    "summarize",
-    "Fill in the blanks for the following text, then write the summary.\n\n"
-    "BEGIN: ____ (the main point of the beginning)\n"
-    "MIDDLE: ____ (the main point of the middle)\n"
-    "END: ____ (the main point of the end)\n"
-    "FINAL_SUMMARY: ____ (a summary that uses all three points and keeps the original "
-    "framing)\n\nText:\n{text}",
-)
-
-CCS_DRAFT = PromptTemplate(_T + "ccs-draft", "summarize", "Summarize the following text:\n\n{text}")
-
-CCS_REWRITE = PromptTemplate(
-    _T + "ccs-rewrite",
-    "summarize",
-    "Here is a text and a draft summary of it.\n\nText:\n{text}\n\nDraft summary:\n{draft}\n\n"
-    "First simulate three distorted summaries a biased reader would write:\n"
-    "PRIMACY: a summary that only uses the beginning of the text;\n"
-    "RECENCY: a summary that only uses the end of the text;\n"
-    "FRAMING: a summary that makes the text sound more positive or negative than it is.\n"
-    "Then compare the draft with these distortions and rewrite it so it shares none of them. "
-    "Start the rewritten summary with FINAL_SUMMARY:",
-)
-
-SELF_HELP_DRAFT = PromptTemplate(
-    _T + "self-help-draft", "summarize", "Summarize the following text:\n\n{text}"
-)
-
-SELF_HELP_CRITIQUE = PromptTemplate(
-    _T + "self-help-critique",
-    "summarize",
-    "Here is a text and a summary of it.\n\nText:\n{text}\n\nSummary:\n{draft}\n\n"
-    "Critique the summary's positional coverage: which points of the beginning, the middle and "
-    "the end of the text does it include or leave out, and does it change the text's sentiment? "
-    "List the problems only.",
-)
-
-SELF_HELP_REWRITE = PromptTemplate(
-    _T + "self-help-rewrite",
-    "summarize",
-    "Here is a text, a summary of it and a critique of the summary.\n\nText:\n{text}\n\n"
-    "Summary:\n{draft}\n\nCritique:\n{critique}\n\n"
-    "Rewrite the summary so that it fixes every problem in the critique. "
-    "Respond with the rewritten summary only.",
-)
-
-# --- chunk family ---
-
-CHUNK_PART = PromptTemplate(
-    _T + "chunk-part",
-    "summarize",
-    "Summarize the following part ({part} of {n_parts}) of a longer text:\n\n{text}",
-)
-
-CHUNK_MERGE = PromptTemplate(
-    _T + "chunk-merge",
-    "summarize",
-    "Here are summaries of consecutive parts of one text.\n\n{partials}\n\n"
-    "Merge them into a single summary of the whole text that gives every part equal weight. "
-    "Respond with the merged summary only.",
-)
-
-WEIGHTED_PART = PromptTemplate(
-    _T + "weighted-part",
-    "summarize",
-    "Summarize the following part ({part} of {n_parts}) of a longer text in at most {tokens} "
-    "tokens:\n\n{text}",
-)
-
-# --- decoding family: the explanation step of the Local-Explanation Guard ---
-
-EXPLAIN_CHOICE = PromptTemplate(
-    _T + "explain-choice",
-    "summarize",
-    "Here is a text and the beginning of a summary of it.\n\nText:\n{text}\n\n"
-    "Summary so far:\n{summary}\n\n"
-    'The next word of the summary will be "{token}". Explain this choice in one line, exactly '
-    "in this form:\nPART: beginning|middle|end; SENTIMENT: kept|flipped; WHY: a few words\n"
-    "PART is the part of the text the summary is drawing on; SENTIMENT says whether the "
-    "summary keeps the sentiment of the text or flips it.",
-)
-
-# --- fact-checking family ---
-
-PROMPT_CALIBRATION = PromptTemplate(
-    _T + "prompt-calibration",
-    "fact-check",
-    "Decide whether the following statement is True or False. Reason step by step with these "
-    "criteria:\n"
-    "1. A statement is True only if every fact in it (who, what, when, where, numbers) matches "
-    "what you know.\n"
-    "2. A statement is False if any part of it contradicts what you know, including a negation "
-    "of a true fact.\n"
-    "3. If the statement concerns something you have no knowledge of, judge by whether it is "
-    "consistent with what you do know; do not call it True just because it sounds plausible.\n"
-    "After your reasoning, give the final answer on its own line as 'Answer: True' or "
-    "'Answer: False'.\n\nStatement: {text}",
-)
-
-KNOWLEDGE_BOUNDARY = PromptTemplate(
-    _T + "knowledge-boundary",
-    "fact-check",
-    "Your training data ends at your knowledge cutoff date, {cutoff}. Events after that date are "
-    "unknown to you. Keeping this boundary in mind, is the following statement True or False? "
-    "Respond with True or False only.\n\nStatement: {text}",
-)
-
-EPISTEMIC_TAGGING = PromptTemplate(
-    _T + "epistemic-tagging",
-    "fact-check",
-    "Is the following statement True or False? Respond with True or False followed by how sure "
-    "you are, [High Confidence] or [Low Confidence], for example: False [Low Confidence]\n\n"
-    "Statement: {text}",
-)
-
-TEMPLATES: tuple[PromptTemplate, ...] = (
-    SELF_AWARENESS,
-    COT_ANALYSIS,
-    COT_FINAL,
-    CLOZE,
-    CCS_DRAFT,
-    CCS_REWRITE,
-    SELF_HELP_DRAFT,
-    SELF_HELP_CRITIQUE,
-    SELF_HELP_REWRITE,
-    CHUNK_PART,
-    CHUNK_MERGE,
-    WEIGHTED_PART,
-    EXPLAIN_CHOICE,
-    PROMPT_CALIBRATION,
-    KNOWLEDGE_BOUNDARY,
-    EPISTEMIC_TAGGING,
-)
-
-for _tpl in TEMPLATES:
-    # A re-import (e.g. importlib.reload in a notebook) registers the same objects again.
-    register(_tpl, replace=True)
+    ``overrides`` is keyed by step name (``cot-final``) as ``--template STEP=PATH`` gives it.
+    """
+    chosen = (overrides or {}).get(step)
+    if chosen is not None:
+        return chosen
+    spec = STEPS[step]
+    return get_template(spec.task, _T + spec.name)
 
 
 def template(task: str, name: str) -> PromptTemplate:
-    """Return one of this module's templates by its short name (without ``mitigate-``)."""
+    """Return one of the mitigation templates by its short name (without ``mitigate-``)."""
     return get_template(task, _T + name)
 
 

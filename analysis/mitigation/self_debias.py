@@ -14,14 +14,19 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_DEBIAS_PREFIX", "SelfDebiasDecoding", "SelfDebiasFactory"]
+__all__ = ["SelfDebiasDecoding", "SelfDebiasFactory", "default_prefix"]
 
-# The bias-naming prefix of Self-Debias Decoding: it describes the biases the method removes
-# (positional neglect of the middle, sentiment flips) so that the biased pass makes them likely.
-DEFAULT_DEBIAS_PREFIX = (
-    "The following summary ignores the middle of the text, repeats only its beginning, "
-    "and flips its sentiment:\n"
-)
+
+def default_prefix() -> str:
+    """The bias-naming prefix of Self-Debias Decoding: the ``debias-prefix`` step's file.
+
+    It describes the biases the method removes (positional neglect of the middle, sentiment
+    flips) so that the biased pass makes them likely; ``--template debias-prefix=PATH``
+    replaces it.
+    """
+    from analysis.mitigation.prompts import step_template
+
+    return step_template("debias-prefix").user
 
 
 class SelfDebiasDecoding:
@@ -43,8 +48,9 @@ class SelfDebiasDecoding:
         Tokenizes the prefix.
     input_ids, attention_mask : torch.Tensor
         The left-padded prompt batch.
-    prefix : str
-        The bias-naming prefix; longer than ``max_prefix_tokens`` tokens it is cut (and logged).
+    prefix : str, optional
+        The bias-naming prefix (default :func:`default_prefix`); longer than
+        ``max_prefix_tokens`` tokens it is cut (and logged).
     decay : float, default 10.0
         λ.
     refresh_every : int, default 4
@@ -60,7 +66,7 @@ class SelfDebiasDecoding:
         input_ids: Any,
         attention_mask: Any,
         *,
-        prefix: str = DEFAULT_DEBIAS_PREFIX,
+        prefix: str | None = None,
         decay: float = 10.0,
         refresh_every: int = 4,
         max_prefix_tokens: int = 29,
@@ -68,6 +74,8 @@ class SelfDebiasDecoding:
         self.model = model
         self.decay = decay
         self.refresh_every = max(1, refresh_every)
+        if prefix is None:
+            prefix = default_prefix()
         prefix_ids = tokenizer.encode(prefix, add_special_tokens=False)
         if len(prefix_ids) > max_prefix_tokens:
             log.warning(
@@ -125,7 +133,7 @@ class SelfDebiasFactory:
 
     decay: float = 10.0
     refresh_every: int = 4
-    prefix: str = DEFAULT_DEBIAS_PREFIX
+    prefix: str | None = None  # None: the debias-prefix step's file
 
     def __call__(self, ctx: Any) -> SelfDebiasDecoding:
         return SelfDebiasDecoding(

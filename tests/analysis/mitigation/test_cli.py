@@ -46,7 +46,7 @@ def test_each_method_is_a_command_with_its_hyperparameters_as_options():
     options = {p.name: p for p in command.params}
     assert options["negative"].opts == ["--negative"] and options["negative"].default == 0.3
     assert options["middle"].default == 2.0 and options["n_keywords"].opts == ["--n-keywords"]
-    assert len(mitigate.commands) == 18 + 3  # the methods, list, run, compare
+    assert len(mitigate.commands) == 18 + 4  # the methods, list, run, compare, templates
     assert "[default: 0.3]" in " ".join(_invoke(["weighted-tokens", "--help"]).split())
 
 

@@ -280,7 +280,7 @@ def test_local_explanation_guard_asks_the_model_to_explain_its_choice(tiny):
     from transformers import GenerationConfig
 
     from analysis.llm.backends.hf import format_messages
-    from analysis.mitigation.prompts import EXPLAIN_CHOICE
+    from analysis.mitigation.prompts import step_template
 
     model, tok = tiny
     output = " alpha bravo"
@@ -295,7 +295,7 @@ def test_local_explanation_guard_asks_the_model_to_explain_its_choice(tiny):
     choice = int(scores.argmax())
     assert entry["step"] == 1 and entry["token"] == choice
     # The same greedy answer the model gives to the explanation prompt on its own.
-    messages = EXPLAIN_CHOICE.messages(
+    messages = step_template("explain-choice").messages(
         text=SOURCE, summary=tok.decode(ids[0, n_prompt:]), token=tok.decode([choice]).strip()
     )
     enc = tok(format_messages(tok, messages), return_tensors="pt", add_special_tokens=False)

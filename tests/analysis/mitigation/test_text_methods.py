@@ -84,9 +84,10 @@ def test_templates_are_registered_with_the_engine():
     tpl = get_template("fact-check", "mitigate-knowledge-boundary")
     text = tpl.messages(text="S.", cutoff="2023-04-30")[-1]["content"]
     assert "2023-04-30" in text and "S." in text
-    assert prompts.template("summarize", "cloze") is prompts.CLOZE
+    cloze = prompts.step_template("cloze")
+    assert prompts.template("summarize", "cloze") is cloze
     for name in ("BEGIN", "MIDDLE", "END", "FINAL_SUMMARY"):
-        assert name in prompts.CLOZE.user
+        assert name in cloze.user
 
 
 def test_registry_has_the_18_methods_of_the_seed_study():
