@@ -14,7 +14,28 @@ from typing import Any
 
 import click
 
-__all__ = ["EngineOptions", "engine_options"]
+__all__ = ["EngineOptions", "engine_options", "explicit_decoding"]
+
+# Command-line options of the decoding settings a template's paper defaults may set.
+_DECODING_OPTIONS = {"sample": "do_sample", "temperature": "temperature", "top_p": "top_p"}
+
+
+def explicit_decoding() -> set[str]:
+    """The decoding settings given on the command line of the running click command.
+
+    A template's paper defaults (e.g. temperature 0.7 for the overlap paper's judge) apply to
+    the others only: ``--greedy`` or ``--temperature 1.0`` always wins over the template.
+    """
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return set()
+    return {
+        setting
+        for option, setting in _DECODING_OPTIONS.items()
+        if ctx.get_parameter_source(option) not in (None, ParameterSource.DEFAULT)
+    }
 
 
 @dataclass(frozen=True)

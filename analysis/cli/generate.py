@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from analysis.cli.engine import EngineOptions, engine_options
+from analysis.cli.engine import EngineOptions, engine_options, explicit_decoding
 
 TASK_HELP = {
     "summarize": "Summarize each text (baseline prompt; --template words-100: about 100 words).",
@@ -152,6 +152,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
             options=options,
             progress=not kw["no_progress"],
             argv=sys.argv,
+            explicit_decoding=explicit_decoding(),
         )
     except (TaskInputError, KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc
@@ -184,7 +185,9 @@ def templates_command(task: str | None, show: bool) -> None:
     click.echo("task                 name         text hash (records' template_hash adds settings)")
     for tpl in list_templates(task):
         where = f"  {Path(tpl.source).relative_to(PROMPT_DIR)}" if tpl.source else ""
-        click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}{where}")
+        paper = "".join(f" {k}={v}" for k, v in tpl.decoding.items())
+        paper = f"  default decoding:{paper}" if paper else ""
+        click.echo(f"{tpl.task:20} {tpl.name:12} {tpl.hash()}{where}{paper}")
         if show:
             click.echo("    " + tpl.user.replace("\n", "\n    "))
 

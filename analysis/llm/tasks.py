@@ -8,10 +8,12 @@ resume key. :func:`run_task` ties a task to a backend and a result store.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -381,6 +383,7 @@ def run_task(
     options: TaskOptions | None = None,
     progress: bool = True,
     argv: Sequence[str] | None = None,
+    explicit_decoding: Collection[str] = (),
 ) -> RunSummary:
     """Run a task over items, appending one record per finished prompt to ``out``.
 
@@ -409,17 +412,72 @@ def run_task(
         Show a tqdm bar with items/s and tokens/s.
     argv : sequence of str, optional
         The command line, recorded in the manifest.
+    explicit_decoding : collection of str
+        Decoding settings (``do_sample``, ``temperature``, ``top_p``) the caller chose itself:
+        the template's paper defaults (:attr:`PromptTemplate.decoding`, e.g. temperature 0.7
+        for the overlap paper's judge and rephrase step) apply to every other one, for this run
+        only. ``framelab generate`` passes the options given on the command line.
 
     Returns
     -------
     RunSummary
         Counts, throughput and the manifest path.
     """
+    spec = get_task(task)
+    tpl = resolve_template(task, template, spec.default_template)
+    with template_decoding(backend, tpl, explicit_decoding) as decoding:
+        return _run_task(
+            spec, tpl, items, backend, out, method, options or TaskOptions(), progress, argv,
+            decoding,
+        )  # fmt: skip
+
+
+@contextmanager
+def template_decoding(
+    backend: Backend, tpl: PromptTemplate, explicit: Collection[str] = ()
+) -> Iterator[dict[str, Any]]:
+    """Apply a template's decoding defaults to the backend while the block runs.
+
+    Settings named in ``explicit`` are the caller's and stay. Yields what the manifest records:
+    the template's ``declared`` defaults, those ``applied`` and those ``kept`` (the caller's).
+    """
+    declared = dict(tpl.decoding)
+    applied = {k: v for k, v in declared.items() if k not in set(explicit)}
+    current = getattr(backend, "settings", None)
+    if current is not None and not applied.get("do_sample", current.do_sample):
+        # Greedy decoding (the caller's --greedy): a sampling temperature would change nothing
+        # but the resume key.
+        applied = {k: v for k, v in applied.items() if k == "do_sample"}
+    record = {"template": tpl.name, "declared": declared, "applied": applied,
+              "kept": sorted(set(declared) - set(applied))}  # fmt: skip
+    if not applied or current is None:
+        # A lexicon backend has no decoding to change.
+        yield {**record, "applied": {} if current is None else applied}
+        return
+    if applied.get("temperature") is not None:
+        applied["temperature"] = float(applied["temperature"])
+    backend.settings = dataclasses.replace(current, **applied)
+    try:
+        yield record
+    finally:
+        backend.settings = current
+
+
+def _run_task(
+    spec: Task,
+    tpl: PromptTemplate,
+    items: Iterable[Mapping[str, Any]],
+    backend: Backend,
+    out: str | Path,
+    method: str,
+    opts: TaskOptions,
+    progress: bool,
+    argv: Sequence[str] | None,
+    decoding: Mapping[str, Any],
+) -> RunSummary:
     from tqdm.auto import tqdm
 
-    spec = get_task(task)
-    opts = options or TaskOptions()
-    tpl = resolve_template(task, template, spec.default_template)
+    task = spec.name
     if backend.name == "vader" and not spec.lexicon_ok:
         raise ValueError(f"the vader baseline only answers judge-framing, not {task}")
     settings = settings_of(backend)
@@ -507,6 +565,7 @@ def run_task(
                 "template_file": tpl.source,
                 "template_text_hash": tpl.hash(),
                 "template_hash": thash,
+                "decoding_defaults": dict(decoding),
                 "settings": settings,
                 "seed": settings.get("seed"),
                 "backend": backend.info(),

@@ -110,3 +110,103 @@ def test_rephrased_pairs_refuses_unusable_records():
     bare = {k: v for k, v in ITEMS[0].items() if k != "human_summary"}
     with pytest.raises(BuildError, match="no 'human_summary'"):
         rephrased_pairs([{"item_id": "j1", "task": "summarize", "input": bare, "output": "x"}])
+
+
+class SettingsSpy:
+    """Records the decoding settings in force when each request is generated."""
+
+    def __init__(self, fake_backend, answer="Summary A"):
+        self.backend = fake_backend(lambda req: answer)
+        self.during: list[tuple[bool, float | None]] = []
+        real = self.backend.generate
+
+        def generate(requests):
+            for pair in real(requests):
+                s = self.backend.settings
+                self.during.append((s.do_sample, s.temperature))
+                yield pair
+
+        self.backend.generate = generate
+
+
+@pytest.mark.parametrize(
+    ("task", "template", "items"),
+    [("summarize", "rephrase", ITEMS[:1]), ("judge-pair", None, ITEMS[:1])],
+)
+def test_overlap_paper_tasks_sample_at_temperature_0_7_by_default(
+    tmp_path: Path, fake_backend, task, template, items
+) -> None:
+    """The overlap paper's rephrase step and judge sample at T = 0.7 unless told otherwise."""
+    import dataclasses
+    import json
+
+    from analysis.llm.tasks import TaskOptions
+
+    opts = TaskOptions(text_field="generated_summary") if task == "summarize" else None
+    spy = SettingsSpy(fake_backend)
+    out = tmp_path / "o.jsonl"
+    run = run_task(task, items, spy.backend, out, template=template, options=opts,
+                   progress=False)  # fmt: skip
+    assert run.n_generated >= 1
+    assert set(spy.during) == {(True, 0.7)}
+    assert (spy.backend.settings.do_sample, spy.backend.settings.temperature) == (False, None)
+    [entry] = json.loads(Path(str(out) + ".manifest.json").read_text())["runs"]
+    assert entry["settings"]["do_sample"] is True and entry["settings"]["temperature"] == 0.7
+    assert entry["decoding_defaults"]["applied"] == {"do_sample": True, "temperature": 0.7}
+    # The caller's own choice wins and is another resume key: greedy …
+    greedy = SettingsSpy(fake_backend)
+    run_task(task, items, greedy.backend, out, template=template, options=opts,
+             progress=False, explicit_decoding={"do_sample"})  # fmt: skip
+    assert set(greedy.during) == {(False, None)}
+    # … or another temperature (still sampled, as the paper's default says).
+    hot = SettingsSpy(fake_backend)
+    hot.backend.settings = dataclasses.replace(hot.backend.settings, temperature=1.0)
+    run_task(task, items, hot.backend, out, template=template, options=opts,
+             progress=False, explicit_decoding={"temperature"})  # fmt: skip
+    assert set(hot.during) == {(True, 1.0)}
+    runs = json.loads(Path(str(out) + ".manifest.json").read_text())["runs"]
+    assert runs[2]["decoding_defaults"]["kept"] == ["temperature"]
+    assert len({r["template_hash"] for r in read_records(out)}) == 3
+
+
+def test_temperature_default_on_the_command_line(tmp_path: Path, tiny_model_dir) -> None:
+    import json
+
+    items = tmp_path / "pairs.jsonl"
+    items.write_text(json.dumps(ITEMS[0]) + "\n")
+    base = ["judge-pair", "--input", items, "--model", tiny_model_dir, "--max-new-tokens", "2",
+            "--device", "cpu", "--no-progress"]  # fmt: skip
+
+    def run(out, *extra):
+        result = CliRunner().invoke(generate, [str(a) for a in [*base, "--out", out, *extra]])
+        assert result.exit_code == 0, result.output
+        [entry] = json.loads(Path(str(out) + ".manifest.json").read_text())["runs"]
+        return entry["settings"]["do_sample"], entry["settings"]["temperature"]
+
+    assert run(tmp_path / "a.jsonl") == (True, 0.7)
+    assert run(tmp_path / "b.jsonl", "--greedy") == (False, None)
+    assert run(tmp_path / "c.jsonl", "--temperature", "0.2") == (True, 0.2)
+    assert run(tmp_path / "d.jsonl", "--sample") == (True, 0.7)
+    own = tmp_path / "judge.txt"
+    own.write_text("Better of {name_1} and {name_2}? {summary_1} {summary_2}\n")
+    # A researcher's own prompt file carries no paper defaults: the engine's greedy default.
+    assert run(tmp_path / "e.jsonl", "--template", own) == (False, None)
+
+
+def test_template_decoding_is_checked(tmp_path: Path) -> None:
+    import json
+
+    from analysis.llm.templates import TemplateError, load_template_file
+
+    path = tmp_path / "t.json"
+    for decoding, message in (
+        ({"temperature": "hot"}, "temperature must be a number"),
+        ({"top_k": 5}, "may set do_sample, temperature, top_p, not 'top_k'"),
+        ({"do_sample": 1}, "do_sample must be true or false"),
+        ([0.7], "must be an object"),
+    ):
+        path.write_text(json.dumps({"user": "{text}", "decoding": decoding}))
+        with pytest.raises(TemplateError, match=message):
+            load_template_file(path, "summarize")
+    path.write_text(json.dumps({"user": "{text}", "decoding": {"temperature": 0.7}}))
+    assert load_template_file(path, "summarize").decoding == {"temperature": 0.7}
