@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -250,7 +250,9 @@ class ExplanationGuardFactory:
     alpha: float = 0.05
     min_words: int = 10
     explain_tokens: int = 24
-    explain_template: Any = None  # PromptTemplate; None: the explain-choice step's file
+    # The explanation prompt (None: the explain-choice step's file). Out of the repr, which enters
+    # the settings hash: the method hash has its text, and its file path must not count.
+    explain_template: Any = field(default=None, repr=False)
 
     def __call__(self, ctx: Any) -> LocalExplanationGuard:
         return LocalExplanationGuard(

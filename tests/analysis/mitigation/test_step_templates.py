@@ -63,8 +63,8 @@ def test_no_prompt_text_is_left_in_the_mitigation_code():
 
 
 def test_the_files_hold_the_former_wording_so_stored_results_still_resume():
-    """Hashes from before the move (commit b1b2c77): only self-debias changes (its prefix now
-    enters the hash, which before held the processor's name only)."""
+    """Hashes from before the move (commit b1b2c77): only self-debias changes (its prefix, which
+    entered the hash through the processor's repr, is now also one of the method's templates)."""
     settings = {"x": 1}
     before = {
         "chain-of-thought": "7d5d609eb5c5b5c8",
@@ -239,3 +239,28 @@ def test_template_option_on_framelab_mitigate(tiny_model_dir, tmp_path):
     for step in STEPS:
         assert step in listing.output
     assert "mitigate/debias-prefix.json" in listing.output
+
+
+def _real_hash(name: str, templates=None) -> str:
+    """The method hash with the settings the runner hashes (the processors' reprs included)."""
+    from analysis.llm.backends.base import GenerationSettings
+
+    plan = plan_of(name, templates=templates)
+    params = METHODS[name].defaults()
+    settings = GenerationSettings(**plan.settings(params)).hash_fields()
+    return method_hash(name, plan, params, settings)
+
+
+@pytest.mark.parametrize(("name", "step"), [("explanation-guard", "explain-choice"),
+                                            ("self-debias", "debias-prefix")])  # fmt: skip
+def test_the_hash_depends_on_a_files_text_not_on_where_it_lies(tmp_path, name, step):
+    """Two checkouts (two paths) of the same prompt resume each other's results."""
+    text = step_template(step).user
+    paths = [tmp_path / "a" / "own.json", tmp_path / "b" / "own.json"]
+    for path in paths:
+        path.parent.mkdir()
+        path.write_text(json.dumps({"user": text}))
+    first, second = ({step: load_step_file(p, step)} for p in paths)
+    assert _real_hash(name, first) == _real_hash(name, second) == _real_hash(name)
+    paths[1].write_text(json.dumps({"user": text + " Really."}))
+    assert _real_hash(name, {step: load_step_file(paths[1], step)}) != _real_hash(name)
