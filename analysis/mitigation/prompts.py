@@ -71,7 +71,7 @@ class Step:
     paper: str
 
 
-_PAPER = "our wording of the seed paper's one-line description of"
+_PAPER = "our wording of the seed paper's description of"
 
 STEPS: dict[str, Step] = {
     s.name: s
