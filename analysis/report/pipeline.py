@@ -248,7 +248,7 @@ def analyze_choice(
         )
         try:
             res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
-        except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
             # A failed WTP model must not cost the choice results: its section says why.
             wtp_failure = f"{type(exc).__name__}: {exc}"
         if wtp_slopes:
@@ -260,7 +260,7 @@ def analyze_choice(
                     transform=wtp_transform,
                     levels=levels,
                 )
-            except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+            except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
                 slopes_failure = f"{type(exc).__name__}: {exc}"
         _wtp_figure_data(res, wtp_rows, levels, wtp_transform, timings)
     if on_stage is not None:
@@ -281,9 +281,9 @@ def analyze_choice(
                 "clustered", choice.choice_clustered, kept, levels=levels
             )
             clustered_note = "reported"
-        except wtp.ConvergenceError as exc:
+        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
             # The robustness check failing must not hide the primary results; say so instead.
-            clustered_note = f"not reported: {exc}"
+            clustered_note = f"not reported: {type(exc).__name__}: {exc}"
     glmm_note = "not requested"
     if glmm:
         try:
