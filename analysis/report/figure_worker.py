@@ -1,16 +1,17 @@
 """Draw a report's figures in a second process while the first one computes the statistics.
 
-On the 70 x 10 design a report's figures cost about as much CPU as its statistics: importing
-matplotlib (~0.6 s), loading its fonts and PNG writer the first time (~0.3 s) and drawing
-(~0.6 s). One process does them after the statistics; with a worker forked when the command
-starts, the imports and that first-time set-up run on the second core while the first computes,
-and the drawing runs while it writes the tables and the HTML. Same figures, same files: the
-worker calls the writer's own drawing function on the same ``Results``.
+On the 70 x 10 design a report's figures cost about half as much CPU as its statistics:
+importing matplotlib, loading its fonts and PNG writer the first time, then drawing (~0.7 s).
+One process does all of it after the statistics. A worker forked when the command starts (after
+pandas' import, which both need) imports matplotlib and draws a throwaway figure on the second
+core while the first computes; ``analyze_choice`` hands it each stage's figures as soon as their
+tables are final (``FIGURES_BY_STAGE``), so most drawing overlaps the fitting and the rest the
+writing of the tables and the HTML. Same figures, same bytes: the worker calls the writer's own
+drawing code on the same ``Results``.
 
-The worker is a convenience, never a dependency: if it cannot start (no ``fork`` on this
-platform, other threads already running in the process, ``FRAMELAB_FIGURE_WORKER=0``) or it
-fails or dies, the writer draws in its own process as before (so a drawing error shows with its
-traceback there).
+The worker is a convenience, never a dependency: if it cannot start (not Linux, other threads
+already running in the process, ``FRAMELAB_FIGURE_WORKER=0``) or it fails or dies, the writer
+draws in its own process as before (so a drawing error shows with its traceback there).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import os
 import pickle
 import shutil
+import sys
 import threading
 from collections.abc import Collection
 from pathlib import Path
@@ -49,7 +51,12 @@ def start_figure_worker() -> FigureWorker | None:
 
     if os.environ.get(ENV_SWITCH, "1") == "0":
         return None
-    if "fork" not in multiprocessing.get_all_start_methods():
+    # Linux only: macOS offers fork, but system frameworks initialised before it may crash the
+    # child; Windows has no fork.
+    if (
+        not sys.platform.startswith("linux")
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
         return None
     if threading.active_count() > 1:
         return None
