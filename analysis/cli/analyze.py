@@ -337,6 +337,8 @@ def choice_command(
                 f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], p {format_p(row['p_val'])} "
                 f"({int(row['n_rows_dropped'])} rows without covariates left out)"
             )
+        for note in sorted(set(adj.get("notes", [])) - {""}):
+            click.echo(f"adjusted models: {note}")
     elif "covariate_adjusted_failed" in results.meta:
         click.echo(
             f"covariate-adjusted models: not reported ({results.meta['covariate_adjusted_failed']})"
