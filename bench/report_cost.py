@@ -4,24 +4,30 @@ Usage::
 
     .venv/bin/python bench/report_cost.py --baseline /work/main --candidate . \
         [--participants 70] [--pairs 10] [--repeats 3] [--no-figures] [--check] \
-        [--baseline-env FRAMELAB_FIGURE_WORKER=0]
+        [--baseline-env KEY=VALUE] [--candidate-env KEY=VALUE] [--realtime]
 
 Simulates one study (``analysis.simulate``, seed 0), then runs the real command once per tree
 per repeat, alternating (baseline, candidate, baseline, ...) so both see the same machine load;
 each run is a fresh process with ``PYTHONPATH`` set to its tree (``--baseline-env`` adds
 environment variables to the baseline's runs only: ``--baseline . --baseline-env
-FRAMELAB_FIGURE_WORKER=0`` times the figure worker against drawing in-process). Prints every
+FRAMELAB_FIGURE_WORKER=0 --candidate-env FRAMELAB_FIGURE_WORKER=1`` times the figure worker
+against drawing in-process; by default the worker is only forked when the load average leaves a
+core idle). Prints every
 wall time, the minimum and the median per tree and their ratios (candidate / baseline), and the
 same for the CPU time of the command (user + system of the command and its figure worker: on a
 shared machine wall time mostly measures the other jobs), with the load average before and
-after.
+after. ``--realtime`` runs each command under the SCHED_FIFO real-time policy (``chrt -f 10``;
+root on Linux): the other jobs of a shared machine then wait while it runs (the kernel still
+leaves them 5 % of each second), which gives the wall time of an idle machine; say so when
+reporting such numbers.
 
 ``--check`` also compares the first baseline and candidate report folders
 (``bench/compare_reports.py``: same tables, JSON and HTML; figures present) and checks issue
 15's goal for the design, end to end and figures included: 70 x 10 under 3 s, 3,000 x 20 under
 10 s of wall time (the candidate's median). It exits 1 if the outputs differ or the goal is
 missed, and prints the load average beside the verdict: a goal missed at a load above the
-machine's core count says more about the other jobs than about the command.
+machine's core count says more about the other jobs than about the command (``--realtime``
+takes them out of the measurement).
 """
 
 from __future__ import annotations
@@ -60,8 +66,23 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="environment variable for the baseline's runs only (repeatable)",
     )
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="run each command under SCHED_FIFO (chrt -f 10; root, Linux): as on an idle machine",
+    )
+    parser.add_argument(
+        "--candidate-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for the candidate's runs only (repeatable)",
+    )
     args = parser.parse_args()
-    baseline_env = dict(item.split("=", 1) for item in args.baseline_env)
+    extra_env = {
+        "baseline": dict(item.split("=", 1) for item in args.baseline_env),
+        "candidate": dict(item.split("=", 1) for item in args.candidate_env),
+    }
 
     sys.path.insert(0, str(ROOT))
     from analysis.simulate import simulate_choice_study
@@ -82,9 +103,10 @@ def main() -> None:
                 cmd = [str(framelab), "analyze", "choice", str(export), "--out", str(out)]
                 if args.no_figures:
                     cmd.append("--no-figures")
+                if args.realtime:
+                    cmd = ["chrt", "-f", "10", *cmd]
                 env = {**os.environ, "PYTHONPATH": str(tree), "MPLBACKEND": "Agg"}
-                if name == "baseline":
-                    env.update(baseline_env)
+                env.update(extra_env[name])
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -104,7 +126,10 @@ def main() -> None:
             print("outputs:", "same results" if not problems else "; ".join(problems))
     load_end = os.getloadavg()[0]
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {load_end:.1f}")
-    print(f"study: {args.participants} x {args.pairs}, figures: {not args.no_figures}")
+    print(
+        f"study: {args.participants} x {args.pairs}, figures: {not args.no_figures}, "
+        f"real-time priority: {args.realtime}"
+    )
     for label, values in (("wall", times), ("CPU", cpu)):
         for name, runs in values.items():
             shown = ", ".join(f"{v:.2f}" for v in runs)

@@ -59,6 +59,12 @@ def test_stage_order_leaves_the_tables_in_report_order(staged):
     ]
 
 
+@pytest.fixture(autouse=True)
+def _always_fork(monkeypatch):
+    # By default the worker is only forked on a machine with an idle core; these tests need it.
+    monkeypatch.setenv("FRAMELAB_FIGURE_WORKER", "1")
+
+
 def _worker():
     from analysis.report.figure_worker import start_figure_worker
 
@@ -99,6 +105,21 @@ def test_a_dead_worker_costs_no_figure(staged, tmp_path):
     assert sorted(n for n in written if n.endswith(".png")) == sorted(render_pngs(final))
     for name, png in render_pngs(final).items():
         assert (tmp_path / name).read_bytes() == png
+
+
+def test_the_switch_and_the_load_decide_whether_to_fork(monkeypatch):
+    from analysis.report import figure_worker
+
+    monkeypatch.setenv("FRAMELAB_FIGURE_WORKER", "0")
+    assert figure_worker.start_figure_worker() is None
+    monkeypatch.delenv("FRAMELAB_FIGURE_WORKER")
+    monkeypatch.setattr(figure_worker.os, "getloadavg", lambda: (99.0, 99.0, 99.0))
+    assert figure_worker.start_figure_worker() is None  # auto: no idle core, no worker
+    monkeypatch.setattr(figure_worker.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    if threading.active_count() == 1:
+        worker = figure_worker.start_figure_worker()
+        assert worker is not None
+        worker.close()
 
 
 def test_a_failing_worker_is_replaced_by_the_writer(staged, tmp_path):
