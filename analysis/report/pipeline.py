@@ -316,9 +316,10 @@ def analyze_choice(
 
         # Describes the participants analysed (after exclusions), each counted once.
         res.tables["demographics"] = describe_demographics(kept)
+    # A table not in CHOICE_TABLE_ORDER (a new model) keeps its place after the known ones.
+    rank = {name: i for i, name in enumerate(CHOICE_TABLE_ORDER)}
     res.tables = {
-        name: res.tables[name]
-        for name in sorted(res.tables, key=lambda n: CHOICE_TABLE_ORDER.index(n))
+        name: res.tables[name] for name in sorted(res.tables, key=lambda n: rank.get(n, len(rank)))
     }
     res.meta = {
         "n_rows_input": len(data),
