@@ -43,11 +43,11 @@ ENV_SWITCH = "FRAMELAB_FIGURE_WORKER"
 def _core_to_spare() -> bool:
     """Whether a second process would get a core of its own (1-minute load average).
 
-    The worker trades ~0.15 s more CPU (a fork, the results pickled, a warm-up figure) for
-    running matplotlib beside the statistics: 70 x 10 end to end 2.1 s instead of 2.5 s on an
-    idle 2-core machine. On a saturated machine there is no core to run it on and the extra CPU
-    is all that is left (about 6 % more wall time at a load of 14 on 2 cores), so it is only
-    forked with at least half a core idle on average.
+    The worker trades CPU for wall time: on the 70 x 10 design, run as on an idle 2-core
+    machine (SCHED_FIFO, docs/benchmarks.md), 2.1 s instead of 2.7 s end to end for ~10 % more
+    CPU (the fork, the results pickled, two processes sharing caches). On a saturated machine
+    there is no core to run it on and the extra CPU is all that is left (10 % more wall time at
+    a load of 14 on 2 cores), so by default it is only forked with half a core idle on average.
     """
     try:
         load = os.getloadavg()[0]
