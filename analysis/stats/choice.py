@@ -581,6 +581,8 @@ def choice_glmm(
     ------
     analysis.stats.crossed.ConvergenceError
         Separation, or no converged fit; nothing is reported.
+    ValueError
+        A format without trials, or a grouping factor with one level (glmer refuses it).
 
     Examples
     --------
@@ -617,6 +619,10 @@ def choice_glmm(
         }
     )
     n_subjects, n_items = df[subject].nunique(), df[item].nunique()
+    for group, n in ((subject, n_subjects), (item, n_items)):
+        if n < 2:
+            # glmer: "grouping factors must have > 1 sampled level".
+            raise ValueError(f"{group!r} has {n} level; a random intercept needs at least 2")
     # lme4 orders the random terms by their number of levels, more first.
     large, small = (subject, item) if n_subjects >= n_items else (item, subject)
     table = crossed_glmm(df, dv="_y", fixed=["_x"], large=large, small=small, confidence=confidence)
