@@ -138,7 +138,8 @@ def adjusted_models(
         statistic, df`` (Satterthwaite for the LMM; NaN for GEE, z), ``p_val, ci_low,
         ci_high, n_obs, n_rows_dropped`` (missing covariates), ``coding``, ``notes`` (why the
         GEE rows are missing: a separated outcome, fewer than 2 participants, no convergence;
-        else empty).
+        why the WTP rows are: answers under one format, a grouping factor with one level; else
+        empty).
     """
     import numpy as np
     import pandas as pd
@@ -206,7 +207,15 @@ def adjusted_models(
             )
 
     wtp = df.dropna(subset=["wtp_premium_pct"]).copy()
+    wtp_problem = None
     if len(wtp):
+        from analysis.stats.wtp import _check_design
+
+        try:
+            _check_design(wtp, "format", (ref, trt), (subject, item))
+        except ValueError as exc:
+            wtp_problem = str(exc)
+    if len(wtp) and wtp_problem is None:
         y = wtp["wtp_premium_pct"].astype(float)
         wtp["_y"] = np.log1p(y / 100.0) if transform == "log" else y
         wtp["_x"] = (wtp["format"] == trt).astype(float)
@@ -229,12 +238,17 @@ def adjusted_models(
                     "n_obs": len(wtp),
                 }
             )
+    notes = []
+    if gee_problem:
+        notes.append(f"choice GEE not reported: {gee_problem}")
+    if wtp_problem:
+        notes.append(f"WTP LMM not reported: {wtp_problem}")
     if not rows:
         from analysis.stats.wtp import ConvergenceError
 
-        raise ConvergenceError(f"choice GEE not reported: {gee_problem}; no WTP answers")
+        raise ConvergenceError("; ".join(notes) or "no choices and no WTP answers")
     out = pd.DataFrame(rows)
     out["n_rows_dropped"] = dropped
     out["coding"] = coding
-    out["notes"] = f"choice GEE not reported: {gee_problem}" if gee_problem else ""
+    out["notes"] = "; ".join(notes)
     return out

@@ -75,3 +75,13 @@ def test_separated_choices_drop_the_gee_rows_not_the_wtp_model(data):
     pd.testing.assert_frame_equal(
         out.drop(columns="notes").reset_index(drop=True), wtp.drop(columns="notes")
     )
+
+
+def test_wtp_under_one_format_drops_the_wtp_rows_not_the_gee(data):
+    # As the unadjusted model (analysis.stats.wtp._check_design): the format effect on WTP is
+    # not identified without answers under both formats; the adjusted GEE is unaffected.
+    one = data.copy()
+    one.loc[one["format"] == "original", "wtp_premium_pct"] = float("nan")
+    out = adjusted_models(one, ["age", "sex"])
+    assert set(out["model"]) == {"choice GEE (log odds)"}
+    assert out["notes"].str.startswith("WTP LMM not reported: WTP answers only under").all()
