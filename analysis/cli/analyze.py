@@ -70,10 +70,38 @@ def _fail(exc: Exception) -> click.ClickException:
     return click.ClickException(str(exc))
 
 
-def _write(results, out_dir: str, title: str, figures: bool) -> int:
+def _figure_worker(figures: bool):
+    """Fork the figure worker first thing, once pandas is imported (the child then has it)."""
+    if not figures:
+        return None
+    import pandas  # noqa: F401 - every analysis needs it; imported before the fork, only once
+
+    from analysis.report.figure_worker import start_figure_worker
+
+    worker = start_figure_worker()
+    if worker is not None:
+        click.get_current_context().call_on_close(worker.close)
+    return worker
+
+
+def _stage_figures(worker):
+    """``analyze_choice``'s ``on_stage``: hand each stage's final figures to the worker."""
+    if worker is None:
+        return None
+    from analysis.report.study_sections import FIGURES_BY_STAGE
+
+    def on_stage(results, stage: str) -> None:
+        worker.submit(results, FIGURES_BY_STAGE.get(stage, ()))
+
+    return on_stage
+
+
+def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int:
     from analysis.report.writer import write_results
 
-    written = write_results(results, out_dir, title=title, command=_command_line(), figures=figures)
+    written = write_results(
+        results, out_dir, title=title, command=_command_line(), figures=figures, worker=worker
+    )
     return len(written)
 
 
@@ -190,6 +218,7 @@ def choice_command(
     no_figures: bool,
 ) -> None:
     """Analyse a choice study: the platform's long export or a tidy CSV (INPUT)."""
+    worker = _figure_worker(not no_figures)
     from analysis.exclusions import ChoiceRules
     from analysis.io import ExportFormatError, load_choice
     from analysis.report.pipeline import analyze_choice
@@ -237,6 +266,7 @@ def choice_command(
             wtp_slopes=wtp_slopes,
             covariates=[c.strip() for c in (covariates or "").split(",") if c.strip()],
             glmm=not no_glmm,
+            on_stage=_stage_figures(worker),
         )
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -246,7 +276,9 @@ def choice_command(
             "file": str(Path(demographics_path).resolve()),  # type: ignore[arg-type]
             **join_summary,
         }
-    n_files = _write(results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures)
+    n_files = _write(
+        results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures, worker
+    )
     from analysis.report.writer import format_p
 
     chi = results.tables["chi2"].iloc[0]
@@ -305,6 +337,8 @@ def choice_command(
                 f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], p {format_p(row['p_val'])} "
                 f"({int(row['n_rows_dropped'])} rows without covariates left out)"
             )
+        for note in sorted(set(adj.get("notes", [])) - {""}):
+            click.echo(f"adjusted models: {note}")
     elif "covariate_adjusted_failed" in results.meta:
         click.echo(
             f"covariate-adjusted models: not reported ({results.meta['covariate_adjusted_failed']})"
@@ -404,6 +438,7 @@ def annotations_command(
     no_figures: bool,
 ) -> None:
     """Analyse a sentiment-annotation study (platform export or MTurk batches) and models."""
+    worker = _figure_worker(not no_figures)
     from analysis.exclusions import AnnotationRules
     from analysis.external import load_mturk, load_predictions, parse_label_map
     from analysis.io import ExportFormatError, load_annotations
@@ -443,7 +478,7 @@ def annotations_command(
     except (ExportFormatError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = source
-    n_files = _write(results, out_dir, f"Annotation study: {source}", not no_figures)
+    n_files = _write(results, out_dir, f"Annotation study: {source}", not no_figures, worker)
     kappa = results.tables["agreement"].iloc[0]
     click.echo(
         f"{results.meta['n_items']} items, {results.meta['n_annotators']} annotators; "
@@ -491,6 +526,7 @@ def ratings_command(
     no_figures: bool,
 ) -> None:
     """Analyse a summary-rating study: the platform's rating long export (INPUT)."""
+    worker = _figure_worker(not no_figures)
     from analysis.io import ExportFormatError, load_metric_table, load_ratings
     from analysis.report.evaluation import analyze_ratings
 
@@ -502,7 +538,9 @@ def ratings_command(
     except (ExportFormatError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
-    n_files = _write(results, out_dir, f"Rating study: {Path(input_path).name}", not no_figures)
+    n_files = _write(
+        results, out_dir, f"Rating study: {Path(input_path).name}", not no_figures, worker
+    )
     m = results.meta
     click.echo(
         f"{m['n_ratings']} ratings, {m['n_raters']} raters, {m['n_summaries']} summaries, "
@@ -557,6 +595,7 @@ def preferences_command(
     no_figures: bool,
 ) -> None:
     """Analyse a pairwise-preference study (INPUT: its long export) beside LLM judges."""
+    worker = _figure_worker(not no_figures)
     from analysis.io import ExportFormatError, load_pairs, load_preferences
     from analysis.metrics.records import read_records
     from analysis.report.evaluation import analyze_preferences
@@ -569,7 +608,9 @@ def preferences_command(
     except (ExportFormatError, ValueError, KeyError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
-    n_files = _write(results, out_dir, f"Preference study: {Path(input_path).name}", not no_figures)
+    n_files = _write(
+        results, out_dir, f"Preference study: {Path(input_path).name}", not no_figures, worker
+    )
     m = results.meta
     click.echo(
         f"{m['n_verdicts']} verdicts, {m['n_raters']} raters, {m['n_pairs']} pairs; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -130,6 +130,25 @@ CHOICE_SPECS = {
 }
 
 
+# The order of a choice report's tables (results.json, the CSVs), whatever order computed them.
+CHOICE_TABLE_ORDER = (
+    "exclusions",
+    "selection_rates",
+    "chi2",
+    "effects",
+    "by_pair",
+    "clustered",
+    "choice_glmm",
+    "wtp_by_format",
+    "wtp_model",
+    "wtp_slopes",
+    "wtp_differences",
+    "wtp_random_effects",
+    "covariate_adjusted",
+    "demographics",
+)
+
+
 def analyze_choice(
     data: pd.DataFrame,
     *,
@@ -143,6 +162,7 @@ def analyze_choice(
     wtp_slopes: bool = False,
     covariates: Sequence[str] = (),
     glmm: bool = True,
+    on_stage: Callable[[Results, str], None] | None = None,
 ) -> Results:
     """Run the whole choice analysis on trial-level data.
 
@@ -176,6 +196,10 @@ def analyze_choice(
         Participant columns (e.g. ``age, sex, country`` from
         :func:`analysis.demographics.join_demographics`) to adjust the choice GEE and the WTP
         model for: table ``covariate_adjusted`` (:func:`analysis.stats.covariates.adjusted_models`).
+    on_stage : callable, optional
+        ``on_stage(results, stage)`` is called with the partial results when a stage's tables are
+        final: ``"wtp"`` (WTP tables and figure data), then ``"choice"`` (the choice tables and
+        models). The CLI hands them to its figure worker, which draws meanwhile.
 
     Returns
     -------
@@ -203,38 +227,13 @@ def analyze_choice(
         raise ValueError("every row was excluded; nothing to analyse (see the exclusion rules)")
     res = Results(kind="choice")
     res.tables["exclusions"] = exclusion_summary(data, excluded)
-    res.tables["selection_rates"] = timed(
-        "selection_rates", choice.selection_rates, kept, levels=levels
-    )
-    res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept, levels=levels)
-    res.tables["effects"] = timed("effects", choice.choice_effects, kept, levels=levels)
-    res.tables["by_pair"] = timed(
-        "by_pair", choice.choice_by_pair, kept, padjust=padjust, levels=levels
-    )
-    clustered_note = "not requested"
     wtp_failure = None
     slopes_failure = None
     covariates_failure = None
-    if clustered:
-        try:
-            res.tables["clustered"] = timed(
-                "clustered", choice.choice_clustered, kept, levels=levels
-            )
-            clustered_note = "reported"
-        except wtp.ConvergenceError as exc:
-            # The robustness check failing must not hide the primary results; say so instead.
-            clustered_note = f"not reported: {exc}"
-    glmm_note = "not requested"
-    if glmm:
-        try:
-            res.tables["choice_glmm"] = timed(
-                "choice_glmm", choice.choice_glmm, kept, levels=levels
-            )
-            glmm_note = "reported"
-        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
-            # Like the GEE: a failed GLMM is reported in its section, the rest is written.
-            glmm_note = f"not reported: {type(exc).__name__}: {exc}"
 
+    # The WTP models first, then the choice models: the order changes no number (each step reads
+    # only ``kept``), but a figure worker (``on_stage``) draws the costlier WTP figures while the
+    # choice models are fitted. The tables are put back in the report's order at the end.
     wtp_rows = kept[kept["wtp_premium_pct"].notna()]
     wtp_kwargs: dict[str, object] = {
         "transform": wtp_transform,
@@ -249,7 +248,7 @@ def analyze_choice(
         )
         try:
             res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
-        except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
             # A failed WTP model must not cost the choice results: its section says why.
             wtp_failure = f"{type(exc).__name__}: {exc}"
         if wtp_slopes:
@@ -261,10 +260,42 @@ def analyze_choice(
                     transform=wtp_transform,
                     levels=levels,
                 )
-            except (wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
+            except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
                 slopes_failure = f"{type(exc).__name__}: {exc}"
-    if len(wtp_rows):
         _wtp_figure_data(res, wtp_rows, levels, wtp_transform, timings)
+    if on_stage is not None:
+        on_stage(res, "wtp")
+
+    res.tables["selection_rates"] = timed(
+        "selection_rates", choice.selection_rates, kept, levels=levels
+    )
+    res.tables["chi2"] = timed("chi2", choice.chi2_choice, kept, levels=levels)
+    res.tables["effects"] = timed("effects", choice.choice_effects, kept, levels=levels)
+    res.tables["by_pair"] = timed(
+        "by_pair", choice.choice_by_pair, kept, padjust=padjust, levels=levels
+    )
+    clustered_note = "not requested"
+    if clustered:
+        try:
+            res.tables["clustered"] = timed(
+                "clustered", choice.choice_clustered, kept, levels=levels
+            )
+            clustered_note = "reported"
+        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
+            # The robustness check failing must not hide the primary results; say so instead.
+            clustered_note = f"not reported: {type(exc).__name__}: {exc}"
+    glmm_note = "not requested"
+    if glmm:
+        try:
+            res.tables["choice_glmm"] = timed(
+                "choice_glmm", choice.choice_glmm, kept, levels=levels
+            )
+            glmm_note = "reported"
+        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
+            # Like the GEE: a failed GLMM is reported in its section, the rest is written.
+            glmm_note = f"not reported: {type(exc).__name__}: {exc}"
+    if on_stage is not None:
+        on_stage(res, "choice")
     if covariates:
         from analysis.stats.covariates import adjusted_models
 
@@ -285,6 +316,11 @@ def analyze_choice(
 
         # Describes the participants analysed (after exclusions), each counted once.
         res.tables["demographics"] = describe_demographics(kept)
+    # A table not in CHOICE_TABLE_ORDER (a new model) keeps its place after the known ones.
+    rank = {name: i for i, name in enumerate(CHOICE_TABLE_ORDER)}
+    res.tables = {
+        name: res.tables[name] for name in sorted(res.tables, key=lambda n: rank.get(n, len(rank)))
+    }
     res.meta = {
         "n_rows_input": len(data),
         "n_participants_input": int(data["participant_id"].nunique()),

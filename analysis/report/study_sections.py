@@ -74,6 +74,15 @@ def _figs(figs: dict[str, str], *names: str) -> list[tuple[str, str]]:
     return [(figs[k], k) for k in names if k in figs]
 
 
+# Which figures of a choice report are final after each stage of ``analyze_choice`` (its
+# ``on_stage``): the figure worker draws them while the next stage is computed. A figure listed
+# here must read only tables of its stage or earlier ones.
+FIGURES_BY_STAGE = {
+    "wtp": ("wtp_differences.png", "wtp_diagnostics.png"),
+    "choice": ("format_rates.png", "pair_rates.png"),
+}
+
+
 def figure_jobs(results: Results) -> list[tuple]:
     """What to draw for a choice or annotation report: ``(file, caption, draw(ax), size)``.
 
@@ -87,38 +96,43 @@ def figure_jobs(results: Results) -> list[tuple]:
     t, m, d = results.tables, results.meta, results.plot_data
     jobs: list[tuple] = []
     if results.kind == "choice":
-        if "choice_glmm" in t:
-            star_p = float(t["choice_glmm"]["p_val"].iloc[0])
-            star_note = "stars: p of the logistic GLMM (random intercepts of participant and pair)"
-        elif "clustered" in t:
-            star_p = float(t["clustered"]["p_val"].iloc[0])
-            star_note = "stars: p of the GEE odds ratio (clustered by participant)"
-        else:
-            star_p = float(t["chi2"]["p_val"].iloc[0])
-            star_note = (
-                "stars: p of the Yates chi-square test, which treats trials as independent "
-                "(no clustered model was fitted)"
+        # Partial results (a figure worker drawing the WTP stage first, see FIGURES_BY_STAGE)
+        # have no choice tables yet.
+        if "selection_rates" in t:
+            if "choice_glmm" in t:
+                star_p = float(t["choice_glmm"]["p_val"].iloc[0])
+                star_note = (
+                    "stars: p of the logistic GLMM (random intercepts of participant and pair)"
+                )
+            elif "clustered" in t:
+                star_p = float(t["clustered"]["p_val"].iloc[0])
+                star_note = "stars: p of the GEE odds ratio (clustered by participant)"
+            else:
+                star_p = float(t["chi2"]["p_val"].iloc[0])
+                star_note = (
+                    "stars: p of the Yates chi-square test, which treats trials as independent "
+                    "(no clustered model was fitted)"
+                )
+            jobs.append(
+                (
+                    "format_rates.png",
+                    f"Target selection rate by format, 95% Wilson CIs; {star_note} "
+                    "(* .05, ** .01, *** .001)",
+                    lambda ax: pc.plot_format_rates(t["selection_rates"], p_val=star_p, ax=ax),
+                    (4.5, 4.0),
+                )
             )
-        jobs.append(
-            (
-                "format_rates.png",
-                f"Target selection rate by format, 95% Wilson CIs; {star_note} "
-                "(* .05, ** .01, *** .001)",
-                lambda ax: pc.plot_format_rates(t["selection_rates"], p_val=star_p, ax=ax),
-                (4.5, 4.0),
+            padjust = m.get("padjust", "holm")
+            jobs.append(
+                (
+                    "pair_rates.png",
+                    "Selection rate per pair, original vs summary, 95% Wilson CIs; stars: "
+                    f"{padjust}-adjusted p of each pair's Yates chi-square or Fisher exact test "
+                    "(trials within a pair treated as independent) (* .05, ** .01, *** .001)",
+                    lambda ax: pc.plot_pair_rates(t["by_pair"], ax=ax),
+                    (max(6.0, 0.8 * len(t["by_pair"]) + 2), 4.2),
+                )
             )
-        )
-        padjust = m.get("padjust", "holm")
-        jobs.append(
-            (
-                "pair_rates.png",
-                "Selection rate per pair, original vs summary, 95% Wilson CIs; stars: "
-                f"{padjust}-adjusted p of each pair's Yates chi-square or Fisher exact test "
-                "(trials within a pair treated as independent) (* .05, ** .01, *** .001)",
-                lambda ax: pc.plot_pair_rates(t["by_pair"], ax=ax),
-                (max(6.0, 0.8 * len(t["by_pair"]) + 2), 4.2),
-            )
-        )
         unit = wtp_unit(results)
         if "wtp_differences" in d:
             model = t.get("wtp_model")

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from analysis.report.figure_worker import FigureWorker
     from analysis.report.pipeline import Results
 
 from analysis.report.tables import _fmt
 from analysis.report.tables import html_table as _html_table
 
-__all__ = ["format_p", "to_jsonable", "write_results"]
+__all__ = ["draw_figures", "format_p", "render_pngs", "to_jsonable", "write_results"]
 
 
 def to_jsonable(value: object) -> object:
@@ -73,33 +75,73 @@ def format_p(p: object) -> str:
 FIGURE_DPI = 120
 # zlib level of the PNGs: 3 instead of PIL's 6 encodes ~40 % faster for ~10 % larger files.
 PNG_COMPRESS_LEVEL = 3
+SAVE_KWARGS = {"dpi": FIGURE_DPI, "pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}}
 
 
-def _figures(results: Results, out: Path) -> dict[str, str]:
-    """Draw the figures of a report; return ``{file name: caption}``."""
+def _figure_jobs(results: Results, out: Path | None = None) -> list[tuple]:
+    """What to draw: ``(file, caption, draw(ax), size[, (rows, cols)])`` per figure (no drawing)."""
+    if results.kind in ("ratings", "preferences"):
+        from analysis.report.evaluation import figures as evaluation_figures
+
+        return evaluation_figures(results, out)  # type: ignore[arg-type]
+    from analysis.report.study_sections import figure_jobs
+
+    return figure_jobs(results)
+
+
+def _rendered(results: Results, names: Collection[str] | None = None) -> Iterator[tuple]:
+    """Yield ``(file name, caption, figure)`` for each figure (or those in ``names``), drawn."""
     # A Figure on an Agg canvas, not pyplot: no pyplot import (0.1-0.2 s), no GUI backend
     # lookup, no figure manager; nothing here ever shows a window.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    if results.kind in ("ratings", "preferences"):
-        from analysis.report.evaluation import figures as evaluation_figures
-
-        jobs = evaluation_figures(results, out)
-    else:
-        from analysis.report.study_sections import figure_jobs
-
-        jobs = figure_jobs(results)
-    captions = {}
-    for name, caption, draw, size, *layout in jobs:
+    for name, caption, draw, size, *layout in _figure_jobs(results):
+        if names is not None and name not in names:
+            continue
         fig = Figure(figsize=size, dpi=FIGURE_DPI)
         FigureCanvasAgg(fig)
         ax = fig.subplots(*(layout[0] if layout else (1, 1)), squeeze=True)
         draw(ax)
         fig.tight_layout()
-        fig.savefig(out / name, dpi=FIGURE_DPI, pil_kwargs={"compress_level": PNG_COMPRESS_LEVEL})
+        yield name, caption, fig
+
+
+def draw_figures(results: Results, out: Path) -> dict[str, str]:
+    """Draw the figures of a report into ``out``; return ``{file name: caption}``.
+
+    Parameters
+    ----------
+    results : Results
+        What the report shows.
+    out : Path
+        An existing folder.
+
+    Returns
+    -------
+    dict of str to str
+        Caption of every PNG written, in drawing order.
+    """
+    captions = {}
+    for name, caption, fig in _rendered(results):
+        fig.savefig(out / name, format="png", **SAVE_KWARGS)
         captions[name] = caption
     return captions
+
+
+def render_pngs(results: Results, names: Collection[str] | None = None) -> dict[str, bytes]:
+    """Return the PNG bytes of a report's figures (or of those in ``names``), by file name.
+
+    The same bytes :func:`draw_figures` writes; the figure worker sends them to the writer.
+    """
+    import io
+
+    pngs = {}
+    for name, _, fig in _rendered(results, names):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", **SAVE_KWARGS)
+        pngs[name] = buffer.getvalue()
+    return pngs
 
 
 def write_results(
@@ -109,6 +151,7 @@ def write_results(
     title: str,
     command: str = "framelab analyze",
     figures: bool = True,
+    worker: FigureWorker | None = None,
 ) -> dict[str, Path]:
     """Write ``results.json``, one CSV per table, the PNG figures and ``report.html``.
 
@@ -124,6 +167,10 @@ def write_results(
         The command line that produced the report (shown in it).
     figures : bool
         Draw the PNG figures.
+    worker : FigureWorker, optional
+        A forked figure worker (:func:`analysis.report.figure_worker.start_figure_worker`): it
+        draws the figures not yet handed to it while this process writes the tables and the
+        HTML. The same files as without; if the worker fails, the figures are drawn here.
 
     Returns
     -------
@@ -137,6 +184,8 @@ def write_results(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
+    jobs = _figure_jobs(results, out) if figures else []
+    drawing = bool(jobs) and worker is not None and worker.submit(results)
     payload = {
         "kind": results.kind,
         "meta": to_jsonable(results.meta),
@@ -150,8 +199,11 @@ def write_results(
         # repr-precision floats: the CSVs carry the same numbers as results.json.
         df.to_csv(path, index=False, float_format=None)
         written[path.name] = path
-    figs = _figures(results, out) if figures else {}
-    written.update({name: out / name for name in figs})
+    if drawing:
+        # The captions are known without drawing: the HTML is built while the worker draws.
+        figs = {name: caption for name, caption, *_ in jobs}
+    else:
+        figs = draw_figures(results, out) if jobs else {}
     if results.kind in ("ratings", "preferences"):
         from analysis.report.evaluation import sections as evaluation_sections
 
@@ -176,6 +228,14 @@ def write_results(
         rules=json.dumps(to_jsonable(results.meta.get("exclusion_rules", {}))),
         versions=results.meta.get("versions", {}),
     )
+    if drawing:
+        pngs = worker.collect()  # type: ignore[union-attr]
+        if pngs is not None and set(pngs) == set(figs):
+            for name in figs:
+                (out / name).write_bytes(pngs[name])
+        else:
+            figs = draw_figures(results, out)  # the worker failed: draw here (errors show here)
+    written.update({name: out / name for name in figs})
     path = out / "report.html"
     path.write_text(html, encoding="utf-8")
     written["report.html"] = path

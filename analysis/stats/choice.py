@@ -456,7 +456,10 @@ def choice_clustered(
     Raises
     ------
     analysis.stats.wtp.ConvergenceError
-        The GEE iterations did not converge; no estimate is reported.
+        The GEE iterations did not converge, or the outcome is separated by format (an empty
+        cell of the 2 x 2 table: no finite odds ratio); no estimate is reported.
+    ValueError
+        Fewer than 2 clusters.
     """
     import numpy as np
     import pandas as pd
@@ -467,10 +470,26 @@ def choice_clustered(
     from statsmodels.genmod import cov_struct, families
     from statsmodels.genmod.generalized_estimating_equations import GEE
 
+    from analysis.stats.wtp import ConvergenceError
+
     ref, trt = _levels(data, between, levels)
     df = data[[dv, between, subject]].dropna()
     y = df[dv].astype(float).to_numpy()
     x = (df[between] == trt).to_numpy(dtype=float)
+    n_clusters = df[subject].nunique()
+    if n_clusters < 2:
+        raise ValueError(
+            f"the GEE needs at least 2 participants (clusters) for its robust SE; got {n_clusters}"
+        )
+    # With only the format in the model the estimate is finite iff every cell of the 2 x 2
+    # table is non-empty; otherwise statsmodels still "converges", to a huge log odds ratio with
+    # a small robust SE. Refused like the GLMM refuses it.
+    cells = [int(((x == f) & (y == v)).sum()) for f in (0.0, 1.0) for v in (0.0, 1.0)]
+    if min(cells) == 0:
+        raise ConvergenceError(
+            "the outcome is (quasi-)separated by format (a format's trials all chose or all "
+            "rejected the target); the GEE odds ratio is infinite and is not reported"
+        )
     exog = np.column_stack([np.ones_like(x), x])
     # GEE needs the rows of one cluster together; codes keep the order of first appearance.
     codes, _ = pd.factorize(df[subject])
@@ -487,8 +506,6 @@ def choice_clustered(
         warnings.simplefilter("always")
         res = model.fit(maxiter=maxiter)
     if not bool(getattr(res, "converged", True)):
-        from analysis.stats.wtp import ConvergenceError
-
         raise ConvergenceError(
             f"GEE did not converge in {maxiter} iterations; no estimate is reported"
         )
@@ -564,6 +581,8 @@ def choice_glmm(
     ------
     analysis.stats.crossed.ConvergenceError
         Separation, or no converged fit; nothing is reported.
+    ValueError
+        A format without trials, or a grouping factor with one level (glmer refuses it).
 
     Examples
     --------
@@ -600,6 +619,10 @@ def choice_glmm(
         }
     )
     n_subjects, n_items = df[subject].nunique(), df[item].nunique()
+    for group, n in ((subject, n_subjects), (item, n_items)):
+        if n < 2:
+            # glmer: "grouping factors must have > 1 sampled level".
+            raise ValueError(f"{group!r} has {n} level; a random intercept needs at least 2")
     # lme4 orders the random terms by their number of levels, more first.
     large, small = (subject, item) if n_subjects >= n_items else (item, subject)
     table = crossed_glmm(df, dv="_y", fixed=["_x"], large=large, small=small, confidence=confidence)

@@ -16,6 +16,7 @@ pooled as ``other``. Rows with a missing covariate are left out (complete cases)
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -135,7 +136,10 @@ def adjusted_models(
         One row per model and term: ``model`` (``choice GEE (log odds)`` / ``WTP LMM``),
         ``term`` (``format[<treatment>]`` first, then the covariates), ``estimate, se,
         statistic, df`` (Satterthwaite for the LMM; NaN for GEE, z), ``p_val, ci_low,
-        ci_high, n_obs, n_rows_dropped`` (missing covariates), ``coding``.
+        ci_high, n_obs, n_rows_dropped`` (missing covariates), ``coding``, ``notes`` (why the
+        GEE rows are missing: a separated outcome, fewer than 2 participants, no convergence;
+        why the WTP rows are: answers under one format, a grouping factor with one level; else
+        empty).
     """
     import numpy as np
     import pandas as pd
@@ -153,42 +157,65 @@ def adjusted_models(
     rows: list[dict[str, object]] = []
 
     choice = df.dropna(subset=["chose_target"])
-    codes, _ = pd.factorize(choice[subject])
-    order = np.argsort(codes, kind="stable")
-    exog = np.column_stack(
-        [
-            np.ones(len(choice)),
-            (choice["format"] == trt).to_numpy(float),
-            *(choice[c].to_numpy(float) for c in cols),
-        ]
-    )
-    gee = sm.GEE(
-        choice["chose_target"].astype(float).to_numpy()[order],
-        exog[order],
-        groups=codes[order],
-        family=sm.families.Binomial(),
-        cov_struct=sm.cov_struct.Exchangeable(),
-    ).fit(maxiter=200, ctol=1e-10)
-    crit = norm.ppf(0.5 + confidence / 2)
-    for i, term in enumerate([x_name, *cols], start=1):
-        b, se = float(gee.params[i]), float(gee.bse[i])
-        rows.append(
-            {
-                "model": "choice GEE (log odds)",
-                "term": term,
-                "estimate": b,
-                "se": se,
-                "statistic": b / se,
-                "df": np.nan,
-                "p_val": float(2 * norm.sf(abs(b / se))),
-                "ci_low": b - crit * se,
-                "ci_high": b + crit * se,
-                "n_obs": len(choice),
-            }
+    y = choice["chose_target"].astype(float).to_numpy()
+    x = (choice["format"] == trt).to_numpy(float)
+    gee_problem = None
+    # As in choice_clustered: an empty cell of the format x choice table means no finite log
+    # odds ratio (statsmodels' GEE still returns one, with a small SE).
+    if min(int(((x == f) & (y == v)).sum()) for f in (0.0, 1.0) for v in (0.0, 1.0)) == 0:
+        gee_problem = (
+            "the outcome is (quasi-)separated by format (a format's trials all chose or all "
+            "rejected the target): no finite log odds ratio"
         )
+    elif choice[subject].nunique() < 2:
+        gee_problem = "fewer than 2 participants: no robust SE"
+    else:
+        codes, _ = pd.factorize(choice[subject])
+        order = np.argsort(codes, kind="stable")
+        exog = np.column_stack(
+            [np.ones(len(choice)), x, *(choice[c].to_numpy(float) for c in cols)]
+        )
+        with warnings.catch_warnings(record=True):
+            # statsmodels warns on non-convergence; the flag below is checked instead.
+            warnings.simplefilter("always")
+            gee = sm.GEE(
+                y[order],
+                exog[order],
+                groups=codes[order],
+                family=sm.families.Binomial(),
+                cov_struct=sm.cov_struct.Exchangeable(),
+            ).fit(maxiter=200, ctol=1e-10)
+        if not bool(getattr(gee, "converged", True)):
+            gee_problem = "the GEE did not converge in 200 iterations"
+    if gee_problem is None:
+        crit = norm.ppf(0.5 + confidence / 2)
+        for i, term in enumerate([x_name, *cols], start=1):
+            b, se = float(gee.params[i]), float(gee.bse[i])
+            rows.append(
+                {
+                    "model": "choice GEE (log odds)",
+                    "term": term,
+                    "estimate": b,
+                    "se": se,
+                    "statistic": b / se,
+                    "df": np.nan,
+                    "p_val": float(2 * norm.sf(abs(b / se))),
+                    "ci_low": b - crit * se,
+                    "ci_high": b + crit * se,
+                    "n_obs": len(choice),
+                }
+            )
 
     wtp = df.dropna(subset=["wtp_premium_pct"]).copy()
+    wtp_problem = None
     if len(wtp):
+        from analysis.stats.wtp import _check_design
+
+        try:
+            _check_design(wtp, "format", (ref, trt), (subject, item))
+        except ValueError as exc:
+            wtp_problem = str(exc)
+    if len(wtp) and wtp_problem is None:
         y = wtp["wtp_premium_pct"].astype(float)
         wtp["_y"] = np.log1p(y / 100.0) if transform == "log" else y
         wtp["_x"] = (wtp["format"] == trt).astype(float)
@@ -211,7 +238,17 @@ def adjusted_models(
                     "n_obs": len(wtp),
                 }
             )
+    notes = []
+    if gee_problem:
+        notes.append(f"choice GEE not reported: {gee_problem}")
+    if wtp_problem:
+        notes.append(f"WTP LMM not reported: {wtp_problem}")
+    if not rows:
+        from analysis.stats.wtp import ConvergenceError
+
+        raise ConvergenceError("; ".join(notes) or "no choices and no WTP answers")
     out = pd.DataFrame(rows)
     out["n_rows_dropped"] = dropped
     out["coding"] = coding
+    out["notes"] = "; ".join(notes)
     return out

@@ -258,6 +258,26 @@ def _prepare(
     return df, ref, trt
 
 
+def _check_design(
+    df: pd.DataFrame, between: str, levels: tuple[str, str], groups: Sequence[str]
+) -> None:
+    """Refuse a WTP model the data cannot identify, with the reason (lme4 refuses them too)."""
+    present = set(df[between].unique())
+    missing = [level for level in levels if level not in present]
+    if missing:
+        raise ValueError(
+            f"WTP answers only under {sorted(present)}; none under {missing}: the format "
+            "effect is not identified"
+        )
+    for group in groups:
+        if df[group].nunique() < 2:
+            # lme4: "grouping factors must have > 1 sampled level".
+            raise ValueError(
+                f"{group!r} has {df[group].nunique()} level among the WTP answers; a random "
+                "intercept needs at least 2"
+            )
+
+
 def wtp_mixed(
     data: pd.DataFrame,
     *,
@@ -322,11 +342,14 @@ def wtp_mixed(
     ------
     ConvergenceError
         No optimizer converged; nothing is reported.
+    ValueError
+        WTP answers under one format only, or a grouping factor with one level.
     """
     import numpy as np
     import pandas as pd
 
     df, ref, trt = _prepare(data, dv, between, levels, transform, [subject, item])
+    _check_design(df, between, (ref, trt), (subject, item))
     n_obs = len(df)
     n_subjects = df[subject].nunique()
     n_items = df[item].nunique()
@@ -550,6 +573,7 @@ def wtp_slopes(
     from scipy.stats import chi2
 
     df, ref, trt = _prepare(data, dv, between, levels, transform, [subject, item])
+    _check_design(df, between, (ref, trt), (subject, item))
     n_subjects, n_items = df[subject].nunique(), df[item].nunique()
     large, small = (subject, item) if n_subjects >= n_items else (item, subject)
     table, steps = simplify_slopes(

@@ -288,7 +288,9 @@ def test_failed_robustness_model_is_reported_not_fatal(monkeypatch):
     make_gee_never_converge(monkeypatch)
     results = analyze_choice(simulate_choice_study(n_participants=30, seed=2))
     assert "clustered" not in results.tables
-    assert results.meta["clustered_model"].startswith("not reported: GEE did not converge")
+    assert results.meta["clustered_model"].startswith(
+        "not reported: ConvergenceError: GEE did not converge"
+    )
     assert "chi2" in results.tables and "wtp_model" in results.tables
 
 

@@ -183,3 +183,36 @@ def test_seed_study_chi_square_is_reproduced():
     res = chi2_choice(df)
     assert round(res.iloc[0]["chi2"]) == 78 and res.iloc[0]["dof"] == 1
     assert round(res.iloc[1]["chi2"]) == 79
+
+
+def _separated(n_participants=30):
+    data = simulate_choice_study(n_participants=n_participants, n_pairs=6, seed=1)
+    data["chose_target"] = (data["format"] == "summary").astype(int)
+    return data
+
+
+def test_gee_refuses_a_separated_outcome():
+    # Every summary trial chose the target and no original one did: the odds ratio is infinite
+    # (the marginal one is NaN, the GLMM refuses). statsmodels' GEE still "converges", to
+    # log OR = 55 with a robust SE of 0.37 and p = 0: a number no test supports.
+    from analysis.stats.wtp import ConvergenceError
+
+    with pytest.raises(ConvergenceError, match="separated"):
+        choice_clustered(_separated())
+
+
+def test_gee_needs_two_clusters():
+    # One participant: the sandwich covariance has one cluster and no meaning (statsmodels
+    # returns a p of 1e-197 or NaN SEs).
+    data = simulate_choice_study(n_participants=1, n_pairs=10, seed=2)
+    with pytest.raises(ValueError, match="at least 2 participants"):
+        choice_clustered(data)
+
+
+def test_failed_gee_is_reported_and_the_rest_written():
+    from analysis.report.pipeline import analyze_choice
+
+    results = analyze_choice(_separated())
+    assert "clustered" not in results.tables
+    assert results.meta["clustered_model"].startswith("not reported: ConvergenceError")
+    assert {"chi2", "effects", "wtp_model"} <= set(results.tables)

@@ -58,3 +58,30 @@ def test_coding_is_explicit_and_missing_rows_are_counted(data):
     assert coded.drop_duplicates("participant_id")["cov_age"].mean() == pytest.approx(0.0)
     with pytest.raises(ValueError, match="one level only"):
         code_covariates(rows.assign(sex="Female"), ["sex"])
+
+
+def test_separated_choices_drop_the_gee_rows_not_the_wtp_model(data):
+    # Every summary trial chose the target, no original one did: the adjusted GEE has no finite
+    # log odds ratio (statsmodels still returns one, about 50, with a small SE). Its rows are
+    # left out with the reason; the adjusted WTP model is unaffected.
+    separated = data.copy()
+    separated["chose_target"] = (separated["format"] == "summary").astype(int)
+    out = adjusted_models(separated, ["age", "sex"])
+    assert set(out["model"]) == {"WTP LMM"}
+    assert out["notes"].str.contains("choice GEE not reported: the outcome is").all()
+    clean = adjusted_models(data, ["age", "sex"])
+    assert (clean["notes"] == "").all()
+    wtp = clean[clean["model"] == "WTP LMM"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        out.drop(columns="notes").reset_index(drop=True), wtp.drop(columns="notes")
+    )
+
+
+def test_wtp_under_one_format_drops_the_wtp_rows_not_the_gee(data):
+    # As the unadjusted model (analysis.stats.wtp._check_design): the format effect on WTP is
+    # not identified without answers under both formats; the adjusted GEE is unaffected.
+    one = data.copy()
+    one.loc[one["format"] == "original", "wtp_premium_pct"] = float("nan")
+    out = adjusted_models(one, ["age", "sex"])
+    assert set(out["model"]) == {"choice GEE (log odds)"}
+    assert out["notes"].str.startswith("WTP LMM not reported: WTP answers only under").all()

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.simulate import simulate_choice_study
 from analysis.stats.choice import choice_glmm
 from analysis.stats.crossed import ConvergenceError
 from analysis.stats.glmm import crossed_glmm
@@ -171,3 +172,14 @@ def test_a_failed_fit_from_glmers_start_falls_back_to_the_first_stage(monkeypatc
     assert len(calls) == 2 and list(calls[0][:2]) == [1.0, 1.0] and calls[1][0] != 1.0
     assert fallback["log_odds"] == pytest.approx(direct["log_odds"], rel=1e-6)
     assert fallback["se"] == pytest.approx(direct["se"], rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("participants", "pairs", "group"), [(40, 1, "pair_id"), (1, 30, "participant_id")]
+)
+def test_a_grouping_factor_with_one_level_is_refused(participants, pairs, group):
+    # glmer refuses it ("grouping factors must have > 1 sampled level"); the fit used to report
+    # an odds ratio with a "singular" SD of a factor that has no variance to estimate.
+    data = simulate_choice_study(n_participants=participants, n_pairs=pairs, seed=5)
+    with pytest.raises(ValueError, match=f"'{group}' has 1 level"):
+        choice_glmm(data)

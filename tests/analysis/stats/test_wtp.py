@@ -190,3 +190,25 @@ def test_auto_uses_sparse_crossed_fit_for_large_data():
     assert res["ci_low"] < 4.5 < res["ci_high"]
     fixed_pair = wtp_mixed(data, model="pair_fixed").iloc[0]
     assert res["estimate"] == pytest.approx(fixed_pair["estimate"], abs=0.02)
+
+
+def test_wtp_under_one_format_is_refused_with_the_reason():
+    # Issue 15, finding 6: the model used to fail with "LinAlgError: Singular matrix".
+    from analysis.report.pipeline import analyze_choice
+
+    data = simulate_choice_study(n_participants=20, n_pairs=6, seed=1)
+    data.loc[data["format"] == "original", "wtp_premium_pct"] = float("nan")
+    with pytest.raises(ValueError, match="none under \\['original'\\]"):
+        wtp_mixed(data)
+    results = analyze_choice(data)
+    assert "wtp_model" not in results.tables
+    assert results.meta["wtp_model_failed"].startswith("ValueError: WTP answers only under")
+    assert {"chi2", "clustered", "choice_glmm"} <= set(results.tables)
+
+
+def test_a_grouping_factor_with_one_level_is_refused():
+    # lme4 refuses it ("grouping factors must have > 1 sampled level"); the sparse fit used to
+    # report t(4.0) for one participant's six answers.
+    data = simulate_choice_study(n_participants=1, n_pairs=6, seed=1)
+    with pytest.raises(ValueError, match="'participant_id' has 1 level"):
+        wtp_mixed(data)
