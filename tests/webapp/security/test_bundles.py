@@ -251,6 +251,9 @@ def test_the_cli_study_load_has_the_same_containment(tmp_path, studies):
         ("slug: " + "[" * 200 + "]" * 200 + "\n", "nested more than", 1),
         ("slug: x\nestimated_minutes: 2001-02-30\n", "day is out of range", 2),
         ("slug: x\nestimated_minutes: " + "1" * 5_000 + "\n", "digits", 2),
+        # Found by the outside walkthrough: PyYAML kept the second key silently.
+        ("slug: x\npayment:\n  base_usd: 3\n  base_usd: 4\n", "'base_usd' appears twice", 4),
+        ("slug: x\nrecruitment: {platforms: [link], platforms: [mturk]}\n", "appears twice", 2),
     ],
 )
 def test_the_loader_refuses_aliases_merge_keys_deep_nesting_and_odd_scalars(
