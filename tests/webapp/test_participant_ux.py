@@ -216,6 +216,40 @@ def test_a_decimal_age_gets_a_whole_number_message(make_bot):
     assert "Not a valid integer" not in refused.text
 
 
+def test_a_mistyped_number_reaches_the_server_and_gets_a_message(make_bot):
+    # Found by the outside walkthrough: `type="number"` with `novalidate` made Chromium send ""
+    # for "25e" (and Firefox for "twenty"), so the optional age was saved as no answer unseen.
+    bot = make_bot(platform="link")
+    page = _walk_to(bot, "demographics")
+    field = re.search(r'<input [^>]*id="q_age"[^>]*>', page.text).group(0)
+    assert 'type="text"' in field and 'inputmode="numeric"' in field
+    for typed in ("25e", "twenty"):
+        refused = bot.must_fail({"q_age": typed}, expect_invalid=True)
+        assert "Please type the number with the digits 0 to 9" in refused.text
+        assert "Not a valid integer" not in refused.text
+    # All digits but out of range (or too long for int()) get the range message alone.
+    refused = bot.must_fail({"q_age": "1" * 5000}, expect_invalid=True)
+    assert "whole number from 18 to 100" in refused.text and "Not a valid" not in refused.text
+
+
+def test_a_paste_into_a_number_or_amount_is_capped_so_its_refusal_still_redirects(make_bot):
+    # Found by the outside walkthrough: 10,000 pasted characters in the amount made the refusal
+    # too large for the session, so it was shown in place and Back then hit the POST.
+    bot = make_bot(platform="link")
+    page = _walk_to(bot, "wtp")
+    field = re.search(r'<input [^>]*id="premium"[^>]*>', page.text).group(0)
+    cap = int(re.search(r'maxlength="(\d+)"', field).group(1))
+    status, location, _ = bot.transport.request(
+        "POST", page.url, {**bot.answer(), "premium": "9" * cap}
+    )
+    assert status == 303 and location.endswith(page.url)
+    assert "Please enter at most $500.00" in bot.reload().text
+    bot.post({**bot.answer(), "premium": "2"})
+    page = _walk_to(bot, "demographics")
+    field = re.search(r'<input [^>]*id="q_age"[^>]*>', page.text).group(0)
+    assert 0 < int(re.search(r'maxlength="(\d+)"', field).group(1)) <= cap
+
+
 def test_quiz_retry_message_uses_proper_plurals(make_bot):
     bot = make_bot(platform="link")
     page = _walk_to(bot, "quiz")
