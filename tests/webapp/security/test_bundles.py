@@ -368,8 +368,12 @@ def test_a_name_missing_from_an_upload_lists_what_the_bundle_holds():
     files = [("study.yaml", DEMO.read_bytes()), ("demo.yaml", PAIRS.read_bytes())]
     with pytest.raises(StudyDefinitionError) as info:
         load_bundle(Bundle.from_files(files, study_name="study.yaml"))
+    # ... and what to do (found by the outside walkthrough: the demo's YAML and its pairs file
+    # picked together were refused without a way out).
     assert info.value.reason == (
-        "file not found in the study bundle: 'product_pairs/demo.yaml' (it holds 'demo.yaml')"
+        "file not found in the study bundle: 'product_pairs/demo.yaml' (it holds 'demo.yaml'); "
+        "files picked together arrive without their folders: write 'demo.yaml' in the YAML, "
+        "or upload a zip of the study's folder"
     )
     assert info.value.line == _pairs_line()
 
