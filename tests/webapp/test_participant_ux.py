@@ -106,6 +106,34 @@ def test_radio_errors_link_to_the_first_option(make_bot):
     assert page.text.count('aria-invalid="true"') == 2
 
 
+def test_several_errors_in_the_summary_say_which_question_each_is_about(make_bot):
+    # Found by the outside walkthrough: an empty quiz listed "Please choose an answer." three
+    # times (the qualification twenty times), so the summary did not say where to look.
+    bot = make_bot(platform="link")
+    _walk_to(bot, "quiz")
+    empty = {f"q_{q}": None for q in ("how_many", "what_choose", "price_question")}
+    page = bot.must_fail(empty, expect_invalid=True)
+    links = re.findall(r'<li><a href="#(q_[a-z_]+)-0">(.*?)</a></li>', page.text, re.S)
+    assert [name for name, _ in links] == ["q_how_many", "q_what_choose", "q_price_question"]
+    assert unescape(links[0][1]) == (
+        "Please choose an answer. (How many times will you choose between two products?)"
+    )
+    assert len({text for _, text in links}) == 3
+
+
+def test_an_empty_rating_grid_names_each_summary_and_point_in_the_summary(app, bot_for):  # noqa: F811
+    from tests.webapp.evaluation.conftest import RATING_DEMO
+    from tests.webapp.sentiment.conftest import load
+
+    bot = bot_for(load(app, RATING_DEMO), "grid-1")
+    page = _walk_to(bot, "summary_rating")
+    empty = {name: None for name in re.findall(r'name="(r\d+_[a-z_]+)"', page.text)}
+    page = bot.must_fail(empty, expect_invalid=True)
+    links = [unescape(t) for t in re.findall(r'<li><a href="#r\d+_[a-z_]+-0">(.*?)</a>', page.text)]
+    assert len(links) == len(set(links)) == len(empty) > 1
+    assert "Please rate every summary on this point. (Summary 2, Stance)" in links
+
+
 # -- defect 7: a real progress bar, even steps, never full before the end ----------------------
 def test_progress_bar_moves_one_page_at_a_time_and_is_never_full(make_bot):
     bot = make_bot(platform="link")
