@@ -25,9 +25,10 @@ def read_rows(name: str, where: Where) -> tuple[list[str], list[tuple[int, dict[
     """Read a CSV file of the study's bundle: its stripped header and (line where the row
     starts, row) pairs.
 
-    Blank lines are skipped; cells beyond the header are dropped and missing cells are absent
-    from the row. Unreadable CSV is refused naming the file and the line. (``csv.DictReader``
-    skips blank lines inside ``next()``, which hides where a row starts.)
+    Blank lines are skipped; empty cells beyond the header are dropped (a row with values
+    there is refused) and missing cells are absent from the row. Unreadable CSV is refused
+    naming the file and the line. (``csv.DictReader`` skips blank lines inside ``next()``,
+    which hides where a row starts.)
     """
     text = read_text(name, where, encoding="utf-8-sig")
     # newline="" keeps newlines inside quoted cells; line_num counts physical lines read.
@@ -41,6 +42,11 @@ def read_rows(name: str, where: Where) -> tuple[list[str], list[tuple[int, dict[
             if header is None:
                 header = [h.strip() for h in cells]
             elif cells:
+                if any(c.strip() for c in cells[len(header) :]):
+                    raise Where(name, f"row {len(rows) + 2}", where.bundle, start).error(
+                        f"{len(cells)} values but the header names {len(header)} columns; "
+                        "put a text that holds a comma in double quotes"
+                    )
                 rows.append((start, dict(zip(header, cells, strict=False))))
     except csv.Error as exc:
         line = min(max(reader.line_num, 1), n_lines(text))
