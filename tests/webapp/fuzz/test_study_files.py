@@ -529,6 +529,15 @@ def test_a_row_with_more_values_than_the_header_is_refused_at_its_line(stimuli_c
     assert "double quotes" in exc.reason
 
 
+def test_an_unclosed_quote_is_refused_at_the_line_it_opens(stimuli_copy):
+    # Found by the outside walkthrough: the rest of the file became one cell and the error was
+    # about the next column ("row 3.base_sentiment: '' is not one of …", at the last line).
+    text = 'item_id,text,base_sentiment\na1,fine,positive\na2,"unclosed,positive\na3,x,negative\n'
+    exc = _sentiment(stimuli_copy, text)
+    assert exc.file == "sentiment/demo_items.csv" and exc.line == 3, str(exc)
+    assert "quoted cell opened on line 3 is never closed" in exc.reason, str(exc)
+
+
 @pytest.mark.parametrize(
     ("content", "line", "reason"),
     [

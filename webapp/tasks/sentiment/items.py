@@ -32,7 +32,9 @@ def read_rows(name: str, where: Where) -> tuple[list[str], list[tuple[int, dict[
     """
     text = read_text(name, where, encoding="utf-8-sig")
     # newline="" keeps newlines inside quoted cells; line_num counts physical lines read.
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # strict: a quote left open swallowed the rest of the file into one cell, and a stray
+    # quote ("x"y) was read as xy; both are refused at the row's line instead.
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header: list[str] | None = None
     rows: list[tuple[int, dict[str, str]]] = []
     last = 0  # the line on which the previous row ended
@@ -49,6 +51,12 @@ def read_rows(name: str, where: Where) -> tuple[list[str], list[tuple[int, dict[
                     )
                 rows.append((start, dict(zip(header, cells, strict=False))))
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            line = min(last + 1, n_lines(text))
+            raise Where(name, "", where.bundle, line).error(
+                f'a quoted cell opened on line {line} is never closed: every " needs its '
+                'partner (write "" for a quote inside a quoted cell)'
+            ) from None
         line = min(max(reader.line_num, 1), n_lines(text))
         raise Where(name, "", where.bundle, line).error(f"not a readable CSV file: {exc}") from None
     return header or [], rows
