@@ -92,7 +92,10 @@ def load_mturk(
     for path in paths:
         raw = read_table(path)
         source = f"{Path(path).name} (MTurk batch)"
-        _check_columns(raw, [item_col, label_col, base_col, worker_col], source)
+        # The candidates for a misnamed flag are the batch's Input.*/Answer.* columns; MTurk's
+        # own (HITId, AssignmentId, …) are not worth listing.
+        own = [c for c in raw.columns if not str(c).startswith(("Input.", "Answer."))]
+        _check_columns(raw, [item_col, label_col, base_col, worker_col], source, known=own)
         if status_col in raw.columns and not keep_rejected:
             raw = raw[raw[status_col].fillna("").str.strip().str.lower() != "rejected"]
         frame = pd.DataFrame(

@@ -227,9 +227,17 @@ class Bundle:
                 # Names from the researcher's own upload: a hint when a browser sent bare names.
                 held = sorted(n for n in self._files if n != self.study_name)
                 has = ", ".join(map(_shown, held[:5])) + (", ..." if len(held) > 5 else "")
+                # Say what to do when only the folder is in the way (as for the demos' pairs).
+                base = name.rsplit("/", 1)[-1]
+                fix = (
+                    f"; files picked together arrive without their folders: write "
+                    f"{_shown(base)} in the YAML, or upload a zip of the study's folder"
+                    if base != name and base in held
+                    else ""
+                )
                 raise BundleError(
                     f"file not found in the study bundle: {_shown(name)} "
-                    f"(it holds {has or 'only the study file'})"
+                    f"(it holds {has or 'only the study file'}){fix}"
                 )
             data = self._read_from_folder(name, min(limit, MAX_FILE_BYTES))
             self._files[name] = data

@@ -148,6 +148,8 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
+        if exc.code == 413:
+            return _too_large()
         page = _HTTP_PAGES.get(exc.code or 500)
         if page is None:
             return _render(
@@ -165,3 +167,26 @@ def register(app: Flask) -> None:
         db.session.rollback()
         page = _HTTP_PAGES[500]
         return _render(page.code, page.title, page.message, 500, database=False)
+
+
+def _too_large():
+    """The page for a request over ``MAX_CONTENT_LENGTH``: the limits, and where to go back."""
+    from flask import current_app, url_for
+
+    from webapp.bundle import MAX_FILE_BYTES, MAX_YAML_BYTES, size_text
+
+    limit = size_text(current_app.config["MAX_CONTENT_LENGTH"] or 0)
+    console = request.blueprint == "researcher"
+    return _render(
+        "E413-TOO-LARGE",
+        "That was too large to receive",
+        f"Nothing was saved: one upload or form may carry at most {limit}. A study bundle may "
+        f"hold files of at most {size_text(MAX_FILE_BYTES)} each (a study YAML at most "
+        f"{size_text(MAX_YAML_BYTES)}); leave out or shrink the largest files (a zip "
+        "compresses text well) and upload again."
+        if console
+        else f"Nothing was saved: a page may send at most {limit}. Please go back, shorten "
+        "your answer and send it again.",
+        413,
+        link=url_for("researcher.index") if console else None,
+    )

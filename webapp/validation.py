@@ -353,6 +353,7 @@ def n_lines(text: str) -> int:
 class HardenedLoader(yaml.SafeLoader):
     """The one YAML loader of study files: ``SafeLoader``, hardened.
 
+    * Duplicate keys are refused with both lines (PyYAML would keep the last one silently).
     * Anchors, aliases and merge keys are refused with their line: a few hundred bytes of
       nested aliases expand to hundreds of megabytes (a "billion laughs"), and a study file
       gains nothing from them that writing the value out does not give.
@@ -386,6 +387,7 @@ class HardenedLoader(yaml.SafeLoader):
             self._depth -= 1
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        seen: dict[str, int] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise yaml.constructor.ConstructorError(
@@ -394,6 +396,19 @@ class HardenedLoader(yaml.SafeLoader):
                     "merge keys (<<) are not allowed in a study file; write the keys out",
                     key_node.start_mark,
                 )
+            # PyYAML keeps the last of two equal keys: a pasted second `completion_codes:` or
+            # `base_usd:` would silently replace the first.
+            if isinstance(key_node, yaml.ScalarNode):
+                line = key_node.start_mark.line + 1
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key_node.value!r} appears twice (lines {seen[key_node.value]} "
+                        f"and {line}); keep one",
+                        key_node.start_mark,
+                    )
+                seen[key_node.value] = line
         super().flatten_mapping(node)
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:

@@ -147,6 +147,29 @@ def test_mturk_custom_columns_and_errors(tmp_path):
         load_mturk(path, item_col="Input.item", label_col="Answer.s", base_col="Input.base")
 
 
+def test_mturk_missing_columns_point_at_the_inputs_and_answers_only(tmp_path):
+    # Found by the outside walkthrough: MTurk's own columns (HITId, AssignmentId, …) were listed
+    # as "unexpected" beside the flags' missing ones; the candidates are Input.* and Answer.*.
+    path = tmp_path / "b.csv"
+    pd.DataFrame(
+        {
+            "HITId": ["h"],
+            "AssignmentId": ["a"],
+            "WorkerId": ["w"],
+            "AssignmentStatus": ["Submitted"],
+            "Input.item_id": ["x"],
+            "Input.base_sentiment": ["positive"],
+            "Answer.sentiment.label": ["Positive"],
+        }
+    ).to_csv(path, index=False)
+    with pytest.raises(ExportFormatError) as info:
+        load_mturk(path, item_col="Input.ID", base_col="Input.answer")
+    assert str(info.value).endswith(
+        "missing column(s): ['Input.ID', 'Input.answer']; "
+        "unexpected column(s): ['Input.item_id', 'Input.base_sentiment']"
+    )
+
+
 def test_predictions_csv_and_jsonl(tmp_path):
     csv = tmp_path / "m.csv"
     csv.write_text("item_id,model,label\n1,gpt,Positive\n2,gpt,other\n", encoding="utf-8")

@@ -246,3 +246,41 @@ def test_phone_layout_headings_buttons_and_the_rating_grid(demo_server, chromium
     assert page.locator(".passages-body").is_visible()
     last.get_by_role("radio", name="4 Completely").check()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+# -- found by the outside walkthrough: careless typing and pasting --------------------------------
+def test_a_paste_of_10000_characters_and_a_mistyped_age_in_chromium(demo_server, chromium):
+    from playwright.sync_api import Error
+
+    app, base = demo_server
+    bot = _bot_at(app, "wtp", "paste-1")
+    page = _page(chromium)
+    page.goto(base + bot.page.url)
+    # The paste is cut at the field's cap, so its refusal redirects like any other (before, it
+    # was shown in place and Back then asked to resend the POST: ERR_CACHE_MISS).
+    page.locator("#premium").focus()
+    page.keyboard.insert_text("9" * 10_000)
+    assert 0 < len(page.locator("#premium").input_value()) <= 20
+    with page.expect_navigation() as nav:
+        page.get_by_role("button", name="Continue").click()
+    assert nav.value.request.method == "GET" and _kind(page) == "wtp"
+    assert "Please enter at most $500.00." in page.locator("#error-summary").inner_text()
+    page.locator("#premium").fill("4")
+    page.get_by_role("button", name="Continue").click()
+    page.wait_for_load_state()
+    assert _kind(page) == "choice"
+    try:
+        page.go_back()
+    except Error as exc:
+        raise AssertionError(f"Back landed on a POST: {exc}") from None
+    # "25e" in a type="number" field reached the server as "" and the optional age was saved as
+    # no answer; as text it is refused with a message saying what to type.
+    bot = _bot_at(app, "demographics", "paste-2")
+    page.goto(base + bot.page.url)
+    page.locator("#q_age").focus()
+    page.keyboard.type("25e")
+    page.get_by_role("button", name="Continue").click()
+    page.wait_for_load_state()
+    assert _kind(page) == "demographics"
+    assert "digits 0 to 9" in page.locator("#error-summary").inner_text()
+    assert page.locator("#q_age").input_value() == "25e"

@@ -106,6 +106,34 @@ def test_radio_errors_link_to_the_first_option(make_bot):
     assert page.text.count('aria-invalid="true"') == 2
 
 
+def test_several_errors_in_the_summary_say_which_question_each_is_about(make_bot):
+    # Found by the outside walkthrough: an empty quiz listed "Please choose an answer." three
+    # times (the qualification twenty times), so the summary did not say where to look.
+    bot = make_bot(platform="link")
+    _walk_to(bot, "quiz")
+    empty = {f"q_{q}": None for q in ("how_many", "what_choose", "price_question")}
+    page = bot.must_fail(empty, expect_invalid=True)
+    links = re.findall(r'<li><a href="#(q_[a-z_]+)-0">(.*?)</a></li>', page.text, re.S)
+    assert [name for name, _ in links] == ["q_how_many", "q_what_choose", "q_price_question"]
+    assert unescape(links[0][1]) == (
+        "Please choose an answer. (How many times will you choose between two products?)"
+    )
+    assert len({text for _, text in links}) == 3
+
+
+def test_an_empty_rating_grid_names_each_summary_and_point_in_the_summary(app, bot_for):  # noqa: F811
+    from tests.webapp.evaluation.conftest import RATING_DEMO
+    from tests.webapp.sentiment.conftest import load
+
+    bot = bot_for(load(app, RATING_DEMO), "grid-1")
+    page = _walk_to(bot, "summary_rating")
+    empty = {name: None for name in re.findall(r'name="(r\d+_[a-z_]+)"', page.text)}
+    page = bot.must_fail(empty, expect_invalid=True)
+    links = [unescape(t) for t in re.findall(r'<li><a href="#r\d+_[a-z_]+-0">(.*?)</a>', page.text)]
+    assert len(links) == len(set(links)) == len(empty) > 1
+    assert "Please rate every summary on this point. (Summary 2, Stance)" in links
+
+
 # -- defect 7: a real progress bar, even steps, never full before the end ----------------------
 def test_progress_bar_moves_one_page_at_a_time_and_is_never_full(make_bot):
     bot = make_bot(platform="link")
@@ -214,6 +242,40 @@ def test_a_decimal_age_gets_a_whole_number_message(make_bot):
     refused = bot.must_fail({"q_age": "25.5"}, expect_invalid=True)
     assert "whole number without a decimal point" in refused.text
     assert "Not a valid integer" not in refused.text
+
+
+def test_a_mistyped_number_reaches_the_server_and_gets_a_message(make_bot):
+    # Found by the outside walkthrough: `type="number"` with `novalidate` made Chromium send ""
+    # for "25e" (and Firefox for "twenty"), so the optional age was saved as no answer unseen.
+    bot = make_bot(platform="link")
+    page = _walk_to(bot, "demographics")
+    field = re.search(r'<input [^>]*id="q_age"[^>]*>', page.text).group(0)
+    assert 'type="text"' in field and 'inputmode="numeric"' in field
+    for typed in ("25e", "twenty"):
+        refused = bot.must_fail({"q_age": typed}, expect_invalid=True)
+        assert "Please type the number with the digits 0 to 9" in refused.text
+        assert "Not a valid integer" not in refused.text
+    # All digits but out of range (or too long for int()) get the range message alone.
+    refused = bot.must_fail({"q_age": "1" * 5000}, expect_invalid=True)
+    assert "whole number from 18 to 100" in refused.text and "Not a valid" not in refused.text
+
+
+def test_a_paste_into_a_number_or_amount_is_capped_so_its_refusal_still_redirects(make_bot):
+    # Found by the outside walkthrough: 10,000 pasted characters in the amount made the refusal
+    # too large for the session, so it was shown in place and Back then hit the POST.
+    bot = make_bot(platform="link")
+    page = _walk_to(bot, "wtp")
+    field = re.search(r'<input [^>]*id="premium"[^>]*>', page.text).group(0)
+    cap = int(re.search(r'maxlength="(\d+)"', field).group(1))
+    status, location, _ = bot.transport.request(
+        "POST", page.url, {**bot.answer(), "premium": "9" * cap}
+    )
+    assert status == 303 and location.endswith(page.url)
+    assert "Please enter at most $500.00" in bot.reload().text
+    bot.post({**bot.answer(), "premium": "2"})
+    page = _walk_to(bot, "demographics")
+    field = re.search(r'<input [^>]*id="q_age"[^>]*>', page.text).group(0)
+    assert 0 < int(re.search(r'maxlength="(\d+)"', field).group(1)) <= cap
 
 
 def test_quiz_retry_message_uses_proper_plurals(make_bot):

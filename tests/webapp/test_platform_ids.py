@@ -47,6 +47,21 @@ def test_a_malformed_platform_id_gets_the_friendly_params_page(app, client, stud
         assert db.session.scalar(select(func.count()).select_from(Participant)) == 0
 
 
+def test_a_bad_or_missing_id_says_what_to_do_and_a_placeholder_is_explained(client, study):
+    # Found by the outside walkthrough: "The study link has a malformed PROLIFIC_PID." for a
+    # researcher trying the Prolific link with Prolific's placeholders still in it.
+    from html import unescape
+
+    for query in (_prolific("abc"), _prolific(""), _mturk("A1-B2")):
+        text = unescape(client.get(f"/s/{study['slug']}?{query}").get_data(as_text=True))
+        assert "Please open the study again from the link" in text, query
+    text = unescape(
+        client.get(f"/s/{study['slug']}?{_prolific('{{%PROLIFIC_PID%}}')}").get_data(as_text=True)
+    )
+    assert "still holds Prolific's placeholder {{%PROLIFIC_PID%}}" in text
+    assert "Preview on the study's page in the researcher console" in text
+
+
 def _enrol(client, slug: str, query: str):
     from urllib.parse import parse_qsl
 

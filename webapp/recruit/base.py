@@ -80,8 +80,10 @@ class Cost:
         """Human-readable lines (CLI and console)."""
         out = [
             f"rewards   {cents(self.rewards)}",
+            # Each part in money: the rates differ on MTurk (40% on rewards of 10+ assignments,
+            # 20% on bonuses).
             f"fees      {cents(self.reward_fees + self.bonus_fees)} "
-            f"({self.fee_rate:.1%} of rewards and bonuses)",
+            f"({cents(self.reward_fees)} on rewards, {cents(self.bonus_fees)} on bonuses)",
             f"bonuses   {cents(self.bonuses)}",
             f"total     {cents(self.total)}",
         ]

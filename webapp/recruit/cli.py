@@ -63,6 +63,10 @@ def recruit(
         if action == "plan":
             _echo(r.plan().lines)
             return
+        # Before the cost and its question: a "yes" must not be asked for a create that cannot run.
+        url = base_url or os.environ.get("FRAMELAB_PUBLIC_URL", "")
+        if action == "create" and not url and not dry_run:
+            raise click.ClickException("give --url https://HOST (or set FRAMELAB_PUBLIC_URL)")
         if action in _COSTLY:
             preview = {
                 "create": r.plan,
@@ -72,6 +76,8 @@ def recruit(
             }[action]()
             _echo(preview.lines)
             if dry_run:
+                if action == "create" and not url:
+                    click.echo("note: create needs --url https://HOST (or FRAMELAB_PUBLIC_URL)")
                 click.echo("dry run: nothing was sent")
                 return
             if not yes:
@@ -79,9 +85,6 @@ def recruit(
                 what = f" (up to {_usd(total)})" if total is not None else ""
                 click.confirm(f"{action} on {r.label}{what}?", abort=True)
         if action == "create":
-            url = base_url or os.environ.get("FRAMELAB_PUBLIC_URL", "")
-            if not url:
-                raise click.ClickException("give --url https://HOST (or set FRAMELAB_PUBLIC_URL)")
             report = r.create(url, retry=retry)
         elif action == "reject":
             if not participants:

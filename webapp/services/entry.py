@@ -118,13 +118,27 @@ def canonical_id(platform: Platform, raw: str) -> str | None:
     return value if pattern.match(value) else None
 
 
+# Every refused link says what to do; a researcher trying the Prolific link by hand learns why.
+_AGAIN = (
+    " Please open the study again from the link or button on the platform you came from, "
+    "without changing it."
+)
+_PLACEHOLDER = (
+    "The study link still holds Prolific's placeholder {value}: Prolific fills it in only when "
+    "a participant opens the study from Prolific. To try the study yourself, use Preview on "
+    "the study's page in the researcher console, or Prolific's own preview."
+)
+
+
 def _need(args: Mapping[str, str], name: str, platform: Platform = Platform.link) -> str:
     raw = (args.get(name) or "").strip()
     if not raw:
-        raise EntryError("E400-PARAMS", f"The study link is missing the parameter {name}.")
+        raise EntryError("E400-PARAMS", f"The study link is missing the parameter {name}." + _AGAIN)
     value = canonical_id(platform, raw)
     if value is None:
-        raise EntryError("E400-PARAMS", f"The study link has a malformed {name}.")
+        if raw.startswith("{{%") and raw.endswith("%}}") and len(raw) < 40:
+            raise EntryError("E400-PARAMS", _PLACEHOLDER.format(value=raw))
+        raise EntryError("E400-PARAMS", f"The study link has a malformed {name}." + _AGAIN)
     return value
 
 
@@ -181,7 +195,7 @@ def _need_url(url: str) -> str:
     """Accept only MTurk's own submit hosts (the completion form posts there)."""
     parts = urlsplit(url.strip())
     if parts.scheme != "https" or parts.hostname not in MTURK_HOSTS:
-        raise EntryError("E400-PARAMS", "The study link has a malformed turkSubmitTo.")
+        raise EntryError("E400-PARAMS", "The study link has a malformed turkSubmitTo." + _AGAIN)
     return f"https://{parts.hostname}"
 
 

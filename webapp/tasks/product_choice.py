@@ -18,6 +18,7 @@ from wtforms.validators import InputRequired
 from webapp.models import ChoiceResponse
 from webapp.services.design import Trial, derive_sequence
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.questions import NUMBER_MAX_CHARS
 from webapp.text_rules import fill
 from webapp.validation import (
     Where,
@@ -58,6 +59,7 @@ class WtpForm(PageForm):
         validators=[
             InputRequired("Please enter an amount in dollars (0 if you would pay nothing more).")
         ],
+        render_kw={"maxlength": NUMBER_MAX_CHARS},
     )
     max_usd: float = 0.0
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from wtforms import IntegerField, RadioField, StringField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
+from wtforms.widgets import TextInput
 
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
@@ -34,6 +35,9 @@ TEXT_MAX_DEFAULT = 500
 TEXT_MAX_LIMIT = 5000
 DIGITS_ONLY = "Please type the number with the digits 0 to 9."
 WHOLE_NUMBER = "Please enter a whole number without a decimal point, for example 25."
+# The longest number or amount a participant can type or paste (``maxlength``): enough for any
+# sane answer, and small enough that a refused page always fits the session for its redirect.
+NUMBER_MAX_CHARS = 20
 
 
 def plural(n: int, one: str, many: str) -> str:
@@ -47,7 +51,17 @@ class AsciiIntegerField(IntegerField):
     ``int()`` also reads other scripts' digits (``"٣"``, ``"３"``) as numbers, so a participant
     typing them would be stored as a different-looking answer; they are refused with a message
     next to the field instead.
+
+    The input is ``type="text"`` (with a numeric keyboard): the forms are ``novalidate``, and a
+    browser sends an empty value for what a ``type="number"`` input cannot read (``25e``,
+    ``twenty``), so an optional answer would be dropped without a word.
     """
+
+    widget = TextInput()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("render_kw", {"maxlength": NUMBER_MAX_CHARS})
+        super().__init__(*args, **kwargs)
 
     def process_formdata(self, valuelist: list[Any]) -> None:
         if valuelist and valuelist[0] and not valuelist[0].isascii():
@@ -57,7 +71,14 @@ class AsciiIntegerField(IntegerField):
         if _DECIMAL_RE.match(text):  # "25.5" or "25,5": a clear word, not "not a valid integer"
             self.data = None
             raise ValueError(WHOLE_NUMBER)
-        super().process_formdata(valuelist)
+        if text and not re.fullmatch(r"[+-]?\d+", text, re.ASCII):
+            self.data = None
+            raise ValueError(DIGITS_ONLY)
+        try:
+            super().process_formdata(valuelist)
+        except ValueError:  # digits too many for int(): the range message says what to do
+            self.process_errors.clear()
+            self.data = None
 
     def pre_validate(self, form: Any) -> None:
         if DIGITS_ONLY in self.process_errors or WHOLE_NUMBER in self.process_errors:

@@ -229,7 +229,9 @@ class SummaryRatingTask(TaskType):
         for pos in range(n):
             for dim in ctx.block["dimensions"]:
                 required = [InputRequired(REQUIRED)]
-                field = RadioField(dim["name"], choices=choices, validators=required)
+                # The label names the row in the error summary ("Summary 2, Stance").
+                label = f"Summary {pos + 1}, {dim['name']}"
+                field = RadioField(label, choices=choices, validators=required)
                 setattr(_Form, f"r{pos}_{dim['id']}", field)
         return _Form(formdata=formdata)
 

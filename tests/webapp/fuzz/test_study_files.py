@@ -518,6 +518,26 @@ def test_a_multi_line_cell_that_is_itself_wrong_is_refused_at_the_line_it_starts
     assert exc.path == "row 3.item_id" and exc.line == 4, str(exc)  # the blank line counts
 
 
+def test_a_row_with_more_values_than_the_header_is_refused_at_its_line(stimuli_copy):
+    # Found by the outside walkthrough: the values past the header were dropped unseen (an
+    # unquoted comma at the end of a text, a stray column); empty ones (Excel's trailing
+    # commas) still are.
+    text = "item_id,text,base_sentiment\na1,fine,positive,,\na2,good,positive,but not\n"
+    exc = _sentiment(stimuli_copy, text)
+    assert exc.file == "sentiment/demo_items.csv" and exc.path == "row 3", str(exc)
+    assert exc.line == 3 and "4 values but the header names 3 columns" in exc.reason, str(exc)
+    assert "double quotes" in exc.reason
+
+
+def test_an_unclosed_quote_is_refused_at_the_line_it_opens(stimuli_copy):
+    # Found by the outside walkthrough: the rest of the file became one cell and the error was
+    # about the next column ("row 3.base_sentiment: '' is not one of …", at the last line).
+    text = 'item_id,text,base_sentiment\na1,fine,positive\na2,"unclosed,positive\na3,x,negative\n'
+    exc = _sentiment(stimuli_copy, text)
+    assert exc.file == "sentiment/demo_items.csv" and exc.line == 3, str(exc)
+    assert "quoted cell opened on line 3 is never closed" in exc.reason, str(exc)
+
+
 @pytest.mark.parametrize(
     ("content", "line", "reason"),
     [

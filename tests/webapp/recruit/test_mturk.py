@@ -118,6 +118,9 @@ def test_plan_states_mturk_commission(app, load_recruit_study, runner):
     # 12 x $1.00 = $12.00 with 20% = $2.40; total $64.80.
     assert result.exit_code == 0 and "total     $64.80" in result.output
     assert "sandbox" in result.output
+    # Found by the outside walkthrough: "fees $16.80 (40.0% of rewards and bonuses)", which
+    # bonuses are not charged.
+    assert "fees      $16.80 ($14.40 on rewards, $2.40 on bonuses)" in result.output
 
 
 def test_create_and_publish_send_the_documented_requests(app, load_recruit_study, mturk):

@@ -198,6 +198,12 @@ def test_plan_and_dry_run_send_nothing(app, fake, load_recruit_study, runner):
         result = runner.invoke(args=["recruit", "product-choice-demo", action, "--dry-run"])
         assert result.exit_code == 0, result.output
         assert "total" in result.output
+    assert "create needs --url https://HOST" in result.output
+    # Found by the outside walkthrough: without --url the cost was shown and "yes" asked for,
+    # and only then did create refuse for want of the address.
+    no_url = runner.invoke(args=["recruit", "product-choice-demo", "create"], input="y\n")
+    assert no_url.exit_code == 1 and "give --url https://HOST" in no_url.output
+    assert "create on Prolific" not in no_url.output
     declined = runner.invoke(
         args=["recruit", "product-choice-demo", "create", "--url", "https://x.org"], input="n\n"
     )

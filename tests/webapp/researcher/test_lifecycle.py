@@ -60,6 +60,21 @@ def test_invalid_upload_shows_the_error_inline(app, make_researcher):
     assert "payment.bonus.rule: unknown rule &#39;lottery&#39;" in resp.get_data(as_text=True)
 
 
+def test_an_upload_over_the_request_limit_names_the_limits_and_links_back(app, make_researcher):
+    # Found by the outside walkthrough: a 20 MiB CSV picked with the YAML gave "That did not
+    # work. Please try again." (E413), which names nothing and cannot work a second time.
+    ana = make_researcher("ana")
+    big = {"items.csv": b"a,b\n" + b"1,2\n" * (5 * 1024 * 1024)}
+    resp = upload(ana, DEMO.read_text(), "demo.yaml", stimuli=big)
+    # The test client spools a body this large to a temporary file, left open when the app
+    # refuses the request unread (a real server drops the connection).
+    resp.request.environ["wsgi.input"].close()
+    html = resp.get_data(as_text=True)
+    assert resp.status_code == 413 and "E413-TOO-LARGE" in html
+    assert "16 MiB" in html and "8 MiB" in html and "try again." not in html
+    assert 'href="/researcher/"' in html
+
+
 def test_lifecycle_gates_participants(app, make_researcher):
     ana = make_researcher("ana")
     resp = upload(ana, DEMO.read_text(), "demo.yaml")

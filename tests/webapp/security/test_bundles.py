@@ -251,6 +251,9 @@ def test_the_cli_study_load_has_the_same_containment(tmp_path, studies):
         ("slug: " + "[" * 200 + "]" * 200 + "\n", "nested more than", 1),
         ("slug: x\nestimated_minutes: 2001-02-30\n", "day is out of range", 2),
         ("slug: x\nestimated_minutes: " + "1" * 5_000 + "\n", "digits", 2),
+        # Found by the outside walkthrough: PyYAML kept the second key silently.
+        ("slug: x\npayment:\n  base_usd: 3\n  base_usd: 4\n", "'base_usd' appears twice", 4),
+        ("slug: x\nrecruitment: {platforms: [link], platforms: [mturk]}\n", "appears twice", 2),
     ],
 )
 def test_the_loader_refuses_aliases_merge_keys_deep_nesting_and_odd_scalars(
@@ -365,8 +368,12 @@ def test_a_name_missing_from_an_upload_lists_what_the_bundle_holds():
     files = [("study.yaml", DEMO.read_bytes()), ("demo.yaml", PAIRS.read_bytes())]
     with pytest.raises(StudyDefinitionError) as info:
         load_bundle(Bundle.from_files(files, study_name="study.yaml"))
+    # ... and what to do (found by the outside walkthrough: the demo's YAML and its pairs file
+    # picked together were refused without a way out).
     assert info.value.reason == (
-        "file not found in the study bundle: 'product_pairs/demo.yaml' (it holds 'demo.yaml')"
+        "file not found in the study bundle: 'product_pairs/demo.yaml' (it holds 'demo.yaml'); "
+        "files picked together arrive without their folders: write 'demo.yaml' in the YAML, "
+        "or upload a zip of the study's folder"
     )
     assert info.value.line == _pairs_line()
 

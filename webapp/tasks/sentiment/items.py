@@ -25,13 +25,16 @@ def read_rows(name: str, where: Where) -> tuple[list[str], list[tuple[int, dict[
     """Read a CSV file of the study's bundle: its stripped header and (line where the row
     starts, row) pairs.
 
-    Blank lines are skipped; cells beyond the header are dropped and missing cells are absent
-    from the row. Unreadable CSV is refused naming the file and the line. (``csv.DictReader``
-    skips blank lines inside ``next()``, which hides where a row starts.)
+    Blank lines are skipped; empty cells beyond the header are dropped (a row with values
+    there is refused) and missing cells are absent from the row. Unreadable CSV is refused
+    naming the file and the line. (``csv.DictReader`` skips blank lines inside ``next()``,
+    which hides where a row starts.)
     """
     text = read_text(name, where, encoding="utf-8-sig")
     # newline="" keeps newlines inside quoted cells; line_num counts physical lines read.
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # strict: a quote left open swallowed the rest of the file into one cell, and a stray
+    # quote ("x"y) was read as xy; both are refused at the row's line instead.
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header: list[str] | None = None
     rows: list[tuple[int, dict[str, str]]] = []
     last = 0  # the line on which the previous row ended
@@ -41,8 +44,19 @@ def read_rows(name: str, where: Where) -> tuple[list[str], list[tuple[int, dict[
             if header is None:
                 header = [h.strip() for h in cells]
             elif cells:
+                if any(c.strip() for c in cells[len(header) :]):
+                    raise Where(name, f"row {len(rows) + 2}", where.bundle, start).error(
+                        f"{len(cells)} values but the header names {len(header)} columns; "
+                        "put a text that holds a comma in double quotes"
+                    )
                 rows.append((start, dict(zip(header, cells, strict=False))))
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            line = min(last + 1, n_lines(text))
+            raise Where(name, "", where.bundle, line).error(
+                f'a quoted cell opened on line {line} is never closed: every " needs its '
+                'partner (write "" for a quote inside a quoted cell)'
+            ) from None
         line = min(max(reader.line_num, 1), n_lines(text))
         raise Where(name, "", where.bundle, line).error(f"not a readable CSV file: {exc}") from None
     return header or [], rows
