@@ -2,17 +2,19 @@
 
 Usage::
 
-    git worktree add /tmp/base <commit>          # the "before" code
+    mkdir /tmp/base && git archive <commit> webapp migrations stimuli | tar -x -C /tmp/base
     .venv/bin/python bench/profile_ab.py --a /tmp/base --b . --rounds 3 \\
         --pg-url postgresql://postgres@127.0.0.1:5432/postgres
+
+    .venv/bin/python bench/profile_ab.py --a . --b floor --parallel   # FrameLab / floor
 
 Each round runs ``bench/profile_pages.py`` (this checkout's copy) once per side, in a fresh
 process, with ``--code`` pointing at that side's checkout, A then B then B then A ... (the order
 alternates so a trend in the machine's load does not favour one side); with ``--parallel`` the
 two sides of a round run at the same time, so both see the same load (each is timed on its own
-thread's CPU clock). Prints per round and
-overall CPU ms per request (mean over all requests) and SQL statements per request, the ratio
-A/B of the means, and the load average before and after.
+thread's CPU clock). Prints per round and overall CPU ms per request (mean over all requests)
+and SQL statements per request, the ratio A/B of the means and per round, and the load average
+before and after.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FLOOR = "floor"  # as a side: the peer benchmark's floor app (profile_pages.py --floor)
 
 
-def _start(code: Path, args: argparse.Namespace, out: Path) -> subprocess.Popen:
-    cmd = [sys.executable, str(HERE / "profile_pages.py"), "--code", str(code)]
+def _start(code: Path | str, args: argparse.Namespace, out: Path) -> subprocess.Popen:
+    cmd = [sys.executable, str(HERE / "profile_pages.py")]
+    cmd += ["--floor"] if code == FLOOR else ["--code", str(code)]
     cmd += ["--n", str(args.n), "--json", str(out)]
     if args.pg_url:
         cmd += ["--pg-url", args.pg_url]
@@ -46,7 +50,9 @@ def _wait(proc: subprocess.Popen, out: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--a", type=Path, required=True, help="checkout A (the baseline)")
-    parser.add_argument("--b", type=Path, required=True, help="checkout B (the change)")
+    parser.add_argument(
+        "--b", type=Path, required=True, help="checkout B (the change), or 'floor': the floor app"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--n", type=int, default=30, help="bots per measurement")
     parser.add_argument("--pg-url", help="PostgreSQL server (default: SQLite file)")
@@ -58,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         "same load; each is timed on its own CPU clock)",
     )
     args = parser.parse_args(argv)
-    sides = {"A": args.a.resolve(), "B": args.b.resolve()}
+    sides = {
+        s: FLOOR if str(p) == FLOOR else p.resolve() for s, p in (("A", args.a), ("B", args.b))
+    }
     results: dict[str, list[dict]] = {"A": [], "B": []}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
