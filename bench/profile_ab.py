@@ -38,12 +38,16 @@ def _start(code: Path | str, args: argparse.Namespace, out: Path) -> subprocess.
     cmd += ["--n", str(args.n), "--json", str(out)]
     if args.pg_url:
         cmd += ["--pg-url", args.pg_url]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out.with_suffix(".log").open("w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _wait(proc: subprocess.Popen, out: Path) -> dict:
     if proc.wait() != 0:
-        raise RuntimeError(f"{proc.args} failed with exit status {proc.returncode}")
+        tail = out.with_suffix(".log").read_text().splitlines()[-15:]
+        raise RuntimeError(
+            f"{proc.args} failed with exit status {proc.returncode}:\n" + "\n".join(tail)
+        )
     return json.loads(out.read_text())
 
 
