@@ -350,15 +350,15 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{cpu.get('app', '')} | {cpu.get('postgres', '')} | {s['errors']} | "
                 f"{s['audit']['lost']} | {s['audit']['duplicated']} | {verdict} |"
             )
-    lines += [
-        "",
-        "| profile | FrameLab/oTree requests/s | participants/min | p50 | p99 "
-        "| app CPU per request |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, prof in report["profiles"].items():
-        if "ratios" not in prof:
-            continue
+    with_ratios = {n: p for n, p in report["profiles"].items() if "ratios" in p}
+    if with_ratios:
+        lines += [
+            "",
+            "| profile | FrameLab/oTree requests/s | participants/min | p50 | p99 "
+            "| app CPU per request |",
+            "|---|---|---|---|---|---|",
+        ]
+    for name, prof in with_ratios.items():
         q = prof["ratios"]
         lines.append(
             f"| {name} | {q['requests_per_s']} | {q['participants_per_min']} | {q['p50_ms']} | "
