@@ -5,12 +5,17 @@ Usage::
     .venv/bin/python bench/profile_pages.py                       # SQLite file, 30 bots
     .venv/bin/python bench/profile_pages.py --pg-url postgresql://postgres@127.0.0.1:5432/postgres
     .venv/bin/python bench/profile_pages.py --profile 25          # + the 25 costliest functions
+    .venv/bin/python bench/profile_pages.py --code /tmp/old --json old.json   # another checkout
+
+``--code`` imports ``webapp`` (and its migrations) from another checkout of the repository, so
+two versions are measured by the same script; ``bench/profile_ab.py`` alternates them.
 
 The bots run in-process through Flask's test client, one after another, on the product-choice
 demo study, in a database made for the run (``--pg-url``: a fresh database on that PostgreSQL
 server, dropped afterwards, as in the load test). The app is timed at its WSGI boundary with
 the thread's CPU clock, so the bots' own HTML parsing is not counted; SQL statements are
-counted with an engine event. This is the
+counted with an engine event; the profile (``--profile``) is also taken on the thread's CPU
+clock, so time spent waiting for the database is not among the hot spots. This is the
 per-request figure that bounds the load test's throughput (``bench/loadtest.py``): requests/s
 on one core is about 1000 / (CPU ms per request).
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import json
 import pstats
 import statistics
 import sys
@@ -86,7 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="bots before measuring")
     parser.add_argument("--profile", type=int, default=0, metavar="K", help="print top K")
     parser.add_argument("--dump", help="write the profile here (pstats format)")
+    parser.add_argument("--json", type=Path, help="write the figures here as JSON")
+    parser.add_argument(
+        "--code", type=Path, help="the checkout to import webapp from (default: this one)"
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="measure the peer benchmark's floor app (bench/peer/floor) instead, the same way",
+    )
     args = parser.parse_args(argv)
+    if args.code is not None:
+        sys.path.insert(0, str(args.code.resolve()))
     with contextlib.ExitStack() as stack:
         if args.pg_url:
             from loadtest import fresh_database  # bench/ is a folder of scripts
@@ -95,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             tmp = stack.enter_context(tempfile.TemporaryDirectory())
             url = f"sqlite:///{Path(tmp) / 'profile.sqlite'}"
-        return _measure(url, args)
+        return (_measure_floor if args.floor else _measure)(url, args)
 
 
 def _measure(url: str, args: argparse.Namespace) -> int:
@@ -117,7 +134,8 @@ def _measure(url: str, args: argparse.Namespace) -> int:
 
     run_bots(app, definition, n=args.warmup, seed=1)
     meter.samples.clear()
-    profiler = meter.profiler = cProfile.Profile() if args.profile else None
+    # CPU clock: waits for PostgreSQL are not CPU and would otherwise top the list.
+    profiler = meter.profiler = cProfile.Profile(time.thread_time) if args.profile else None
     t0 = time.perf_counter()
     summary = run_bots(app, definition, n=args.n, seed=2)
     wall = time.perf_counter() - t0
@@ -125,6 +143,20 @@ def _measure(url: str, args: argparse.Namespace) -> int:
         print("bot errors:", summary.errors[:3], file=sys.stderr)
         return 1
 
+    _print(meter, url, args, wall, profiler)
+    with app.app_context():
+        db.engine.dispose()  # before the fresh database is dropped
+    return 0
+
+
+def _print(
+    meter: _Meter,
+    url: str,
+    args: argparse.Namespace,
+    wall: float,
+    profiler: cProfile.Profile | None,
+) -> None:
+    """Print (and with ``--json`` write) the figures of a measured run."""
     all_samples = [s for v in meter.samples.values() for s in v]
     print(f"database: {url.split('://')[0]}; {args.n} bots, {len(all_samples)} requests")
     print(f"{'request':<10} {'n':>6} {'cpu ms p50':>11} {'cpu ms mean':>12} {'SQL/request':>12}")
@@ -142,13 +174,79 @@ def _measure(url: str, args: argparse.Namespace) -> int:
         f"{statistics.fmean(s for _, s in all_samples):>12.1f}"
     )
     print(f"app CPU share of wall time: {sum(cpu_all) / 1000 / wall:.0%} (bots are the rest)")
+    if args.json:
+        args.json.write_text(json.dumps(_figures(meter.samples, url, args.n), indent=2) + "\n")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
         if args.dump:
             profiler.dump_stats(args.dump)
-    with app.app_context():
-        db.engine.dispose()  # before the fresh database is dropped
+
+
+def _measure_floor(url: str, args: argparse.Namespace) -> int:
+    """The floor app (bench/peer/floor/app.py) behind the same meter, its pages in order.
+
+    Each of ``--n`` people GETs and POSTs the floor's 26 pages (as the peer benchmark's floor
+    bots do) through Flask's test client; the meter sees the same WSGI boundary as above.
+    """
+    import os
+
+    import yaml
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    sys.path.insert(0, str(ROOT / "bench" / "peer"))
+    from floor.app import PAGES, build, create_app
+
+    pairs = yaml.safe_load((STUDY.parent / "product_pairs" / "demo.yaml").read_text())
+    build(
+        url,
+        "\n\n".join(
+            p["target"]["review"] + " " + p["control"]["review"] for p in pairs["pairs"][:2]
+        ),
+    )
+    os.environ["DATABASE_URL"] = url
+    app = create_app()
+    meter = _Meter(app.wsgi_app)
+    app.wsgi_app = meter  # type: ignore[method-assign]
+    event.listen(Engine, "before_cursor_execute", meter.count)
+    client = app.test_client()
+
+    def person(k: int) -> None:
+        for n in range(1, PAGES + 1):
+            assert client.get(f"/p/floor{k}/{n}").status_code == 200
+            assert client.post(f"/p/floor{k}/{n}", data={"side": "left"}).status_code == 302
+
+    for k in range(args.warmup):
+        person(-1 - k)
+    meter.samples.clear()
+    profiler = meter.profiler = cProfile.Profile(time.thread_time) if args.profile else None
+    t0 = time.perf_counter()
+    for k in range(args.n):
+        person(k)
+    wall = time.perf_counter() - t0
+    _print(meter, url, args, wall, profiler)
+    event.remove(Engine, "before_cursor_execute", meter.count)
     return 0
+
+
+def _figures(samples: dict[str, list[tuple[float, int]]], url: str, n: int) -> dict[str, Any]:
+    """Per request kind and overall: count, CPU ms p50 and mean, SQL statements per request."""
+
+    def row(rows: list[tuple[float, int]]) -> dict[str, float]:
+        cpu = [c for c, _ in rows]
+        return {
+            "n": len(rows),
+            "cpu_ms_p50": round(statistics.median(cpu), 3),
+            "cpu_ms_mean": round(statistics.fmean(cpu), 3),
+            "sql_per_request": round(statistics.fmean(s for _, s in rows), 2),
+        }
+
+    return {
+        "database": url.split("://")[0],
+        "bots": n,
+        "by_request": {key: row(rows) for key, rows in sorted(samples.items())},
+        "all": row([s for rows in samples.values() for s in rows]),
+    }
 
 
 if __name__ == "__main__":

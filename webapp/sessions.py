@@ -52,8 +52,10 @@ class AudienceSessionInterface(SecureCookieSessionInterface):
 def console_session(app: Flask, req: Request) -> dict[str, Any]:
     """Return the contents of the console cookie sent with ``req`` (empty if none or forged)."""
     value = req.cookies.get(app.config["CONSOLE_SESSION_COOKIE_NAME"])
+    if not value:  # every participant request without a console cookie: no serializer built
+        return {}
     serializer = app.session_interface.get_signing_serializer(app)  # type: ignore[attr-defined]
-    if not value or serializer is None:
+    if serializer is None:
         return {}
     max_age = int(app.permanent_session_lifetime.total_seconds())
     try:

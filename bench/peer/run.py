@@ -63,6 +63,7 @@ from otree_bot import OTreeBot  # noqa: E402
 from peer_otree import OTreeServer, audit_otree, ensure_otree  # noqa: E402
 
 STUDY_FILE = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
+PLATFORMS = ("framelab", "otree", "floor")
 
 
 # -- one platform, one profile ------------------------------------------------------------------
@@ -327,7 +328,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"Peer benchmark, {report['date']}, N = {report['n']}, "
         f"{report['machine']['cpus']} x {report['machine']['cpu']}; server CPUs "
-        f"{report['config']['server_cpus']}, load generator CPUs {report['config']['bot_cpus']}.",
+        f"{report['config']['server_cpus']}, load generator CPUs {report['config']['bot_cpus']}; "
+        f"load average {_load(report, 'start')} at the start, {_load(report, 'end')} at the end.",
         "",
         "| profile | platform | completed | requests/s | p50 ms | p95 ms | p99 ms | app CPU ms/req "
         "| PostgreSQL CPU ms/req | errors | lost | duplicated | audit |",
@@ -348,13 +350,15 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{cpu.get('app', '')} | {cpu.get('postgres', '')} | {s['errors']} | "
                 f"{s['audit']['lost']} | {s['audit']['duplicated']} | {verdict} |"
             )
-    lines += [
-        "",
-        "| profile | FrameLab/oTree requests/s | participants/min | p50 | p99 "
-        "| app CPU per request |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, prof in report["profiles"].items():
+    with_ratios = {n: p for n, p in report["profiles"].items() if "ratios" in p}
+    if with_ratios:
+        lines += [
+            "",
+            "| profile | FrameLab/oTree requests/s | participants/min | p50 | p99 "
+            "| app CPU per request |",
+            "|---|---|---|---|---|---|",
+        ]
+    for name, prof in with_ratios.items():
         q = prof["ratios"]
         lines.append(
             f"| {name} | {q['requests_per_s']} | {q['participants_per_min']} | {q['p50_ms']} | "
@@ -368,6 +372,11 @@ def markdown(report: dict[str, Any]) -> str:
             "(a bare Flask + Jinja page with one indexed SELECT and one INSERT, same server).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _load(report: dict[str, Any], when: str) -> str:
+    values = report.get(f"load_average_{when}")
+    return " / ".join(f"{v:.2f}" for v in values) if values else "?"
 
 
 def _over(framelab: dict[str, Any], floor: dict[str, Any]) -> float | None:
@@ -401,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         help="CPUs the load generator is pinned to",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--platforms",
+        default=",".join(PLATFORMS),
+        help="which servers to run, of framelab, otree, floor (default: all three; the floor "
+        "runs in the burst profile only)",
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip the floor app")
     parser.add_argument(
         "--pg-url",
@@ -412,7 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.server_cpus, args.bot_cpus = _cpus(args.server_cpus), _cpus(args.bot_cpus)
 
-    bin_dir = ensure_otree(args.otree_venv)
+    platforms = {p.strip() for p in args.platforms.split(",") if p.strip()}
+    if unknown := platforms - set(PLATFORMS):
+        parser.error(f"unknown platform(s): {', '.join(sorted(unknown))}")
+    if args.no_floor:
+        platforms.discard("floor")
+    bin_dir = ensure_otree(args.otree_venv) if "otree" in platforms else Path()
     started = datetime.now(UTC)
     profiles = {
         "burst": {"think_s": 0.0, "ramp_s": 0.0},
@@ -422,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": started.isoformat(timespec="seconds"),
         "command": " ".join(["bench/peer/run.py", *(argv or sys.argv[1:])]),
         "machine": loadtest.machine(),
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
         "n": args.n,
         "config": {
             "workers": args.workers,
@@ -435,21 +456,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name in [p.strip() for p in args.profiles.split(",") if p.strip()]:
         profile = profiles[name]
-        print(f"[{name}] FrameLab ...", flush=True)
-        framelab = run_framelab(args, profile)
-        print(f"[{name}] oTree ...", flush=True)
-        otree = run_otree(args, profile, bin_dir)
-        report["profiles"][name] = {
-            "profile": profile,
-            "framelab": framelab,
-            "otree": otree,
-            "ratios": ratios(framelab, otree),
-        }
-        if name == "burst" and not args.no_floor:
+        entry: dict[str, Any] = {"profile": profile}
+        report["profiles"][name] = entry
+        if "framelab" in platforms:
+            print(f"[{name}] FrameLab ...", flush=True)
+            entry["framelab"] = run_framelab(args, profile)
+        if "otree" in platforms:
+            print(f"[{name}] oTree ...", flush=True)
+            entry["otree"] = run_otree(args, profile, bin_dir)
+        if "framelab" in entry and "otree" in entry:
+            entry["ratios"] = ratios(entry["framelab"], entry["otree"])
+        if name == "burst" and "floor" in platforms:
             print(f"[{name}] floor ...", flush=True)
-            floor = run_floor(args, profile)
-            report["profiles"][name]["floor"] = floor
-            report["framelab_cpu_over_floor"] = _over(framelab, floor)
+            entry["floor"] = run_floor(args, profile)
+            if "framelab" in entry:
+                report["framelab_cpu_over_floor"] = _over(entry["framelab"], entry["floor"])
+    report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"peer-{started.strftime('%Y%m%dT%H%M%SZ')}"
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
@@ -458,9 +480,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print(f"wrote {stem}.json and {stem}.md")
     ok = all(
-        s["audit"]["ok"] and not s["errors"]
+        prof[side]["audit"]["ok"] and not prof[side]["errors"]
         for prof in report["profiles"].values()
-        for s in (prof["framelab"], prof["otree"])
+        for side in ("framelab", "otree")
+        if side in prof
     )
     return 0 if ok else 1
 

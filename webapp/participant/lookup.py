@@ -1,15 +1,19 @@
-"""The study of a participant URL, looked up once per request.
+"""The study (and participant) of a participant URL, looked up once per request.
 
 The participant gate (:mod:`webapp.researcher.gate`) and the participant views both need the
 study named by the URL; on the load test's pages the second identical query was a tenth of the
-app's time. The memo lives in ``flask.g`` so the services stay free of request state.
+app's time. A page URL (``/s/<slug>/p/<token>``) also names the participant: the gate's lookup
+reads both rows in one statement (a POST under the participant's row lock, as
+:func:`webapp.services.flow.submit` needs), and the view takes the participant from the memo.
+The memo lives in ``flask.g`` so the services stay free of request state.
 """
 
 from __future__ import annotations
 
-from flask import g
+from flask import current_app, g, request
 
 from webapp.models import Study
+from webapp.services import flow
 from webapp.services.studies import get_study
 
 
@@ -17,5 +21,18 @@ def request_study(slug: str) -> Study | None:
     """:func:`webapp.services.studies.get_study`, at most once per slug and request."""
     cache: dict[str, Study | None] = g.setdefault("framelab_studies", {})
     if slug not in cache:
-        cache[slug] = get_study(slug)
+        token = (request.view_args or {}).get("token")
+        found = request_page_rows(slug, token) if isinstance(token, str) else None
+        cache[slug] = found.study if found is not None else get_study(slug)
     return cache[slug]
+
+
+def request_page_rows(slug: str, token: str) -> flow.PageRows | None:
+    """The participant of a page URL in the study ``slug`` with the study (``None``: not ours,
+    or not there), read in one statement, under the row lock on a POST."""
+    memo: dict[tuple[str, str], flow.PageRows | None] = g.setdefault("framelab_page_rows", {})
+    if (slug, token) not in memo:
+        memo[slug, token] = flow.participant_in_study(
+            token, current_app.config["SECRET_KEY"], slug, lock=request.method == "POST"
+        )
+    return memo[slug, token]

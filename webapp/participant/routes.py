@@ -23,7 +23,7 @@ from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Platform, Study, utcnow
 from webapp.participant import bp
 from webapp.participant.forms import ConsentForm
-from webapp.participant.lookup import request_study
+from webapp.participant.lookup import request_page_rows, request_study
 from webapp.security import allow_mturk_framing
 from webapp.services import allocation, flow
 from webapp.services import entry as entry_service
@@ -226,11 +226,12 @@ def start(slug: str) -> Response | str:
 def page(slug: str, token: str) -> Response | str | tuple[str, int]:
     """Show the participant's current page, or save its answers and redirect (PRG)."""
     study = _study_or_404(slug)
-    participant = flow.participant_from_token(token, _secret(), lock=request.method == "POST")
-    if participant is None or participant.study_id != study.id:
+    rows = request_page_rows(slug, token)
+    if rows is None:
         raise ParticipantError(
             "E404-SESSION", "We could not find your session. Please use the study link again.", 404
         )
+    participant = rows.participant
     if participant.platform is Platform.mturk:
         allow_mturk_framing()
     ctx = flow.current_page(participant, study, utcnow())
@@ -259,6 +260,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                 token=form.page.data,
                 secret=_secret(),
                 rt_ms=flow.parse_rt_ms(form.rt_ms.data),
+                shown_at=rows.shown_at,
             )
             if (
                 result.accepted

@@ -16,18 +16,19 @@ from datetime import datetime
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
 
 from webapp.extensions import db
 from webapp.models import (
     MTurkAssignment,
-    PageVisit,
     Participant,
     ParticipantStatus,
     Platform,
     Study,
 )
+from webapp.services import flow_sql
 from webapp.tasks import get_task_type
 from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
 
@@ -80,6 +81,53 @@ def participant_from_token(token: str, secret: str, *, lock: bool = False) -> Pa
     if lock:
         return _lock_participant(ids[0])
     return db.session.get(Participant, ids[0])
+
+
+class Unread(enum.Enum):
+    """Marks a value that was not read (``None`` is a value: a page never shown)."""
+
+    UNREAD = "unread"
+
+
+UNREAD = Unread.UNREAD
+
+
+@dataclass(frozen=True)
+class PageRows:
+    """What a page URL names: the participant and their study (see :func:`participant_in_study`).
+
+    ``shown_at``: when the participant's current page was shown, read with the row lock
+    (``UNREAD`` without it); :func:`submit` takes it instead of reading it again.
+    """
+
+    participant: Participant
+    study: Study
+    shown_at: datetime | None | Unread = UNREAD
+
+
+def participant_in_study(
+    token: str, secret: str, slug: str, *, lock: bool = False
+) -> PageRows | None:
+    """Return the participant of a URL token and their study, read in one statement.
+
+    ``None`` when the token does not verify or its participant is not in the study ``slug``
+    (the caller then looks the study up alone, to say why). ``lock=True`` takes the row lock
+    :func:`submit` needs on the participant only (``FOR UPDATE OF participant``: locking the
+    study row would serialise every answer of the study), and reads when the current page was
+    shown. The study's definition comes from the per-process cache
+    (:func:`webapp.services.studies.with_cached_definition`).
+    """
+    from webapp.services.studies import with_cached_definition
+
+    ids = _token_ids(token, secret)
+    if ids is None:
+        return None
+    row = db.session.execute(
+        flow_sql.page_rows(lock=lock), {"participant_id": ids[0], "slug": slug}
+    ).one_or_none()
+    if row is None:
+        return None
+    return PageRows(row[0], with_cached_definition(row[1]), row[2] if lock else UNREAD)
 
 
 def assignment_from_token(token: str, secret: str) -> MTurkAssignment | None:
@@ -159,27 +207,28 @@ def record_visit(ctx: PageContext) -> None:
 
     One ``INSERT ... ON CONFLICT DO NOTHING`` on the unique (participant, page) pair, so a
     reload, or two concurrent loads of the page, keep the first time without a read first.
+    On PostgreSQL the participant's ``last_seen_at`` is moved by the same statement (the
+    insert rides in a ``WITH`` clause of the ``UPDATE``; PostgreSQL runs a data-modifying
+    ``WITH`` to completion whether or not the main statement reads it); SQLite has no such
+    clause and takes the two statements.
     """
     p = ctx.participant
-    db.session.execute(
-        _insert_or_ignore(PageVisit, ("participant_id", "page_seq")).values(
-            participant_id=p.id,
-            page_seq=p.page_seq,
-            page=task_of(ctx).page_name(ctx.block, ctx.step),
-            shown_at=ctx.now,
+    visit = {
+        "v_participant": p.id,
+        "v_seq": p.page_seq,
+        "v_page": task_of(ctx).page_name(ctx.block, ctx.step),
+        "v_shown": ctx.now,
+    }
+    dialect = db.session.get_bind().dialect.name
+    if dialect == "postgresql":
+        db.session.execute(
+            flow_sql.visit_and_last_seen(), {**visit, "p_id": p.id, "p_seen": ctx.now}
         )
-    )
-    p.last_seen_at = ctx.now
-    db.session.commit()
-
-
-def _insert_or_ignore(model: type, unique: tuple[str, ...]) -> Any:
-    """An INSERT that skips rows violating ``unique`` (PostgreSQL and SQLite syntax)."""
-    if db.session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+        set_committed_value(p, "last_seen_at", ctx.now)  # written: nothing left to flush
     else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert(model).on_conflict_do_nothing(index_elements=list(unique))
+        db.session.execute(flow_sql.visit_insert(dialect), visit)
+        p.last_seen_at = ctx.now
+    db.session.commit()
 
 
 @dataclass(frozen=True)
@@ -221,14 +270,17 @@ def submit(
     token: str | None,
     secret: str,
     rt_ms: int | None,
+    shown_at: datetime | None | Unread = UNREAD,
 ) -> SubmitResult:
     """Save a validated page and move the participant on, all in one transaction.
 
     ``ctx.participant`` must have been read under its row lock in this transaction
-    (``participant_from_token(..., lock=True)``: ``FOR UPDATE`` on PostgreSQL; SQLite
+    (``participant_in_study(..., lock=True)``: ``FOR UPDATE`` on PostgreSQL; SQLite
     transactions are immediate). The token is checked again under that lock, so two concurrent
     copies of the same POST save exactly one answer; unique constraints are the last line of
-    defence.
+    defence. ``shown_at``: when the page was shown, if it was read with the lock
+    (:attr:`PageRows.shown_at`); on PostgreSQL the visit's stamp then rides in the statement
+    that moves the participant, otherwise it is read and stamped first.
 
     Returns
     -------
@@ -241,24 +293,51 @@ def submit(
     ):
         db.session.rollback()
         return SubmitResult(accepted=False)
-    # Stamp the page's visit and read when it was shown, in one statement.
-    ctx.shown_at = db.session.scalar(
-        update(PageVisit)
-        .where(PageVisit.participant_id == p.id, PageVisit.page_seq == p.page_seq)
-        .values(submitted_at=ctx.now, rt_ms=rt_ms)
-        .returning(PageVisit.shown_at)
-        .execution_options(synchronize_session=False)
-    )
+    stamp = {"s_participant": p.id, "s_seq": p.page_seq, "submitted": ctx.now, "rt": rt_ms}
+    together = shown_at is not UNREAD and db.session.get_bind().dialect.name == "postgresql"
+    if together:
+        ctx.shown_at = shown_at  # type: ignore[assignment]  (not UNREAD here)
+    else:  # stamp the page's visit and read when it was shown, in one statement
+        ctx.shown_at = db.session.scalar(flow_sql.stamp_visit(), stamp)
     result = task_of(ctx).save(ctx, form, rt_ms)
     p.page_seq += 1
     p.last_seen_at = ctx.now
     _apply(p, ctx, result.outcome)
     try:
+        if together:
+            _move_and_stamp(p, stamp)
         db.session.commit()
     except IntegrityError:
         db.session.rollback()
         return SubmitResult(accepted=False)
     return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
+
+
+_POSITION = ("page_seq", "last_seen_at", "block_index", "step", "status", "finished_at")
+
+
+def _move_and_stamp(p: Participant, stamp: dict[str, Any]) -> None:
+    """Write the participant's new position and the visit's stamp in one statement.
+
+    The position's attributes are marked as written first, so the statement's autoflush (the
+    task's answer row) leaves them to it; anything else the task changed is flushed as usual.
+    """
+    values = {name: getattr(p, name) for name in _POSITION}
+    for name, value in values.items():
+        set_committed_value(p, name, value)
+    db.session.execute(
+        flow_sql.position_and_stamp(),
+        {
+            **stamp,
+            "p_id": p.id,
+            "n_page_seq": values["page_seq"],
+            "n_last_seen": values["last_seen_at"],
+            "n_block": values["block_index"],
+            "n_step": values["step"],
+            "n_status": values["status"],
+            "n_finished": values["finished_at"],
+        },
+    )
 
 
 def _apply(p: Participant, ctx: PageContext, outcome: Outcome) -> None:

@@ -12,7 +12,6 @@ from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.orm import defer
 from sqlalchemy.orm.attributes import set_committed_value
 
 from webapp.bundle import BundleFile
@@ -25,6 +24,7 @@ from webapp.models import (
     StudyState,
     definition_hash,
 )
+from webapp.services.flow_sql import study_by_slug
 from webapp.studydef import folder_bundle, load_bundle
 
 
@@ -174,10 +174,20 @@ def get_study(slug: str) -> Study | None:
     keyed by the row's id and ``definition_hash``, which the row itself carries, so a changed
     definition is never served from the cache.
     """
-    study = db.session.scalar(
-        select(Study).where(Study.slug == slug).options(defer(Study.definition))
-    )
-    if study is not None and "definition" in sa_inspect(study).unloaded:
+    study = db.session.scalar(study_by_slug(), {"slug": slug})
+    if study is not None:
+        with_cached_definition(study)
+    return study
+
+
+def with_cached_definition(study: Study) -> Study:
+    """Give a study row loaded with ``defer(Study.definition)`` its definition from the cache.
+
+    For other lookups that read the study row (e.g. joined with its participant, see
+    :func:`webapp.services.flow.participant_in_study`); a row that has its definition already
+    is returned as it is.
+    """
+    if "definition" in sa_inspect(study).unloaded:
         _attach_definition(study)
     return study
 

@@ -1,0 +1,133 @@
+"""The participant path's SQL: how many statements a page costs, and what they write.
+
+The page's lookup reads the participant with the study in one statement (under the row lock on
+a POST, with when the page was shown); on PostgreSQL a GET's visit record moves
+``last_seen_at`` in the same statement, and a POST's visit stamp rides in the statement that
+moves the participant (issue 21, docs/benchmarks.md "Optimisation toward the floor"). These
+tests hold those budgets and check that the merged statements still write every value.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import event, select
+
+from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.extensions import db
+from webapp.models import ChoiceResponse, PageVisit, Participant
+
+from .conftest import load_demo
+
+
+@contextmanager
+def _statements(app):
+    """Collect the SQL statements the app sends while the block runs."""
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, *_):  # noqa: ARG001
+        seen.append(" ".join(statement.split()))  # one line, single spaces
+
+    with app.app_context():
+        engine = db.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def _bot_on_first_choice(app, definition) -> Bot:
+    bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="sql")
+    bot.open()
+    while bot.page.kind != "choice":
+        bot.step()
+    return bot
+
+
+def _budget(app, definition) -> tuple[list[str], list[str]]:
+    """Statements of a reload (GET) of the first choice page, then of its answer (POST)."""
+    bot = _bot_on_first_choice(app, definition)
+    with _statements(app) as get:
+        bot.reload()
+    data = bot.answer()
+    action = bot.page.forms[0].action
+    with _statements(app) as post:
+        status, _, _ = bot.transport.request("POST", action, data)
+    assert status == 302
+    return get, post
+
+
+@pytest.mark.postgres
+def test_choice_page_costs_two_statements_and_its_answer_three_on_postgres(pg_app):
+    get, post = _budget(pg_app, load_demo(pg_app))
+    # GET: participant + study; the visit insert inside the last_seen_at update.
+    assert len(get) == 2, get
+    assert "JOIN study" in get[0] and "FOR UPDATE" not in get[0]
+    assert get[1].startswith("WITH visit AS") and "ON CONFLICT" in get[1]
+    # POST: participant + study + shown_at under the lock; the answer; position + stamp.
+    assert len(post) == 3, post
+    assert "FOR UPDATE OF participant" in post[0] and "page_visit.shown_at" in post[0]
+    assert post[1].startswith("INSERT INTO choice_response")
+    assert post[2].startswith("WITH stamp AS (UPDATE page_visit")
+
+
+def test_choice_page_statements_on_sqlite(app, study):
+    get, post = _budget(app, study)
+    # Our own BEGIN IMMEDIATE (webapp._configure_engine) is the transaction start that
+    # psycopg sends unseen on PostgreSQL.
+    get, post = ([s for s in x if s != "BEGIN IMMEDIATE"] for x in (get, post))
+    # SQLite has no data-modifying WITH: the visit and the stamp are statements of their own.
+    assert len(get) == 3, get
+    assert "JOIN study" in get[0]
+    assert len(post) == 4, post
+    assert post[1].startswith("UPDATE page_visit") and "RETURNING" in post[1]
+
+
+def _check_timings(app, definition) -> None:
+    """A completed bot's visits are stamped and each choice's server time is exactly
+    submitted_at - shown_at of its page (the shown_at read under the lock)."""
+    bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="t")
+    assert bot.run().outcome == "completed"
+    with app.app_context():
+        p = db.session.scalars(select(Participant)).one()
+        visits = db.session.scalars(select(PageVisit).order_by(PageVisit.page_seq)).all()
+        assert [v.page_seq for v in visits] == list(range(len(visits)))
+        answered = visits[:-1]  # the debrief is shown, its "finish" posts once more
+        assert all(v.submitted_at is not None and v.rt_ms is not None for v in visits)
+        assert all(v.submitted_at >= v.shown_at for v in answered)
+        assert p.last_seen_at == max(v.submitted_at for v in visits)
+        choices = db.session.scalars(select(ChoiceResponse)).all()
+        assert len(choices) == 10
+        by_page = {v.page: v for v in visits}
+        for c in choices:
+            visit = by_page[f"{c.block_id}/{c.trial_index}/choice"]
+            expected = int((visit.submitted_at - visit.shown_at).total_seconds() * 1000)
+            assert c.server_rt_ms == expected
+            assert c.rt_ms == visit.rt_ms
+
+
+@pytest.mark.postgres
+def test_merged_statements_write_every_timing_on_postgres(pg_app):
+    _check_timings(pg_app, load_demo(pg_app))
+
+
+def test_visits_and_timings_on_sqlite(app, study):
+    _check_timings(app, study)
+
+
+@pytest.mark.postgres
+def test_reload_keeps_first_shown_at_and_moves_last_seen_on_postgres(pg_app):
+    bot = _bot_on_first_choice(pg_app, load_demo(pg_app))
+
+    def state():
+        with pg_app.app_context():
+            p = db.session.scalars(select(Participant)).one()
+            v = db.session.scalars(select(PageVisit).where(PageVisit.page_seq == p.page_seq)).one()
+            return v.shown_at, p.last_seen_at
+
+    shown, seen = state()
+    bot.reload()
+    shown_again, seen_again = state()
+    assert shown_again == shown and seen_again > seen
