@@ -207,6 +207,18 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
     rows = select_task(records, "fact-check")
     frames = []
     for method, group in rows.groupby("method", sort=False):
+        for name in ("pair_id", "truth"):
+            try:
+                column(group, name)
+            except KeyError:
+                files = sorted(set(group["source_file"])) if "source_file" in group else []
+                where = f"{', '.join(files)}: " if files else ""
+                raise ValueError(
+                    f"{where}the {method} fact-check records (first: item "
+                    f"{group['item_id'].iloc[0]!r}) have no field {name!r}: they were written from "
+                    "an input without it. Re-run into a fresh --out (records written since "
+                    "input_hash exists are regenerated when their input changes)."
+                ) from None
         flat = pd.DataFrame(
             {
                 "model": group["model"],

@@ -184,3 +184,22 @@ def test_inputs_are_checked_before_anything_is_generated(tmp_path):
         )  # fmt: skip
     assert backend.prompts == []  # not one model call
     assert not any((tmp_path / d).exists() for d in "abc")
+
+
+def test_fact_table_names_the_file_when_a_field_is_missing_from_every_record(tmp_path):
+    import json
+
+    from analysis.metrics.records import read_records
+
+    path = tmp_path / "fact_checks.jsonl"
+    rows = [
+        {"item_id": f["item_id"], "model": "m", "task": "fact-check", "method": "cloze",
+         "label": "true", "input": {k: v for k, v in f.items() if k != "pair_id"}}
+        for f in FACTS
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError) as info:
+        compare.fact_check_table(read_records(path), cutoff=None)
+    text = str(info.value)
+    assert text.startswith(f"{path}: the cloze fact-check records (first: item 'f1true')")
+    assert "no field 'pair_id'" in text and "fresh --out" in text
