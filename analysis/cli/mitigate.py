@@ -325,7 +325,12 @@ def compare_command(
     import matplotlib.pyplot as plt
 
     from analysis.llm.backends import make_backend
-    from analysis.mitigation.compare import plot_comparison, run_comparison, select_methods
+    from analysis.mitigation.compare import (
+        check_items,
+        plot_comparison,
+        run_comparison,
+        select_methods,
+    )
 
     if not datasets and not facts:
         raise click.UsageError("give --dataset FILE (summaries) and/or --facts FILE")
@@ -340,10 +345,24 @@ def compare_command(
         if not sep or not dot:
             raise click.BadParameter(f"expected METHOD.NAME=VALUE, got {item!r}", "--set")
         params.setdefault(method.strip(), {})[name.strip().replace("-", "_")] = value.strip()
-    loaded = [item for path in datasets for item in _items(path, kw, dataset=Path(path).stem)]
-    # A --dataset file may also hold fact-check statements: they are the items with a pair.
-    summary_items = _unique_ids([i for i in loaded if not _is_fact(i)])
-    fact_items = [i for i in loaded if _is_fact(i)] + (_items(facts, kw) if facts else [])
+    summary_items, fact_items = [], []
+    try:
+        for path in datasets:
+            loaded = _items(path, kw, dataset=Path(path).stem)
+            # A --dataset file may also hold fact-check statements: they are the items with a pair.
+            stated = [i for i in loaded if _is_fact(i)]
+            docs = [i for i in loaded if not _is_fact(i)]
+            check_items(docs, kind="summaries", source=path)
+            check_items(stated, kind="facts", source=path)
+            summary_items += docs
+            fact_items += stated
+        if facts:
+            stated = _items(facts, kw)
+            check_items(stated, kind="facts", source=facts)  # before any model is loaded
+            fact_items += stated
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    summary_items = _unique_ids(summary_items)
     backend = _backend(kw)
     if judge == "model":
         judge_backend = backend

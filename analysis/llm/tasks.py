@@ -20,7 +20,7 @@ from typing import Any
 
 from analysis.llm import parsing
 from analysis.llm.backends.base import Backend, Request
-from analysis.llm.store import ResultStore, result_key, utc_now, write_manifest
+from analysis.llm.store import ResultStore, input_hash, result_key, utc_now, write_manifest
 from analysis.llm.templates import PromptTemplate, resolve_template
 
 
@@ -289,6 +289,7 @@ class RunSummary:
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     manifest: Path | None = None
+    n_changed: int = 0  # stored prompts whose item changed: generated again
 
     def describe(self) -> str:
         """One line for the terminal."""
@@ -305,6 +306,11 @@ class RunSummary:
         )
         if self.n_failed:
             text += f"; {self.n_failed} failed (re-run to retry them)"
+        if self.n_changed:
+            text += (
+                f"; {self.n_changed} generated again because their input changed "
+                "(old records in the .stale.jsonl beside the output)"
+            )
         return text
 
 
@@ -335,6 +341,7 @@ def build_record(
         "variant": prompt.variant_key,
         **prompt.variant,
         "input": dict(prompt.item),
+        "input_hash": input_hash(prompt.item),
         "output": parsed.get("output", ""),
         "label": parsed.get("label"),
         "confidence": parsed.get("confidence"),
@@ -501,12 +508,17 @@ def _run_task(
     keys = [key_of(p) for p in prompts]
     if len(set(keys)) != len(keys):
         raise TaskInputError("duplicate item IDs in the input: every item needs its own item_id")
+    # An item whose content changed since its record was written is not done (docs/generation.md).
+    changed = store.retire_changed(
+        {k: input_hash(p.item) for p, k in zip(prompts, keys, strict=True)}
+    )
     todo = {
         f"{p.item_id}\x1f{p.variant_key}": p
         for p, k in zip(prompts, keys, strict=True)
         if k not in store
     }
     summary = RunSummary(len(item_list), len(prompts), len(prompts) - len(todo))
+    summary.n_changed = len(changed)
 
     requests = [Request(key, p.messages, p.text) for key, p in todo.items()]
     if requests and hasattr(backend, "load"):
@@ -573,6 +585,7 @@ def _run_task(
                     "items": summary.n_items,
                     "prompts": summary.n_prompts,
                     "already_done": summary.n_done_before,
+                    "input_changed": summary.n_changed,
                     "generated": summary.n_generated,
                     "failed": summary.n_failed,
                     "output_tokens": summary.n_output_tokens,

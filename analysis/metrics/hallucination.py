@@ -63,6 +63,28 @@ def _group_columns(data: pd.DataFrame, model: str, by: Sequence[str]) -> list[st
     return [c for c in by if c == "model" or c in data.columns]
 
 
+def _truths(data: pd.DataFrame, truth: str, item: str = "item_id") -> list[bool]:
+    """Parse the truth column; a bad value is reported with its file, item and field."""
+    values = []
+    for row, value in enumerate(data[truth]):
+        try:
+            values.append(parse_truth(value))
+        except ValueError:
+            where = ""
+            if "source_file" in data.columns and isinstance(data["source_file"].iloc[row], str):
+                where = f"{data['source_file'].iloc[row]}: "
+            label = data[item].iloc[row] if item in data.columns else f"row {row}"
+            missing = value is None or (isinstance(value, float) and value != value)
+            what = "has no value" if missing else f"is {value!r}, not a truth value"
+            hint = (
+                " (a record written before the input had it? re-run into a fresh output)"
+                if missing
+                else " (use true/false, 1/0, actual/falsified)"
+            )
+            raise ValueError(f"{where}item {label!r}: field {truth!r} {what}{hint}") from None
+    return values
+
+
 def _answers(
     data: pd.DataFrame, *, model: str, truth: str, label: str, by: Sequence[str] = ("model",)
 ) -> pd.DataFrame:
@@ -71,7 +93,7 @@ def _answers(
     for col in _group_columns(data, model, by):
         source = data[model if col == "model" else col]
         df[col] = source.fillna("").astype(str).to_numpy()
-    df["truth"] = [parse_truth(v) for v in data[truth]]
+    df["truth"] = _truths(data, truth)
     df["label"] = data[label].astype(str).str.strip().str.lower().to_numpy()
     df["correct"] = np.where(df["truth"], df["label"] == "true", df["label"] == "false")
     return df

@@ -27,9 +27,11 @@ from analysis.mitigation.runner import BASELINE, MethodRun, run_method
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "FACT_FIELDS",
     "FACT_METHODS",
     "SUMMARY_METHODS",
     "Comparison",
+    "check_items",
     "fact_check_table",
     "plot_comparison",
     "run_comparison",
@@ -44,6 +46,11 @@ FACT_METHODS = tuple(n for n, m in METHODS.items() if m.task == "fact-check")
 SUMMARY_COLUMNS = [
     "dataset", "method", "family", "n", "phi_frame", "s_b", "s_m", "s_e", "coverage", "psi_pri",
 ]  # fmt: skip
+# What a fact-check statement needs: the prompt reads ``text``; the metrics pair the answers by
+# ``pair_id`` and score them against ``truth`` (``date`` is optional: undated items are reported).
+FACT_FIELDS = ("item_id", "text", "pair_id", "truth")
+SUMMARY_FIELDS = ("item_id", "text")
+
 FACT_COLUMNS = [
     "period", "method", "family", "n_true", "n_false", "n_pairs",
     "actual_acc", "falsified_acc", "strict_acc",
@@ -63,6 +70,61 @@ def select_methods(spec: str | Sequence[str]) -> list[str]:
     if unknown:
         raise KeyError(f"unknown methods {unknown}; choose from {sorted(METHODS)} or 'all'")
     return [n for n in names if n != BASELINE]
+
+
+def check_items(
+    items: Sequence[Mapping[str, Any]], *, kind: str, source: str | Path | None = None
+) -> None:
+    """Refuse items that lack what the comparison needs, before anything is generated.
+
+    Parameters
+    ----------
+    items : sequence of mapping
+        Fact-check statements (``kind="facts"``: :data:`FACT_FIELDS`, a readable ``truth``) or
+        documents to summarise (``kind="summaries"``: ``item_id``, ``text``).
+    kind : {"facts", "summaries"}
+        Which items they are.
+    source : str or Path, optional
+        The file they were read from, named in the message.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the first offending record (its position in the file, counting from 1,
+        and its ``item_id``), the field, how many items share the problem, and what is needed.
+    """
+    from analysis.metrics.hallucination import parse_truth
+
+    required = FACT_FIELDS if kind == "facts" else SUMMARY_FIELDS
+    where = f"{source}: " if source is not None else ""
+    need = (
+        "fact checks need item_id (or id), text, pair_id and truth (and date to split at --cutoff)"
+        if kind == "facts"
+        else "documents to summarise need item_id (or id) and text"
+    )
+    for name in required:
+        bad = [n for n, item in enumerate(items, start=1) if _blank(item.get(name))]
+        if bad:
+            first = bad[0]
+            raise ValueError(
+                f"{where}{len(bad)} of {len(items)} item(s) have no field {name!r} (first: record "
+                f"{first}, item_id {items[first - 1].get('item_id')!r}); {need}. Nothing was "
+                "generated."
+            )
+    if kind == "facts":
+        for n, item in enumerate(items, start=1):
+            try:
+                parse_truth(item["truth"])
+            except ValueError:
+                raise ValueError(
+                    f"{where}record {n}, item_id {item.get('item_id')!r}: field 'truth' is "
+                    f"{item['truth']!r}, not a truth value (true/false, 1/0, actual/falsified). "
+                    "Nothing was generated."
+                ) from None
+
+
+def _blank(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and value != value)
 
 
 def _family(method: str) -> str:
@@ -145,15 +207,30 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
     rows = select_task(records, "fact-check")
     frames = []
     for method, group in rows.groupby("method", sort=False):
+        for name in ("pair_id", "truth"):
+            try:
+                column(group, name)
+            except KeyError:
+                files = sorted(set(group["source_file"])) if "source_file" in group else []
+                where = f"{', '.join(files)}: " if files else ""
+                raise ValueError(
+                    f"{where}the {method} fact-check records (first: item "
+                    f"{group['item_id'].iloc[0]!r}) have no field {name!r}: they were written from "
+                    "an input without it. Re-run into a fresh --out (records written since "
+                    "input_hash exists are regenerated when their input changes)."
+                ) from None
         flat = pd.DataFrame(
             {
                 "model": group["model"],
+                "item_id": group["item_id"],
                 "pair_id": group[column(group, "pair_id")],
                 "truth": group[column(group, "truth")],
                 "date": group[column(group, "date")],
                 "label": group["label"].fillna("other"),
             }
         )
+        if "source_file" in group.columns:
+            flat["source_file"] = group["source_file"]
         cutoffs = dict.fromkeys(flat["model"].unique(), cutoff) if cutoff else None
         scores = hallucination_scores(flat, cutoffs=cutoffs)
         frames.append(scores.assign(method=method))
@@ -229,13 +306,31 @@ def run_comparison(
     Comparison
         The two tables (``None`` where there were no items), the runs and the files written.
     """
+    from analysis.llm.store import read_records as stored_records
     from analysis.llm.tasks import TaskOptions, run_task
     from analysis.metrics.records import read_records
 
+    # Every check that can fail on the inputs runs before the first model call: a missing field
+    # found after generating would waste the run (and its records would resume without it).
+    check_items(summary_items, kind="summaries")
+    check_items(fact_items, kind="facts")
+    params = dict(params or {})
+    if (
+        fact_items
+        and "knowledge-boundary" in methods
+        and backend.name in (METHODS["knowledge-boundary"].backends)
+    ):
+        kb_cutoff = cutoff or (params.get("knowledge-boundary") or {}).get("cutoff")
+        undated = [i for i in fact_items if not kb_cutoff and not i.get("cutoff")]
+        if undated:
+            raise ValueError(
+                "knowledge-boundary needs the model's cutoff date: pass --cutoff (or give every "
+                f"statement a 'cutoff'; item {undated[0].get('item_id')!r} has none). Nothing "
+                "was generated."
+            )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     result = Comparison()
-    params = dict(params or {})
 
     def runnable(name: str) -> bool:
         if name == BASELINE or backend.name in METHODS[name].backends:
@@ -260,14 +355,18 @@ def run_comparison(
         run_task("judge-framing", summary_items, judge, judgments, method=SOURCE, progress=progress)
         summaries = read_records(path)
         # One judge run per method: summaries of one item by several methods share its item_id.
-        for name, group in summaries.groupby("method", sort=False):
-            records = [_record(r) for r in group.to_dict("records")]
+        # The stored records themselves are judged (not DataFrame rows, whose NaN fill and
+        # int-to-float casts depend on the other records): their input hash must be stable.
+        by_method: dict[str, list[dict[str, Any]]] = {}
+        for record in stored_records(path):
+            by_method.setdefault(str(record.get("method")), []).append(record)
+        for name, records in by_method.items():
             run_task(
                 "judge-framing",
                 records,
                 judge,
                 judgments,
-                method=str(name),
+                method=name,
                 options=TaskOptions(text_field="output"),
                 progress=progress,
             )
@@ -287,20 +386,6 @@ def run_comparison(
             )  # fmt: skip
         result.fact_checking = fact_check_table(read_records(path), cutoff=cutoff)
     return result
-
-
-def _record(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored record again, without the flat ``input.*`` columns the reader added."""
-    return {
-        k: v
-        for k, v in row.items()
-        if not k.startswith("input.") and k != "source_file" and not _missing(v)
-    }
-
-
-def _missing(value: Any) -> bool:
-    # Fields some records lack come back from the DataFrame as NaN; they are not record fields.
-    return isinstance(value, float) and value != value
 
 
 def plot_comparison(

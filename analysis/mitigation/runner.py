@@ -116,6 +116,7 @@ class MethodRun:
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     manifest: Path | None = None
+    n_changed: int = 0  # stored items whose input changed: run again
 
     def describe(self) -> str:
         """One line for the terminal."""
@@ -130,6 +131,11 @@ class MethodRun:
         )
         if self.n_failed:
             text += f"; {self.n_failed} failed (re-run to retry them)"
+        if self.n_changed:
+            text += (
+                f"; {self.n_changed} run again because their input changed "
+                "(old records in the .stale.jsonl beside the output)"
+            )
         return text
 
 
@@ -259,7 +265,7 @@ def run_method(
     and backend loading choices, as hashed), the backend description, counts, first errors and
     the command line — also when the run is interrupted.
     """
-    from analysis.llm.store import ResultStore, read_records, result_key
+    from analysis.llm.store import ResultStore, input_hash, read_records, result_key
 
     spec: MethodSpec | None = None if name == BASELINE else get_method(name)
     if spec is not None and backend.name not in spec.backends:
@@ -291,12 +297,12 @@ def run_method(
     model = model_name(backend)
     base = {"model": model, "task": plan.task, "method": name, "template_hash": thash}
     store = ResultStore(out)
-    states = [
-        ItemState(item)
-        for item in item_list
-        if result_key({**base, "item_id": str(item["item_id"]), "variant": ""}) not in store
-    ]
-    run = MethodRun(name, len(item_list), len(item_list) - len(states))
+    keys = [result_key({**base, "item_id": str(i["item_id"]), "variant": ""}) for i in item_list]
+    # An item whose content changed since its record was written is not done: its old record
+    # moves to <out>.stale.jsonl and it runs again (docs/generation.md, "Resuming").
+    changed = store.retire_changed({k: input_hash(i) for k, i in zip(keys, item_list, strict=True)})
+    states = [ItemState(i) for i, k in zip(item_list, keys, strict=True) if k not in store]
+    run = MethodRun(name, len(item_list), len(item_list) - len(states), n_changed=len(changed))
     cache = {
         tuple(
             str(r.get(k) or "")
@@ -371,6 +377,7 @@ def _write_method_manifest(
             "counts": {
                 "items": run.n_items,
                 "already_done": run.n_done_before,
+                "input_changed": run.n_changed,
                 "generated": run.n_generated,
                 "failed": run.n_failed,
                 "model_calls": run.n_calls,

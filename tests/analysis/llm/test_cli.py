@@ -50,6 +50,7 @@ def test_tiny_model_then_summarize_twice(tmp_path: Path) -> None:
         "items": 3,
         "prompts": 3,
         "already_done": 0,
+        "input_changed": 0,
         "generated": 3,
         "failed": 0,
         "output_tokens": 12,
@@ -106,3 +107,23 @@ def test_templates_listing() -> None:
     assert (
         "judge-framing" in result.output and "Respond with the class label only." in result.output
     )
+
+
+def test_generate_reruns_an_item_whose_input_changed(tmp_path: Path) -> None:
+    """Regression: `framelab generate` into the same --out kept the record of an edited item."""
+    inputs = tmp_path / "in.jsonl"
+    rows = [{"id": "1", "text": "I love this wonderful phone"}, {"id": "2", "text": "awful"}]
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "v.jsonl"
+    args = ["judge-framing", "--backend", "vader", "--input", str(inputs), "--out", str(out)]
+    args += ["--no-progress"]
+    assert CliRunner().invoke(generate, args).exit_code == 0
+    rows[1]["text"] = "a wonderful, lovely phone"
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = CliRunner().invoke(generate, args)
+    assert again.exit_code == 0, again.output
+    assert "generated 1 of 2 prompts (1 were already done)" in again.output
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {r["item_id"]: r["label"] for r in records} == {"1": "positive", "2": "positive"}
+    stale = [json.loads(x) for x in (tmp_path / "v.stale.jsonl").read_text().splitlines()]
+    assert [(r["item_id"], r["label"]) for r in stale] == [("2", "negative")]

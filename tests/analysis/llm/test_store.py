@@ -72,3 +72,36 @@ def test_manifest_keeps_every_run(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     assert data["output"] == "out.jsonl"
     assert [r["counts"]["generated"] for r in data["runs"]] == [3, 0]
+
+
+def test_input_hash_ignores_key_order_and_integral_floats() -> None:
+    from analysis.llm.store import input_hash
+
+    assert input_hash({"item_id": "a", "n": 3, "x": {"b": 1.0}}) == input_hash(
+        {"x": {"b": 1}, "n": 3.0, "item_id": "a"}
+    )
+    assert input_hash({"item_id": "a", "truth": True}) != input_hash(
+        {"item_id": "a", "truth": False}
+    )
+
+
+def test_records_whose_input_changed_move_to_the_stale_file(tmp_path: Path) -> None:
+    from analysis.llm.store import stale_path
+
+    out = tmp_path / "out.jsonl"
+    with ResultStore(out) as store:
+        store.append(_record("1", input_hash="h1"))
+        store.append(_record("2", input_hash="h2"))
+        store.append(_record("3"))  # written before records carried the hash
+    store = ResultStore(out)
+    keys = {i: result_key(_record(i)) for i in "123"}
+    gone = store.retire_changed({keys["1"]: "h1-new", keys["2"]: "h2", keys["3"]: "whatever"})
+    assert gone == [keys["1"]]
+    assert keys["1"] not in store and keys["2"] in store and keys["3"] in store
+    assert [r["item_id"] for r in read_records(out)] == ["2", "3"]
+    assert [r["input_hash"] for r in read_records(stale_path(out))] == ["h1"]
+    assert stale_path(out).name == "out.stale.jsonl"
+    store.append(_record("1", input_hash="h1-new"))
+    store.close()
+    assert len(ResultStore(out)) == 3
+    assert ResultStore(out).retire_changed({keys["1"]: "h1-new"}) == []

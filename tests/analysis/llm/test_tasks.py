@@ -306,3 +306,44 @@ def test_crash_mid_run_keeps_results_and_resumes(tmp_path: Path) -> None:
     assert (again.n_done_before, again.n_generated) == (2, 3)
     assert len(backend.asked) == 3
     assert sorted(r["item_id"] for r in read_records(out)) == ["0", "1", "2", "3", "4"]
+
+
+FACTS = [
+    {"item_id": "f1", "text": "The bridge opened in 2020.", "pair_id": "p1", "truth": True},
+    {"item_id": "f2", "text": "The bridge did not open in 2020.", "pair_id": "p1", "truth": False},
+]
+
+
+def test_changed_item_is_generated_again_and_its_old_record_kept_aside(
+    tmp_path: Path, fake_backend
+) -> None:
+    """Regression: a re-run into the same output treated an item whose input changed as done."""
+    backend = fake_backend(lambda r: "true")
+    out = tmp_path / "f.jsonl"
+    run_task("fact-check", FACTS, backend, out, progress=False)
+    assert all(r["input_hash"] for r in read_records(out))
+    # The truth of f2 is corrected; its prompt is the same, but its record must carry the fix.
+    fixed = [FACTS[0], {**FACTS[1], "truth": True, "date": "2021-01-01"}]
+    again = run_task("fact-check", fixed, backend, out, progress=False)
+    assert (again.n_generated, again.n_done_before, again.n_changed) == (1, 1, 1)
+    assert "1 generated again because their input changed" in again.describe()
+    assert len(backend.seen) == 3 and backend.seen[-1].key.startswith("f2")
+    records = {r["item_id"]: r for r in read_records(out)}
+    assert len(list(read_records(out))) == 2  # one record per key, never two
+    assert records["f2"]["input"]["truth"] is True and records["f2"]["input"]["date"]
+    [old] = read_records(tmp_path / "f.stale.jsonl")
+    assert old["item_id"] == "f2" and old["input"]["truth"] is False
+    # Nothing changed now: nothing to do.
+    assert run_task("fact-check", fixed, backend, out, progress=False).n_generated == 0
+
+
+def test_records_without_an_input_hash_still_resume(tmp_path: Path, fake_backend) -> None:
+    backend = fake_backend(lambda r: "true")
+    out = tmp_path / "f.jsonl"
+    run_task("fact-check", FACTS, backend, out, progress=False)
+    old = [{k: v for k, v in r.items() if k != "input_hash"} for r in read_records(out)]
+    out.write_text("".join(json.dumps(r) + "\n" for r in old))
+    changed = [{**f, "date": "2021-01-01"} for f in FACTS]
+    again = run_task("fact-check", changed, backend, out, progress=False)
+    assert (again.n_generated, again.n_done_before) == (0, 2)
+    assert not (tmp_path / "f.stale.jsonl").exists()

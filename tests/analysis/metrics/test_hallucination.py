@@ -170,3 +170,20 @@ def test_mean_of_means_weights_models_equally():
     # δH: big |0.5 - 0| = 0.5, small 0 -> mean 0.25.
     assert means.loc["pre", "delta_h"] == pytest.approx(0.25)
     assert np.isnan(means.loc["all", "delta_h"])
+
+
+def test_unreadable_truth_names_the_file_the_item_and_the_field():
+    """Regression: a record without a truth value failed with only "not a truth value: nan"."""
+    df = _answers()
+    df["item_id"] = [f"i{n}" for n in range(len(df))]
+    df["source_file"] = "runs/fact_checks.jsonl"
+    df["truth"] = df["truth"].astype(object)
+    df.loc[3, "truth"] = np.nan
+    with pytest.raises(ValueError) as info:
+        hallucination_scores(df)
+    text = str(info.value)
+    assert "runs/fact_checks.jsonl" in text and "'i3'" in text and "'truth'" in text
+    assert "has no value" in text
+    df.loc[3, "truth"] = "maybe"
+    with pytest.raises(ValueError, match=r"item 'i3': field 'truth' is 'maybe', not a truth"):
+        hallucination_scores(df.drop(columns="source_file"))

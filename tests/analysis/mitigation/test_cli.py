@@ -160,3 +160,27 @@ def test_compare_takes_fact_checks_from_a_dataset_file(tiny_model_dir, tmp_path)
     facts = pd.read_csv(out / "fact_check_table.csv")
     assert list(facts["method"]) == ["baseline", "epistemic-tagging"]  # no cutoff: split "all"
     assert (facts["period"] == "all").all() and (facts["n_pairs"] == 2).all()
+
+
+def test_compare_refuses_facts_without_pairs_before_generating_then_resumes(
+    tiny_model_dir, tmp_path
+):
+    """Regression (walkthrough): facts lacking pair_id/truth were found only after generating
+    every method, and the re-run with the fields added resumed the old records and failed."""
+    plain = [{"id": f["item_id"], "text": f["text"], "date": f["date"]} for f in FACTS]
+    facts = _write_jsonl(tmp_path / "facts.jsonl", plain)
+    out = tmp_path / "cmp"
+    args = ["compare", "--facts", facts, "--methods", "epistemic-tagging", "--model",
+            tiny_model_dir, "--out", out, "--judge", "vader", "--max-new-tokens", "3",
+            "--device", "cpu", "--no-progress"]  # fmt: skip
+    bad = CliRunner().invoke(mitigate, [str(a) for a in args])
+    assert bad.exit_code != 0
+    assert f"{facts}: 4 of 4 item(s) have no field 'pair_id' (first: record 1" in bad.output
+    assert "Nothing was generated" in bad.output
+    assert not (out / "fact_checks.jsonl").exists()
+    _write_jsonl(facts, [{**p, "pair_id": f["pair_id"], "truth": f["truth"]}
+                         for p, f in zip(plain, FACTS, strict=True)])  # fmt: skip
+    _invoke(args)
+    table = pd.read_csv(out / "fact_check_table.csv")
+    assert list(table["method"]) == ["baseline", "epistemic-tagging"]
+    assert (table["n_pairs"] == 2).all()

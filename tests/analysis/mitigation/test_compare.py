@@ -140,3 +140,66 @@ def test_select_methods():
     assert compare.select_methods("baseline,mirostat") == ["mirostat"]
     with pytest.raises(KeyError, match="unknown methods"):
         compare.select_methods("mirostat,nope")
+
+
+def test_fact_table_names_the_record_whose_truth_is_missing(tmp_path):
+    """Regression: records resumed from an older facts file ended in "not a truth value: nan"."""
+    import json
+
+    from analysis.metrics.records import read_records
+
+    path = tmp_path / "fact_checks.jsonl"
+    rows = [
+        {"item_id": f["item_id"], "model": "m", "task": "fact-check", "method": "baseline",
+         "label": "true", "input": dict(f)}
+        for f in FACTS
+    ]  # fmt: skip
+    del rows[2]["input"]["truth"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError) as info:
+        compare.fact_check_table(read_records(path), cutoff=None)
+    text = str(info.value)
+    assert str(path) in text and repr(FACTS[2]["item_id"]) in text and "'truth'" in text
+
+
+def test_inputs_are_checked_before_anything_is_generated(tmp_path):
+    from tests.analysis.mitigation.test_runner import EchoBackend
+
+    backend = EchoBackend()
+    no_pair = [{k: v for k, v in f.items() if k != "pair_id"} for f in FACTS]
+    with pytest.raises(ValueError, match=r"have no field 'pair_id' \(first: record 1, item_id"):
+        compare.run_comparison(
+            backend, tmp_path / "a", methods=["epistemic-tagging"], fact_items=no_pair,
+            progress=False,
+        )  # fmt: skip
+    bad_truth = [*FACTS[:3], {**FACTS[3], "truth": "perhaps"}]
+    with pytest.raises(ValueError, match=r"record 4, item_id 'f2false': field 'truth' is"):
+        compare.run_comparison(
+            backend, tmp_path / "b", methods=[], fact_items=bad_truth, progress=False
+        )
+    with pytest.raises(ValueError, match="knowledge-boundary needs the model's cutoff"):
+        compare.run_comparison(
+            backend, tmp_path / "c", methods=["epistemic-tagging", "knowledge-boundary"],
+            fact_items=FACTS, progress=False,
+        )  # fmt: skip
+    assert backend.prompts == []  # not one model call
+    assert not any((tmp_path / d).exists() for d in "abc")
+
+
+def test_fact_table_names_the_file_when_a_field_is_missing_from_every_record(tmp_path):
+    import json
+
+    from analysis.metrics.records import read_records
+
+    path = tmp_path / "fact_checks.jsonl"
+    rows = [
+        {"item_id": f["item_id"], "model": "m", "task": "fact-check", "method": "cloze",
+         "label": "true", "input": {k: v for k, v in f.items() if k != "pair_id"}}
+        for f in FACTS
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError) as info:
+        compare.fact_check_table(read_records(path), cutoff=None)
+    text = str(info.value)
+    assert text.startswith(f"{path}: the cloze fact-check records (first: item 'f1true')")
+    assert "no field 'pair_id'" in text and "fresh --out" in text

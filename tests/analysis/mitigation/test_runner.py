@@ -243,3 +243,32 @@ def test_part_based_methods_refuse_too_short_sources(backend, tmp_path):
 def test_duplicate_item_ids_are_refused(backend, tmp_path):
     with pytest.raises(ValueError, match=r"duplicate item IDs \['d1'\]"):
         run_method("cloze", [DOCS[0], DOCS[0]], backend, tmp_path / "o.jsonl", progress=False)
+
+
+def test_changed_item_is_run_again_by_a_method(tmp_path):
+    """Regression: the resume key alone treated an item with a corrected input as done."""
+    facts = [
+        {"item_id": "f1", "text": "The bridge opened in 2020.", "pair_id": "p1", "truth": True},
+        {"item_id": "f2", "text": "The bridge did not open.", "pair_id": "p1", "truth": False},
+    ]
+    out = tmp_path / "o.jsonl"
+    for name in ("baseline", "epistemic-tagging"):
+        run_method(name, facts, EchoBackend(), out, task="fact-check", progress=False)
+    fixed = [facts[0], {**facts[1], "text": "The bridge never opened."}]
+    backend = EchoBackend()
+    run = run_method("epistemic-tagging", fixed, backend, out, task="fact-check", progress=False)
+    assert (run.n_generated, run.n_done_before, run.n_changed) == (1, 1, 1)
+    assert "1 run again because their input changed" in run.describe()
+    manifest = json.loads((tmp_path / "o.jsonl.manifest.json").read_text())
+    assert manifest["runs"][-1]["counts"]["input_changed"] == 1
+    assert any("The bridge never opened." in p for p in backend.prompts)
+    records = _lines(out)
+    assert len(records) == 4  # baseline f1, f2 and epistemic-tagging f1, f2: one per key
+    tagged = {r["item_id"]: r for r in records if r["method"] == "epistemic-tagging"}
+    assert tagged["f2"]["input"]["text"] == "The bridge never opened."
+    assert [(r["method"], r["item_id"]) for r in _lines(tmp_path / "o.stale.jsonl")] == [
+        ("epistemic-tagging", "f2")
+    ]
+    # The baseline records of the same file are another key: the baseline re-runs f2 on its own.
+    again = run_method("baseline", fixed, EchoBackend(), out, task="fact-check", progress=False)
+    assert (again.n_generated, again.n_done_before) == (1, 1)
