@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analysis.report import apa
+from analysis.report.pipeline import CHOICE_TABLE_ORDER
 from analysis.report.tables import html_table, split_columns
 
 if TYPE_CHECKING:
@@ -21,21 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["annotation_sections", "choice_sections", "extra_sections", "figure_jobs"]
 
-CHOICE_TABLES = {
-    "exclusions",
-    "selection_rates",
-    "chi2",
-    "effects",
-    "by_pair",
-    "clustered",
-    "choice_glmm",
-    "wtp_by_format",
-    "wtp_model",
-    "wtp_slopes",
-    "wtp_differences",
-    "wtp_random_effects",
-    "demographics",
-}
+# The choice tables these sections present; the covariate-adjusted models are shown by
+# extra_sections under their own title (TITLES).
+CHOICE_TABLES = set(CHOICE_TABLE_ORDER) - {"covariate_adjusted"}
 ANNOTATION_TABLES = {
     "exclusions",
     "items",
