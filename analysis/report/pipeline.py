@@ -221,6 +221,17 @@ def analyze_choice(
         timings[name] = time.perf_counter() - start
         return out
 
+    # A model that fails must not cost the other results: its table is left out and the
+    # failure text goes into its section (``None`` when the table was made).
+    model_failures = (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError)
+
+    def attempt(name, fn, *args, **kwargs) -> str | None:
+        try:
+            res.tables[name] = timed(name, fn, *args, **kwargs)
+        except model_failures as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
     rules = rules or ChoiceRules()
     kept, excluded = timed("exclusions", exclude_choice, data, rules)
     if kept.empty:
@@ -246,22 +257,11 @@ def analyze_choice(
         res.tables["wtp_by_format"] = timed(
             "wtp_by_format", wtp.wtp_by_format, wtp_rows, levels=levels
         )
-        try:
-            res.tables["wtp_model"] = timed("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
-        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
-            # A failed WTP model must not cost the choice results: its section says why.
-            wtp_failure = f"{type(exc).__name__}: {exc}"
+        wtp_failure = attempt("wtp_model", wtp.wtp_mixed, wtp_rows, **wtp_kwargs)
         if wtp_slopes:
-            try:
-                res.tables["wtp_slopes"] = timed(
-                    "wtp_slopes",
-                    wtp.wtp_slopes,
-                    wtp_rows,
-                    transform=wtp_transform,
-                    levels=levels,
-                )
-            except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
-                slopes_failure = f"{type(exc).__name__}: {exc}"
+            slopes_failure = attempt(
+                "wtp_slopes", wtp.wtp_slopes, wtp_rows, transform=wtp_transform, levels=levels
+            )
         _wtp_figure_data(res, wtp_rows, levels, wtp_transform, timings)
     if on_stage is not None:
         on_stage(res, "wtp")
@@ -274,43 +274,26 @@ def analyze_choice(
     res.tables["by_pair"] = timed(
         "by_pair", choice.choice_by_pair, kept, padjust=padjust, levels=levels
     )
-    clustered_note = "not requested"
+    clustered_note = glmm_note = "not requested"
     if clustered:
-        try:
-            res.tables["clustered"] = timed(
-                "clustered", choice.choice_clustered, kept, levels=levels
-            )
-            clustered_note = "reported"
-        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
-            # The robustness check failing must not hide the primary results; say so instead.
-            clustered_note = f"not reported: {type(exc).__name__}: {exc}"
-    glmm_note = "not requested"
+        failure = attempt("clustered", choice.choice_clustered, kept, levels=levels)
+        clustered_note = f"not reported: {failure}" if failure else "reported"
     if glmm:
-        try:
-            res.tables["choice_glmm"] = timed(
-                "choice_glmm", choice.choice_glmm, kept, levels=levels
-            )
-            glmm_note = "reported"
-        except (wtp.ConvergenceError, np.linalg.LinAlgError, ValueError) as exc:
-            # Like the GEE: a failed GLMM is reported in its section, the rest is written.
-            glmm_note = f"not reported: {type(exc).__name__}: {exc}"
+        failure = attempt("choice_glmm", choice.choice_glmm, kept, levels=levels)
+        glmm_note = f"not reported: {failure}" if failure else "reported"
     if on_stage is not None:
         on_stage(res, "choice")
     if covariates:
         from analysis.stats.covariates import adjusted_models
 
-        try:
-            res.tables["covariate_adjusted"] = timed(
-                "covariate_adjusted",
-                adjusted_models,
-                kept,
-                list(covariates),
-                levels=levels,
-                transform=wtp_transform,
-            )
-        except (ValueError, wtp.ConvergenceError, np.linalg.LinAlgError) as exc:
-            # Like every model: its failure is reported, the rest is written.
-            covariates_failure = f"{type(exc).__name__}: {exc}"
+        covariates_failure = attempt(
+            "covariate_adjusted",
+            adjusted_models,
+            kept,
+            list(covariates),
+            levels=levels,
+            transform=wtp_transform,
+        )
     if "demographics_status" in kept.columns:
         from analysis.demographics import describe_demographics
 

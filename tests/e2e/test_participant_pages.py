@@ -177,10 +177,24 @@ def _bot_at(app, kind: str, external_id: str, definition=None):
     return bot
 
 
+def _answer_wtp_then_go_back(page):
+    """Answer the WTP page validly, land on the next choice, then press Back: Back must never
+    land on a POST (Chromium's "Confirm Form Resubmission", ERR_CACHE_MISS)."""
+    from playwright.sync_api import Error
+
+    page.locator("#premium").fill("4")
+    page.get_by_role("button", name="Continue").click()
+    page.wait_for_load_state()
+    assert _kind(page) == "choice"
+    try:
+        page.go_back()
+    except Error as exc:
+        raise AssertionError(f"Back landed on a POST: {exc}") from None
+
+
 def test_back_after_an_error_never_lands_on_a_post_and_focus_goes_to_the_summary(
     demo_server, chromium
 ):
-    from playwright.sync_api import Error
 
     app, base = demo_server
     bot = _bot_at(app, "wtp", "back-1")
@@ -197,14 +211,7 @@ def test_back_after_an_error_never_lands_on_a_post_and_focus_goes_to_the_summary
     page.locator("#error-summary a").click()
     assert page.evaluate("document.activeElement.id") == "premium"
     assert page.locator("#premium").get_attribute("aria-invalid") == "true"
-    page.locator("#premium").fill("4")
-    page.get_by_role("button", name="Continue").click()
-    page.wait_for_load_state()
-    assert _kind(page) == "choice"
-    try:
-        page.go_back()
-    except Error as exc:  # Chromium's "Confirm Form Resubmission" (ERR_CACHE_MISS)
-        raise AssertionError(f"Back landed on a POST: {exc}") from None
+    _answer_wtp_then_go_back(page)
     # Back shows where the participant is, never a resubmission prompt.
     assert _kind(page) == "choice" and page.locator("main").get_attribute("data-trial") == "1"
 
@@ -250,7 +257,6 @@ def test_phone_layout_headings_buttons_and_the_rating_grid(demo_server, chromium
 
 # -- found by the outside walkthrough: careless typing and pasting --------------------------------
 def test_a_paste_of_10000_characters_and_a_mistyped_age_in_chromium(demo_server, chromium):
-    from playwright.sync_api import Error
 
     app, base = demo_server
     bot = _bot_at(app, "wtp", "paste-1")
@@ -265,14 +271,7 @@ def test_a_paste_of_10000_characters_and_a_mistyped_age_in_chromium(demo_server,
         page.get_by_role("button", name="Continue").click()
     assert nav.value.request.method == "GET" and _kind(page) == "wtp"
     assert "Please enter at most $500.00." in page.locator("#error-summary").inner_text()
-    page.locator("#premium").fill("4")
-    page.get_by_role("button", name="Continue").click()
-    page.wait_for_load_state()
-    assert _kind(page) == "choice"
-    try:
-        page.go_back()
-    except Error as exc:
-        raise AssertionError(f"Back landed on a POST: {exc}") from None
+    _answer_wtp_then_go_back(page)
     # "25e" in a type="number" field reached the server as "" and the optional age was saved as
     # no answer; as text it is refused with a message saying what to type.
     bot = _bot_at(app, "demographics", "paste-2")
