@@ -61,7 +61,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
 
 def _configure_engine(app: Flask, engine: Any) -> None:
-    """SQLite: WAL, busy timeout, foreign keys, and ``BEGIN IMMEDIATE`` transactions.
+    """PostgreSQL: a pooled connection's liveness checked without a round trip. SQLite: WAL,
+    busy timeout, foreign keys, and ``BEGIN IMMEDIATE`` transactions.
 
     pysqlite starts transactions lazily and as ``DEFERRED``; a deferred transaction that
     reads and then writes fails at once with "database is locked" when another writer got
@@ -69,9 +70,15 @@ def _configure_engine(app: Flask, engine: Any) -> None:
     and wait for it, which serialises writers correctly (this is SQLAlchemy's documented
     recipe for pysqlite transaction control).
     """
+    from sqlalchemy import event
+
+    if engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
+        from webapp.db_liveness import check_on_checkout
+
+        event.listen(engine, "checkout", check_on_checkout)
+        return
     if engine.dialect.name != "sqlite":
         return
-    from sqlalchemy import event
 
     timeout = int(app.config["SQLITE_BUSY_TIMEOUT_MS"])
 

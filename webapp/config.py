@@ -39,7 +39,9 @@ class BaseConfig:
     ENV_NAME = "base"
     SECRET_KEY: str | None = None
     SQLALCHEMY_DATABASE_URI: str | None = None  # None: SQLite file in the instance folder
-    SQLALCHEMY_ENGINE_OPTIONS: dict[str, Any] = {"pool_pre_ping": True}
+    # Filled in by resolve_config: a pooled connection's liveness is checked when it leaves the
+    # pool (psycopg: a poll of its socket, webapp.db_liveness; other drivers: pre-ping).
+    SQLALCHEMY_ENGINE_OPTIONS: dict[str, Any] = {}
     WTF_CSRF_TIME_LIMIT: int | None = None  # a participant may read a page for hours
     SESSION_COOKIE_HTTPONLY = True
     SESSION_COOKIE_SAMESITE = "Lax"
@@ -262,6 +264,10 @@ def resolve_config(
     settings["SQLALCHEMY_DATABASE_URI"] = normalise_database_url(
         str(settings["SQLALCHEMY_DATABASE_URI"])
     )
+    options = dict(settings.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
+    uri = settings["SQLALCHEMY_DATABASE_URI"]
+    options.setdefault("pool_pre_ping", not uri.startswith("postgresql+psycopg:"))
+    settings["SQLALCHEMY_ENGINE_OPTIONS"] = options
     if not settings.get("SECRET_KEY"):
         if env_name == "production":
             raise ConfigError("SECRET_KEY must be set in production (FRAMELAB_ENV=production)")
