@@ -93,8 +93,8 @@ class TestingConfig(BaseConfig):
 class ProductionConfig(BaseConfig):
     """Behind gunicorn: ``SECRET_KEY`` required, secure cookies.
 
-    Cookies use ``SameSite=None`` so the CSRF session cookie also works when MTurk frames the
-    study in an iframe (MTurk ExternalQuestion).
+    Cookies use ``SameSite=None`` so the consent form's CSRF session cookie also works when MTurk
+    frames the study in an iframe (MTurk ExternalQuestion; the pages after consent need none).
     """
 
     ENV_NAME = "production"

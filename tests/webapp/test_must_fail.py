@@ -96,11 +96,31 @@ def test_replayed_quiz_attempt_is_not_counted_twice(make_bot, query):
     assert query(lambda: db.session.scalars(select(Participant)).one().status.value) == "started"
 
 
-def test_missing_csrf_token_is_refused(make_bot, query):
+def test_a_page_post_without_its_page_token_is_refused_and_saves_nothing(make_bot, query):
+    # The page token is the participant form's anti-forgery token (webapp.tasks.base.PageForm):
+    # a cross-site form cannot read it, so a forged post arrives without a valid one.
     bot = _to_first_choice(make_bot())
-    page = bot.must_fail({"csrf_token": None}, expect_code="E400-CSRF", expect_status=400)
-    assert "Nothing was saved" in page.text
+    assert 'name="csrf_token"' not in bot.page.text  # the page's form carries no session token
+    page = bot.must_fail({"page": None}, expect_code="E400-TAMPER", expect_status=400)
+    assert "Your earlier answers are safe" in page.text
     assert _count(query, ChoiceResponse) == 0
+
+
+def test_the_pages_need_no_cookie_after_consent(make_bot, query):
+    # MTurk shows the study in an iframe; a browser that blocks third-party cookies sends none.
+    # Consent's CSRF token is dropped once it has been checked, and every later page is
+    # answered with only its URL and page token.
+    bot = make_bot()
+    bot.open()
+    bot.step()  # consent
+    client = bot.transport.client
+    assert client.get_cookie("session") is None  # emptied at enrolment: the browser drops it
+    while bot.page.forms:
+        client._cookies.clear()  # noqa: SLF001 (the test client's jar: no cookie on any request)
+        bot.step()
+    assert (bot.page.kind, bot.page.status) == ("external", 303)  # off to Prolific, completed
+    assert _count(query, ChoiceResponse) == 10
+    assert query(lambda: db.session.scalars(select(Participant)).one().status.value) == "completed"
 
 
 def test_unknown_study_and_bad_parameters_get_coded_pages(client, study):

@@ -19,7 +19,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
 from webapp.errors import ParticipantError
-from webapp.extensions import db
+from webapp.extensions import csrf, db
 from webapp.models import Participant, ParticipantStatus, Platform, Study, utcnow
 from webapp.participant import bp
 from webapp.participant.forms import ConsentForm
@@ -199,6 +199,9 @@ def start(slug: str) -> Response | str:
     form = ConsentForm()
     if not form.validate_on_submit():
         raise ParticipantError("E400-PARAMS", "The consent form was incomplete.", 400)
+    # The consent form's CSRF token has done its work: the participant's pages carry their own
+    # (the page token), so the session cookie is left empty and browsers drop it.
+    session.pop(current_app.config["WTF_CSRF_FIELD_NAME"], None)
     entry = _entry(study, form.entry_params())
     if entry.preview:
         raise ParticipantError("E400-PARAMS", "A preview cannot start the study.", 400)
@@ -223,6 +226,7 @@ def start(slug: str) -> Response | str:
 
 
 @bp.route("/s/<slug>/p/<token>", methods=["GET", "POST"])
+@csrf.exempt  # the page token is this form's anti-forgery token (webapp.tasks.base.PageForm)
 def page(slug: str, token: str) -> Response | str | tuple[str, int]:
     """Show the participant's current page, or save its answers and redirect (PRG)."""
     study = _study_or_404(slug)

@@ -22,7 +22,19 @@ if TYPE_CHECKING:
 
 
 class PageForm(FlaskForm):
-    """Fields every participant form carries: the page token and the client-measured time."""
+    """Fields every participant form carries: the page token and the client-measured time.
+
+    The page token is the form's anti-forgery token: an HMAC (server secret) of the
+    participant and their count of answered pages, checked under the participant's row lock and
+    spent by the answer it carries (:mod:`webapp.services.flow`). A cross-site page cannot
+    read it, and the page's URL, which names the participant, is itself a secret capability, so
+    Flask-WTF's session-bound CSRF token adds no protection here; without it, a participant's
+    pages need no cookie at all (MTurk's iframe in a browser that blocks third-party cookies)
+    and no signed session is opened on every page (docs/security.md).
+    """
+
+    class Meta:
+        csrf = False
 
     page = HiddenField()
     rt_ms = HiddenField()

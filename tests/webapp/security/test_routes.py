@@ -15,10 +15,16 @@ def _state_changing(app):
     return [r for r in rules(app) if (r.methods or set()) & STATE_CHANGING]
 
 
-def test_the_url_map_has_state_changing_routes_and_none_is_exempt(app):
+# The one view without Flask-WTF's session token: a participant's page, whose form carries its
+# own anti-forgery token (the page token, webapp.tasks.base.PageForm; docs/security.md).
+PAGE_TOKEN_ROUTES = {"participant.page"}
+
+
+def test_the_url_map_has_state_changing_routes_and_only_the_page_is_exempt(app):
     endpoints = {r.endpoint for r in _state_changing(app)}
     assert {"participant.start", "participant.page", "researcher.login"} <= endpoints
-    assert not csrf._exempt_views and not csrf._exempt_blueprints
+    assert csrf._exempt_views == {"webapp.participant.routes.page"}
+    assert not csrf._exempt_blueprints
 
 
 def test_every_state_changing_route_refuses_a_post_without_csrf_token(app, client, study):
@@ -28,6 +34,8 @@ def test_every_state_changing_route_refuses_a_post_without_csrf_token(app, clien
     assert entry.status_code == 200
     checked = []
     for rule in _state_changing(app):
+        if rule.endpoint in PAGE_TOKEN_ROUTES:
+            continue  # test_a_page_post_without_a_valid_page_token_is_refused
         url = build(app, rule)
         for method in sorted((rule.methods or set()) & STATE_CHANGING):
             for data in ({}, {"csrf_token": "forged"}):
@@ -37,6 +45,41 @@ def test_every_state_changing_route_refuses_a_post_without_csrf_token(app, clien
                 assert 'data-error-code="E400-CSRF"' in body, (method, url)
             checked.append(f"{method} {rule.rule}")
     assert len(checked) >= 3
+
+
+def test_a_page_post_without_a_valid_page_token_is_refused(app, client, study, make_bot):
+    # The page route's forgery barrier is the page token: a forged post (no token, a made-up
+    # one, another participant's) is refused with nothing saved, logged in or not.
+    from sqlalchemy import func, select
+
+    from webapp.extensions import db
+    from webapp.models import PageVisit
+
+    login(app, client)
+    other = make_bot(external_id="other")
+    other.open()
+    other.step()
+    stolen = other.answer()["page"]
+    bot = make_bot(external_id="victim")
+    bot.open()
+    bot.step()
+    url = bot.page.url
+    submitted = (
+        select(func.count()).select_from(PageVisit).where(PageVisit.submitted_at.is_not(None))
+    )
+    with app.app_context():
+        before = db.session.scalar(submitted)
+    for data in ({}, {"page": "forged"}, {"page": "1.0000"}, {"page": stolen}):
+        resp = client.post(url, data=data)
+        assert resp.status_code == 400, (data, resp.status_code)
+        assert 'data-error-code="E400-TAMPER"' in resp.get_data(as_text=True), data
+    with app.app_context():
+        assert db.session.scalar(submitted) == before  # nothing answered
+    before_kind = bot.page.kind
+    page = bot.step()  # the participant's own form, with its page token, still goes through
+    assert page.status == 200 and page.kind != before_kind, (before_kind, page.kind)
+    with app.app_context():
+        assert db.session.scalar(submitted) == before + 1
 
 
 def test_a_csrf_token_from_another_session_is_refused(app, study):
