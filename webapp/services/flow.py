@@ -299,11 +299,11 @@ def submit(
         ctx.shown_at = shown_at  # type: ignore[assignment]  (not UNREAD here)
     else:  # stamp the page's visit and read when it was shown, in one statement
         ctx.shown_at = db.session.scalar(flow_sql.stamp_visit(), stamp)
-    result = task_of(ctx).save(ctx, form, rt_ms)
-    p.page_seq += 1
-    p.last_seen_at = ctx.now
-    _apply(p, ctx, result.outcome)
-    try:
+    try:  # a task may write its answer at once (a Core insert): a duplicate raises here
+        result = task_of(ctx).save(ctx, form, rt_ms)
+        p.page_seq += 1
+        p.last_seen_at = ctx.now
+        _apply(p, ctx, result.outcome)
         if together:
             _move_and_stamp(p, stamp)
         db.session.commit()
@@ -319,8 +319,8 @@ _POSITION = ("page_seq", "last_seen_at", "block_index", "step", "status", "finis
 def _move_and_stamp(p: Participant, stamp: dict[str, Any]) -> None:
     """Write the participant's new position and the visit's stamp in one statement.
 
-    The position's attributes are marked as written first, so the statement's autoflush (the
-    task's answer row) leaves them to it; anything else the task changed is flushed as usual.
+    The position's attributes are marked as written, so the commit's flush leaves them alone;
+    anything else the task changed through the ORM is flushed there as usual.
     """
     values = {name: getattr(p, name) for name in _POSITION}
     for name, value in values.items():

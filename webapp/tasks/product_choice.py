@@ -9,9 +9,10 @@ one the participant would buy. The *WTP* page then shows the price of the produc
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Float, bindparam, insert, literal, select, update
 from wtforms import RadioField, StringField, ValidationError
 from wtforms.validators import InputRequired
 
@@ -35,6 +36,47 @@ from webapp.validation import (
 )
 
 SIDES = ("left", "right")
+_CHOICES = ChoiceResponse.__table__
+
+
+@cache
+def _insert_choice() -> Any:
+    """The choice's row, a Core insert built once (no ORM unit of work on the hot path)."""
+    return insert(_CHOICES)
+
+
+@cache
+def _set_wtp() -> Any:
+    """The WTP answer written onto its choice's row in one statement (``:w_*`` parameters).
+
+    ``wtp_premium_pct`` is computed by the database as ``100.0 * premium / other_price_usd``,
+    the same IEEE double operations in the same order as in Python.
+    """
+    premium = bindparam("w_usd", type_=Float())
+    return (
+        update(_CHOICES)
+        .where(
+            _CHOICES.c.participant_id == bindparam("w_participant"),
+            _CHOICES.c.trial_index == bindparam("w_trial"),
+        )
+        .values(
+            wtp_premium_usd=premium,
+            wtp_premium_pct=literal(100.0, Float()) * premium / _CHOICES.c.other_price_usd,
+            wtp_rt_ms=bindparam("w_rt"),
+            wtp_answered_at=bindparam("w_at"),
+        )
+    )
+
+
+@cache
+def _chose_target() -> Any:
+    """Whether a participant's trial (``:participant``, ``:trial``) chose the target."""
+    return select(_CHOICES.c.chose_target).where(
+        _CHOICES.c.participant_id == bindparam("participant"),
+        _CHOICES.c.trial_index == bindparam("trial"),
+    )
+
+
 # ASCII digits only: \d would also take "٣" or "３", which float() reads as 3.
 _AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$", re.ASCII)
 # "1,000" or "1,000.50": thousands separators, refused with their own message.
@@ -218,14 +260,11 @@ class ProductChoiceTask(TaskType):
     def _pair(self, ctx: PageContext, pair_id: str) -> dict[str, Any]:
         return next(p for p in ctx.block["pairs"] if p["id"] == pair_id)
 
-    def _response(self, ctx: PageContext, trial_index: int) -> ChoiceResponse | None:
+    def _chose_target(self, ctx: PageContext, trial_index: int) -> bool | None:
         from webapp.extensions import db
 
         return db.session.scalar(
-            select(ChoiceResponse).where(
-                ChoiceResponse.participant_id == ctx.participant.id,
-                ChoiceResponse.trial_index == trial_index,
-            )
+            _chose_target(), {"participant": ctx.participant.id, "trial": trial_index}
         )
 
     # -- the TaskType interface ---------------------------------------------------------------
@@ -255,9 +294,8 @@ class ProductChoiceTask(TaskType):
                 "products": products,
                 "label": ctx.block["labels"][trial.format],
             }
-        response = self._response(ctx, trial.trial_index)
-        assert response is not None, "the WTP page always follows a saved choice"
-        chose_target = response.chose_target
+        chose_target = self._chose_target(ctx, trial.trial_index)
+        assert chose_target is not None, "the WTP page always follows a saved choice"
         chosen = pair["target"] if chose_target else pair["control"]
         other = pair["control"] if chose_target else pair["target"]
         values = {
@@ -288,28 +326,34 @@ class ProductChoiceTask(TaskType):
             server_ms = None
             if ctx.shown_at is not None:
                 server_ms = int((ctx.now - ctx.shown_at).total_seconds() * 1000)
-            db.session.add(
-                ChoiceResponse(
-                    participant_id=ctx.participant.id,
-                    block_id=ctx.block["id"],
-                    trial_index=trial.trial_index,
-                    pair_id=trial.pair_id,
-                    format=trial.format,
-                    target_side=trial.target_side,
-                    chosen_side=side,
-                    chose_target=chose_target,
-                    other_price_usd=other["price_usd"],
-                    rt_ms=rt_ms,
-                    server_rt_ms=server_ms,
-                    answered_at=ctx.now,
-                )
+            db.session.execute(
+                _insert_choice(),
+                {
+                    "participant_id": ctx.participant.id,
+                    "block_id": ctx.block["id"],
+                    "trial_index": trial.trial_index,
+                    "pair_id": trial.pair_id,
+                    "format": trial.format,
+                    "target_side": trial.target_side,
+                    "chosen_side": side,
+                    "chose_target": chose_target,
+                    "other_price_usd": other["price_usd"],
+                    "rt_ms": rt_ms,
+                    "server_rt_ms": server_ms,
+                    "answered_at": ctx.now,
+                },
             )
             return NEXT
-        response = self._response(ctx, trial.trial_index)
-        assert response is not None
         premium = parse_premium(form["premium"].data, ctx.block["wtp"]["max_premium_usd"])
-        response.wtp_premium_usd = premium
-        response.wtp_premium_pct = 100.0 * premium / response.other_price_usd
-        response.wtp_rt_ms = rt_ms
-        response.wtp_answered_at = ctx.now
+        written = db.session.execute(
+            _set_wtp(),
+            {
+                "w_participant": ctx.participant.id,
+                "w_trial": trial.trial_index,
+                "w_usd": premium,
+                "w_rt": rt_ms,
+                "w_at": ctx.now,
+            },
+        )
+        assert written.rowcount == 1, "the WTP page always follows a saved choice"
         return NEXT
