@@ -131,3 +131,47 @@ def test_reload_keeps_first_shown_at_and_moves_last_seen_on_postgres(pg_app):
     bot.reload()
     shown_again, seen_again = state()
     assert shown_again == shown and seen_again > seen
+
+
+@contextmanager
+def _flushes_and_rollbacks(app):
+    """Count ORM flushes and connection-level rollbacks while the block runs."""
+    from sqlalchemy.orm import Session
+
+    seen = {"flush": 0, "rollback": 0}
+
+    def flushed(*_):
+        seen["flush"] += 1
+
+    def rolled_back(*_):
+        seen["rollback"] += 1
+
+    with app.app_context():
+        engine = db.engine
+    event.listen(Session, "before_flush", flushed)
+    event.listen(engine, "rollback", rolled_back)
+    try:
+        yield seen
+    finally:
+        event.remove(Session, "before_flush", flushed)
+        event.remove(engine, "rollback", rolled_back)
+
+
+@pytest.mark.postgres
+def test_a_trial_costs_no_orm_flush_and_no_second_transaction_on_postgres(pg_app):
+    # Issue 21: a choice and its WTP answer are Core statements; the participant's move is
+    # written by one statement, so the ORM has nothing to flush; the WTP page reads its
+    # choice inside the visit's transaction (no transaction opened after the commit).
+    bot = _bot_on_first_choice(pg_app, load_demo(pg_app))
+    with _statements(pg_app) as sql, _flushes_and_rollbacks(pg_app) as counts:
+        bot.step()  # the choice: POST, then GET of the WTP page
+        assert bot.page.kind == "wtp"
+        bot.step()  # the WTP answer: POST, then GET of the next choice page
+        assert bot.page.kind == "choice"
+    assert counts == {"flush": 0, "rollback": 0}, counts
+    assert sum(s.startswith("SELECT choice_response.chose_target") for s in sql) == 1, sql
+    assert sum(s.startswith("UPDATE choice_response SET wtp_premium_usd") for s in sql) == 1
+    with pg_app.app_context():
+        c = db.session.scalars(select(ChoiceResponse)).one()
+        assert c.wtp_premium_usd is not None and c.wtp_answered_at is not None
+        assert c.wtp_premium_pct == 100.0 * c.wtp_premium_usd / c.other_price_usd  # exact

@@ -282,17 +282,17 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
         if _keep_refused(participant, form):
             return redirect(here, code=303)
         status = 422
+        payload = flow.page_payload(ctx)  # the refused page again, shown in place
     else:
         if flow.enter(ctx):  # the task moved the participant on (e.g. the study is full)
             return redirect(here)
+        payload = flow.page_payload(ctx)  # what it reads, read in the visit's transaction
         flow.record_visit(ctx)
         form = _refused_form(participant, task, ctx) or task.build_form(ctx, None)
         status = 200
     form.page.data = flow.page_token(participant, _secret())
     form.rt_ms.data = ""
-    html = render_template(
-        task.template, study=study, form=form, action=here, **flow.page_payload(ctx)
-    )
+    html = render_template(task.template, study=study, form=form, action=here, **payload)
     return html, status
 
 

@@ -240,7 +240,34 @@ class SubmitResult:
     message: str | None = None
 
 
-def _advance(participant: Participant, study: Study, now: datetime) -> None:
+_POSITION = ("page_seq", "last_seen_at", "block_index", "step", "status", "finished_at")
+
+
+@dataclass
+class _Position:
+    """Where a participant is, as plain values: a submission moves this, not the ORM row.
+
+    On PostgreSQL the new position is written by one Core statement (:func:`_move_and_stamp`)
+    and only then set on the loaded row as already written; moving the row's attributes
+    directly would mark it changed and cost a (fruitless) ORM flush on every answer.
+    """
+
+    page_seq: int
+    last_seen_at: datetime | None
+    block_index: int
+    step: int
+    status: ParticipantStatus
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, p: Participant) -> _Position:
+        return cls(*(getattr(p, name) for name in _POSITION))
+
+    def values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _POSITION}
+
+
+def _advance(participant: Participant | _Position, study: Study, now: datetime) -> None:
     blocks = study.definition["tasks"]
     participant.step += 1
     while participant.block_index < len(blocks):
@@ -301,11 +328,15 @@ def submit(
         ctx.shown_at = db.session.scalar(flow_sql.stamp_visit(), stamp)
     try:  # a task may write its answer at once (a Core insert): a duplicate raises here
         result = task_of(ctx).save(ctx, form, rt_ms)
-        p.page_seq += 1
-        p.last_seen_at = ctx.now
-        _apply(p, ctx, result.outcome)
+        moved = _Position.of(p)
+        moved.page_seq += 1
+        moved.last_seen_at = ctx.now
+        _apply(moved, ctx, result.outcome)
         if together:
-            _move_and_stamp(p, stamp)
+            _move_and_stamp(p, moved, stamp)
+        else:  # through the ORM: the commit's flush writes it
+            for name, value in moved.values().items():
+                setattr(p, name, value)
         db.session.commit()
     except IntegrityError:
         db.session.rollback()
@@ -313,18 +344,13 @@ def submit(
     return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
 
 
-_POSITION = ("page_seq", "last_seen_at", "block_index", "step", "status", "finished_at")
-
-
-def _move_and_stamp(p: Participant, stamp: dict[str, Any]) -> None:
+def _move_and_stamp(p: Participant, moved: _Position, stamp: dict[str, Any]) -> None:
     """Write the participant's new position and the visit's stamp in one statement.
 
-    The position's attributes are marked as written, so the commit's flush leaves them alone;
-    anything else the task changed through the ORM is flushed there as usual.
+    The loaded row then holds the new position as already written (nothing for a flush);
+    anything else the task changed through the ORM is flushed at the commit as usual.
     """
-    values = {name: getattr(p, name) for name in _POSITION}
-    for name, value in values.items():
-        set_committed_value(p, name, value)
+    values = moved.values()
     db.session.execute(
         flow_sql.position_and_stamp(),
         {
@@ -338,9 +364,11 @@ def _move_and_stamp(p: Participant, stamp: dict[str, Any]) -> None:
             "n_finished": values["finished_at"],
         },
     )
+    for name, value in values.items():
+        set_committed_value(p, name, value)
 
 
-def _apply(p: Participant, ctx: PageContext, outcome: Outcome) -> None:
+def _apply(p: Participant | _Position, ctx: PageContext, outcome: Outcome) -> None:
     """Move the participant as a saved page's outcome says (retry stays on the page)."""
     if outcome is Outcome.end_block:
         p.step = task_of(ctx).n_steps(ctx.block) - 1

@@ -175,7 +175,6 @@ def test_another_persons_id_resumes_their_session_but_changes_nothing_saved(make
     # Mallory replays Bob's earlier choice with another side: refused as a replay.
     flipped = {
         **old_answer,
-        "csrf_token": mallory.page.forms[0].hidden()["csrf_token"],
         "side": "left" if old_answer["side"] == "right" else "right",
     }
     status, _, _ = mallory.transport.request("POST", old_page.url, flipped)
