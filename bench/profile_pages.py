@@ -27,6 +27,7 @@ import contextlib
 import cProfile
 import json
 import pstats
+import re
 import statistics
 import sys
 import tempfile
@@ -42,11 +43,16 @@ if str(ROOT) not in sys.path:
 STUDY = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
 
 
+_KIND_RE = re.compile(rb'data-page="([a-z_]+)"')
+
+
 class _Meter:
     """WSGI middleware: CPU ms and SQL statements per request, by method and status."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, by_page: bool = False) -> None:
         self.app = app
+        self.by_page = by_page  # key by the page's kind too (data-page of the page served)
+        self.kind_at: dict[str, str] = {}  # path -> kind of the page last served there
         self.statements = 0
         self.samples: dict[str, list[tuple[float, int]]] = defaultdict(list)
         self.profiler: cProfile.Profile | None = None
@@ -68,6 +74,12 @@ class _Meter:
         if self.profiler is not None:
             self.profiler.disable()
         key = f"{environ['REQUEST_METHOD']} {status[0] if status else '?'}"
+        if self.by_page:
+            path = environ.get("PATH_INFO", "")
+            found = _KIND_RE.search(b"".join(body)) if environ["REQUEST_METHOD"] == "GET" else None
+            if found:
+                self.kind_at[path] = found.group(1).decode()
+            key += f" {self.kind_at.get(path, '-') if found or '/p/' in path else 'entry'}"
         self.samples[key].append(((time.thread_time() - t0) * 1000, self.statements - before))
         return body
 
@@ -91,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=30, help="bots (default 30)")
     parser.add_argument("--warmup", type=int, default=3, help="bots before measuring")
     parser.add_argument("--profile", type=int, default=0, metavar="K", help="print top K")
+    parser.add_argument(
+        "--by-page",
+        action="store_true",
+        help="also split the figures by page kind (a POST counts for the page it answers)",
+    )
     parser.add_argument("--dump", help="write the profile here (pstats format)")
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     parser.add_argument(
@@ -127,7 +144,7 @@ def _measure(url: str, args: argparse.Namespace) -> int:
     app = create_app({"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "profile"})
     _build_database(app)
     definition = load_study_file(STUDY)
-    meter = _Meter(app.wsgi_app)
+    meter = _Meter(app.wsgi_app, by_page=args.by_page)
     app.wsgi_app = meter  # type: ignore[method-assign]
     with app.app_context():
         event.listen(db.engine, "before_cursor_execute", meter.count)
@@ -159,17 +176,17 @@ def _print(
     """Print (and with ``--json`` write) the figures of a measured run."""
     all_samples = [s for v in meter.samples.values() for s in v]
     print(f"database: {url.split('://')[0]}; {args.n} bots, {len(all_samples)} requests")
-    print(f"{'request':<10} {'n':>6} {'cpu ms p50':>11} {'cpu ms mean':>12} {'SQL/request':>12}")
+    print(f"{'request':<24} {'n':>6} {'cpu ms p50':>11} {'cpu ms mean':>12} {'SQL/request':>12}")
     for key in sorted(meter.samples):
         cpu = [c for c, _ in meter.samples[key]]
         sql = [s for _, s in meter.samples[key]]
         print(
-            f"{key:<10} {len(cpu):>6} {statistics.median(cpu):>11.2f} "
+            f"{key:<24} {len(cpu):>6} {statistics.median(cpu):>11.2f} "
             f"{statistics.fmean(cpu):>12.2f} {statistics.fmean(sql):>12.1f}"
         )
     cpu_all = [c for c, _ in all_samples]
     print(
-        f"{'all':<10} {len(cpu_all):>6} {statistics.median(cpu_all):>11.2f} "
+        f"{'all':<24} {len(cpu_all):>6} {statistics.median(cpu_all):>11.2f} "
         f"{statistics.fmean(cpu_all):>12.2f} "
         f"{statistics.fmean(s for _, s in all_samples):>12.1f}"
     )
