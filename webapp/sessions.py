@@ -32,6 +32,22 @@ class AudienceSessionInterface(SecureCookieSessionInterface):
     ``open_session`` and ``save_session``, so the current path decides.
     """
 
+    def open_session(self, app: Flask, request: Request) -> Any:
+        # No cookie (every participant page after consent): an empty session without building
+        # the signing serializer first, as Flask's own method does.
+        if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def save_session(self, app: Flask, session: Any, response: Any) -> None:
+        # Empty and untouched: nothing to set or delete (Flask's method would still work out
+        # every cookie attribute first); a read still varies the response by cookie.
+        if not session and not session.modified:
+            if session.accessed:
+                response.vary.add("Cookie")
+            return
+        super().save_session(app, session, response)
+
     def _console(self, app: Flask) -> bool:
         return has_request_context() and is_console_path(app, request.path)
 

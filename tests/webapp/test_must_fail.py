@@ -160,3 +160,30 @@ def test_server_errors_show_a_code_not_a_traceback(app, client, study, monkeypat
     html = resp.get_data(as_text=True)
     assert resp.status_code == 500 and 'data-error-code="E500-SERVER"' in html
     assert "secret internals" not in html and "Traceback" not in html
+
+
+def test_a_page_without_a_cookie_opens_an_empty_session_and_sets_none(make_bot, query):
+    # webapp.sessions: no cookie means an empty session without the signing serializer, and
+    # an empty untouched session sets no cookie; a message flashed for the next page still
+    # travels in the cookie and is gone after that page.
+    from unittest import mock
+
+    from flask.sessions import SecureCookieSessionInterface
+
+    bot = _to_first_choice(make_bot())
+    client = bot.transport.client
+    url = bot.page.url
+    with mock.patch.object(
+        SecureCookieSessionInterface, "get_signing_serializer", autospec=True
+    ) as serializer:
+        resp = client.get(url)
+    assert resp.status_code == 200 and "Set-Cookie" not in resp.headers
+    serializer.assert_not_called()
+    data = bot.answer()
+    bot.post(data)  # answered
+    replay = client.post(url, data=data)  # the same answer again: a replay, told so
+    assert replay.status_code == 302 and "Set-Cookie" in replay.headers
+    page = client.get(url)
+    assert "already answered" in page.get_data(as_text=True)
+    assert "session=;" in page.headers.get("Set-Cookie", "")  # emptied: the browser drops it
+    assert _count(query, ChoiceResponse) == 1
