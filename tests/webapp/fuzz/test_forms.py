@@ -246,7 +246,7 @@ def test_every_nasty_value_in_every_field_of_every_page_kind(app, make_bot, kind
             tried += 1
             if new.kind != kind or new.status >= 400:
                 bot = walk()  # accepted (or an error page): start again on this page kind
-    assert tried >= len(NASTY_VALUES) * 3
+    assert tried >= len(NASTY_VALUES) * 2  # every page has at least its page token and rt_ms
 
 
 STUDIES = sorted((Path(__file__).resolve().parents[3] / "stimuli" / "studies").glob("*.yaml"))
