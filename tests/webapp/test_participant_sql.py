@@ -2,9 +2,10 @@
 
 The page's lookup reads the participant with the study in one statement (under the row lock on
 a POST, with when the page was shown); on PostgreSQL a GET's visit record moves
-``last_seen_at`` in the same statement, and a POST's visit stamp rides in the statement that
-moves the participant (issue 21, docs/benchmarks.md "Optimisation toward the floor"). These
-tests hold those budgets and check that the merged statements still write every value.
+``last_seen_at`` in the same statement, and a POST's visit stamp and answer row ride in the
+statement that moves the participant (issue 21, docs/benchmarks.md "Optimisation toward the
+floor"). These tests hold those budgets and check that the merged statements still write
+every value.
 """
 
 from __future__ import annotations
@@ -60,17 +61,19 @@ def _budget(app, definition) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.postgres
-def test_choice_page_costs_two_statements_and_its_answer_three_on_postgres(pg_app):
+def test_choice_page_costs_two_statements_and_its_answer_two_on_postgres(pg_app):
     get, post = _budget(pg_app, load_demo(pg_app))
     # GET: participant + study; the visit insert inside the last_seen_at update.
     assert len(get) == 2, get
     assert "JOIN study" in get[0] and "FOR UPDATE" not in get[0]
     assert get[1].startswith("WITH visit AS") and "ON CONFLICT" in get[1]
-    # POST: participant + study + shown_at under the lock; the answer; position + stamp.
-    assert len(post) == 3, post
+    # POST: participant + study + shown_at under the lock; then the position, the visit's
+    # stamp and the answer's row in one statement (the answer rides as a WITH clause).
+    assert len(post) == 2, post
     assert "FOR UPDATE OF participant" in post[0] and "page_visit.shown_at" in post[0]
-    assert post[1].startswith("INSERT INTO choice_response")
-    assert post[2].startswith("WITH stamp AS (UPDATE page_visit")
+    assert post[1].startswith("WITH stamp AS (UPDATE page_visit"), post[1]
+    assert "answer_0 AS (INSERT INTO choice_response" in post[1], post[1]
+    assert post[1].split(") UPDATE participant SET")[1]  # the move is the main statement
 
 
 def test_choice_page_statements_on_sqlite(app, study):

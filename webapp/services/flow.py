@@ -333,15 +333,17 @@ def submit(
         ctx.shown_at = shown_at  # type: ignore[assignment]  (not UNREAD here)
     else:  # stamp the page's visit and read when it was shown, in one statement
         ctx.shown_at = db.session.scalar(flow_sql.stamp_visit(), stamp)
-    try:  # a task may write its answer at once (a Core insert): a duplicate raises here
+    try:  # a duplicate answer raises here (unique constraints), at a write or the commit
         result = task_of(ctx).save(ctx, form, rt_ms)
         moved = _Position.of(p)
         moved.page_seq += 1
         moved.last_seen_at = ctx.now
         _apply(moved, ctx, result.outcome)
-        if together:
-            _move_and_stamp(p, moved, stamp)
-        else:  # through the ORM: the commit's flush writes it
+        if together:  # the task's rows ride in the statement that moves the participant
+            _move_and_stamp(p, moved, stamp, ctx.writes)
+        else:  # the task's rows, then the move through the ORM (the commit's flush)
+            for statement, params in ctx.writes:
+                db.session.execute(statement, params)
             for name, value in moved.values().items():
                 setattr(p, name, value)
         db.session.commit()
@@ -351,16 +353,29 @@ def submit(
     return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
 
 
-def _move_and_stamp(p: Participant, moved: _Position, stamp: dict[str, Any]) -> None:
-    """Write the participant's new position and the visit's stamp in one statement.
+def _move_and_stamp(
+    p: Participant,
+    moved: _Position,
+    stamp: dict[str, Any],
+    writes: list[tuple[Any, dict[str, Any]]],
+) -> None:
+    """Write the participant's new position, the visit's stamp and the task's rows in one
+    statement.
 
     The loaded row then holds the new position as already written (nothing for a flush);
     anything else the task changed through the ORM is flushed at the commit as usual.
     """
     values = moved.values()
+    statement = (
+        flow_sql.position_stamp_and(tuple(w for w, _ in writes))
+        if writes
+        else flow_sql.position_and_stamp()
+    )
+    extra = {k: v for _, params in writes for k, v in params.items()}
     db.session.execute(
-        flow_sql.position_and_stamp(),
+        statement,
         {
+            **extra,
             **stamp,
             "p_id": p.id,
             "n_page_seq": values["page_seq"],

@@ -169,3 +169,14 @@ def position_and_stamp() -> Any:
         )
         .add_cte(stamp)
     )
+
+
+@cache
+def position_stamp_and(writes: tuple[Any, ...]) -> Any:
+    """:func:`position_and_stamp` with the task's inserts (``PageContext.write``) as further
+    ``WITH`` clauses: an answer is one statement. Keyed by the statements themselves (each is
+    built once), so each combination is built, and its cache key computed, once."""
+    statement = position_and_stamp()
+    for i, write in enumerate(writes):
+        statement = statement.add_cte(write.cte(f"answer_{i}"))
+    return statement

@@ -9,7 +9,7 @@ module here, one template in ``templates/tasks/`` and one line in ``webapp/tasks
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,11 +51,24 @@ class PageContext:
     step: int
     now: datetime
     shown_at: datetime | None = None  # when this page was first served (server timing)
+    # Rows a task's ``save`` asks to be written with the answer (see :meth:`write`).
+    writes: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def definition(self) -> dict[str, Any]:
         """The study's normalised definition."""
         return self.study.definition
+
+    def write(self, statement: Any, params: dict[str, Any]) -> None:
+        """Have a Core ``INSERT`` written in the same transaction as the participant's move.
+
+        ``statement`` must be built once (the same object every time) with its own
+        ``bindparam`` names, prefixed so that they cannot collide with another write's or the
+        flow's. On PostgreSQL it rides as a ``WITH`` clause in the statement that moves the
+        participant (one statement per answer instead of two); elsewhere it runs on its own.
+        A task may equally use the ORM (``db.session.add``): that is flushed at the commit.
+        """
+        self.writes.append((statement, params))
 
 
 class Outcome(enum.Enum):

@@ -41,8 +41,27 @@ _CHOICES = ChoiceResponse.__table__
 
 @cache
 def _insert_choice() -> Any:
-    """The choice's row, a Core insert built once (no ORM unit of work on the hot path)."""
-    return insert(_CHOICES)
+    """The choice's row, a Core insert built once (no ORM unit of work on the hot path), with
+    parameters ``:c_<column>`` so it can ride in the participant's move (``ctx.write``)."""
+    return insert(_CHOICES).values(
+        {c.name: bindparam(f"c_{c.name}", type_=c.type) for c in _CHOICES.c if c.name in _CHOICE}
+    )
+
+
+_CHOICE = (
+    "participant_id",
+    "block_id",
+    "trial_index",
+    "pair_id",
+    "format",
+    "target_side",
+    "chosen_side",
+    "chose_target",
+    "other_price_usd",
+    "rt_ms",
+    "server_rt_ms",
+    "answered_at",
+)
 
 
 @cache
@@ -326,23 +345,21 @@ class ProductChoiceTask(TaskType):
             server_ms = None
             if ctx.shown_at is not None:
                 server_ms = int((ctx.now - ctx.shown_at).total_seconds() * 1000)
-            db.session.execute(
-                _insert_choice(),
-                {
-                    "participant_id": ctx.participant.id,
-                    "block_id": ctx.block["id"],
-                    "trial_index": trial.trial_index,
-                    "pair_id": trial.pair_id,
-                    "format": trial.format,
-                    "target_side": trial.target_side,
-                    "chosen_side": side,
-                    "chose_target": chose_target,
-                    "other_price_usd": other["price_usd"],
-                    "rt_ms": rt_ms,
-                    "server_rt_ms": server_ms,
-                    "answered_at": ctx.now,
-                },
+            values = (
+                ctx.participant.id,
+                ctx.block["id"],
+                trial.trial_index,
+                trial.pair_id,
+                trial.format,
+                trial.target_side,
+                side,
+                chose_target,
+                other["price_usd"],
+                rt_ms,
+                server_ms,
+                ctx.now,
             )
+            ctx.write(_insert_choice(), {f"c_{k}": v for k, v in zip(_CHOICE, values, strict=True)})
             return NEXT
         premium = parse_premium(form["premium"].data, ctx.block["wtp"]["max_premium_usd"])
         written = db.session.execute(
