@@ -172,9 +172,31 @@ def test_a_trial_costs_no_orm_flush_and_no_second_transaction_on_postgres(pg_app
         bot.step()  # the WTP answer: POST, then GET of the next choice page
         assert bot.page.kind == "choice"
     assert counts == {"flush": 0, "rollback": 0}, counts
-    assert sum(s.startswith("SELECT choice_response.chose_target") for s in sql) == 1, sql
+    # The WTP page's chosen product is read with the page's lookup (TaskType.page_prefetch),
+    # correlated with the participant's row, not by a statement of its own.
+    assert not any(s.startswith("SELECT choice_response.chose_target") for s in sql), sql
+    lookups = [s for s in sql if s.startswith("SELECT participant.id") and "FOR UPDATE" not in s]
+    assert len(lookups) == 2 and all("AS prefetch_product_choice" in s for s in lookups)
+    assert all("FROM choice_response WHERE" in s for s in lookups), lookups[0]  # correlated
     assert sum(s.startswith("UPDATE choice_response SET wtp_premium_usd") for s in sql) == 1
     with pg_app.app_context():
         c = db.session.scalars(select(ChoiceResponse)).one()
         assert c.wtp_premium_usd is not None and c.wtp_answered_at is not None
         assert c.wtp_premium_pct == 100.0 * c.wtp_premium_usd / c.other_price_usd  # exact
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_the_wtp_page_shows_the_chosen_product_with_or_without_the_prefetch(
+    app, study, monkeypatch, prefetch
+):
+    # TaskType.page_prefetch is an optimisation: a lookup that did not read the value (here
+    # switched off) must give the same page through the task's own query.
+    if not prefetch:
+        monkeypatch.setattr("webapp.services.flow.prefetching_task_types", lambda: ())
+    bot = _bot_on_first_choice(app, study)
+    data = bot.answer()
+    after = bot.page.text.split(f'value="{data["side"]}" data-manufacturer="', 1)[1]
+    chosen = after.split('"', 1)[0]
+    page = bot.post(data)
+    assert page.kind == "wtp"
+    assert f"<h1>You chose {chosen}</h1>" in page.text

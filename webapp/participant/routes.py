@@ -238,7 +238,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
     participant = rows.participant
     if participant.platform is Platform.mturk:
         allow_mturk_framing()
-    ctx = flow.current_page(participant, study, utcnow())
+    ctx = flow.current_page(participant, study, utcnow(), rows.prefetched)
     if ctx is None:
         return _finished(participant, study, token)
     task = flow.task_of(ctx)

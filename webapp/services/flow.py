@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -30,7 +30,7 @@ from webapp.models import (
     Study,
 )
 from webapp.services import flow_sql
-from webapp.tasks import get_task_type
+from webapp.tasks import get_task_type, prefetching_task_types
 from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
 
 MAX_RT_MS = 24 * 3600 * 1000
@@ -110,6 +110,7 @@ class PageRows:
     participant: Participant
     study: Study
     shown_at: datetime | None | Unread = UNREAD
+    prefetched: dict[str, Any] = field(default_factory=dict)  # task type name -> value
 
 
 def participant_in_study(
@@ -129,12 +130,18 @@ def participant_in_study(
     ids = _token_ids(token, secret)
     if ids is None:
         return None
+    prefetch = () if lock else prefetching_task_types()
     row = db.session.execute(
-        flow_sql.page_rows(lock=lock), {"participant_id": ids[0], "slug": slug}
+        flow_sql.page_rows(lock=lock, prefetch=prefetch), {"participant_id": ids[0], "slug": slug}
     ).one_or_none()
     if row is None:
         return None
-    return PageRows(row[0], with_cached_definition(row[1]), row[2] if lock else UNREAD)
+    study = with_cached_definition(row[1])
+    if lock:
+        return PageRows(row[0], study, row[2])
+    return PageRows(
+        row[0], study, prefetched={t.name: v for t, v in zip(prefetch, row[2:], strict=True)}
+    )
 
 
 def assignment_from_token(token: str, secret: str) -> MTurkAssignment | None:
@@ -184,20 +191,32 @@ def _ascii_int(text: str, max_digits: int = 12) -> int | None:
     return int(text)
 
 
-def current_page(participant: Participant, study: Study, now: datetime) -> PageContext | None:
-    """Return the page the participant is on, or ``None`` once they have finished."""
+def current_page(
+    participant: Participant,
+    study: Study,
+    now: datetime,
+    prefetched: dict[str, Any] | None = None,
+) -> PageContext | None:
+    """Return the page the participant is on, or ``None`` once they have finished.
+
+    ``prefetched``: :attr:`PageRows.prefetched`; the page's task type gets its own value.
+    """
     if participant.status is not ParticipantStatus.started:
         return None
     blocks = study.definition["tasks"]
     if participant.block_index >= len(blocks):
         return None
+    block = blocks[participant.block_index]
     return PageContext(
         study=study,
         participant=participant,
-        block=blocks[participant.block_index],
+        block=block,
         block_index=participant.block_index,
         step=participant.step,
         now=now,
+        prefetched={block["type"]: prefetched[block["type"]]}
+        if prefetched and block["type"] in prefetched
+        else {},
     )
 
 

@@ -46,8 +46,11 @@ _NOT_ON_A_PAGE = (
 
 
 @cache
-def page_rows(*, lock: bool) -> Any:
+def page_rows(*, lock: bool, prefetch: tuple[Any, ...] = ()) -> Any:
     """A participant (``:participant_id``) with their study (``:slug``), in one row.
+
+    ``prefetch``: task types whose :meth:`~webapp.tasks.base.TaskType.page_prefetch` values
+    are read too (columns ``prefetch_<name>``), without the lock only.
 
     ``lock``: ``FOR UPDATE OF participant`` (PostgreSQL; SQLite transactions are immediate),
     re-reading the row even if the session had it, and with it when the participant's current
@@ -56,8 +59,9 @@ def page_rows(*, lock: bool) -> Any:
     behind a concurrent copy of the same POST (which moves ``page_seq``), where the copy must
     be told "already answered".
     """
-    if not lock:
-        columns: tuple[Any, ...] = (Participant, Study)
+    if not lock:  # with the values the task types read with every page (page_prefetch)
+        extra = [t.page_prefetch().label(f"prefetch_{t.name}") for t in prefetch]
+        columns: tuple[Any, ...] = (Participant, Study, *extra)
     else:
         shown = (
             select(PageVisit.shown_at)

@@ -40,6 +40,7 @@ _REGISTRY: dict[str, TaskType] = {cls.name: cls() for cls in _BUILTIN}
 def register(task_type: TaskType) -> None:
     """Add a task type (used by extensions and tests)."""
     _REGISTRY[task_type.name] = task_type
+    _PREFETCHING.clear()
 
 
 def get_task_type(name: str) -> TaskType | None:
@@ -50,3 +51,13 @@ def get_task_type(name: str) -> TaskType | None:
 def task_type_names() -> list[str]:
     """Return the registered task type names, sorted."""
     return sorted(_REGISTRY)
+
+
+_PREFETCHING: list[tuple[TaskType, ...]] = []  # worked out on first use, again after register
+
+
+def prefetching_task_types() -> tuple[TaskType, ...]:
+    """The task types that read a value with every page's lookup (``page_prefetch``)."""
+    if not _PREFETCHING:
+        _PREFETCHING.append(tuple(t for t in _REGISTRY.values() if t.page_prefetch() is not None))
+    return _PREFETCHING[0]

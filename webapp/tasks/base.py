@@ -53,6 +53,9 @@ class PageContext:
     shown_at: datetime | None = None  # when this page was first served (server timing)
     # Rows a task's ``save`` asks to be written with the answer (see :meth:`write`).
     writes: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    # What this page's task type asked to be read with the page's lookup
+    # (:meth:`TaskType.page_prefetch`); absent when the lookup did not read it (a POST).
+    prefetched: dict[str, Any] = field(default_factory=dict)
 
     @property
     def definition(self) -> dict[str, Any]:
@@ -109,6 +112,17 @@ class TaskType:
     def page_name(self, block: dict[str, Any], step: int) -> str:
         """A readable page name for timing records (``block_id/step``)."""
         return f"{block['id']}/{step}"
+
+    def page_prefetch(self) -> Any | None:
+        """A scalar subquery correlated with the participant's row, or ``None``.
+
+        Read in the same statement as the page's lookup (participant and study) when a page is
+        shown, so a page that needs one more value of the database costs no statement of its
+        own; the value reaches ``ctx.prefetched[name]`` for this task type's pages. It is read
+        on every page of every study, so it must be cheap (an index lookup), and the task must
+        still work without it (``ctx.prefetched`` is empty when it was not read).
+        """
+        return None
 
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
         """Return the page's form bound to ``formdata`` (``None`` on GET)."""

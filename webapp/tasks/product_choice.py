@@ -279,7 +279,23 @@ class ProductChoiceTask(TaskType):
     def _pair(self, ctx: PageContext, pair_id: str) -> dict[str, Any]:
         return next(p for p in ctx.block["pairs"] if p["id"] == pair_id)
 
+    def page_prefetch(self) -> Any:
+        # A WTP page shows the product chosen on its trial's choice page: read that with the
+        # page's lookup (an index lookup on the participant's choices; ignored on other pages).
+        from webapp.models import Participant
+
+        return (
+            select(_CHOICES.c.chose_target)
+            .where(
+                _CHOICES.c.participant_id == Participant.id,
+                _CHOICES.c.trial_index == Participant.step // 2,
+            )
+            .scalar_subquery()
+        )
+
     def _chose_target(self, ctx: PageContext, trial_index: int) -> bool | None:
+        if ctx.prefetched.get(self.name) is not None and trial_index == ctx.step // 2:
+            return bool(ctx.prefetched[self.name])
         from webapp.extensions import db
 
         return db.session.scalar(
