@@ -32,6 +32,8 @@ def request_page_rows(slug: str, token: str) -> flow.PageRows | None:
     or not there), read in one statement, under the row lock on a POST."""
     memo: dict[tuple[str, str], flow.PageRows | None] = g.setdefault("framelab_page_rows", {})
     if (slug, token) not in memo:
+        if request.method == "GET":  # showing a page: no transaction until one is needed
+            flow.read_in_autocommit()
         memo[slug, token] = flow.participant_in_study(
             token, current_app.config["SECRET_KEY"], slug, lock=request.method == "POST"
         )
