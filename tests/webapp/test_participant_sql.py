@@ -23,12 +23,14 @@ from .conftest import load_demo
 
 
 @contextmanager
-def _statements(app):
-    """Collect the SQL statements the app sends while the block runs."""
-    seen: list[str] = []
+def _statements(app, *, autocommit: bool = False):
+    """Collect the SQL statements the app sends while the block runs (one line each); with
+    ``autocommit``, as (statement, whether the DBAPI connection was in autocommit) pairs."""
+    seen: list = []
 
     def record(conn, cursor, statement, *_):  # noqa: ARG001
-        seen.append(" ".join(statement.split()))  # one line, single spaces
+        line = " ".join(statement.split())  # one line, single spaces
+        seen.append((line, conn.connection.driver_connection.autocommit) if autocommit else line)
 
     with app.app_context():
         engine = db.engine
@@ -202,33 +204,16 @@ def test_the_wtp_page_shows_the_chosen_product_with_or_without_the_prefetch(
     assert f"<h1>You chose {chosen}</h1>" in page.text
 
 
-@contextmanager
-def _autocommit_flags(app):
-    """(statement, whether the DBAPI connection was in autocommit) for each statement."""
-    seen: list[tuple[str, bool]] = []
-
-    def record(conn, cursor, statement, *_):  # noqa: ARG001
-        seen.append((" ".join(statement.split()), conn.connection.driver_connection.autocommit))
-
-    with app.app_context():
-        engine = db.engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-
-
 @pytest.mark.postgres
 def test_showing_a_page_runs_in_autocommit_and_answering_in_a_transaction(pg_app):
     # flow.read_in_autocommit: a GET's lookup and its one-statement visit record need no
     # transaction (no BEGIN/COMMIT round trips); a POST's row lock does.
     bot = _bot_on_first_choice(pg_app, load_demo(pg_app))
-    with _autocommit_flags(pg_app) as get:
+    with _statements(pg_app, autocommit=True) as get:
         bot.reload()
     assert [flag for _, flag in get] == [True, True], get
     data = bot.answer()
-    with _autocommit_flags(pg_app) as post:
+    with _statements(pg_app, autocommit=True) as post:
         status, _, _ = bot.transport.request("POST", bot.page.forms[0].action, data)
     assert status == 302
     assert [flag for _, flag in post] == [False, False], post  # the pool reset autocommit
@@ -243,7 +228,7 @@ def test_a_page_whose_task_acts_on_entry_locks_in_a_transaction(pg_app, tmp_path
     definition = load(pg_app, write_study(tmp_path, n_items=4, k=1, batch=2))
     bot = Bot(FlaskTransport(pg_app), definition, BotBehaviour(platform="link"), external_id="e")
     bot.open()
-    with _autocommit_flags(pg_app) as seen:
+    with _statements(pg_app, autocommit=True) as seen:
         bot.step()  # consent, then the first page of the study's tasks is shown
     assert bot.page.kind == "sentiment_qualification"
     get = seen[[i for i, (sql, _) in enumerate(seen) if "JOIN study" in sql][-1] :]
