@@ -187,3 +187,18 @@ def test_a_page_without_a_cookie_opens_an_empty_session_and_sets_none(make_bot, 
     assert "already answered" in page.get_data(as_text=True)
     assert "session=;" in page.headers.get("Set-Cookie", "")  # emptied: the browser drops it
     assert _count(query, ChoiceResponse) == 1
+
+
+def test_made_up_url_tokens_are_not_remembered(client, study):
+    # webapp.services.flow keeps verified URL tokens per process; made-up ones (any length an
+    # attacker likes) get the friendly 404 and are never stored, so they cannot grow memory.
+    from webapp.services import flow
+
+    before = len(flow._VERIFIED)  # noqa: SLF001
+    for i in range(50):
+        resp = client.get(f"/s/{study['slug']}/p/{'x' * 2000}{i}")
+        assert resp.status_code == 404 and b"E404-SESSION" in resp.data
+    assert len(flow._VERIFIED) == before  # noqa: SLF001
+    token = flow.participant_token(7, "s")
+    assert flow._token_ids(token, "s") == (7, None)  # noqa: SLF001
+    assert flow._VERIFIED[token, "s"] == (7, None)  # noqa: SLF001

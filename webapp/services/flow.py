@@ -13,7 +13,6 @@ import hashlib
 import hmac
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -57,14 +56,28 @@ def participant_token(participant_id: int, secret: str, assignment: int | None =
     return URLSafeSerializer(secret, salt="framelab-participant").dumps(payload)
 
 
-@lru_cache(maxsize=16384)
-def _token_ids(token: str, secret: str) -> tuple[int, int | None] | None:
-    """``(participant id, assignment key or None)`` of a token, or ``None`` if it is not ours.
+# Verified URL tokens -> their ids. A token is a pure function of its ids and the secret, and a
+# participant sends the same one with every page (itsdangerous' key derivation, HMAC and JSON
+# parsing were 3 % of a page's CPU). Only tokens that verified are kept: they are ours, so short,
+# and a flood of made-up ones cannot grow the cache; at the bound it starts again.
+_VERIFIED: dict[tuple[str, str], tuple[int, int | None]] = {}
+_VERIFIED_MAX = 16384
 
-    A pure function of its arguments, so verified tokens are remembered: a participant sends
-    the same URL token with every page (itsdangerous' key derivation, HMAC and JSON parsing
-    were 3 % of a page's CPU).
-    """
+
+def _token_ids(token: str, secret: str) -> tuple[int, int | None] | None:
+    """``(participant id, assignment key or None)`` of a token, or ``None`` if it is not ours."""
+    known = _VERIFIED.get((token, secret))
+    if known is not None:
+        return known
+    ids = _verify_token(token, secret)
+    if ids is not None:
+        if len(_VERIFIED) >= _VERIFIED_MAX:
+            _VERIFIED.clear()
+        _VERIFIED[token, secret] = ids
+    return ids
+
+
+def _verify_token(token: str, secret: str) -> tuple[int, int | None] | None:
     try:
         value = URLSafeSerializer(secret, salt="framelab-participant").loads(token)
     except BadSignature:
