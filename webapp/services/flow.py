@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -239,7 +239,7 @@ def current_page(
 ) -> PageContext | None:
     """Return the page the participant is on, or ``None`` once they have finished.
 
-    ``prefetched``: :attr:`PageRows.prefetched`; the page's task type gets its own value.
+    ``prefetched``: :attr:`PageRows.prefetched` (each task type reads its own name).
     """
     if participant.status is not ParticipantStatus.started:
         return None
@@ -254,9 +254,7 @@ def current_page(
         block_index=participant.block_index,
         step=participant.step,
         now=now,
-        prefetched={block["type"]: prefetched[block["type"]]}
-        if prefetched and block["type"] in prefetched
-        else {},
+        prefetched=prefetched or {},
     )
 
 
@@ -306,9 +304,6 @@ class SubmitResult:
     message: str | None = None
 
 
-_POSITION = ("page_seq", "last_seen_at", "block_index", "step", "status", "finished_at")
-
-
 @dataclass
 class _Position:
     """Where a participant is, as plain values: a submission moves this, not the ORM row.
@@ -331,6 +326,9 @@ class _Position:
 
     def values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _POSITION}
+
+
+_POSITION = tuple(f.name for f in fields(_Position))  # the participant's columns it holds
 
 
 def _advance(participant: Participant | _Position, study: Study, now: datetime) -> None:
@@ -425,11 +423,7 @@ def _move_and_stamp(
     anything else the task changed through the ORM is flushed at the commit as usual.
     """
     values = moved.values()
-    statement = (
-        flow_sql.position_stamp_and(tuple(w for w, _ in writes))
-        if writes
-        else flow_sql.position_and_stamp()
-    )
+    statement = flow_sql.position_stamp_and(tuple(w for w, _ in writes))
     extra = {k: v for _, params in writes for k, v in params.items()}
     db.session.execute(
         statement,

@@ -127,13 +127,9 @@ def visit_and_last_seen() -> Any:
     )
 
 
-@cache
-def stamp_visit() -> Any:
-    """Stamp a page's visit as submitted and return when it was shown.
-
-    Parameters ``:s_participant``, ``:s_seq``, ``:submitted``, ``:rt`` (an UPDATE's
-    parameters must not be named after its columns).
-    """
+def _visit_stamp() -> Any:
+    """``UPDATE page_visit`` of a page as submitted (``:s_participant``, ``:s_seq``,
+    ``:submitted``, ``:rt``), on its own or as a ``WITH`` clause."""
     return (
         update(_VISIT)
         .where(
@@ -141,8 +137,17 @@ def stamp_visit() -> Any:
             _VISIT.c.page_seq == bindparam("s_seq"),
         )
         .values(submitted_at=bindparam("submitted"), rt_ms=bindparam("rt"))
-        .returning(_VISIT.c.shown_at)
     )
+
+
+@cache
+def stamp_visit() -> Any:
+    """Stamp a page's visit as submitted and return when it was shown.
+
+    Parameters ``:s_participant``, ``:s_seq``, ``:submitted``, ``:rt`` (an UPDATE's
+    parameters must not be named after its columns).
+    """
+    return _visit_stamp().returning(_VISIT.c.shown_at)
 
 
 @cache
@@ -151,15 +156,7 @@ def position_and_stamp() -> Any:
     ``:n_last_seen``, ``:n_block``, ``:n_step``, ``:n_status``, ``:n_finished``) with the page
     visit's stamp (``:s_participant``, ``:s_seq``, ``:submitted``, ``:rt``) in a ``WITH``
     clause: one statement instead of two."""
-    stamp = (
-        update(_VISIT)
-        .where(
-            _VISIT.c.participant_id == bindparam("s_participant"),
-            _VISIT.c.page_seq == bindparam("s_seq"),
-        )
-        .values(submitted_at=bindparam("submitted"), rt_ms=bindparam("rt"))
-        .cte("stamp")
-    )
+    stamp = _visit_stamp().cte("stamp")
     return (
         update(_PARTICIPANT)
         .where(_PARTICIPANT.c.id == bindparam("p_id"))
@@ -176,8 +173,8 @@ def position_and_stamp() -> Any:
 
 
 @cache
-def position_stamp_and(writes: tuple[Any, ...]) -> Any:
-    """:func:`position_and_stamp` with the task's inserts (``PageContext.write``) as further
+def position_stamp_and(writes: tuple[Any, ...] = ()) -> Any:
+    """:func:`position_and_stamp` with the task's rows (``PageContext.write``) as further
     ``WITH`` clauses: an answer is one statement. Keyed by the statements themselves (each is
     built once), so each combination is built, and its cache key computed, once."""
     statement = position_and_stamp()

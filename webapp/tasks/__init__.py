@@ -8,6 +8,8 @@ class in ``_BUILTIN`` below.
 
 from __future__ import annotations
 
+from functools import cache
+
 from flask import Blueprint
 
 from webapp.tasks.base import TaskType
@@ -40,7 +42,7 @@ _REGISTRY: dict[str, TaskType] = {cls.name: cls() for cls in _BUILTIN}
 def register(task_type: TaskType) -> None:
     """Add a task type (used by extensions and tests)."""
     _REGISTRY[task_type.name] = task_type
-    _PREFETCHING.clear()
+    prefetching_task_types.cache_clear()
 
 
 def get_task_type(name: str) -> TaskType | None:
@@ -53,11 +55,7 @@ def task_type_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-_PREFETCHING: list[tuple[TaskType, ...]] = []  # worked out on first use, again after register
-
-
+@cache  # worked out once; register() starts it again
 def prefetching_task_types() -> tuple[TaskType, ...]:
     """The task types that read a value with every page's lookup (``page_prefetch``)."""
-    if not _PREFETCHING:
-        _PREFETCHING.append(tuple(t for t in _REGISTRY.values() if t.page_prefetch() is not None))
-    return _PREFETCHING[0]
+    return tuple(t for t in _REGISTRY.values() if t.page_prefetch() is not None)

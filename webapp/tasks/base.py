@@ -28,9 +28,9 @@ class PageForm(FlaskForm):
     participant and their count of answered pages, checked under the participant's row lock and
     spent by the answer it carries (:mod:`webapp.services.flow`). A cross-site page cannot
     read it, and the page's URL, which names the participant, is itself a secret capability, so
-    Flask-WTF's session-bound CSRF token adds no protection here; without it, a participant's
-    pages need no cookie at all (MTurk's iframe in a browser that blocks third-party cookies)
-    and no signed session is opened on every page (docs/security.md).
+    Flask-WTF's session-bound CSRF token adds no protection here; without it, the pages after
+    consent need no cookie and open no signed session (docs/security.md; the consent form
+    keeps its session token).
     """
 
     class Meta:

@@ -39,29 +39,20 @@ SIDES = ("left", "right")
 _CHOICES = ChoiceResponse.__table__
 
 
+# The columns a choice page writes: all but the key and the WTP page's (``wtp_*``).
+_CHOICE_COLUMNS = tuple(
+    c.name for c in _CHOICES.c if c.name != "id" and not c.name.startswith("wtp_")
+)
+
+
 @cache
 def _insert_choice() -> Any:
     """The choice's row, a Core insert built once (no ORM unit of work on the hot path), with
-    parameters ``:c_<column>`` so it can ride in the participant's move (``ctx.write``)."""
+    parameters ``:c_<column>`` so it can ride in the participant's move (``ctx.write``); a
+    missing value is an error of SQLAlchemy's, not a silent NULL."""
     return insert(_CHOICES).values(
-        {c.name: bindparam(f"c_{c.name}", type_=c.type) for c in _CHOICES.c if c.name in _CHOICE}
+        {name: bindparam(f"c_{name}", type_=_CHOICES.c[name].type) for name in _CHOICE_COLUMNS}
     )
-
-
-_CHOICE = (
-    "participant_id",
-    "block_id",
-    "trial_index",
-    "pair_id",
-    "format",
-    "target_side",
-    "chosen_side",
-    "chose_target",
-    "other_price_usd",
-    "rt_ms",
-    "server_rt_ms",
-    "answered_at",
-)
 
 
 @cache
@@ -88,7 +79,7 @@ def _set_wtp() -> Any:
 
 
 @cache
-def _chose_target() -> Any:
+def _chose_target_query() -> Any:
     """Whether a participant's trial (``:participant``, ``:trial``) chose the target."""
     return select(_CHOICES.c.chose_target).where(
         _CHOICES.c.participant_id == bindparam("participant"),
@@ -294,12 +285,14 @@ class ProductChoiceTask(TaskType):
         )
 
     def _chose_target(self, ctx: PageContext, trial_index: int) -> bool | None:
-        if ctx.prefetched.get(self.name) is not None and trial_index == ctx.step // 2:
+        # The prefetch reads trial step // 2, which is this page's trial (trial_index is the
+        # trial's position in the sequence).
+        if ctx.prefetched.get(self.name) is not None:
             return bool(ctx.prefetched[self.name])
         from webapp.extensions import db
 
         return db.session.scalar(
-            _chose_target(), {"participant": ctx.participant.id, "trial": trial_index}
+            _chose_target_query(), {"participant": ctx.participant.id, "trial": trial_index}
         )
 
     # -- the TaskType interface ---------------------------------------------------------------
@@ -361,21 +354,21 @@ class ProductChoiceTask(TaskType):
             server_ms = None
             if ctx.shown_at is not None:
                 server_ms = int((ctx.now - ctx.shown_at).total_seconds() * 1000)
-            values = (
-                ctx.participant.id,
-                ctx.block["id"],
-                trial.trial_index,
-                trial.pair_id,
-                trial.format,
-                trial.target_side,
-                side,
-                chose_target,
-                other["price_usd"],
-                rt_ms,
-                server_ms,
-                ctx.now,
-            )
-            ctx.write(_insert_choice(), {f"c_{k}": v for k, v in zip(_CHOICE, values, strict=True)})
+            row = {
+                "participant_id": ctx.participant.id,
+                "block_id": ctx.block["id"],
+                "trial_index": trial.trial_index,
+                "pair_id": trial.pair_id,
+                "format": trial.format,
+                "target_side": trial.target_side,
+                "chosen_side": side,
+                "chose_target": chose_target,
+                "other_price_usd": other["price_usd"],
+                "rt_ms": rt_ms,
+                "server_rt_ms": server_ms,
+                "answered_at": ctx.now,
+            }
+            ctx.write(_insert_choice(), {f"c_{k}": v for k, v in row.items()})
             return NEXT
         premium = parse_premium(form["premium"].data, ctx.block["wtp"]["max_premium_usd"])
         written = db.session.execute(
