@@ -53,6 +53,7 @@ class EngineOptions:
     device: str = "auto"
     dtype: str = "auto"
     attn: str = "sdpa"
+    static_cache: bool = False
     revision: str | None = None
     gguf_file: str | None = None
     base_url: str | None = None
@@ -87,6 +88,7 @@ class EngineOptions:
                 "device": self.device,
                 "dtype": self.dtype,
                 "attn_implementation": self.attn,
+                "static_cache": self.static_cache,
                 "revision": self.revision,
                 "gguf_file": self.gguf_file,
             }
@@ -131,6 +133,8 @@ def engine_options(
         click.option("--device", default="auto", show_default=True),
         click.option("--dtype", default="auto", show_default=True),
         click.option("--attn", default="sdpa", show_default=True, help="attn_implementation."),
+        click.option("--static-cache", is_flag=True,
+                     help="Static KV cache; on CUDA the decode step is compiled (transformers)."),
         click.option("--revision", help="Model revision (transformers)."),
         click.option("--gguf-file", help="GGUF file inside --model (needs the gguf package)."),
         click.option("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1."),

@@ -40,6 +40,13 @@ class TransformersBackend:
         Passed to ``from_pretrained`` (``gguf_file`` loads a GGUF checkpoint; needs ``gguf``).
     generate_kwargs : dict, optional
         Extra keyword arguments for every ``model.generate`` call (e.g. ``num_beams``).
+    static_cache : bool
+        Pre-allocate the key/value cache (``cache_implementation="static"``). On CUDA,
+        ``transformers`` then compiles the decode step with ``torch.compile`` and replays it as
+        a CUDA graph: the first batch of each size pays the compilation (about a minute for an
+        8B model), every later step saves the per-kernel launch overhead that dominates small
+        batches (see docs/benchmarks.md). It changes float rounding only, like the batch size, so
+        it is recorded in the manifest and left out of the resume key.
 
     Notes
     -----
@@ -62,6 +69,7 @@ class TransformersBackend:
         revision: str | None = None,
         gguf_file: str | None = None,
         generate_kwargs: dict[str, Any] | None = None,
+        static_cache: bool = False,
     ) -> None:
         self.model_id = model
         self.settings = settings or GenerationSettings()
@@ -71,6 +79,7 @@ class TransformersBackend:
         self.revision = revision
         self.gguf_file = gguf_file
         self.generate_kwargs = dict(generate_kwargs or {})
+        self.static_cache = static_cache
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: str | None = None
@@ -187,6 +196,7 @@ class TransformersBackend:
             eos_token_id=eos,
             pad_token_id=self.tokenizer.pad_token_id,
             bos_token_id=base.bos_token_id,
+            cache_implementation="static" if self.static_cache else None,
         )
 
     def generate(self, requests: Iterable[Request]) -> Iterator[tuple[Request, Completion]]:
@@ -289,6 +299,7 @@ class TransformersBackend:
             ),
             "attn_implementation": self.attn_implementation,
             "batch_size": self.settings.batch_size,
+            "static_cache": self.static_cache,
             "generate_kwargs": self.generate_kwargs,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         }

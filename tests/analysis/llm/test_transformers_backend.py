@@ -28,7 +28,11 @@ TEXTS = [
 def _backend(path: Path, **settings):
     from analysis.llm.backends.hf import TransformersBackend
 
-    return TransformersBackend(str(path), GenerationSettings(**{"max_new_tokens": 6, **settings}))
+    # On the CPU whatever the machine has: these tests pin CPU semantics (fp32 under "auto");
+    # tests/analysis/mitigation/test_gpu.py covers CUDA.
+    return TransformersBackend(
+        str(path), GenerationSettings(**{"max_new_tokens": 6, **settings}), device="cpu"
+    )
 
 
 def test_tiny_model_loads_with_from_pretrained(tiny_model_dir: Path) -> None:
@@ -189,3 +193,22 @@ def test_llama3_8b_shape_for_the_gpu_benchmark(tiny_model_dir: Path) -> None:
     assert sum(p.numel() for p in params) == 8_030_261_248  # Meta-Llama-3-8B
     assert sum(p.numel() * p.element_size() for p in params) / 1e9 == pytest.approx(16.06, 0.001)
     assert {str(p.dtype) for p in params} == {"torch.bfloat16"}
+
+
+def test_static_cache_keeps_greedy_outputs_and_is_recorded(tiny_model_dir: Path) -> None:
+    """``--static-cache`` pre-allocates the cache (compiled only on CUDA: test_gpu.py)."""
+    from analysis.cli.engine import EngineOptions
+
+    options = EngineOptions(model=str(tiny_model_dir), static_cache=True, device="cpu")
+    assert options.backend_options()["static_cache"] is True
+    static = options.make_backend()
+    static.settings = GenerationSettings(max_new_tokens=6, batch_size=2)
+    dynamic = _backend(tiny_model_dir, batch_size=2)
+    reqs = _requests(TEXTS)
+    assert {r.key: c.text for r, c in static.generate(reqs)} == {
+        r.key: c.text for r, c in dynamic.generate(reqs)
+    }
+    assert static._generation_config().cache_implementation == "static"
+    assert dynamic._generation_config().cache_implementation is None
+    assert static.info()["static_cache"] is True and dynamic.info()["static_cache"] is False
+    assert "static_cache" not in static.output_settings()  # rounding only: not a new run

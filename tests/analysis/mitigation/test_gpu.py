@@ -11,15 +11,21 @@ from tests.analysis.mitigation.conftest import SOURCE
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    # torch 2.11 captures the tiny model's compiled decode step in CUDA-graph partitions, some of
+    # which hold no kernel; it says so, harmlessly, for each (seen on an H100, 2026-11-24).
+    pytest.mark.filterwarnings("ignore:The CUDA Graph is empty:UserWarning"),
 ]
 
 
-@pytest.fixture(scope="module")
-def cuda_backend(tiny_model_dir):
+@pytest.fixture(scope="module", params=[False, True], ids=["dynamic-cache", "static-cache"])
+def cuda_backend(request, tiny_model_dir):
+    """The engine on CUDA, with the default cache and with ``--static-cache`` (compiled)."""
     from analysis.llm.backends import GenerationSettings, make_backend
 
     settings = GenerationSettings(max_new_tokens=8, batch_size=4)
-    return make_backend("transformers", str(tiny_model_dir), settings, device="cuda")
+    return make_backend(
+        "transformers", str(tiny_model_dir), settings, device="cuda", static_cache=request.param
+    )
 
 
 @pytest.mark.parametrize(
@@ -34,6 +40,29 @@ def test_method_runs_on_cuda_in_bf16(cuda_backend, tmp_path, name):
     run = run_method(name, items, cuda_backend, tmp_path / "o.jsonl", progress=False)
     assert run.n_generated == 2 and run.n_failed == 0
     assert next(cuda_backend.model.parameters()).dtype == torch.bfloat16
+
+
+def test_static_cache_compiles_and_keeps_the_outputs(tiny_model_dir):
+    """``--static-cache`` compiles the decode step and gives the default cache's greedy texts.
+
+    In float32 (bf16 rounding could flip a near-tie of the random tiny model's logits).
+    """
+    from analysis.llm.backends import GenerationSettings, make_backend
+    from analysis.llm.backends.base import Request
+
+    texts = [SOURCE, SOURCE + " kilo lima", "alpha bravo", SOURCE[:40]]
+    reqs = [Request(str(i), [{"role": "user", "content": t}], t) for i, t in enumerate(texts)]
+    outputs = {}
+    for static in (False, True):
+        settings = GenerationSettings(max_new_tokens=12, min_new_tokens=12, batch_size=2)
+        backend = make_backend(
+            "transformers", str(tiny_model_dir), settings, device="cuda", dtype="float32",
+            static_cache=static,
+        )  # fmt: skip
+        outputs[static] = {r.key: c.text for r, c in backend.generate(reqs)}
+        assert hasattr(backend.model, "_compiled_call") == static
+        assert backend.info()["static_cache"] is static
+    assert outputs[True] == outputs[False]
 
 
 def test_mirostat_on_cuda_tracks_the_target():
