@@ -29,7 +29,7 @@ def test_tiny_model_then_summarize_twice(tmp_path: Path) -> None:
     out = tmp_path / "s.jsonl"
     args = ["summarize", "--backend", "transformers", "--model", str(model)]
     args += ["--input", str(inputs), "--out", str(out), "--max-new-tokens", "4", "--no-progress"]
-    args += ["--threads", "1"]
+    args += ["--threads", "1", "--device", "cpu"]  # the manifest check below is the CPU's
     first = runner.invoke(generate, args)
     assert first.exit_code == 0, first.output
     assert "generated 3 of 3 prompts" in first.output

@@ -37,6 +37,7 @@ def _backend(path: Path | str, *, dtype: str = "auto", gguf_file: str | None = N
         GenerationSettings(**{"max_new_tokens": 6, **settings}),
         dtype=dtype,
         gguf_file=gguf_file,
+        device="cpu",  # "auto" is float32 on the CPU, which the dtype test relies on
     )
 
 
