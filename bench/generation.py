@@ -16,8 +16,15 @@ dtype, not on the weights; nothing is downloaded):
         --n-items 64 --max-new-tokens 128 --batch-sizes 1,8,16,32,64
 
 At batch 1 each decode step streams all weights from memory once, so the memory-bandwidth bound
-on decode steps per second is bandwidth / weight bytes (H100 SXM: 3.35 TB/s; an 8B model in
-bf16 is 16 GB, so about 209 steps/s). The script reports the measured fraction of that bound.
+on decode steps per second is bandwidth / weight bytes. ``--measure-bandwidth`` measures the
+device-to-device copy bandwidth of the machine it runs on (bytes read plus bytes written) and uses
+that instead of ``--bandwidth-tbs``. The script reports the measured fraction of that bound.
+
+``--static-cache`` runs the backend with a static KV cache (transformers then compiles the decode
+step on CUDA); ``--per-item-items K`` runs batch 1 on the first K items only (its throughput per
+item does not depend on how many there are, and it is by far the slowest row); ``--diagnose``
+also times bare decode steps (``model(...)`` with a cache, no ``generate``) at batch 1, which
+separates the model's own cost from ``generate``'s.
 """
 
 from __future__ import annotations
@@ -82,6 +89,51 @@ def run_once(backend, texts: list[str]) -> tuple[float, int]:
     return time.perf_counter() - start, tokens
 
 
+def copy_bandwidth_tbs(gib: float = 4.0, repeats: int = 20) -> float:
+    """Device-to-device copy bandwidth in TB/s, counting the bytes read and the bytes written."""
+    import torch
+
+    n = int(gib * 2**30)
+    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 255)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeats):
+        start.record()
+        dst.copy_(src)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()
+    times.sort()
+    return 2 * n / times[len(times) // 2] / 1e12
+
+
+def bare_decode_ms(model, prompt_tokens: int = 64, steps: int = 64) -> float:
+    """Milliseconds per decode step of ``model(...)`` itself at batch 1 (no ``generate``)."""
+    import torch
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    ids = torch.randint(10, 200, (1, prompt_tokens), device=device)
+    seconds = []
+    with torch.inference_mode():
+        for _ in range(2):  # the first pass warms up kernels and the allocator
+            out = model(input_ids=ids, past_key_values=DynamicCache(), use_cache=True)
+            token = out.logits[:, -1:].argmax(-1)
+            sync()
+            start = time.perf_counter()
+            for _ in range(steps):
+                out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
+                token = out.logits[:, -1:].argmax(-1)
+            sync()
+            seconds.append(time.perf_counter() - start)
+    return seconds[-1] / steps * 1e3
+
+
 def sync() -> None:
     import torch
 
@@ -101,7 +153,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-sizes", default="1,4,16", help="comma-separated")
     parser.add_argument("--min-words", type=int, default=20)
     parser.add_argument("--max-words", type=int, default=120)
+    parser.add_argument("--per-item-items", type=int, help="batch 1 on the first K items only")
     parser.add_argument("--bandwidth-tbs", type=float, default=3.35, help="GPU memory TB/s")
+    parser.add_argument("--measure-bandwidth", action="store_true", help="measure it (CUDA)")
+    parser.add_argument("--static-cache", action="store_true", help="static KV cache (+compile)")
+    parser.add_argument("--diagnose", action="store_true", help="time bare decode steps too")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write the results as JSON here")
@@ -126,18 +182,34 @@ def main(argv: list[str] | None = None) -> dict:
             batch_size=batch_size,
             seed=args.seed,
         )
-        return TransformersBackend.from_loaded(model, tok, settings)
+        return TransformersBackend.from_loaded(model, tok, settings, static_cache=args.static_cache)
 
-    run_once(backend(4), texts[:4])  # warm-up: kernels, allocator, caches
+    on_cuda = device.startswith("cuda")
+    bandwidth = args.bandwidth_tbs
+    measured_bandwidth = None
+    if args.measure_bandwidth and on_cuda:
+        measured_bandwidth = bandwidth = copy_bandwidth_tbs()
+        print(f"copy bandwidth: {bandwidth:.2f} TB/s (read + written)", flush=True)
+    bare_ms = bare_decode_ms(model) if args.diagnose else None
+    if bare_ms is not None:
+        print(f"bare decode step at batch 1: {bare_ms:.2f} ms", flush=True)
     rows = []
     for bs in [int(b) for b in args.batch_sizes.split(",")]:
-        seconds, tokens = run_once(backend(bs), texts)
+        items = texts[: args.per_item_items] if bs == 1 and args.per_item_items else texts
+        # Warm-up at this batch size: kernels, allocator and, with a static cache, compilation
+        # (over all the items, so the cache already has the length the timed run needs).
+        warm = time.perf_counter()
+        run_once(backend(bs), items if args.static_cache else items[:bs])
+        warm = time.perf_counter() - warm
+        seconds, tokens = run_once(backend(bs), items)
         rows.append(
             {
                 "batch_size": bs,
                 "mode": "per-item generate()" if bs == 1 else "batched backend",
+                "items": len(items),
+                "warmup_seconds": round(warm, 2),
                 "seconds": round(seconds, 3),
-                "items_per_s": round(len(texts) / seconds, 3),
+                "items_per_s": round(len(items) / seconds, 3),
                 "output_tokens": tokens,
                 "tokens_per_s": round(tokens / seconds, 1),
             }
@@ -157,6 +229,7 @@ def main(argv: list[str] | None = None) -> dict:
         else platform.processor() or platform.machine(),
         "torch_threads": torch.get_num_threads(),
         "arch": args.arch,
+        "static_cache": args.static_cache,
         "dtype": args.dtype,
         "parameters": sum(p.numel() for p in model.parameters()),
         "weight_gb": round(weight_bytes / 1e9, 3),
@@ -169,14 +242,18 @@ def main(argv: list[str] | None = None) -> dict:
     if per_item:
         result["ratio_best_vs_per_item"] = round(best["tokens_per_s"] / per_item["tokens_per_s"], 2)
         print(f"best batch {best['batch_size']}: {result['ratio_best_vs_per_item']}x per-item")
-    if per_item and device.startswith("cuda"):
+    if bare_ms is not None:
+        result["bare_decode_ms_batch1"] = round(bare_ms, 3)
+    if per_item and on_cuda:
         # Batch 1: one decode step per output token; each step reads every weight once.
-        bound = args.bandwidth_tbs * 1e12 / weight_bytes
+        bound = bandwidth * 1e12 / weight_bytes
+        result["bandwidth_tbs"] = round(bandwidth, 3)
+        result["bandwidth_measured"] = measured_bandwidth is not None
         result["bandwidth_bound_steps_per_s"] = round(bound, 1)
         result["batch1_fraction_of_bound"] = round(per_item["tokens_per_s"] / bound, 3)
         print(
             f"batch 1 at {result['batch1_fraction_of_bound']:.1%} of the "
-            f"{bound:.0f} steps/s bandwidth bound ({args.bandwidth_tbs} TB/s, "
+            f"{bound:.0f} steps/s bandwidth bound ({bandwidth:.2f} TB/s, "
             f"{weight_bytes / 1e9:.2f} GB)"
         )
     if args.out:
