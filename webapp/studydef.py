@@ -205,6 +205,10 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         if block_id in seen:
             raise bw.at("id").error(f"duplicate block id {block_id!r}")
         seen.add(block_id)
+        if task_type.once_per_study and any(b["type"] == type_name for b in blocks):
+            raise bw.at("type").error(
+                f"a study may have only one {type_name!r} block; put all its items in that one"
+            )
         body = {k: v for k, v in block.items() if k not in {"type", "id"}}
         blocks.append({"id": block_id, "type": type_name, **task_type.validate(body, bw)})
     if blocks[0]["type"] != "consent":

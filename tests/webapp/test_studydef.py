@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shutil
 import textwrap
 from pathlib import Path
@@ -73,6 +74,11 @@ def _write(tmp_path: Path, mutate) -> Path:
         (lambda r: r["tasks"].pop(0), "tasks[0]", "consent"),
         (lambda r: r["tasks"][2].update(attemps=3), "tasks[2]", "unknown key"),
         (lambda r: r["payment"].update(base_usd="two"), "payment.base_usd", "expected a number"),
+        (  # a second product_choice block: its answers would collide with the first's
+            lambda r: r["tasks"].insert(4, {**copy.deepcopy(r["tasks"][3]), "id": "more"}),
+            "tasks[4].type",
+            "only one 'product_choice' block",
+        ),
     ],
 )
 def test_errors_name_file_path_and_reason(tmp_path, mutate, path, reason):

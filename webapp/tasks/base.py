@@ -141,6 +141,9 @@ class TaskType:
     acts_on_entry: ClassVar[bool] = False
     # True for task types that hand out a limited number of slots (their study can be full).
     limits_slots: ClassVar[bool] = False
+    # True for task types whose answers are keyed without their block (a second block of the
+    # type would collide with the first's answers): a study may hold one such block.
+    once_per_study: ClassVar[bool] = False
 
     def enter(self, ctx: PageContext) -> SaveResult | None:
         """Act before the page is shown (inside the caller's transaction).

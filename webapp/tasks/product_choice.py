@@ -219,6 +219,9 @@ class ProductChoiceTask(TaskType):
 
     name = "product_choice"
     template = "tasks/product_choice.html"
+    # Choices are keyed by (participant, trial_index) and analysed by pair; a second block's
+    # trial 0 would be "already answered" forever (put every pair in one block instead).
+    once_per_study = True
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"pairs", "labels", "prompt", "wtp"}, where)
