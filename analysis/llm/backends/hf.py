@@ -43,10 +43,11 @@ class TransformersBackend:
     static_cache : bool
         Pre-allocate the key/value cache (``cache_implementation="static"``). On CUDA,
         ``transformers`` then compiles the decode step with ``torch.compile`` and replays it as
-        a CUDA graph: the first batch of each size pays the compilation (about a minute for an
-        8B model), every later step saves the per-kernel launch overhead that dominates small
-        batches (see docs/benchmarks.md). It changes float rounding only, like the batch size, so
-        it is recorded in the manifest and left out of the resume key.
+        a CUDA graph: the first batch pays the compilation, a batch of a second size one more
+        (47 s and 79 s for an 8B model on an H100; a third took none), and every later step
+        saves the per-kernel launch overhead that dominates small batches (docs/benchmarks.md).
+        It changes float rounding only, like the batch size, so it is recorded in the manifest
+        and left out of the resume key.
 
     Notes
     -----
