@@ -57,9 +57,26 @@ class _LazyGroup(click.Group):
         except ImportError as exc:  # an optional extra is missing: say which one
             if (exc.name or "").split(".")[0] in {"webapp", "analysis", "framelab"}:
                 raise  # our own code is broken: show the real error
-            raise click.ClickException(
-                f"`framelab {cmd_name}` needs {needs}; missing module: {exc.name}"
-            ) from exc
+            return _unavailable(cmd_name, needs, exc.name)
+
+
+def _unavailable(name: str, needs: str, missing: str | None) -> click.Command:
+    """A command whose extra is not installed: listed by ``--help`` (which must not fail on
+    a web-only install), and saying what to install when it runs."""
+    message = f"`framelab {name}` needs {needs}; missing module: {missing}"
+
+    def refuse(args: tuple[str, ...]) -> None:
+        raise click.ClickException(message)
+
+    return click.Command(
+        name,
+        callback=refuse,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        help=message,
+        short_help=f"Not installed: needs {needs.split(' (')[0]}.",
+        context_settings={"ignore_unknown_options": True},
+        add_help_option=False,
+    )
 
 
 @click.group(cls=_LazyGroup)
