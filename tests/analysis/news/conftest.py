@@ -212,6 +212,18 @@ def fake_site() -> Iterator[FakeSite]:
                 site.max_in_flight[host] = max(
                     site.max_in_flight.get(host, 0), site.in_flight[host]
                 )
+            done = False
+
+            def leave() -> None:
+                # Before the response's last bytes: once the client has them it may send the
+                # next request, which must not find this one still counted (a loaded machine
+                # can run it before this thread gets back to a later decrement).
+                nonlocal done
+                if not done:
+                    done = True
+                    with site.lock:
+                        site.in_flight[host] -= 1
+
             try:
                 time.sleep(0.01)  # long enough for overlapping requests to show
                 status, headers, body = site.pages.get(
@@ -223,11 +235,11 @@ def fake_site() -> Iterator[FakeSite]:
                     self.send_header(key, value)
                 if "Content-Length" not in headers:
                     self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
+                leave()
+                self.end_headers()  # the buffered status line and headers go out here
                 self.wfile.write(body)
             finally:
-                with site.lock:
-                    site.in_flight[host] -= 1
+                leave()
 
     for server in _serve(Handler):
         site.port = server.server_address[1]
