@@ -69,13 +69,18 @@ def test_choice_page_costs_two_statements_and_its_answer_two_on_postgres(pg_app)
     assert len(get) == 2, get
     assert "JOIN study" in get[0] and "FOR UPDATE" not in get[0]
     assert get[1].startswith("WITH visit AS") and "ON CONFLICT" in get[1]
-    # POST: participant + study + shown_at under the lock; then the position, the visit's
-    # stamp and the answer's row in one statement (the answer rides as a WITH clause).
+    # POST: participant + study + shown_at, no lock; then one statement: the move, only if
+    # the participant is still on the page read (the WITH clause "moved"), and the visit's
+    # stamp and the answer's row each gated on that move.
     assert len(post) == 2, post
-    assert "FOR UPDATE OF participant" in post[0] and "page_visit.shown_at" in post[0]
-    assert post[1].startswith("WITH stamp AS (UPDATE page_visit"), post[1]
-    assert "answer_0 AS (INSERT INTO choice_response" in post[1], post[1]
-    assert post[1].split(") UPDATE participant SET")[1]  # the move is the main statement
+    assert "FOR UPDATE" not in post[0] and "page_visit.shown_at" in post[0]
+    answer = post[1]
+    assert answer.startswith("WITH moved AS (UPDATE participant SET"), answer
+    assert "participant.page_seq = %(r_seq)s" in answer.split("), stamp AS")[0], answer
+    assert "stamp AS (UPDATE page_visit" in answer, answer
+    assert "answer_0 AS (INSERT INTO choice_response" in answer, answer
+    assert answer.count("EXISTS (SELECT moved.id FROM moved)") == 2, answer
+    assert answer.endswith(" SELECT moved.id FROM moved"), answer
 
 
 def test_choice_page_statements_on_sqlite(app, study):
@@ -177,10 +182,10 @@ def test_a_trial_costs_no_orm_flush_and_no_second_transaction_on_postgres(pg_app
     # The WTP page's chosen product is read with the page's lookup (TaskType.page_prefetch),
     # correlated with the participant's row, not by a statement of its own.
     assert not any(s.startswith("SELECT choice_response.chose_target") for s in sql), sql
-    lookups = [s for s in sql if s.startswith("SELECT participant.id") and "FOR UPDATE" not in s]
+    lookups = [s for s in sql if s.startswith("SELECT participant.id") and "shown_at" not in s]
     assert len(lookups) == 2 and all("AS prefetch_product_choice" in s for s in lookups)
     assert all("FROM choice_response WHERE" in s for s in lookups), lookups[0]  # correlated
-    assert sum(s.startswith("UPDATE choice_response SET wtp_premium_usd") for s in sql) == 1
+    assert sum("answer_0 AS (UPDATE choice_response SET wtp_premium_usd" in s for s in sql) == 1
     with pg_app.app_context():
         c = db.session.scalars(select(ChoiceResponse)).one()
         assert c.wtp_premium_usd is not None and c.wtp_answered_at is not None
@@ -205,9 +210,10 @@ def test_the_wtp_page_shows_the_chosen_product_with_or_without_the_prefetch(
 
 
 @pytest.mark.postgres
-def test_showing_a_page_runs_in_autocommit_and_answering_in_a_transaction(pg_app):
+def test_showing_a_page_and_answering_it_run_in_autocommit(pg_app):
     # flow.read_in_autocommit: a GET's lookup and its one-statement visit record need no
-    # transaction (no BEGIN/COMMIT round trips); a POST's row lock does.
+    # transaction (no BEGIN/COMMIT round trips); nor does an answer of a task whose rows go
+    # through PageContext.write (one statement, conditional on the page read: flow.submit).
     bot = _bot_on_first_choice(pg_app, load_demo(pg_app))
     with _statements(pg_app, autocommit=True) as get:
         bot.reload()
@@ -216,7 +222,34 @@ def test_showing_a_page_runs_in_autocommit_and_answering_in_a_transaction(pg_app
     with _statements(pg_app, autocommit=True) as post:
         status, _, _ = bot.transport.request("POST", bot.page.forms[0].action, data)
     assert status == 302
-    assert [flag for _, flag in post] == [False, False], post  # the pool reset autocommit
+    assert [flag for _, flag in post] == [True, True], post
+
+
+@pytest.mark.postgres
+def test_an_answer_of_a_task_without_answers_by_write_locks_in_a_transaction(pg_app, monkeypatch):
+    # A task whose save may use the session (answers_by_write False; here the quiz switched
+    # to it): its POST's lookup runs in autocommit, then the answer re-reads the participant
+    # under FOR UPDATE in a transaction and writes there, its rows and the participant's
+    # columns riding in the statement that moves the participant.
+    from webapp.tasks.questions import QuizTask
+
+    monkeypatch.setattr(QuizTask, "answers_by_write", False)
+    bot = Bot(FlaskTransport(pg_app), load_demo(pg_app), BotBehaviour(platform="link"))
+    bot.open()
+    while bot.page.kind != "quiz":
+        bot.step()
+    data = bot.answer()
+    with _statements(pg_app, autocommit=True) as post:
+        status, _, _ = bot.transport.request("POST", bot.page.forms[0].action, data)
+    assert status == 302
+    assert post[0][1] is True and "FOR UPDATE" not in post[0][0], post  # the lookup
+    locked = [i for i, (sql, _) in enumerate(post) if "FOR UPDATE OF participant" in sql]
+    assert len(locked) == 1, post
+    assert not any(flag for _, flag in post[locked[0] :]), post  # lock and writes: one tx
+    assert "answer_0 AS (INSERT INTO quiz_attempt" in post[locked[0] + 1][0], post
+    with pg_app.app_context():
+        p = db.session.scalars(select(Participant)).one()
+        assert (p.quiz_attempts, p.quiz_passed) == (1, True)
 
 
 @pytest.mark.postgres

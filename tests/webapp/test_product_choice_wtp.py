@@ -127,3 +127,46 @@ def test_a_stored_definition_from_before_shows_the_text_and_never_fails(
 
     assert f"<p>Pay {escape(placeholder)}?</p>" in page.text
     assert "&lt;class" not in page.text and "<class" not in page.text
+
+
+def test_the_trials_memo_follows_the_definition_and_the_participant():
+    # ProductChoiceTask.trial keeps each participant's derived trials per process, keyed by
+    # the definition's hash, seed, sequence and block: every key gets derive_sequence's
+    # answer, and two definitions with one seed do not share.
+    from types import SimpleNamespace
+
+    from webapp.services.design import derive_sequence
+    from webapp.tasks.product_choice import ProductChoiceTask
+
+    task = ProductChoiceTask()
+    for n_pairs, digest in ((4, "h4"), (6, "h6")):
+        block = {
+            "type": "product_choice",
+            "id": "c",
+            "pairs": [{"id": f"p{i}"} for i in range(n_pairs)],
+        }
+        definition = {"tasks": [block]}
+        for seed, sequence in ((1, "A"), (1, "B"), (2, "A")):
+            p = SimpleNamespace(seed=seed, sequence=sequence)
+            study = SimpleNamespace(definition=definition, definition_hash=digest)
+            want = derive_sequence(definition, seed, sequence, "c")
+            for step in range(2 * n_pairs):
+                ctx = SimpleNamespace(
+                    participant=p, study=study, definition=definition, block=block, step=step
+                )
+                assert task.trial(ctx) == want[step // 2]
+
+
+def test_a_task_may_set_only_its_own_participant_columns():
+    # PageContext.set_participant carries quiz/attention columns with the answer; the position
+    # (page_seq, status, ...) is the flow's. Refused at the call, on every database (the check
+    # used to run only where PostgreSQL built the answer's statement).
+    from webapp.tasks.base import PageContext
+
+    ctx = PageContext(study=None, participant=None, block={}, block_index=0, step=0, now=None)
+    ctx.set_participant(quiz_attempts=2, quiz_passed=True)
+    assert ctx.participant_values == {"quiz_attempts": 2, "quiz_passed": True}
+    for column in ("page_seq", "status", "id"):
+        with pytest.raises(ValueError, match=column):
+            ctx.set_participant(**{column: 1})
+    assert ctx.participant_values == {"quiz_attempts": 2, "quiz_passed": True}

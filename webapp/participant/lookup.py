@@ -3,8 +3,8 @@
 The participant gate (:mod:`webapp.researcher.gate`) and the participant views both need the
 study named by the URL; on the load test's pages the second identical query was a tenth of the
 app's time. A page URL (``/s/<slug>/p/<token>``) also names the participant: the gate's lookup
-reads both rows in one statement (a POST under the participant's row lock, as
-:func:`webapp.services.flow.submit` needs), and the view takes the participant from the memo.
+reads both rows in one statement (a POST with what :func:`webapp.services.flow.submit`
+needs), and the view takes the participant from the memo.
 The memo lives in ``flask.g`` so the services stay free of request state.
 """
 
@@ -29,12 +29,19 @@ def request_study(slug: str) -> Study | None:
 
 def request_page_rows(slug: str, token: str) -> flow.PageRows | None:
     """The participant of a page URL in the study ``slug`` with the study (``None``: not ours,
-    or not there), read in one statement, under the row lock on a POST."""
+    or not there), read in one statement; on a POST with when the page was shown, and under
+    the row lock where the request cannot run in autocommit (not PostgreSQL)."""
     memo: dict[tuple[str, str], flow.PageRows | None] = g.setdefault("framelab_page_rows", {})
     if (slug, token) not in memo:
-        if request.method == "GET":  # showing a page: no transaction until one is needed
-            flow.read_in_autocommit()
+        # No transaction until one is needed (PostgreSQL): showing a page, and answering one
+        # whose task only writes rows (flow.submit), are each one statement.
+        unlocked = flow.read_in_autocommit()
+        posting = request.method == "POST"
         memo[slug, token] = flow.participant_in_study(
-            token, current_app.config["SECRET_KEY"], slug, lock=request.method == "POST"
+            token,
+            current_app.config["SECRET_KEY"],
+            slug,
+            lock=posting and not unlocked,
+            shown=posting,
         )
     return memo[slug, token]

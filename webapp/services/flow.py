@@ -129,7 +129,7 @@ class PageRows:
 _AUTOCOMMIT = "framelab_autocommit"  # in Session.info: this request reads in autocommit
 
 
-def read_in_autocommit() -> None:
+def read_in_autocommit() -> bool:
     """PostgreSQL: run this request's statements without a transaction, until one needs it.
 
     For showing a page: its lookup is one read and its visit record one statement (atomic by
@@ -137,13 +137,18 @@ def read_in_autocommit() -> None:
     a twentieth of a page's CPU). Reads see committed data either way (PostgreSQL's default
     isolation, READ COMMITTED, gives each statement its own snapshot too). A page whose task
     acts on entry takes its row lock in a transaction again (:func:`enter`). Call it before
-    the request's first statement; otherwise, and on other databases, it does nothing.
+    the request's first statement; otherwise, and on other databases, it does nothing and
+    returns False. An answer of a task with ``answers_by_write`` is one statement in
+    autocommit too (:func:`submit`).
     """
     session = db.session()
+    if session.info.get(_AUTOCOMMIT):
+        return True
     if session.in_transaction() or session.get_bind().dialect.name != "postgresql":
-        return
+        return False
     session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
     session.info[_AUTOCOMMIT] = True
+    return True
 
 
 def _end_autocommit() -> None:
@@ -154,15 +159,16 @@ def _end_autocommit() -> None:
 
 
 def participant_in_study(
-    token: str, secret: str, slug: str, *, lock: bool = False
+    token: str, secret: str, slug: str, *, lock: bool = False, shown: bool = False
 ) -> PageRows | None:
     """Return the participant of a URL token and their study, read in one statement.
 
     ``None`` when the token does not verify or its participant is not in the study ``slug``
-    (the caller then looks the study up alone, to say why). ``lock=True`` takes the row lock
-    :func:`submit` needs on the participant only (``FOR UPDATE OF participant``: locking the
-    study row would serialise every answer of the study), and reads when the current page was
-    shown. The study's definition comes from the per-process cache
+    (the caller then looks the study up alone, to say why). ``shown=True`` (a submission)
+    reads when the current page was shown too; ``lock=True`` takes the participant's row lock
+    (``FOR UPDATE OF participant``: locking the study row would serialise every answer of the
+    study), which :func:`submit` needs outside autocommit. Without ``shown`` the task types'
+    prefetched values are read. The study's definition comes from the per-process cache
     (:func:`webapp.services.studies.with_cached_definition`).
     """
     from webapp.services.studies import with_cached_definition
@@ -170,14 +176,15 @@ def participant_in_study(
     ids = _token_ids(token, secret)
     if ids is None:
         return None
-    prefetch = () if lock else prefetching_task_types()
+    prefetch = () if shown else prefetching_task_types()
     row = db.session.execute(
-        flow_sql.page_rows(lock=lock, prefetch=prefetch), {"participant_id": ids[0], "slug": slug}
+        flow_sql.page_rows(lock=lock, shown=shown, prefetch=prefetch),
+        {"participant_id": ids[0], "slug": slug},
     ).one_or_none()
     if row is None:
         return None
     study = with_cached_definition(row[1])
-    if lock:
+    if shown:
         return PageRows(row[0], study, row[2])
     return PageRows(
         row[0], study, prefetched={t.name: v for t, v in zip(prefetch, row[2:], strict=True)}
@@ -308,7 +315,7 @@ class SubmitResult:
 class _Position:
     """Where a participant is, as plain values: a submission moves this, not the ORM row.
 
-    On PostgreSQL the new position is written by one Core statement (:func:`_move_and_stamp`)
+    On PostgreSQL the new position is written by one Core statement (:func:`submit`)
     and only then set on the loaded row as already written; moving the row's attributes
     directly would mark it changed and cost a (fruitless) ORM flush on every answer.
     """
@@ -354,6 +361,17 @@ def _lock_participant(participant_id: int) -> Participant | None:
     ).one_or_none()
 
 
+def _in_autocommit() -> bool:
+    return bool(db.session().info.get(_AUTOCOMMIT))
+
+
+def _refused(p: Participant, token: str | None, secret: str) -> bool:
+    """True when ``p`` (as read) cannot take this answer: not taking part, or moved on."""
+    return p.status is not ParticipantStatus.started or (
+        check_token(p, token, secret) is not TokenState.current
+    )
+
+
 def submit(
     ctx: PageContext,
     form: PageForm,
@@ -363,15 +381,23 @@ def submit(
     rt_ms: int | None,
     shown_at: datetime | None | Unread = UNREAD,
 ) -> SubmitResult:
-    """Save a validated page and move the participant on, all in one transaction.
+    """Save a validated page and move the participant on, atomically, exactly once.
 
-    ``ctx.participant`` must have been read under its row lock in this transaction
-    (``participant_in_study(..., lock=True)``: ``FOR UPDATE`` on PostgreSQL; SQLite
-    transactions are immediate). The token is checked again under that lock, so two concurrent
-    copies of the same POST save exactly one answer; unique constraints are the last line of
-    defence. ``shown_at``: when the page was shown, if it was read with the lock
-    (:attr:`PageRows.shown_at`); on PostgreSQL the visit's stamp then rides in the statement
-    that moves the participant, otherwise it is read and stamped first.
+    ``shown_at``: when the page was shown, if it was read with the participant
+    (:attr:`PageRows.shown_at`); otherwise it is read where the visit is stamped.
+
+    Two ways, one guarantee (of concurrent copies of the same POST, exactly one saves):
+
+    - **PostgreSQL, read in autocommit** (:func:`read_in_autocommit`), a task with
+      ``answers_by_write``: the answer is one statement without a transaction
+      (:func:`webapp.services.flow_sql.answer`), which moves the participant only if they are
+      still on the page they were read at and writes the task's rows only if it moved them.
+    - **Otherwise** a transaction under the participant's row lock (``FOR UPDATE`` on
+      PostgreSQL, taken here if the lookup did not; SQLite transactions are immediate), with
+      the token checked again under the lock. On PostgreSQL the visit's stamp and the task's
+      ``PageContext.write`` rows ride in the statement that moves the participant.
+
+    Unique constraints are the last line of defence either way (a duplicate is a replay).
 
     Returns
     -------
@@ -379,29 +405,39 @@ def submit(
         ``accepted`` false for replays; otherwise the outcome and an optional message.
     """
     p = ctx.participant
-    if p.status is not ParticipantStatus.started or (
-        check_token(p, token, secret) is not TokenState.current
-    ):
+    if _refused(p, token, secret):
         db.session.rollback()
         return SubmitResult(accepted=False)
-    stamp = {"s_participant": p.id, "s_seq": p.page_seq, "submitted": ctx.now, "rt": rt_ms}
+    task = task_of(ctx)
+    if _in_autocommit():
+        if task.answers_by_write and shown_at is not UNREAD:
+            return _answer_unlocked(ctx, task, form, rt_ms, shown_at)
+        _end_autocommit()  # the lock below needs a transaction
+        row = db.session.execute(
+            flow_sql.locked_participant(), {"participant_id": p.id}
+        ).one_or_none()
+        if row is None or _refused(p, token, secret):  # gone or moved on since the read
+            db.session.rollback()
+            return SubmitResult(accepted=False)
+        shown_at = row[1]  # when the page was shown, read under the lock
+    stamp = _stamp(p, ctx, rt_ms)
     together = shown_at is not UNREAD and db.session.get_bind().dialect.name == "postgresql"
     if together:
         ctx.shown_at = shown_at  # type: ignore[assignment]  (not UNREAD here)
     else:  # stamp the page's visit and read when it was shown, in one statement
         ctx.shown_at = db.session.scalar(flow_sql.stamp_visit(), stamp)
     try:  # a duplicate answer raises here (unique constraints), at a write or the commit
-        result = task_of(ctx).save(ctx, form, rt_ms)
-        moved = _Position.of(p)
-        moved.page_seq += 1
-        moved.last_seen_at = ctx.now
-        _apply(moved, ctx, result.outcome)
+        result = task.save(ctx, form, rt_ms)
+        moved = _moved(p, ctx, result.outcome)
         if together:  # the task's rows ride in the statement that moves the participant
-            _move_and_stamp(p, moved, stamp, ctx.writes)
+            statement = flow_sql.position_stamp_and(*_shape(ctx))
+            db.session.execute(statement, _answer_params(p, moved, stamp, ctx))
+            for name, value in _written(moved, ctx).items():
+                set_committed_value(p, name, value)
         else:  # the task's rows, then the move through the ORM (the commit's flush)
-            for statement, params in ctx.writes:
-                db.session.execute(statement, params)
-            for name, value in moved.values().items():
+            for build, params in ctx.writes:
+                db.session.execute(build(None), params)
+            for name, value in _written(moved, ctx).items():
                 setattr(p, name, value)
         db.session.commit()
     except IntegrityError:
@@ -410,37 +446,72 @@ def submit(
     return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
 
 
-def _move_and_stamp(
-    p: Participant,
-    moved: _Position,
-    stamp: dict[str, Any],
-    writes: list[tuple[Any, dict[str, Any]]],
-) -> None:
-    """Write the participant's new position, the visit's stamp and the task's rows in one
-    statement.
-
-    The loaded row then holds the new position as already written (nothing for a flush);
-    anything else the task changed through the ORM is flushed at the commit as usual.
-    """
-    values = moved.values()
-    statement = flow_sql.position_stamp_and(tuple(w for w, _ in writes))
-    extra = {k: v for _, params in writes for k, v in params.items()}
-    db.session.execute(
-        statement,
-        {
-            **extra,
-            **stamp,
-            "p_id": p.id,
-            "n_page_seq": values["page_seq"],
-            "n_last_seen": values["last_seen_at"],
-            "n_block": values["block_index"],
-            "n_step": values["step"],
-            "n_status": values["status"],
-            "n_finished": values["finished_at"],
-        },
-    )
-    for name, value in values.items():
+def _answer_unlocked(
+    ctx: PageContext, task: TaskType, form: PageForm, rt_ms: int | None, shown_at: datetime | None
+) -> SubmitResult:
+    """:func:`submit` in one statement without a transaction (PostgreSQL, autocommit)."""
+    p = ctx.participant
+    ctx.shown_at = shown_at
+    result = task.save(ctx, form, rt_ms)
+    moved = _moved(p, ctx, result.outcome)
+    params = _answer_params(p, moved, _stamp(p, ctx, rt_ms), ctx)
+    params.update(r_seq=p.page_seq, r_status=ParticipantStatus.started)
+    try:
+        row = db.session.execute(flow_sql.answer(*_shape(ctx)), params).first()
+    except IntegrityError:  # a duplicate: nothing of the statement was written
+        db.session.rollback()
+        return SubmitResult(accepted=False)
+    _end_autocommit()  # anything after the answer (an MTurk settlement) gets a transaction
+    if row is None:  # a concurrent copy of this answer moved the participant first
+        return SubmitResult(accepted=False)
+    for name, value in _written(moved, ctx).items():
         set_committed_value(p, name, value)
+    return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
+
+
+def _stamp(p: Participant, ctx: PageContext, rt_ms: int | None) -> dict[str, Any]:
+    """The visit's stamp's parameters (:func:`webapp.services.flow_sql.stamp_visit`)."""
+    return {"s_participant": p.id, "s_seq": p.page_seq, "submitted": ctx.now, "rt": rt_ms}
+
+
+def _moved(p: Participant, ctx: PageContext, outcome: Outcome) -> _Position:
+    """Where a saved page's outcome takes the participant (one page further at least)."""
+    moved = _Position.of(p)
+    moved.page_seq += 1
+    moved.last_seen_at = ctx.now
+    _apply(moved, ctx, outcome)
+    return moved
+
+
+def _shape(ctx: PageContext) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """What the answer's statement is built from: the task's writes and the participant's
+    columns it sets (the statement is built once per shape)."""
+    return tuple(w for w, _ in ctx.writes), tuple(sorted(ctx.participant_values))
+
+
+def _written(moved: _Position, ctx: PageContext) -> dict[str, Any]:
+    """The participant's columns the answer writes: its new position and the task's."""
+    return {**ctx.participant_values, **moved.values()}
+
+
+def _answer_params(
+    p: Participant, moved: _Position, stamp: dict[str, Any], ctx: PageContext
+) -> dict[str, Any]:
+    """Parameters of the statement that moves the participant, stamps the visit and writes
+    the task's rows (the rows' own parameters first: the flow's names win)."""
+    values = moved.values()
+    return {
+        **{k: v for _, params in ctx.writes for k, v in params.items()},
+        **stamp,
+        "p_id": p.id,
+        "n_page_seq": values["page_seq"],
+        "n_last_seen": values["last_seen_at"],
+        "n_block": values["block_index"],
+        "n_step": values["step"],
+        "n_status": values["status"],
+        "n_finished": values["finished_at"],
+        **{f"n_{name}": value for name, value in ctx.participant_values.items()},
+    }
 
 
 def _apply(p: Participant | _Position, ctx: PageContext, outcome: Outcome) -> None:

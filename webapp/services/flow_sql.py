@@ -16,12 +16,15 @@ Callers mark what they wrote on the loaded rows (``set_committed_value``) themse
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, exists, select, update
 from sqlalchemy.orm import defer
 
 from webapp.models import PageVisit, Participant, Study
+
+if TYPE_CHECKING:
+    from webapp.tasks.base import RowWrite
 
 _PARTICIPANT = Participant.__table__
 _VISIT = PageVisit.__table__
@@ -45,33 +48,39 @@ _NOT_ON_A_PAGE = (
 )
 
 
+def _shown_at() -> Any:
+    """When the participant's current page was shown: a scalar subquery correlated with the
+    participant's row (see :func:`page_rows` on why not a join)."""
+    return (
+        select(PageVisit.shown_at)
+        .where(
+            PageVisit.participant_id == Participant.id,
+            PageVisit.page_seq == Participant.page_seq,
+        )
+        .scalar_subquery()
+    )
+
+
 @cache
-def page_rows(*, lock: bool, prefetch: tuple[Any, ...] = ()) -> Any:
+def page_rows(*, lock: bool, shown: bool = False, prefetch: tuple[Any, ...] = ()) -> Any:
     """A participant (``:participant_id``) with their study (``:slug``), in one row.
 
     ``prefetch``: task types whose :meth:`~webapp.tasks.base.TaskType.page_prefetch` values
-    are read too (columns ``prefetch_<name>``), without the lock only.
+    are read too (columns ``prefetch_<name>``), without ``shown`` only.
+
+    ``shown``: with it, when the participant's current page was shown (a submission needs it).
+    That is a scalar subquery, not a join: a join on ``page_seq`` would drop the row when
+    PostgreSQL re-checks it after waiting for the lock behind a concurrent copy of the same
+    POST (which moves ``page_seq``), where the copy must be told "already answered".
 
     ``lock``: ``FOR UPDATE OF participant`` (PostgreSQL; SQLite transactions are immediate),
-    re-reading the row even if the session had it, and with it when the participant's current
-    page was shown (a submission needs it). That is a scalar subquery, not a join: a join on
-    ``page_seq`` would drop the row when PostgreSQL re-checks it after waiting for the lock
-    behind a concurrent copy of the same POST (which moves ``page_seq``), where the copy must
-    be told "already answered".
+    re-reading the row even if the session had it.
     """
-    if not lock:  # with the values the task types read with every page (page_prefetch)
-        extra = [t.page_prefetch().label(f"prefetch_{t.name}") for t in prefetch]
-        columns: tuple[Any, ...] = (Participant, Study, *extra)
-    else:
-        shown = (
-            select(PageVisit.shown_at)
-            .where(
-                PageVisit.participant_id == Participant.id,
-                PageVisit.page_seq == Participant.page_seq,
-            )
-            .scalar_subquery()
-        )
-        columns = (Participant, Study, shown)
+    columns: tuple[Any, ...] = (Participant, Study)
+    if shown:
+        columns += (_shown_at(),)
+    else:  # with the values the task types read with every page (page_prefetch)
+        columns += tuple(t.page_prefetch().label(f"prefetch_{t.name}") for t in prefetch)
     query = (
         select(*columns)
         .join(Study, Study.id == Participant.study_id)
@@ -81,6 +90,19 @@ def page_rows(*, lock: bool, prefetch: tuple[Any, ...] = ()) -> Any:
     if lock:
         query = query.with_for_update(of=Participant).execution_options(populate_existing=True)
     return query
+
+
+@cache
+def locked_participant() -> Any:
+    """A participant (``:participant_id``) under its row lock, re-read even if the session had
+    it, with when their current page was shown (see :func:`page_rows` on why a subquery)."""
+    return (
+        select(Participant, _shown_at())
+        .where(Participant.id == bindparam("participant_id"))
+        .options(*(defer(c) for c in _NOT_ON_A_PAGE if c.class_ is Participant))
+        .with_for_update(of=Participant)
+        .execution_options(populate_existing=True)
+    )
 
 
 @cache
@@ -150,13 +172,10 @@ def stamp_visit() -> Any:
     return _visit_stamp().returning(_VISIT.c.shown_at)
 
 
-@cache
-def position_and_stamp() -> Any:
-    """PostgreSQL: a submission's move of the participant (``:p_id``; ``:n_page_seq``,
-    ``:n_last_seen``, ``:n_block``, ``:n_step``, ``:n_status``, ``:n_finished``) with the page
-    visit's stamp (``:s_participant``, ``:s_seq``, ``:submitted``, ``:rt``) in a ``WITH``
-    clause: one statement instead of two."""
-    stamp = _visit_stamp().cte("stamp")
+def _move(extra: tuple[str, ...] = ()) -> Any:
+    """The participant's move (``:p_id``; ``:n_page_seq``, ``:n_last_seen``, ``:n_block``,
+    ``:n_step``, ``:n_status``, ``:n_finished``), with the columns ``extra`` a task sets
+    (``PageContext.set_participant``) from ``:n_<column>``."""
     return (
         update(_PARTICIPANT)
         .where(_PARTICIPANT.c.id == bindparam("p_id"))
@@ -167,17 +186,61 @@ def position_and_stamp() -> Any:
             step=bindparam("n_step"),
             status=bindparam("n_status"),
             finished_at=bindparam("n_finished"),
+            **{name: bindparam(f"n_{name}") for name in extra},
         )
-        .add_cte(stamp)
     )
 
 
 @cache
-def position_stamp_and(writes: tuple[Any, ...] = ()) -> Any:
-    """:func:`position_and_stamp` with the task's rows (``PageContext.write``) as further
-    ``WITH`` clauses: an answer is one statement. Keyed by the statements themselves (each is
-    built once), so each combination is built, and its cache key computed, once."""
-    statement = position_and_stamp()
+def position_and_stamp(extra: tuple[str, ...] = ()) -> Any:
+    """PostgreSQL: a submission's move of the participant (:func:`_move`) with the page
+    visit's stamp (``:s_participant``, ``:s_seq``, ``:submitted``, ``:rt``) in a ``WITH``
+    clause: one statement instead of two."""
+    return _move(extra).add_cte(_visit_stamp().cte("stamp"))
+
+
+@cache
+def position_stamp_and(writes: tuple[RowWrite, ...] = (), extra: tuple[str, ...] = ()) -> Any:
+    """:func:`position_and_stamp` with the task's rows (``PageContext.write``, ungated) as
+    further ``WITH`` clauses: an answer under the row lock is one statement. Keyed by the
+    writes themselves (each is built once) and the participant's columns the task sets, so
+    each combination is built, and its cache key computed, once."""
+    statement = position_and_stamp(extra)
     for i, write in enumerate(writes):
-        statement = statement.add_cte(write.cte(f"answer_{i}"))
+        statement = statement.add_cte(write(None).cte(f"answer_{i}"))
+    return statement
+
+
+@cache
+def answer(writes: tuple[RowWrite, ...] = (), extra: tuple[str, ...] = ()) -> Any:
+    """PostgreSQL: an answer without a transaction or row lock, in one statement.
+
+    The participant's move (:func:`_move`, with the columns ``extra`` the task sets) happens
+    only if they are still on the page the submission was read at (``:r_seq``) and still
+    taking part; the visit's stamp and the task's rows (``PageContext.write``) are gated on
+    that move (``WITH moved AS (UPDATE ... RETURNING id)``, each write conditional on
+    ``EXISTS (SELECT FROM moved)``). The statement returns the participant's id when it moved
+    them and no row otherwise.
+
+    Why this is safe without ``FOR UPDATE``: one statement is atomic, and under READ
+    COMMITTED an ``UPDATE`` that finds its row changed by a concurrent transaction waits for
+    it and re-checks its condition on the new row. Of two concurrent copies of one answer, the
+    second finds ``page_seq`` moved, moves nothing and, its writes gated off, writes nothing
+    (the caller answers "already answered"); a unique constraint remains the last defence.
+    Data-modifying ``WITH`` clauses run once, to completion, and the gated ones read
+    ``moved``'s result, so the move is decided before any of them writes.
+    """
+    moved = (
+        _move(extra)
+        .where(
+            _PARTICIPANT.c.page_seq == bindparam("r_seq"),
+            _PARTICIPANT.c.status == bindparam("r_status"),
+        )
+        .returning(_PARTICIPANT.c.id)
+        .cte("moved")
+    )
+    gate = exists(select(moved.c.id))
+    statement = select(moved.c.id).add_cte(_visit_stamp().where(gate).cte("stamp"))
+    for i, write in enumerate(writes):
+        statement = statement.add_cte(write(gate).cte(f"answer_{i}"))
     return statement

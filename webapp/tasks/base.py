@@ -9,8 +9,10 @@ module here, one template in ``templates/tasks/`` and one line in ``webapp/tasks
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flask_wtf import FlaskForm
@@ -20,13 +22,39 @@ if TYPE_CHECKING:
     from webapp.models import Participant, Study
     from webapp.validation import Where
 
+# The participant's columns a task may set with its answer (PageContext.set_participant).
+SETTABLE_PARTICIPANT_COLUMNS = frozenset({"quiz_attempts", "quiz_passed", "attention_passed"})
+
+# A task's row write as a function of its gate (see PageContext.write).
+RowWrite = Callable[[Any], Any]
+
+
+def insert_row(table: Any, prefix: str, columns: tuple[str, ...] | None = None) -> RowWrite:
+    """A :data:`RowWrite` that inserts one row of ``table`` (``columns``: default all but the
+    primary key) from parameters ``:<prefix><column>``, built once per gate.
+
+    ``INSERT ... SELECT`` of the values, so that a gate can condition it (no row when the gate
+    is false); every column must be given a value (a missing one is an error of
+    SQLAlchemy's, not a silent NULL or a Python-side default). Create it once, at import.
+    """
+    from sqlalchemy import bindparam, insert, select
+
+    names = columns or tuple(c.name for c in table.c if not c.primary_key)
+
+    @cache
+    def build(gate: Any = None) -> Any:
+        row = select(*(bindparam(prefix + n, type_=table.c[n].type) for n in names))
+        return insert(table).from_select(names, row if gate is None else row.where(gate))
+
+    return build
+
 
 class PageForm(FlaskForm):
     """Fields every participant form carries: the page token and the client-measured time.
 
     The page token is the form's anti-forgery token: an HMAC (server secret) of the
-    participant and their count of answered pages, checked under the participant's row lock and
-    spent by the answer it carries (:mod:`webapp.services.flow`). A cross-site page cannot
+    participant and their count of answered pages, checked again where the answer is saved and
+    spent by the answer it carries (:func:`webapp.services.flow.submit`). A cross-site page cannot
     read it, and the page's URL, which names the participant, is itself a secret capability, so
     Flask-WTF's session-bound CSRF token adds no protection here; without it, the pages after
     consent need no cookie and open no signed session (docs/security.md; the consent form
@@ -52,26 +80,47 @@ class PageContext:
     now: datetime
     shown_at: datetime | None = None  # when this page was first served (server timing)
     # Rows a task's ``save`` asks to be written with the answer (see :meth:`write`).
-    writes: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    writes: list[tuple[RowWrite, dict[str, Any]]] = field(default_factory=list)
     # What this page's task type asked to be read with the page's lookup
     # (:meth:`TaskType.page_prefetch`); absent when the lookup did not read it (a POST).
     prefetched: dict[str, Any] = field(default_factory=dict)
+    # Columns of the participant's own row a task's ``save`` sets (see :meth:`set_participant`).
+    participant_values: dict[str, Any] = field(default_factory=dict)
 
     @property
     def definition(self) -> dict[str, Any]:
         """The study's normalised definition."""
         return self.study.definition
 
-    def write(self, statement: Any, params: dict[str, Any]) -> None:
-        """Have a Core ``INSERT`` written in the same transaction as the participant's move.
+    def write(self, build: RowWrite, params: dict[str, Any]) -> None:
+        """Have a row written with the answer, in the statement that moves the participant.
 
-        ``statement`` must be built once (the same object every time) with its own
-        ``bindparam`` names, prefixed so that they cannot collide with another write's or the
-        flow's. On PostgreSQL it rides as a ``WITH`` clause in the statement that moves the
-        participant (one statement per answer instead of two); elsewhere it runs on its own.
-        A task may equally use the ORM (``db.session.add``): that is flushed at the commit.
+        ``build(gate)`` returns a Core ``INSERT`` or ``UPDATE`` that acts only where ``gate``
+        (a boolean SQL expression, or ``None``: unconditionally) holds, and must return the
+        same object for the same gate (``functools.cache``). Its ``bindparam`` names are
+        prefixed so that they cannot collide with another write's or the flow's. On PostgreSQL
+        the statement rides as a ``WITH`` clause in the statement that moves the participant:
+        an answer of a task with :attr:`TaskType.answers_by_write` is then one statement in
+        autocommit, gated on the move having happened (the participant still on the page it
+        was read at), so a concurrent copy of the same answer writes nothing. Elsewhere it
+        runs on its own, ungated, in the submission's locked transaction. A task without
+        ``answers_by_write`` may also use the ORM (``db.session.add``): that is flushed at the
+        commit.
         """
-        self.writes.append((statement, params))
+        self.writes.append((build, params))
+
+    def set_participant(self, **values: Any) -> None:
+        """Have columns of the participant's row (e.g. ``quiz_passed``) written with the answer.
+
+        They are set in the statement that moves the participant (a statement may change a row
+        only once), so a task with :attr:`TaskType.answers_by_write` uses this instead of
+        assigning to ``ctx.participant``; the loaded row holds them afterwards. The position
+        columns (``page_seq``, ``block_index``, ...) are the flow's and cannot be set here.
+        """
+        if not SETTABLE_PARTICIPANT_COLUMNS.issuperset(values):
+            wrong = sorted(set(values) - SETTABLE_PARTICIPANT_COLUMNS)
+            raise ValueError(f"a task may not set the participant's {wrong}")
+        self.participant_values.update(values)
 
 
 class Outcome(enum.Enum):
@@ -144,6 +193,11 @@ class TaskType:
     # True for task types whose answers are keyed without their block (a second block of the
     # type would collide with the first's answers): a study may hold one such block.
     once_per_study: ClassVar[bool] = False
+    # True for task types whose ``save`` writes nothing itself: its rows, if any, go through
+    # ``PageContext.write``. On PostgreSQL their answers then need no transaction or row lock
+    # (one statement, conditional on the page the participant was read at; see
+    # webapp.services.flow.submit). Leave it False for a save that uses the session.
+    answers_by_write: ClassVar[bool] = False
 
     def enter(self, ctx: PageContext) -> SaveResult | None:
         """Act before the page is shown (inside the caller's transaction).

@@ -12,13 +12,13 @@ import re
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Float, bindparam, insert, literal, select, update
+from sqlalchemy import Float, bindparam, literal, select, update
 from wtforms import RadioField, StringField, ValidationError
 from wtforms.validators import InputRequired
 
 from webapp.models import ChoiceResponse
 from webapp.services.design import Trial, derive_sequence
-from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType, insert_row
 from webapp.tasks.questions import NUMBER_MAX_CHARS
 from webapp.text_rules import fill
 from webapp.validation import (
@@ -45,25 +45,20 @@ _CHOICE_COLUMNS = tuple(
 )
 
 
-@cache
-def _insert_choice() -> Any:
-    """The choice's row, a Core insert built once (no ORM unit of work on the hot path), with
-    parameters ``:c_<column>`` so it can ride in the participant's move (``ctx.write``); a
-    missing value is an error of SQLAlchemy's, not a silent NULL."""
-    return insert(_CHOICES).values(
-        {name: bindparam(f"c_{name}", type_=_CHOICES.c[name].type) for name in _CHOICE_COLUMNS}
-    )
+# The choice's row (``:c_<column>``), a Core insert (no ORM unit of work on the hot path).
+_INSERT_CHOICE = insert_row(_CHOICES, "c_", _CHOICE_COLUMNS)
 
 
 @cache
-def _set_wtp() -> Any:
-    """The WTP answer written onto its choice's row in one statement (``:w_*`` parameters).
+def _set_wtp(gate: Any = None) -> Any:
+    """The WTP answer written onto its choice's row in one statement (``:w_*`` parameters),
+    built once per gate (``ctx.write``).
 
     ``wtp_premium_pct`` is computed by the database as ``100.0 * premium / other_price_usd``,
     the same IEEE double operations in the same order as in Python.
     """
     premium = bindparam("w_usd", type_=Float())
-    return (
+    statement = (
         update(_CHOICES)
         .where(
             _CHOICES.c.participant_id == bindparam("w_participant"),
@@ -76,6 +71,7 @@ def _set_wtp() -> Any:
             wtp_answered_at=bindparam("w_at"),
         )
     )
+    return statement if gate is None else statement.where(gate)
 
 
 @cache
@@ -214,6 +210,13 @@ WTP_QUESTION = (
 )
 
 
+# A participant's trials, re-derived once per process (each choice and WTP page asked for them
+# two or three times: a fiftieth of a page's CPU). derive_sequence is pure, and the definition
+# hash names the definition, so the key says everything the trials depend on; cleared when full.
+_TRIALS: dict[tuple[str, int, str, str], tuple[Trial, ...]] = {}
+_TRIALS_MAX = 20_000
+
+
 class ProductChoiceTask(TaskType):
     """Ten (or any number of) product pairs, each a choice page and a WTP page."""
 
@@ -222,6 +225,8 @@ class ProductChoiceTask(TaskType):
     # Choices are keyed by (participant, trial_index) and analysed by pair; a second block's
     # trial 0 would be "already answered" forever (put every pair in one block instead).
     once_per_study = True
+    # Its answers are ctx.write rows only (the choice's insert, the WTP's update).
+    answers_by_write = True
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"pairs", "labels", "prompt", "wtp"}, where)
@@ -267,7 +272,14 @@ class ProductChoiceTask(TaskType):
     def trial(self, ctx: PageContext) -> Trial:
         """The trial this page belongs to, re-derived from the participant's seed."""
         p = ctx.participant
-        trials = derive_sequence(ctx.definition, p.seed, p.sequence, ctx.block["id"])
+        key = (ctx.study.definition_hash, p.seed, p.sequence, ctx.block["id"])
+        trials = _TRIALS.get(key)
+        if trials is None:
+            if len(_TRIALS) >= _TRIALS_MAX:
+                _TRIALS.clear()
+            trials = _TRIALS[key] = tuple(
+                derive_sequence(ctx.definition, p.seed, p.sequence, ctx.block["id"])
+            )
         return trials[ctx.step // 2]
 
     def _pair(self, ctx: PageContext, pair_id: str) -> dict[str, Any]:
@@ -346,8 +358,6 @@ class ProductChoiceTask(TaskType):
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
-        from webapp.extensions import db
-
         trial = self.trial(ctx)
         pair = self._pair(ctx, trial.pair_id)
         if ctx.step % 2 == 0:
@@ -371,11 +381,12 @@ class ProductChoiceTask(TaskType):
                 "server_rt_ms": server_ms,
                 "answered_at": ctx.now,
             }
-            ctx.write(_insert_choice(), {f"c_{k}": v for k, v in row.items()})
+            ctx.write(_INSERT_CHOICE, {f"c_{k}": v for k, v in row.items()})
             return NEXT
         premium = parse_premium(form["premium"].data, ctx.block["wtp"]["max_premium_usd"])
-        written = db.session.execute(
-            _set_wtp(),
+        # The choice's row exists: the WTP page is only shown after it (its template reads it).
+        ctx.write(
+            _set_wtp,
             {
                 "w_participant": ctx.participant.id,
                 "w_trial": trial.trial_index,
@@ -384,5 +395,4 @@ class ProductChoiceTask(TaskType):
                 "w_at": ctx.now,
             },
         )
-        assert written.rowcount == 1, "the WTP page always follows a saved choice"
         return NEXT

@@ -14,7 +14,15 @@ from wtforms.validators import InputRequired, Length, NumberRange, Optional, Sto
 from wtforms.widgets import TextInput
 
 from webapp.models import QuizAttempt, TaskResponse
-from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.base import (
+    NEXT,
+    Outcome,
+    PageContext,
+    PageForm,
+    SaveResult,
+    TaskType,
+    insert_row,
+)
 from webapp.validation import (
     LINE_MAX,
     Where,
@@ -43,6 +51,29 @@ NUMBER_MAX_CHARS = 20
 def plural(n: int, one: str, many: str) -> str:
     """``"1 answer"``, ``"2 answers"``: the count with the right form of the noun."""
     return f"{n} {one if n == 1 else many}"
+
+
+# The rows the question pages write with their answer (PageContext.write).
+_INSERT_ATTEMPT = insert_row(QuizAttempt.__table__, "q_")
+_INSERT_RESPONSE = insert_row(TaskResponse.__table__, "r_")
+
+
+def _write_response(
+    ctx: PageContext, task_type: str, payload: dict[str, Any], rt_ms: int | None
+) -> None:
+    """Write the page's answers as a ``task_response`` row with the answer."""
+    ctx.write(
+        _INSERT_RESPONSE,
+        {
+            "r_participant_id": ctx.participant.id,
+            "r_block_id": ctx.block["id"],
+            "r_task_type": task_type,
+            "r_step": ctx.step,
+            "r_payload": payload,
+            "r_rt_ms": rt_ms,
+            "r_created_at": ctx.now,
+        },
+    )
 
 
 class AsciiIntegerField(IntegerField):
@@ -148,6 +179,7 @@ class QuizTask(TaskType):
 
     name = "quiz"
     template = "tasks/questions.html"
+    answers_by_write = True  # its rows and participant columns go with the move
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions", "attempts", "on_fail"}, where)
@@ -174,38 +206,37 @@ class QuizTask(TaskType):
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
-        from webapp.extensions import db
-
         questions = ctx.block["questions"]
         answers = _answers(form, questions)
         n_correct = _n_correct(answers, questions)
         passed = n_correct == len(questions)
-        p = ctx.participant
-        p.quiz_attempts += 1
-        db.session.add(
-            QuizAttempt(
-                participant_id=p.id,
-                block_id=ctx.block["id"],
-                attempt=p.quiz_attempts,
-                answers=answers,
-                n_correct=n_correct,
-                passed=passed,
-                rt_ms=rt_ms,
-                created_at=ctx.now,
-            )
+        attempts = ctx.participant.quiz_attempts + 1
+        ctx.write(
+            _INSERT_ATTEMPT,
+            {
+                "q_participant_id": ctx.participant.id,
+                "q_block_id": ctx.block["id"],
+                "q_attempt": attempts,
+                "q_answers": answers,
+                "q_n_correct": n_correct,
+                "q_passed": passed,
+                "q_rt_ms": rt_ms,
+                "q_created_at": ctx.now,
+            },
         )
+        ctx.set_participant(quiz_attempts=attempts)
         if passed:
-            p.quiz_passed = True
+            ctx.set_participant(quiz_passed=True)
             return NEXT
-        if p.quiz_attempts < ctx.block["attempts"]:
-            left = ctx.block["attempts"] - p.quiz_attempts
+        if attempts < ctx.block["attempts"]:
+            left = ctx.block["attempts"] - attempts
             return SaveResult(
                 Outcome.retry,
                 f"{plural(len(questions) - n_correct, 'answer was', 'answers were')} not "
                 f"correct. Please read the questions again; you have "
                 f"{plural(left, 'more attempt', 'more attempts')}.",
             )
-        p.quiz_passed = False
+        ctx.set_participant(quiz_passed=False)
         if ctx.block["on_fail"] == "screen_out":
             return SaveResult(Outcome.screen_out)
         return NEXT
@@ -216,6 +247,7 @@ class AttentionCheckTask(TaskType):
 
     name = "attention_check"
     template = "tasks/questions.html"
+    answers_by_write = True  # its rows and participant columns go with the move
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
@@ -229,25 +261,14 @@ class AttentionCheckTask(TaskType):
         return _choice_form(ctx.block["questions"], formdata)
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
-        from webapp.extensions import db
-
         questions = ctx.block["questions"]
         answers = _answers(form, questions)
         passed = _n_correct(answers, questions) == len(questions)
-        p = ctx.participant
         # Several checks combine with AND: one failure marks the participant.
-        p.attention_passed = passed and p.attention_passed is not False
-        db.session.add(
-            TaskResponse(
-                participant_id=p.id,
-                block_id=ctx.block["id"],
-                task_type=self.name,
-                step=ctx.step,
-                payload={"answers": answers, "passed": passed},
-                rt_ms=rt_ms,
-                created_at=ctx.now,
-            )
+        ctx.set_participant(
+            attention_passed=passed and ctx.participant.attention_passed is not False
         )
+        _write_response(ctx, self.name, {"answers": answers, "passed": passed}, rt_ms)
         return NEXT
 
 
@@ -256,6 +277,7 @@ class DemographicsTask(TaskType):
 
     name = "demographics"
     template = "tasks/questions.html"
+    answers_by_write = True  # its row goes with the move
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
@@ -327,18 +349,6 @@ class DemographicsTask(TaskType):
         return _Form(formdata=formdata)
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
-        from webapp.extensions import db
-
         answers = {q["id"]: form[f"q_{q['id']}"].data for q in ctx.block["questions"]}
-        db.session.add(
-            TaskResponse(
-                participant_id=ctx.participant.id,
-                block_id=ctx.block["id"],
-                task_type=self.name,
-                step=ctx.step,
-                payload={"answers": answers},
-                rt_ms=rt_ms,
-                created_at=ctx.now,
-            )
-        )
+        _write_response(ctx, self.name, {"answers": answers}, rt_ms)
         return NEXT

@@ -1,0 +1,260 @@
+"""An answer without a transaction or row lock (PostgreSQL; issue 21): exactly once, or nothing.
+
+A task whose rows go through ``PageContext.write`` (product choice, the text pages) is answered
+by one statement in autocommit (``webapp.services.flow_sql.answer``): it moves the participant
+only if they are still on the page the POST read, and writes the task's rows only if it moved
+them. These tests put the other answer in each place it can be relative to that statement —
+already committed before the statement, still running (holding the row) during it, rolled back
+during it, an answer row already there — and check that what is saved is exactly one answer,
+with the visit's stamp and the participant's position consistent with it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import func, select, text
+
+from webapp.bots import Bot, BotBehaviour, FlaskTransport, HttpTransport
+from webapp.extensions import db
+from webapp.models import ChoiceResponse, PageVisit, Participant
+
+from .conftest import load_demo
+
+pytestmark = pytest.mark.postgres
+
+ANSWERED = "That page was already answered"
+
+
+def _bot_on(app, definition, kind: str, transport=None) -> Bot:
+    bot = Bot(transport or FlaskTransport(app), definition, BotBehaviour(platform="link"))
+    bot.open()
+    while bot.page.kind != kind:
+        bot.step()
+    return bot
+
+
+def _state(app) -> dict:
+    """The participant's page counter, their choices and the stamped visits."""
+    with app.app_context():
+        p = db.session.scalars(select(Participant)).one()
+        choices = db.session.scalars(select(ChoiceResponse).order_by(ChoiceResponse.id)).all()
+        stamped = db.session.scalar(
+            select(func.count()).select_from(PageVisit).where(PageVisit.submitted_at.is_not(None))
+        )
+        return {
+            "page_seq": p.page_seq,
+            "choices": [(c.trial_index, c.chosen_side, c.wtp_premium_usd) for c in choices],
+            "stamped": stamped,
+        }
+
+
+def _post(bot: Bot, data: dict) -> str:
+    """POST the bot's page with ``data``; return the text of the page it is sent to."""
+    status, location, _ = bot.transport.request("POST", bot.page.forms[0].action, data)
+    assert status == 302, status
+    return bot.transport.request("GET", location, None)[2]
+
+
+def _other_connection(app):
+    with app.app_context():
+        return db.engine.connect()
+
+
+def test_eight_copies_of_a_wtp_answer_with_different_values_save_one(pg_app, serve_app):
+    # Eight different WTP answers to the same page at once (a participant's double clicks
+    # with an edit in between): one is saved whole, the participant moves one page.
+    definition = load_demo(pg_app)
+    transport = HttpTransport(serve_app(pg_app))
+    bot = _bot_on(pg_app, definition, "wtp", transport)
+    before = _state(pg_app)
+    action = bot.page.forms[0].action
+    base = bot.answer()
+    copies = [{**base, "premium": f"{i}.25"} for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda d: transport.request("POST", action, d)[0], copies))
+    transport.close()
+    assert set(statuses) == {302}, statuses
+    after = _state(pg_app)
+    assert after["page_seq"] == before["page_seq"] + 1
+    assert after["stamped"] == before["stamped"] + 1
+    (trial, side, premium), *_ = after["choices"]
+    assert premium in {i + 0.25 for i in range(8)}
+    assert len(after["choices"]) == 1
+
+
+def test_eight_copies_of_a_text_page_move_the_participant_once(pg_app, serve_app):
+    # The instructions page writes no row: the move itself is the answer.
+    definition = load_demo(pg_app)
+    transport = HttpTransport(serve_app(pg_app))
+    bot = _bot_on(pg_app, definition, "instructions", transport)
+    before = _state(pg_app)
+    action, data = bot.page.forms[0].action, bot.answer()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: transport.request("POST", action, data), range(8)))
+    transport.close()
+    after = _state(pg_app)
+    assert after["page_seq"] == before["page_seq"] + 1
+    assert after["stamped"] == before["stamped"] + 1
+
+
+def _pid(app) -> int:
+    with app.app_context():
+        return db.session.scalars(select(Participant.id)).one()
+
+
+def test_an_answer_committed_after_the_read_wins_and_the_late_one_writes_nothing(
+    pg_app, monkeypatch
+):
+    # The POST read the participant on the choice page; before its statement ran, another
+    # answer moved them (committed). The statement must move nothing and write nothing.
+    from webapp.tasks.product_choice import ProductChoiceTask
+
+    bot = _bot_on(pg_app, load_demo(pg_app), "choice")
+    before = _state(pg_app)
+    pid = _pid(pg_app)
+    save = ProductChoiceTask.save
+
+    def moved_meanwhile(self, ctx, form, rt_ms):
+        with _other_connection(pg_app) as conn:
+            conn.execute(
+                text("UPDATE participant SET page_seq = page_seq + 1 WHERE id = :i"), {"i": pid}
+            )
+            conn.commit()
+        return save(self, ctx, form, rt_ms)
+
+    monkeypatch.setattr(ProductChoiceTask, "save", moved_meanwhile)
+    page = _post(bot, bot.answer())
+    assert ANSWERED in page
+    after = _state(pg_app)
+    assert after["choices"] == [] and after["stamped"] == before["stamped"]
+    assert after["page_seq"] == before["page_seq"] + 1  # the other answer's move only
+
+
+def _blocked_post(app, bot: Bot, data: dict, holder) -> tuple[dict, str]:
+    """POST while ``holder`` holds the participant's row; the POST must wait for it."""
+    result: dict = {}
+
+    def send() -> None:
+        result["page"] = _post(bot, data)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    with _other_connection(app) as watcher:  # until the POST's statement waits for the row
+        for _ in range(200):
+            waiting = watcher.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE 'WITH moved AS%'"
+                )
+            ).scalar()
+            watcher.rollback()
+            if waiting:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the answer's statement never waited for the participant's row")
+    holder()
+    thread.join(30)
+    assert not thread.is_alive()
+    return _state(app), result["page"]
+
+
+@pytest.mark.parametrize("rival", ["commit", "rollback"])
+def test_an_answer_running_during_the_statement(pg_app, rival):
+    # The other answer holds the participant's row (moved, not yet committed) while this
+    # POST's statement runs: the statement waits. If the other commits, the statement
+    # re-checks the row, finds the page moved, and writes nothing (READ COMMITTED's re-check
+    # of an UPDATE's condition); if it rolls back, this answer is saved once, whole.
+    bot = _bot_on(pg_app, load_demo(pg_app), "choice")
+    before = _state(pg_app)
+    pid, data = _pid(pg_app), bot.answer()
+    with _other_connection(pg_app) as conn:
+        conn.execute(
+            text("UPDATE participant SET page_seq = page_seq + 1 WHERE id = :i"), {"i": pid}
+        )
+        after, page = _blocked_post(pg_app, bot, data, getattr(conn, rival))
+    assert after["page_seq"] == before["page_seq"] + 1
+    if rival == "commit":
+        assert ANSWERED in page
+        assert after["choices"] == [] and after["stamped"] == before["stamped"]
+    else:
+        assert ANSWERED not in page and 'data-page="wtp"' in page
+        assert after["stamped"] == before["stamped"] + 1
+        assert [(t, s) for t, s, _ in after["choices"]] == [(0, data["side"])]
+
+
+def test_a_duplicate_row_refuses_the_whole_answer(pg_app):
+    # The last line of defence: an answer row already there (by any road) makes the unique
+    # constraint refuse the statement, and nothing of it stays: no move, no stamp.
+    from webapp.tasks.product_choice import _CHOICE_COLUMNS
+
+    bot = _bot_on(pg_app, load_demo(pg_app), "choice")
+    before = _state(pg_app)
+    pid, data = _pid(pg_app), bot.answer()
+    row = {c: None for c in _CHOICE_COLUMNS} | {
+        "participant_id": pid,
+        "block_id": "x",
+        "trial_index": 0,
+        "pair_id": "x",
+        "format": "original",
+        "target_side": "left",
+        "chosen_side": "left",
+        "chose_target": True,
+        "other_price_usd": 1.0,
+        "answered_at": datetime(2026, 1, 1, tzinfo=UTC),
+    }
+    with _other_connection(pg_app) as conn:
+        conn.execute(ChoiceResponse.__table__.insert(), row)
+        conn.commit()
+    page = _post(bot, data)
+    assert ANSWERED in page
+    after = _state(pg_app)
+    assert after["page_seq"] == before["page_seq"] and after["stamped"] == before["stamped"]
+    assert [(t, s) for t, s, _ in after["choices"]] == [(0, "left")]  # the one put there
+
+
+def test_the_quiz_and_attention_check_set_the_participant_with_their_answer(pg_app):
+    # The question pages' participant columns (quiz_attempts, quiz_passed, attention_passed)
+    # ride in the statement that moves the participant (PageContext.set_participant): a retry,
+    # a pass, a screen-out and a failed attention check are stored as on the locked path.
+    from webapp.models import ParticipantStatus, QuizAttempt, TaskResponse
+
+    definition = load_demo(pg_app)
+    bot = _bot_on(pg_app, definition, "quiz")
+    bot.behaviour = BotBehaviour(platform="link", fail_quiz=True)
+    page = bot.step()
+    assert page.kind == "quiz" and "Attempt 2 of 2" in page.text
+    bot.behaviour = BotBehaviour(platform="link")
+    assert bot.step().kind == "choice"
+    while bot.page.kind != "attention_check":
+        bot.step()
+    data = bot.answer()
+    with pg_app.app_context():
+        attention = next(b for b in definition["tasks"] if b["type"] == "attention_check")
+        question = attention["questions"][0]
+        other = next(o for o in question["options"] if o != question["correct"])
+    data[f"q_{question['id']}"] = other
+    assert _post(bot, data)
+    failed = Bot(FlaskTransport(pg_app), definition, BotBehaviour(platform="link", fail_quiz=True))
+    assert failed.run().outcome == "screened_out"
+    with pg_app.app_context():
+        first, second = db.session.scalars(select(Participant).order_by(Participant.id)).all()
+        assert (first.quiz_attempts, first.quiz_passed, first.attention_passed) == (2, True, False)
+        assert second.status is ParticipantStatus.screened_out
+        assert (second.quiz_attempts, second.quiz_passed) == (2, False)
+        attempts = db.session.scalars(select(QuizAttempt).order_by(QuizAttempt.id)).all()
+        assert [(a.participant_id, a.attempt, a.passed) for a in attempts] == [
+            (first.id, 1, False),
+            (first.id, 2, True),
+            (second.id, 1, False),
+            (second.id, 2, False),
+        ]
+        response = db.session.scalars(
+            select(TaskResponse).where(TaskResponse.task_type == "attention_check")
+        ).one()
+        assert response.payload["passed"] is False and response.participant_id == first.id
