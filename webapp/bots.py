@@ -177,8 +177,24 @@ class HttpTransport:
     def request(
         self, method: str, url: str, data: Mapping[str, str] | None
     ) -> tuple[int, str | None, str]:
-        """Send one request."""
-        resp = self.client.request(method, url, data=dict(data) if data is not None else None)
+        """Send one request; once more on a new connection if the server closed it unanswered.
+
+        The keep-alive margin above is not enough on a starved machine: the server's clock
+        starts when it has sent a response, ours when we have read it, so a bot descheduled
+        for half a second still reuses a connection the server has closed (seen once in CI,
+        label pages at p99 2.5 s). Browsers send the request again in that case, whatever
+        its method (Chromium's ``HttpNetworkTransaction::ShouldResendRequest``); a page
+        answer the server did get is refused as already answered, so sending it twice is safe.
+        """
+        import httpx
+
+        body = dict(data) if data is not None else None
+        try:
+            resp = self.client.request(method, url, data=body)
+        except httpx.RemoteProtocolError as exc:
+            if "without sending a response" not in str(exc):
+                raise
+            resp = self.client.request(method, url, data=body)
         return resp.status_code, resp.headers.get("location"), resp.text
 
     def close(self) -> None:
