@@ -18,12 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import and_, or_, select
-from wtforms import RadioField, TextAreaField
+from wtforms import TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
 from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
 from webapp.tasks import rating_slots as slots
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.widgets import RadioField
 from webapp.validation import (
     LINE_MAX,
     Where,

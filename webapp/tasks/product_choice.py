@@ -13,13 +13,14 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Float, bindparam, literal, select, update
-from wtforms import RadioField, StringField, ValidationError
+from wtforms import ValidationError
 from wtforms.validators import InputRequired
 
 from webapp.models import ChoiceResponse
 from webapp.services.design import Trial, derive_sequence
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType, insert_row
 from webapp.tasks.questions import NUMBER_MAX_CHARS
+from webapp.tasks.widgets import RadioField, StringField
 from webapp.text_rules import fill
 from webapp.validation import (
     Where,

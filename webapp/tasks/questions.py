@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from wtforms import IntegerField, RadioField, StringField
+from wtforms import IntegerField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
-from wtforms.widgets import TextInput
 
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.tasks.base import (
@@ -23,6 +22,7 @@ from webapp.tasks.base import (
     TaskType,
     insert_row,
 )
+from webapp.tasks.widgets import RadioField, StringField, TextInput
 from webapp.validation import (
     LINE_MAX,
     Where,

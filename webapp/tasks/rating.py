@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from wtforms import RadioField
 from wtforms.validators import InputRequired
 
 from webapp.models import TaskResponse
 from webapp.tasks import rating_slots as slots
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.widgets import RadioField
 from webapp.validation import (
     LINE_MAX,
     Where,

@@ -24,7 +24,6 @@ import random
 from typing import Any
 
 from sqlalchemy import select
-from wtforms import RadioField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import InputRequired
 
@@ -37,6 +36,7 @@ from webapp.models import (
 )
 from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
 from webapp.tasks.sentiment.items import LABELS, read_items
+from webapp.tasks.widgets import RadioField
 from webapp.validation import (
     Where,
     check_keys,
