@@ -460,9 +460,9 @@ def _answer_unlocked(
         row = db.session.execute(flow_sql.answer(*_shape(ctx)), params).first()
     except IntegrityError:  # a duplicate: nothing of the statement was written
         db.session.rollback()
-        return SubmitResult(accepted=False)
+        row = None
     _end_autocommit()  # anything after the answer (an MTurk settlement) gets a transaction
-    if row is None:  # a concurrent copy of this answer moved the participant first
+    if row is None:  # a duplicate, or a concurrent copy of this answer moved them first
         return SubmitResult(accepted=False)
     for name, value in _written(moved, ctx).items():
         set_committed_value(p, name, value)
