@@ -11,6 +11,7 @@ every value.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import event, select
@@ -145,7 +146,11 @@ def test_reload_keeps_first_shown_at_and_moves_last_seen_on_postgres(pg_app):
 
 @contextmanager
 def _flushes_and_rollbacks(app):
-    """Count ORM flushes and connection-level rollbacks while the block runs."""
+    """Count ORM flushes and the rollbacks of a transaction open on the server while the block
+    runs. A rollback of a connection in autocommit (a request that read and wrote without a
+    transaction, handed back by the teardown) sends nothing: psycopg returns at once when the
+    server says no transaction is open (``Connection._rollback_gen``), so it is not counted."""
+    from psycopg.pq import TransactionStatus
     from sqlalchemy.orm import Session
 
     seen = {"flush": 0, "rollback": 0}
@@ -153,8 +158,9 @@ def _flushes_and_rollbacks(app):
     def flushed(*_):
         seen["flush"] += 1
 
-    def rolled_back(*_):
-        seen["rollback"] += 1
+    def rolled_back(conn):
+        status = conn.connection.dbapi_connection.info.transaction_status
+        seen["rollback"] += status is not TransactionStatus.IDLE
 
     with app.app_context():
         engine = db.engine
@@ -268,3 +274,31 @@ def test_a_page_whose_task_acts_on_entry_locks_in_a_transaction(pg_app, tmp_path
     assert get[0][1] is True  # the page's lookup: autocommit
     locks = [flag for sql, flag in get if "FOR UPDATE" in sql]
     assert locks and not any(locks), get  # the task's locks: in a transaction
+
+
+@pytest.mark.postgres
+def test_an_autocommit_request_commits_pending_changes_and_settles_in_a_transaction(pg_app):
+    # flow._commit leaves a clean autocommit session's connection to the teardown (each
+    # statement committed itself), but a change still pending on a loaded row is written;
+    # an MTurk settlement after an answer in autocommit writes its rows in a transaction.
+    from webapp.services import flow
+    from webapp.services.mturk import settle_assignment
+
+    bot = _bot_on_first_choice(pg_app, load_demo(pg_app))
+    with pg_app.test_request_context():
+        assert flow.read_in_autocommit()
+        p = db.session.scalars(select(Participant)).one()
+        moved = p.last_seen_at + timedelta(hours=1)
+        p.last_seen_at = moved
+        flow._commit()  # pending: written, not dropped with the session
+        db.session.remove()
+        assert db.session.scalars(select(Participant)).one().last_seen_at == moved
+        db.session.remove()
+
+        assert flow.read_in_autocommit()
+        p = db.session.scalars(select(Participant)).one()
+        with _statements(pg_app, autocommit=True) as sql:
+            settle_assignment(p, None, p.started_at)  # not on MTurk: reads, then returns
+        assert not db.session.info.get("framelab_autocommit")
+        assert sql and not any(flag for _, flag in sql), sql  # in a transaction
+    assert bot.page.kind == "choice"
