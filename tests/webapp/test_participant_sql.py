@@ -299,6 +299,6 @@ def test_an_autocommit_request_commits_pending_changes_and_settles_in_a_transact
         p = db.session.scalars(select(Participant)).one()
         with _statements(pg_app, autocommit=True) as sql:
             settle_assignment(p, None, p.started_at)  # not on MTurk: reads, then returns
-        assert not db.session.info.get("framelab_autocommit")
+        assert not flow._in_autocommit()
         assert sql and not any(flag for _, flag in sql), sql  # in a transaction
     assert bot.page.kind == "choice"
