@@ -61,6 +61,7 @@ from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+GUNICORN_CONF = ROOT / "gunicorn.conf.py"  # the settings FrameLab ships
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 PRODUCT_FILE = "product-choice-demo.yaml"
 
@@ -245,6 +246,10 @@ class Gunicorn:
             sys.executable,
             "-m",
             "gunicorn",
+            # FrameLab's own settings (the GC freeze), named so every server started here gets
+            # them, whatever its working directory (the peer benchmark's floor app too).
+            "--config",
+            str(GUNICORN_CONF),
             "--bind",
             f"127.0.0.1:{self.port}",
             "--worker-class",
