@@ -19,6 +19,7 @@ from sqlalchemy import event, select
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
 from webapp.extensions import db
 from webapp.models import ChoiceResponse, PageVisit, Participant
+from webapp.services import driver_sql
 
 from .conftest import load_demo
 
@@ -33,11 +34,15 @@ def _statements(app, *, autocommit: bool = False):
         line = " ".join(statement.split())  # one line, single spaces
         seen.append((line, conn.connection.driver_connection.autocommit) if autocommit else line)
 
+    def record_sent(conn, statement):  # the page lookup goes through the driver directly
+        record(conn, None, statement)
+
     with app.app_context():
         engine = db.engine
     event.listen(engine, "before_cursor_execute", record)
     try:
-        yield seen
+        with driver_sql.observing(record_sent):
+            yield seen
     finally:
         event.remove(engine, "before_cursor_execute", record)
 

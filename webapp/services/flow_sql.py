@@ -15,13 +15,17 @@ Callers mark what they wrote on the loaded rows (``set_committed_value``) themse
 
 from __future__ import annotations
 
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, exists, select, update
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import defer
 
 from webapp.models import PageVisit, Participant, Study
+from webapp.services.driver_sql import DriverStatement, compile_for_driver
 
 if TYPE_CHECKING:
     from webapp.tasks.base import RowWrite
@@ -61,6 +65,14 @@ def _shown_at() -> Any:
     )
 
 
+def _page_extra(shown: bool, prefetch: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The page lookup's columns after the two rows: when the page was shown (``shown``), or
+    the values the task types read with every page (``page_prefetch``)."""
+    if shown:
+        return (_shown_at(),)
+    return tuple(t.page_prefetch().label(f"prefetch_{t.name}") for t in prefetch)
+
+
 @cache
 def page_rows(*, lock: bool, shown: bool = False, prefetch: tuple[Any, ...] = ()) -> Any:
     """A participant (``:participant_id``) with their study (``:slug``), in one row.
@@ -76,13 +88,8 @@ def page_rows(*, lock: bool, shown: bool = False, prefetch: tuple[Any, ...] = ()
     ``lock``: ``FOR UPDATE OF participant`` (PostgreSQL; SQLite transactions are immediate),
     re-reading the row even if the session had it.
     """
-    columns: tuple[Any, ...] = (Participant, Study)
-    if shown:
-        columns += (_shown_at(),)
-    else:  # with the values the task types read with every page (page_prefetch)
-        columns += tuple(t.page_prefetch().label(f"prefetch_{t.name}") for t in prefetch)
     query = (
-        select(*columns)
+        select(Participant, Study, *_page_extra(shown, prefetch))
         .join(Study, Study.id == Participant.study_id)
         .where(Participant.id == bindparam("participant_id"), Study.slug == bindparam("slug"))
         .options(*(defer(c) for c in _NOT_ON_A_PAGE))
@@ -90,6 +97,39 @@ def page_rows(*, lock: bool, shown: bool = False, prefetch: tuple[Any, ...] = ()
     if lock:
         query = query.with_for_update(of=Participant).execution_options(populate_existing=True)
     return query
+
+
+@dataclass(frozen=True)
+class DriverPageRows:
+    """:func:`page_rows` without a lock as columns, for :mod:`webapp.services.driver_sql`:
+    the statement, then the attribute names of the participant's and the study's columns, in
+    the order selected (the extra column, when the page was shown or the prefetched values,
+    follow them)."""
+
+    statement: DriverStatement
+    participant_keys: tuple[str, ...]
+    study_keys: tuple[str, ...]
+
+
+@lru_cache(maxsize=64)  # per dialect: one per engine (tests make many)
+def page_rows_for_driver(
+    dialect: Dialect, *, shown: bool = False, prefetch: tuple[Any, ...] = ()
+) -> DriverPageRows:
+    """:func:`page_rows` (``lock=False``) selecting the two rows' columns instead of the
+    entities (the same columns the ORM statement reads), compiled for ``dialect``."""
+    keys = {}
+    for entity in (Participant, Study):
+        mapper = sa_inspect(entity)
+        left_out = {a.key for a in _NOT_ON_A_PAGE if a.class_ is entity}
+        keys[entity] = tuple(a.key for a in mapper.column_attrs if a.key not in left_out)
+    columns = tuple(getattr(e, k) for e in (Participant, Study) for k in keys[e])
+    extra = _page_extra(shown, prefetch)
+    query = (
+        select(*columns, *extra)
+        .join(Study, Study.id == Participant.study_id)
+        .where(Participant.id == bindparam("participant_id"), Study.slug == bindparam("slug"))
+    )
+    return DriverPageRows(compile_for_driver(query, dialect), keys[Participant], keys[Study])
 
 
 @cache

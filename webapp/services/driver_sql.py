@@ -1,0 +1,117 @@
+"""SQLAlchemy Core statements sent through the database driver directly.
+
+For the three statements a participant's page and answer run on PostgreSQL
+(:mod:`webapp.services.flow`): the page lookup, the visit record and the one-statement
+answer. On the benchmark machine SQLAlchemy's execution of a cached statement cost some 60 µs
+of client CPU more than psycopg's own ``cursor.execute`` (the execution context, the result's
+metadata, 25 driver-side column descriptions, ``Row`` objects), and the ORM's loading of the
+lookup's two rows some 90 µs more again; sending the three through the driver cut FrameLab's
+CPU per request under gunicorn 1.11x, from 2.27x to 2.02x the floor of its stack (issue 21,
+docs/benchmarks.md "seventh pass"). SQLAlchemy has no public way to run a compiled statement
+without that machinery, so this module does that one thing by hand.
+
+What SQLAlchemy's execution gives is kept: the SQL is SQLAlchemy's own compilation of the Core
+statement for the connection's dialect (once per process and statement); parameters and
+result values go through the column types' own bind and result processors (``Enum`` columns
+come back as Python enums, ``UTCDateTime`` as aware datetimes, exactly as through the ORM);
+a driver error is raised as SQLAlchemy's exception class (``IntegrityError``,
+``OperationalError``, ...) and a lost connection is invalidated, so the pool replaces it and
+the error pages see what they saw. What is not kept: SQLAlchemy's ``before/after_cursor_execute``
+events and echo logging do not see these statements (:func:`observing` shows them to tests and
+benchmarks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+Processor = Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True)
+class DriverStatement:
+    """A Core statement compiled for one dialect, with its types' processors."""
+
+    sql: str
+    defaults: dict[str, Any]  # the statement's own bound values (e.g. a literal's parameter)
+    required: frozenset[str]  # the parameters the caller must give
+    bind: dict[str, Callable[[Any], Any]]  # parameter name -> bind processor (only those with one)
+    result: tuple[Processor, ...]  # per column it returns (none: it returns no rows)
+
+
+@lru_cache(maxsize=256)
+def compile_for_driver(statement: Any, dialect: Dialect) -> DriverStatement:
+    """Compile ``statement`` (a Core ``SELECT``, or ``INSERT``/``UPDATE`` with or without
+    ``RETURNING``) for ``dialect``, with its processors; once per statement object and
+    dialect (pass statements built once, as :mod:`webapp.services.flow_sql` builds them)."""
+    compiled = statement.compile(dialect=dialect)
+    params = compiled.params
+    required = frozenset(n for n, p in compiled.binds.items() if p.required and n in params)
+    bind = {}
+    for name, param in compiled.binds.items():
+        processor = param.type.dialect_impl(dialect).bind_processor(dialect)
+        if processor is not None and name in params:
+            bind[name] = processor
+    columns = getattr(statement, "selected_columns", None)
+    if columns is None:  # DML: what its RETURNING clause returns, if it has one
+        columns = statement.exported_columns
+    result = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns)
+    defaults = {n: v for n, v in params.items() if n not in required}
+    return DriverStatement(str(compiled), defaults, required, bind, result)
+
+
+Observer = Callable[[Connection, str], None]
+_observers: list[Observer] = []
+
+
+@contextmanager
+def observing(observer: Observer) -> Iterator[None]:
+    """Call ``observer(connection, sql)`` before each statement :func:`fetch_one` sends while
+    the block runs (SQLAlchemy's ``before_cursor_execute`` listeners do not see them)."""
+    _observers.append(observer)
+    try:
+        yield
+    finally:
+        _observers.remove(observer)
+
+
+def fetch_one(conn: Connection, stmt: DriverStatement, params: dict[str, Any]) -> tuple | None:
+    """Run ``stmt`` on ``conn``'s driver connection and return its first row, processed
+    (``None``: no row, or a statement that returns none)."""
+    missing = stmt.required.difference(params)
+    if missing:  # as SQLAlchemy refuses it: never a silent NULL
+        raise ArgumentError(f"a value is required for the parameters {sorted(missing)}")
+    values = {**stmt.defaults, **params}
+    for name, processor in stmt.bind.items():
+        values[name] = processor(values[name])
+    for observer in _observers:
+        observer(conn, stmt.sql)
+    dbapi_connection = conn.connection.driver_connection
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(stmt.sql, values)
+        row = cursor.fetchone() if stmt.result else None
+    except conn.dialect.loaded_dbapi.Error as exc:
+        lost = conn.dialect.is_disconnect(exc, dbapi_connection, cursor)
+        if lost:
+            conn.invalidate(exc)
+        raise DBAPIError.instance(
+            stmt.sql,
+            values,
+            exc,
+            conn.dialect.loaded_dbapi.Error,
+            connection_invalidated=lost,
+            dialect=conn.dialect,
+        ) from exc
+    finally:
+        cursor.close()
+    if row is None:
+        return None
+    return tuple(v if p is None else p(v) for p, v in zip(stmt.result, row, strict=True))
