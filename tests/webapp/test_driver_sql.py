@@ -9,8 +9,9 @@ and SQLAlchemy's exceptions for the driver's errors.
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import UTC, datetime
 
+import psycopg
 import pytest
 from sqlalchemy import (
     String,
@@ -22,11 +23,24 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    OperationalError,
+    ProgrammingError,
+    StatementError,
+)
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
 from webapp.extensions import db
-from webapp.models import PageVisit, Participant, ParticipantStatus, Platform, Study
+from webapp.models import (
+    ChoiceResponse,
+    PageVisit,
+    Participant,
+    ParticipantStatus,
+    Platform,
+    Study,
+)
 from webapp.services import driver_sql, flow
 
 from .conftest import load_demo
@@ -183,7 +197,7 @@ def test_a_write_returns_nothing_and_a_missing_value_is_refused(pg_app):
         conn = db.session.connection()
         stmt = driver_sql.compile_for_driver(move, conn.dialect)
         assert driver_sql.fetch_one(conn, stmt, {"p_id": pid, "n": 7}) is None
-        with pytest.raises(ArgumentError, match="'n'"):  # never a silent NULL
+        with pytest.raises(StatementError, match="'n'"):  # never a silent NULL
             driver_sql.fetch_one(conn, stmt, {"p_id": pid})
         db.session.commit()
         assert db.session.get(Participant, pid).quiz_attempts == 7
@@ -192,14 +206,35 @@ def test_a_write_returns_nothing_and_a_missing_value_is_refused(pg_app):
 
 def test_a_duplicate_row_is_sqlalchemys_integrity_error(pg_app):
     pid, _ = _participant_on_a_wtp_page(pg_app)
+    visit = insert(PageVisit.__table__).values(
+        participant_id=bindparam("p"), page_seq=bindparam("s"), page="x", shown_at=bindparam("t")
+    )
     with pg_app.app_context():
         conn = db.session.connection()
-        seq = db.session.get(Participant, pid).page_seq - 1  # a page they have answered
-        again = insert(PageVisit.__table__).values(
-            participant_id=bindparam("p"), page_seq=bindparam("s"), page="x"
-        )
-        stmt = driver_sql.compile_for_driver(again, conn.dialect)
-        with pytest.raises(IntegrityError):
-            driver_sql.fetch_one(conn, stmt, {"p": pid, "s": seq})
+        seq = db.session.get(Participant, pid).page_seq
+        stmt = driver_sql.compile_for_driver(visit, conn.dialect)
+        now = datetime.now(UTC)
+        assert driver_sql.fetch_one(conn, stmt, {"p": pid, "s": seq + 50, "t": now}) is None
+        with pytest.raises(IntegrityError) as duplicate:  # the same (participant, page) again
+            driver_sql.fetch_one(conn, stmt, {"p": pid, "s": seq + 50, "t": now})
+        assert isinstance(duplicate.value.orig, psycopg.errors.UniqueViolation)
         db.session.rollback()
         db.session.remove()
+
+
+def test_what_only_sqlalchemys_execution_can_do_is_refused(pg_app):
+    with pg_app.app_context():
+        dialect = db.engine.dialect
+    refused = {
+        "a Python-side default (shown_at)": insert(PageVisit.__table__).values(
+            participant_id=bindparam("p"), page_seq=bindparam("s"), page="x"
+        ),
+        "a numeric result": select(ChoiceResponse.other_price_usd),
+        "an expanding IN": select(Participant.id).where(
+            Participant.id.in_(bindparam("ids", expanding=True))
+        ),
+    }
+    for what, statement in refused.items():
+        with pytest.raises(ArgumentError, match="not through the driver"):
+            driver_sql.compile_for_driver(statement, dialect)
+            pytest.fail(f"compiled {what}")

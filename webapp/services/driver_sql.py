@@ -14,11 +14,11 @@ What SQLAlchemy's execution gives is kept: the SQL is SQLAlchemy's own compilati
 statement for the connection's dialect (once per process and statement); parameters and
 result values go through the column types' own bind and result processors (``Enum`` columns
 come back as Python enums, ``UTCDateTime`` as aware datetimes, exactly as through the ORM);
-a driver error is raised as SQLAlchemy's exception class (``IntegrityError``,
-``OperationalError``, ...) and a lost connection is invalidated, so the pool replaces it and
-the error pages see what they saw. What is not kept: SQLAlchemy's ``before/after_cursor_execute``
-events and echo logging do not see these statements (:func:`observing` shows them to tests and
-benchmarks).
+a failed statement goes through SQLAlchemy's own error handling (its exception classes,
+``IntegrityError``, ``OperationalError``, ...; a lost connection invalidated with the pool's
+older ones), so callers and the error pages see what they saw. What is not kept: SQLAlchemy's
+``before/after_cursor_execute`` events and echo logging do not see these statements
+(:func:`observing` shows them to tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, InvalidRequestError
+from sqlalchemy.types import Float, Numeric
 
 Processor = Callable[[Any], Any] | None
 
@@ -50,19 +51,37 @@ class DriverStatement:
 def compile_for_driver(statement: Any, dialect: Dialect) -> DriverStatement:
     """Compile ``statement`` (a Core ``SELECT``, or ``INSERT``/``UPDATE`` with or without
     ``RETURNING``) for ``dialect``, with its processors; once per statement object and
-    dialect (pass statements built once, as :mod:`webapp.services.flow_sql` builds them)."""
+    dialect (pass statements built once, as :mod:`webapp.services.flow_sql` builds them).
+
+    Refuses (``ArgumentError``) what SQLAlchemy would do per execution and this path cannot:
+    Python-side column defaults (``default=``, ``onupdate=``: give every value), parameters
+    whose value is computed (``callable_``), expanded (``IN``) or rendered into the SQL, names
+    SQLAlchemy has to escape, and numeric results (psycopg's processor for them needs the
+    driver's type code)."""
     compiled = statement.compile(dialect=dialect)
+    refused = []
+    if compiled.insert_prefetch or compiled.update_prefetch:
+        refused.append("Python-side column defaults")
+    if getattr(compiled, "escaped_bind_names", None):
+        refused.append("parameter names SQLAlchemy escapes")
     params = compiled.params
-    required = frozenset(n for n, p in compiled.binds.items() if p.required and n in params)
     bind = {}
     for name, param in compiled.binds.items():
+        if param.callable is not None or param.expanding or param.literal_execute:
+            refused.append(f"the computed, expanding or literal parameter {name!r}")
         processor = param.type.dialect_impl(dialect).bind_processor(dialect)
         if processor is not None and name in params:
             bind[name] = processor
     columns = getattr(statement, "selected_columns", None)
     if columns is None:  # DML: what its RETURNING clause returns, if it has one
         columns = statement.exported_columns
-    result = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns)
+    types = [c.type.dialect_impl(dialect) for c in columns]
+    if any(isinstance(t, (Numeric, Float)) for t in types):
+        refused.append("numeric result columns")
+    if refused:
+        raise ArgumentError(f"not through the driver: {', '.join(refused)}")
+    result = tuple(t.result_processor(dialect, None) for t in types)
+    required = frozenset(n for n, p in compiled.binds.items() if p.required and n in params)
     defaults = {n: v for n, v in params.items() if n not in required}
     return DriverStatement(str(compiled), defaults, required, bind, result)
 
@@ -84,34 +103,34 @@ def observing(observer: Observer) -> Iterator[None]:
 
 def fetch_one(conn: Connection, stmt: DriverStatement, params: dict[str, Any]) -> tuple | None:
     """Run ``stmt`` on ``conn``'s driver connection and return its first row, processed
-    (``None``: no row, or a statement that returns none)."""
-    missing = stmt.required.difference(params)
-    if missing:  # as SQLAlchemy refuses it: never a silent NULL
-        raise ArgumentError(f"a value is required for the parameters {sorted(missing)}")
-    values = {**stmt.defaults, **params}
-    for name, processor in stmt.bind.items():
-        values[name] = processor(values[name])
-    for observer in _observers:
-        observer(conn, stmt.sql)
+    (``None``: no row, or a statement that returns none).
+
+    An error is handed to SQLAlchemy's own handling of a failed execution
+    (``Connection._handle_dbapi_exception``, the one private call here, used as SQLAlchemy's
+    ``exec_driver_sql`` uses it): the driver's error raised as SQLAlchemy's class, others as
+    ``StatementError``; on a lost connection, or an exit exception mid-statement, the
+    connection invalidated and the pool's older connections recycled; ``handle_error``
+    listeners and the engine's ``hide_parameters`` honoured."""
+    values: dict[str, Any] = dict(params)
     dbapi_connection = conn.connection.driver_connection
-    cursor = dbapi_connection.cursor()
+    cursor = None
     try:
+        missing = stmt.required.difference(params)
+        if missing:  # SQLAlchemy's refusal: never a silent NULL
+            raise InvalidRequestError(f"a value is required for the parameters {sorted(missing)}")
+        values = {**stmt.defaults, **params}
+        for name, processor in stmt.bind.items():
+            values[name] = processor(values[name])
+        for observer in _observers:
+            observer(conn, stmt.sql)
+        cursor = dbapi_connection.cursor()
         cursor.execute(stmt.sql, values)
         row = cursor.fetchone() if stmt.result else None
-    except conn.dialect.loaded_dbapi.Error as exc:
-        lost = conn.dialect.is_disconnect(exc, dbapi_connection, cursor)
-        if lost:
-            conn.invalidate(exc)
-        raise DBAPIError.instance(
-            stmt.sql,
-            values,
-            exc,
-            conn.dialect.loaded_dbapi.Error,
-            connection_invalidated=lost,
-            dialect=conn.dialect,
-        ) from exc
+    except BaseException as exc:
+        conn._handle_dbapi_exception(exc, stmt.sql, values, cursor, None)
     finally:
-        cursor.close()
+        if cursor is not None:
+            cursor.close()
     if row is None:
         return None
     return tuple(v if p is None else p(v) for p, v in zip(stmt.result, row, strict=True))
