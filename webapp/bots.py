@@ -177,7 +177,8 @@ class HttpTransport:
     def request(
         self, method: str, url: str, data: Mapping[str, str] | None
     ) -> tuple[int, str | None, str]:
-        """Send one request; once more on a new connection if the server closed it unanswered.
+        """Send one request; once more on a new connection if the server closed it unanswered
+        (closed or reset).
 
         The keep-alive margin above is not enough on a starved machine: the server's clock
         starts when it has sent a response, ours when we have read it, so a bot descheduled
@@ -191,8 +192,10 @@ class HttpTransport:
         body = dict(data) if data is not None else None
         try:
             resp = self.client.request(method, url, data=body)
-        except httpx.RemoteProtocolError as exc:
-            if "without sending a response" not in str(exc):
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            # Closed unanswered: FIN ("without sending a response"), or RST when the request
+            # had reached the server's socket as it closed ("reset by peer", seen in CI).
+            if not any(s in str(exc) for s in ("without sending a response", "reset by peer")):
                 raise
             resp = self.client.request(method, url, data=body)
         return resp.status_code, resp.headers.get("location"), resp.text

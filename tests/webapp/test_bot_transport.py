@@ -11,6 +11,7 @@ connection; so must the bots, or a loaded CI machine turns the race into a faile
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 
 import pytest
@@ -21,7 +22,8 @@ from webapp.bots import HttpTransport
 class _ClosingServer:
     """Answers ``answers_per_connection`` requests per connection; closes on the next."""
 
-    def __init__(self, answers_per_connection: int) -> None:
+    def __init__(self, answers_per_connection: int, reset: bool = False) -> None:
+        self.reset = reset  # close with a reset (RST), as a kernel does with unread data
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -56,6 +58,10 @@ class _ClosingServer:
                     body = f.read(length).decode() if length else ""
                     self.seen.append((n, f"{line} {body}".strip()))
                     if answered == self.per_connection:
+                        if self.reset:  # linger 0: close() sends RST, not FIN
+                            conn.setsockopt(
+                                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                            )
                         break  # closed without a response
                     text = f"ok {len(self.seen)}".encode()
                     conn.sendall(
@@ -67,9 +73,12 @@ class _ClosingServer:
         self.sock.close()
 
 
-@pytest.fixture
-def server():
-    s = _ClosingServer(answers_per_connection=1)
+@pytest.fixture(params=[False, True], ids=["closed", "reset"])
+def server(request):
+    # "reset": the server's kernel answers the request that arrived as the server closed the
+    # connection with RST ("Connection reset by peer", seen in CI in the sentiment
+    # concurrency test), not FIN ("Server disconnected without sending a response").
+    s = _ClosingServer(answers_per_connection=1, reset=request.param)
     yield s
     s.close()
 
@@ -90,13 +99,14 @@ def test_a_request_the_server_closed_unanswered_is_sent_again_on_a_new_connectio
     ]
 
 
-def test_a_server_that_never_answers_is_still_an_error():
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+def test_a_server_that_never_answers_is_still_an_error(reset):
     import httpx
 
-    s = _ClosingServer(answers_per_connection=0)
+    s = _ClosingServer(answers_per_connection=0, reset=reset)
     transport = HttpTransport(s.url)
     try:
-        with pytest.raises(httpx.RemoteProtocolError):
+        with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
             transport.request("GET", "/a", None)
     finally:
         transport.close()
