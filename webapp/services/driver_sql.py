@@ -1,7 +1,7 @@
 """SQLAlchemy Core statements sent through the database driver directly.
 
 For the three statements a participant's page and answer run on PostgreSQL
-(:mod:`webapp.services.flow`): the page lookup, the visit record and the one-statement
+(:mod:`webapp.services.flow_driver`): the page lookup, the visit record and the one-statement
 answer. On the benchmark machine SQLAlchemy's execution of a cached statement cost some 60 µs
 of client CPU more than psycopg's own ``cursor.execute`` (the execution context, the result's
 metadata, 25 driver-side column descriptions, ``Row`` objects), and the ORM's loading of the

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
@@ -29,7 +28,7 @@ from webapp.models import (
     Platform,
     Study,
 )
-from webapp.services import driver_sql, flow_sql
+from webapp.services import flow_driver, flow_sql
 from webapp.tasks import get_task_type, prefetching_task_types
 from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
 
@@ -189,7 +188,7 @@ def participant_in_study(
     study), which :func:`submit` needs outside autocommit. Without ``shown`` the task types'
     prefetched values are read. The study's definition comes from the per-process cache
     (:func:`webapp.services.studies.with_cached_definition`). In autocommit (PostgreSQL) the
-    statement goes through the driver (:func:`_page_rows_by_driver`).
+    statement goes through the driver (:func:`webapp.services.flow_driver.page_rows`).
     """
     from webapp.services.studies import with_cached_definition
 
@@ -198,9 +197,15 @@ def participant_in_study(
         return None
     prefetch = () if shown else prefetching_task_types()
     if not lock and _in_autocommit():
-        found = _page_rows_by_driver(ids[0], slug, shown=shown, prefetch=prefetch)
-        if found is not _LOADED:
-            return found
+        found = flow_driver.page_rows(ids[0], slug, shown=shown, prefetch=prefetch)
+        if found is None:
+            return None
+        if found is not flow_driver.HELD:
+            participant, study, extra = found
+            if shown:
+                return PageRows(participant, study, extra[0])
+            prefetched = {t.name: v for t, v in zip(prefetch, extra, strict=True)}
+            return PageRows(participant, study, prefetched=prefetched)
     row = db.session.execute(
         flow_sql.page_rows(lock=lock, shown=shown, prefetch=prefetch),
         {"participant_id": ids[0], "slug": slug},
@@ -212,58 +217,6 @@ def participant_in_study(
         return PageRows(row[0], study, row[2])
     return PageRows(
         row[0], study, prefetched={t.name: v for t, v in zip(prefetch, row[2:], strict=True)}
-    )
-
-
-def _send(statement: Any, params: dict[str, Any]) -> tuple | None:
-    """Run one of the participant path's Core statements (PostgreSQL) on the session's
-    connection through the driver (:mod:`webapp.services.driver_sql`, on why); its first row."""
-    conn = db.session.connection()
-    return driver_sql.fetch_one(
-        conn, driver_sql.compile_for_driver(statement, conn.dialect), params
-    )
-
-
-_LOADED = object()  # _page_rows_by_driver: the session holds one of the rows already
-
-
-def _page_rows_by_driver(
-    participant_id: int, slug: str, *, shown: bool, prefetch: tuple[Any, ...]
-) -> PageRows | None | object:
-    """:func:`participant_in_study` without a lock, the statement sent through the driver
-    (:mod:`webapp.services.driver_sql`, on why) and the two rows made ORM objects of this
-    session, as loading them would (SQLAlchemy's documented way to attach rows read
-    elsewhere: ``make_transient_to_detached``, then ``Session.add``; columns the lookup
-    leaves out load on first use). ``_LOADED`` when the session already holds either row
-    (the ORM's lookup then refreshes nothing it should not)."""
-    from sqlalchemy.orm import make_transient_to_detached
-
-    from webapp.services.studies import with_cached_definition
-
-    session = db.session()
-    conn = session.connection()
-    shape = flow_sql.page_rows_for_driver(conn.dialect, shown=shown, prefetch=prefetch)
-    row = driver_sql.fetch_one(
-        conn, shape.statement, {"participant_id": participant_id, "slug": slug}
-    )
-    if row is None:
-        return None
-    n, m = len(shape.participant_keys), len(shape.study_keys)
-    participant = Participant(**dict(zip(shape.participant_keys, row[:n], strict=True)))
-    study = Study(**dict(zip(shape.study_keys, row[n : n + m], strict=True)))
-    for obj in (participant, study):
-        key = sa_inspect(type(obj)).identity_key_from_instance(obj)
-        if key in session.identity_map:
-            return _LOADED
-    for obj in (participant, study):
-        make_transient_to_detached(obj)
-        session.add(obj)
-    study = with_cached_definition(study)
-    extra = row[n + m :]
-    if shown:
-        return PageRows(participant, study, extra[0])
-    return PageRows(
-        participant, study, prefetched={t.name: v for t, v in zip(prefetch, extra, strict=True)}
     )
 
 
@@ -357,7 +310,8 @@ def record_visit(ctx: PageContext) -> None:
     On PostgreSQL the participant's ``last_seen_at`` is moved by the same statement (the
     insert rides in a ``WITH`` clause of the ``UPDATE``; PostgreSQL runs a data-modifying
     ``WITH`` to completion whether or not the main statement reads it), sent through the driver
-    (:func:`_send`); SQLite has no such clause and takes the two statements.
+    (:func:`webapp.services.flow_driver.send`); SQLite has no such clause and takes the two
+    statements.
     """
     p = ctx.participant
     visit = {
@@ -368,7 +322,7 @@ def record_visit(ctx: PageContext) -> None:
     }
     dialect = db.session.get_bind().dialect.name
     if dialect == "postgresql":
-        _send(flow_sql.visit_and_last_seen(), {**visit, "p_id": p.id, "p_seen": ctx.now})
+        flow_driver.send(flow_sql.visit_and_last_seen(), {**visit, "p_id": p.id, "p_seen": ctx.now})
         set_committed_value(p, "last_seen_at", ctx.now)  # written: nothing left to flush
     else:
         db.session.execute(flow_sql.visit_insert(dialect), visit)
@@ -524,7 +478,7 @@ def _answer_unlocked(
     ctx: PageContext, task: TaskType, form: PageForm, rt_ms: int | None, shown_at: datetime | None
 ) -> SubmitResult:
     """:func:`submit` in one statement without a transaction (PostgreSQL, autocommit), sent
-    through the driver (:func:`_send`)."""
+    through the driver (:func:`webapp.services.flow_driver.send`)."""
     p = ctx.participant
     ctx.shown_at = shown_at
     result = task.save(ctx, form, rt_ms)
@@ -532,7 +486,7 @@ def _answer_unlocked(
     params = _answer_params(p, moved, _stamp(p, ctx, rt_ms), ctx)
     params.update(r_seq=p.page_seq, r_status=ParticipantStatus.started)
     try:
-        row = _send(flow_sql.answer(*_shape(ctx)), params)
+        row = flow_driver.send(flow_sql.answer(*_shape(ctx)), params)
     except IntegrityError:  # a duplicate: nothing of the statement was written
         db.session.rollback()
         end_autocommit()  # the rollback ended the autocommit connection's use
