@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     TypeDecorator,
     bindparam,
+    event,
     insert,
     inspect,
     literal_column,
@@ -41,7 +42,7 @@ from webapp.models import (
     Platform,
     Study,
 )
-from webapp.services import driver_sql, flow
+from webapp.services import driver_sql, flow, flow_sql
 
 from .conftest import load_demo
 
@@ -238,3 +239,100 @@ def test_what_only_sqlalchemys_execution_can_do_is_refused(pg_app):
         with pytest.raises(ArgumentError, match="not through the driver"):
             driver_sql.compile_for_driver(statement, dialect)
             pytest.fail(f"compiled {what}")
+
+
+def _page_columns(pid: int) -> dict:
+    """The participant's columns the page lookup reads (the driver's shape), read by Core."""
+    shape = flow_sql.page_rows_for_driver(db.engine.dialect)
+    table = Participant.__table__
+    row = db.session.execute(select(table).where(table.c.id == pid)).one()._mapping
+    return {
+        key: row[Participant.__mapper__.attrs[key].columns[0]] for key in shape.participant_keys
+    }
+
+
+def _state(obj) -> dict:
+    state = inspect(obj)
+    return {
+        "key": state.key,
+        "persistent": state.persistent,
+        "modified": state.modified,
+        "committed_state": dict(state.committed_state),
+        "expired_attributes": set(state.expired_attributes),
+        "unloaded": set(state.unloaded),
+        "values": {k: v for k, v in state.dict.items() if not k.startswith("_")},
+    }
+
+
+def test_as_loaded_leaves_an_object_as_the_documented_way_does(pg_app):
+    """driver_sql.as_loaded against SQLAlchemy's documented way for rows read elsewhere
+    (constructor, make_transient_to_detached, Session.add): the same state, in the session."""
+    from sqlalchemy.orm import make_transient_to_detached
+
+    pid, _ = _participant_on_a_wtp_page(pg_app)
+    with pg_app.app_context():
+        values = _page_columns(pid)
+        db.session.remove()
+        documented = Participant(**values)
+        make_transient_to_detached(documented)
+        db.session.add(documented)
+        expected = _state(documented)
+        db.session.remove()
+
+        loaded = driver_sql.as_loaded(db.session(), Participant, dict(values))
+        assert _state(loaded) == expected
+        assert expected["expired_attributes"]  # the columns the lookup leaves out
+        assert db.session.get(Participant, pid) is loaded  # in the identity map
+        assert not (db.session.dirty or db.session.new)
+        db.session.remove()
+
+
+def test_an_object_as_loaded_loads_flushes_and_relates_as_a_loaded_one(pg_app):
+    pid, _ = _participant_on_a_wtp_page(pg_app)
+    sent: list[str] = []
+
+    def record(conn, cursor, statement, *_):  # noqa: ARG001
+        sent.append(statement)
+
+    with pg_app.app_context():
+        values = _page_columns(pid)
+        started_at, study_id = db.session.execute(
+            select(Participant.started_at, Participant.study_id).where(Participant.id == pid)
+        ).one()
+        db.session.remove()
+        p = driver_sql.as_loaded(db.session(), Participant, values)
+        event.listen(db.engine, "before_cursor_execute", record)
+        try:
+            db.session.flush()
+            assert sent == []  # nothing changed: nothing written
+            assert p.started_at == started_at  # a column left out loads on first use
+            assert [s.split()[0] for s in sent] == ["SELECT"]
+            assert p.study.id == study_id  # a relationship resolves
+            sent.clear()
+            p.quiz_attempts = 41
+            assert p in db.session.dirty
+            db.session.commit()
+            assert len(sent) == 1 and sent[0].startswith("UPDATE participant SET quiz_attempts")
+        finally:
+            event.remove(db.engine, "before_cursor_execute", record)
+        db.session.remove()
+        assert db.session.get(Participant, pid).quiz_attempts == 41
+        db.session.remove()
+
+
+def test_a_listener_to_loading_gets_the_orms_lookup(pg_app):
+    """A `load` listener on a class (or `loaded_as_persistent` on the session) must see the
+    page's rows loaded: the lookup then goes through the ORM, not the driver."""
+    pid, slug = _participant_on_a_wtp_page(pg_app)
+    seen: list[object] = []
+
+    def on_load(target, context):  # noqa: ARG001
+        seen.append(target)
+
+    event.listen(Participant, "load", on_load)
+    try:
+        found = _lookup(pg_app, pid, slug, autocommit=True, shown=False)
+    finally:
+        event.remove(Participant, "load", on_load)
+    assert found["through_the_driver"] == 0
+    assert [p.id for p in seen] == [pid]

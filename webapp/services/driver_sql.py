@@ -19,6 +19,11 @@ a failed statement goes through SQLAlchemy's own error handling (its exception c
 older ones), so callers and the error pages see what they saw. What is not kept: SQLAlchemy's
 ``before/after_cursor_execute`` events and echo logging do not see these statements
 (:func:`observing` shows them to tests and benchmarks).
+
+:func:`as_loaded` makes a row read this way an ORM object of a session, as the ORM's own
+loading makes one (the constructor's attribute events and SQLAlchemy's documented way for
+objects built by hand, ``make_transient_to_detached`` and ``Session.add``, cost a tenth of
+a page's CPU more; issue 21, docs/benchmarks.md "eighth pass").
 """
 
 from __future__ import annotations
@@ -26,14 +31,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from functools import cache, lru_cache
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import ArgumentError, InvalidRequestError
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import instance_state
 from sqlalchemy.types import Float, Numeric
 
 Processor = Callable[[Any], Any] | None
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -134,3 +142,52 @@ def fetch_one(conn: Connection, stmt: DriverStatement, params: dict[str, Any]) -
     if row is None:
         return None
     return tuple(v if p is None else p(v) for p, v in zip(stmt.result, row, strict=True))
+
+
+def loads_plainly(session: Session, *classes: type) -> bool:
+    """True when nothing listens to the loading of ``classes``' objects into ``session``
+    (the mapper's ``load`` event, the session's ``loaded_as_persistent``), so that
+    :func:`as_loaded` gives what the ORM's loading gives; otherwise load through the ORM."""
+    if session.dispatch.loaded_as_persistent:
+        return False
+    return not any(cls.__mapper__.class_manager.dispatch.load for cls in classes)
+
+
+@cache
+def _row_shape(cls: type, loaded: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The primary key's attribute names of ``cls``, and the column attributes a row with the
+    attributes ``loaded`` leaves out."""
+    mapper = cls.__mapper__  # type: ignore[attr-defined]
+    manager = mapper.class_manager
+    unloaded = frozenset(
+        key for key in manager if manager[key].impl.accepts_scalar_loader and key not in loaded
+    )
+    return tuple(mapper.get_property_by_column(c).key for c in mapper.primary_key), unloaded
+
+
+def as_loaded(session: Session, cls: type[T], values: dict[str, Any]) -> T:
+    """The row ``values`` (attribute name -> value, primary key included) of ``cls`` as a
+    persistent object of ``session``, as SQLAlchemy's loading makes one from a result row.
+
+    As the ORM's loader does (``sqlalchemy.orm.loading``, ``_instance``): an instance made
+    without its constructor, its values set as loaded (no attribute events, no history), its
+    identity key set and the object put in the session's identity map; the attributes the row
+    leaves out load on first use, as expired ones do. The caller makes sure that the session
+    does not hold the row already and that nothing listens to loading (:func:`loads_plainly`).
+    SQLAlchemy has no public call for this (``Session.merge(load=False)`` copies attribute by
+    attribute); ``tests/webapp/test_driver_sql.py`` checks that such an object is in the state
+    the documented way (constructor, ``make_transient_to_detached``, ``Session.add``) leaves it
+    in, and behaves as one: unloaded columns load, changes are flushed, related rows resolve.
+    """
+    mapper = cls.__mapper__  # type: ignore[attr-defined]
+    primary_key, unloaded = _row_shape(cls, frozenset(values))
+    instance = mapper.class_manager.new_instance()
+    state = instance_state(instance)
+    state.dict.update(values)
+    key = mapper.identity_key_from_primary_key(tuple(values[k] for k in primary_key))
+    state.key = key
+    state.identity_token = key[2]
+    state.expired_attributes.update(unloaded)
+    state.session_id = session.hash_key
+    session.identity_map.add(state)
+    return instance

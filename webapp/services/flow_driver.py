@@ -35,18 +35,20 @@ def page_rows(
     columns (when the page was shown, or the prefetched values); ``None`` when there is no such
     participant in the study ``slug``.
 
-    The rows become ORM objects as loading them would make them: SQLAlchemy's documented way to
-    attach rows read elsewhere (``make_transient_to_detached``, then ``Session.add``); columns
-    the lookup leaves out load on first use. :data:`HELD` when the session already holds either
-    row: the caller then runs the ORM's lookup, which refreshes nothing it should not.
+    The rows become ORM objects of the session as the ORM's loading would make them
+    (:func:`webapp.services.driver_sql.as_loaded`), the study with its definition from the
+    per-process cache; columns the lookup leaves out load on first use. :data:`HELD` when the
+    session already holds either row, or something listens to the loading of either class:
+    the caller then runs the ORM's lookup, which refreshes nothing it should not and fires
+    the ORM's events.
     """
-    from sqlalchemy.orm import make_transient_to_detached
-
-    from webapp.services.studies import with_cached_definition
+    from webapp.services.studies import cached_definition, with_cached_definition
 
     session = db.session()
     held = session.identity_map
     if Participant.__mapper__.identity_key_from_primary_key((participant_id,)) in held:
+        return HELD
+    if not driver_sql.loads_plainly(session, Participant, Study):
         return HELD
     conn = session.connection()
     shape = flow_sql.page_rows_for_driver(conn.dialect, shown=shown, prefetch=prefetch)
@@ -59,9 +61,13 @@ def page_rows(
     study_values = dict(zip(shape.study_keys, row[n : n + m], strict=True))
     if Study.__mapper__.identity_key_from_primary_key((study_values["id"],)) in held:
         return HELD
-    participant = Participant(**dict(zip(shape.participant_keys, row[:n], strict=True)))
-    study = Study(**study_values)
-    for obj in (participant, study):
-        make_transient_to_detached(obj)
-        session.add(obj)
-    return participant, with_cached_definition(study), row[n + m :]
+    definition = cached_definition(study_values["id"], study_values["definition_hash"])
+    if definition is not None:
+        study_values["definition"] = definition
+    participant = driver_sql.as_loaded(
+        session, Participant, dict(zip(shape.participant_keys, row[:n], strict=True))
+    )
+    study = driver_sql.as_loaded(session, Study, study_values)
+    if definition is None:
+        with_cached_definition(study)
+    return participant, study, row[n + m :]

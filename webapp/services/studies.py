@@ -196,6 +196,12 @@ _DEFINITIONS: dict[tuple[int, str], dict[str, Any]] = {}
 _DEFINITIONS_MAX = 256  # studies per process; past it the cache starts over
 
 
+def cached_definition(study_id: int, hash_: str) -> dict[str, Any] | None:
+    """The definition of the study ``study_id`` whose ``definition_hash`` is ``hash_``, if
+    this process has it cached (for a row about to be made an object with it)."""
+    return _DEFINITIONS.get((study_id, hash_))
+
+
 def _attach_definition(study: Study) -> None:
     """Give a row loaded without its definition the cached (or freshly read) definition."""
     key = (study.id, study.definition_hash)
