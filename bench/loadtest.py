@@ -485,9 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         server = server_latencies(Path(logs) / "access.log")
         result_audit = audit(app, run)
         with app.app_context():
-            from webapp.extensions import db
+            from webapp.extensions import dispose_engines
 
-            db.engine.dispose()
+            dispose_engines()
 
     timings = [t for b in run.bots for t in b.timings]
     errors = [r for r in run.results if r.outcome == "error"]

@@ -146,8 +146,10 @@ def _measure(url: str, args: argparse.Namespace) -> int:
     definition = load_study_file(STUDY)
     meter = _Meter(app.wsgi_app, by_page=args.by_page)
     app.wsgi_app = meter  # type: ignore[method-assign]
-    with app.app_context():
-        event.listen(db.engine, "before_cursor_execute", meter.count)
+    with app.app_context():  # every engine (PostgreSQL: the app's and the autocommit one)
+        engines = list(db.engines.values())  # (as db.engines, so that --code takes any checkout)
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", meter.count)
 
     with _driver_statements_counted(meter):
         run_bots(app, definition, n=args.warmup, seed=1)
@@ -162,8 +164,8 @@ def _measure(url: str, args: argparse.Namespace) -> int:
         return 1
 
     _print(meter, url, args, wall, profiler)
-    with app.app_context():
-        db.engine.dispose()  # before the fresh database is dropped
+    for engine in engines:
+        engine.dispose()  # before the fresh database is dropped
     return 0
 
 

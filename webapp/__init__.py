@@ -47,7 +47,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(migrations), render_as_batch=True)
     csrf.init_app(app)
     with app.app_context():
-        _configure_engine(app, db.engine)
+        for engine in db.engines.values():  # the app's, and PostgreSQL's autocommit engine
+            _configure_engine(app, engine)
     _release_session_safely(app, db)
 
     app.register_blueprint(tasks_bp)

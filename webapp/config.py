@@ -33,6 +33,11 @@ class ConfigError(RuntimeError):
     """The configuration cannot be used (e.g. production without ``SECRET_KEY``)."""
 
 
+# The bind (SQLALCHEMY_BINDS) of a PostgreSQL database's second engine, whose connections are
+# in autocommit for good (webapp.extensions.Session routes requests that need no transaction).
+AUTOCOMMIT_BIND = "autocommit"
+
+
 class BaseConfig:
     """Settings shared by every environment."""
 
@@ -268,6 +273,15 @@ def resolve_config(
     uri = settings["SQLALCHEMY_DATABASE_URI"]
     options.setdefault("pool_pre_ping", not uri.startswith("postgresql+psycopg:"))
     settings["SQLALCHEMY_ENGINE_OPTIONS"] = options
+    if uri.startswith("postgresql+psycopg:"):
+        # A second engine on the same database for requests that need no transaction
+        # (webapp.extensions.Session): its connections stay in autocommit.
+        binds = dict(settings.get("SQLALCHEMY_BINDS") or {})
+        binds.setdefault(
+            AUTOCOMMIT_BIND,
+            {**options, "url": uri, "isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None},
+        )
+        settings["SQLALCHEMY_BINDS"] = binds
     if not settings.get("SECRET_KEY"):
         if env_name == "production":
             raise ConfigError("SECRET_KEY must be set in production (FRAMELAB_ENV=production)")

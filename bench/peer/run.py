@@ -146,9 +146,9 @@ def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[st
             after = CpuSnapshot.take(pids)
         result = loadtest.audit(app, run)
         with app.app_context():
-            from webapp.extensions import db
+            from webapp.extensions import dispose_engines
 
-            db.engine.dispose()
+            dispose_engines()
     timings = [t for b in run.bots for t in b.timings]
     return {
         "platform": "FrameLab",

@@ -45,9 +45,9 @@ def app(tmp_path: Path):
     app = make_app(f"sqlite:///{tmp_path / 'test.sqlite'}")
     yield app
     with app.app_context():
-        from webapp.extensions import db
+        from webapp.extensions import dispose_engines
 
-        db.engine.dispose()
+        dispose_engines()
 
 
 @pytest.fixture
@@ -144,9 +144,9 @@ def pg_app(pg_url: str):
     app = make_app(f"{pg_url}{sep}options=-csearch_path%3D{schema}")
     yield app
     with app.app_context():
-        from webapp.extensions import db
+        from webapp.extensions import dispose_engines
 
-        db.engine.dispose()
+        dispose_engines()
     with admin.begin() as conn:
         conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
     admin.dispose()

@@ -44,16 +44,16 @@ _ROWS = [
 def _check(url: str) -> None:
     old = _at_0003(url)
     with old.app_context():
-        from webapp.extensions import db
+        from webapp.extensions import db, dispose_engines
 
         for sql in _ROWS:
             db.session.execute(text(sql))
         db.session.commit()
         db.session.remove()
-        db.engine.dispose()
+        dispose_engines()
     app = make_app(url)
     with app.app_context():
-        from webapp.extensions import db
+        from webapp.extensions import db, dispose_engines
 
         scopes = db.session.execute(
             text("SELECT id, scope FROM qualification_result ORDER BY id")
@@ -64,7 +64,7 @@ def _check(url: str) -> None:
         ).all()
         assert [tuple(r) for r in history] == [(1, "ASG1", "HIT1", "https://www.mturk.com")]
         db.session.remove()
-        db.engine.dispose()
+        dispose_engines()
 
 
 def test_0005_moves_existing_rows_on_sqlite(tmp_path):

@@ -37,14 +37,16 @@ def _statements(app, *, autocommit: bool = False):
     def record_sent(conn, statement):  # the page lookup goes through the driver directly
         record(conn, None, statement)
 
-    with app.app_context():
-        engine = db.engine
-    event.listen(engine, "before_cursor_execute", record)
+    with app.app_context():  # PostgreSQL: the app's engine and the autocommit one
+        engines = list(db.engines.values())
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", record)
     try:
         with driver_sql.observing(record_sent):
             yield seen
     finally:
-        event.remove(engine, "before_cursor_execute", record)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", record)
 
 
 def _bot_on_first_choice(app, definition) -> Bot:

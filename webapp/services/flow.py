@@ -20,7 +20,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 
-from webapp.extensions import db
+from webapp.config import AUTOCOMMIT_BIND
+from webapp.extensions import IN_AUTOCOMMIT, db
 from webapp.models import (
     MTurkAssignment,
     Participant,
@@ -126,9 +127,6 @@ class PageRows:
     prefetched: dict[str, Any] = field(default_factory=dict)  # task type name -> value
 
 
-_AUTOCOMMIT = "framelab_autocommit"  # in Session.info: this request reads in autocommit
-
-
 def read_in_autocommit() -> bool:
     """PostgreSQL: run this request's statements without a transaction, until one needs it.
 
@@ -140,14 +138,21 @@ def read_in_autocommit() -> bool:
     the request's first statement; otherwise, and on other databases, it does nothing and
     returns False. An answer of a task with ``answers_by_write`` is one statement in
     autocommit too (:func:`submit`).
+
+    The statements run on the autocommit engine (:class:`webapp.extensions.Session`), whose
+    connections never leave autocommit; a PostgreSQL app configured without it switches the
+    app engine's connection for the request instead.
     """
     session = db.session()
-    if session.info.get(_AUTOCOMMIT):
+    if session.info.get(IN_AUTOCOMMIT):
         return True
     if session.in_transaction() or session.get_bind().dialect.name != "postgresql":
         return False
-    session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-    session.info[_AUTOCOMMIT] = True
+    session.info[IN_AUTOCOMMIT] = True
+    if AUTOCOMMIT_BIND in db.engines:
+        session.connection()
+    else:
+        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
     return True
 
 
@@ -158,7 +163,7 @@ def end_autocommit() -> None:
     MTurk settlement after an answer); it does nothing outside autocommit.
     """
     session = db.session()
-    if session.info.pop(_AUTOCOMMIT, False):
+    if session.info.pop(IN_AUTOCOMMIT, False):
         session.commit()  # nothing to commit: it hands the connection back
 
 
@@ -390,7 +395,7 @@ def _lock_participant(participant_id: int) -> Participant | None:
 
 
 def _in_autocommit() -> bool:
-    return bool(db.session().info.get(_AUTOCOMMIT))
+    return bool(db.session().info.get(IN_AUTOCOMMIT))
 
 
 def _refused(p: Participant, token: str | None, secret: str) -> bool:

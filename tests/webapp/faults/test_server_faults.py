@@ -44,9 +44,9 @@ def served(pg_url, loadtest, tmp_path) -> Iterator[tuple]:
         with loadtest.Gunicorn({**env, "DATABASE_URL": db_url}, 2, 2, tmp_path) as server:
             yield app, server, groups
         with app.app_context():
-            from webapp.extensions import db
+            from webapp.extensions import dispose_engines
 
-            db.engine.dispose()
+            dispose_engines()
 
 
 def _strike_mid_run(loadtest, url: str, groups, strike: Callable[[], None]):
