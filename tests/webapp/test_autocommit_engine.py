@@ -75,3 +75,18 @@ def test_sqlite_has_no_autocommit_engine(app):
         assert AUTOCOMMIT_BIND not in db.engines
         assert not flow.read_in_autocommit()
         db.session.remove()
+
+
+def test_only_psycopg_gets_the_autocommit_engine(tmp_path):
+    """The driver path (webapp.services.flow_driver) speaks psycopg; another PostgreSQL driver
+    keeps every request in a transaction, as SQLite does."""
+    from webapp.config import resolve_config
+
+    def binds(url: str) -> dict:
+        settings = resolve_config(tmp_path, {"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "k"})
+        return settings.get("SQLALCHEMY_BINDS") or {}
+
+    psycopg = binds("postgres://u@h:5432/db")[AUTOCOMMIT_BIND]
+    assert psycopg["url"] == "postgresql+psycopg://u@h:5432/db"
+    assert (psycopg["isolation_level"], psycopg["pool_reset_on_return"]) == ("AUTOCOMMIT", None)
+    assert AUTOCOMMIT_BIND not in binds("postgresql+pg8000://u@h:5432/db")

@@ -140,19 +140,18 @@ def read_in_autocommit() -> bool:
     autocommit too (:func:`submit`).
 
     The statements run on the autocommit engine (:class:`webapp.extensions.Session`), whose
-    connections never leave autocommit; a PostgreSQL app configured without it switches the
-    app engine's connection for the request instead.
+    connections never leave autocommit; the app has one on PostgreSQL through psycopg
+    (:func:`webapp.config.resolve_config`), the driver :mod:`webapp.services.flow_driver`
+    sends statements through. Without it (SQLite, another driver) requests keep their
+    transaction.
     """
     session = db.session()
     if session.info.get(IN_AUTOCOMMIT):
         return True
-    if session.in_transaction() or session.get_bind().dialect.name != "postgresql":
+    if session.in_transaction() or AUTOCOMMIT_BIND not in db.engines:
         return False
     session.info[IN_AUTOCOMMIT] = True
-    if AUTOCOMMIT_BIND in db.engines:
-        session.connection()
-    else:
-        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+    session.connection()
     return True
 
 

@@ -73,6 +73,13 @@ def _page_extra(shown: bool, prefetch: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(t.page_prefetch().label(f"prefetch_{t.name}") for t in prefetch)
 
 
+def _of_participant_in_study(query: Any) -> Any:
+    """``query`` on the participant ``:participant_id`` joined with their study ``:slug``."""
+    return query.join(Study, Study.id == Participant.study_id).where(
+        Participant.id == bindparam("participant_id"), Study.slug == bindparam("slug")
+    )
+
+
 @cache
 def page_rows(*, lock: bool, shown: bool = False, prefetch: tuple[Any, ...] = ()) -> Any:
     """A participant (``:participant_id``) with their study (``:slug``), in one row.
@@ -88,12 +95,8 @@ def page_rows(*, lock: bool, shown: bool = False, prefetch: tuple[Any, ...] = ()
     ``lock``: ``FOR UPDATE OF participant`` (PostgreSQL; SQLite transactions are immediate),
     re-reading the row even if the session had it.
     """
-    query = (
-        select(Participant, Study, *_page_extra(shown, prefetch))
-        .join(Study, Study.id == Participant.study_id)
-        .where(Participant.id == bindparam("participant_id"), Study.slug == bindparam("slug"))
-        .options(*(defer(c) for c in _NOT_ON_A_PAGE))
-    )
+    query = _of_participant_in_study(select(Participant, Study, *_page_extra(shown, prefetch)))
+    query = query.options(*(defer(c) for c in _NOT_ON_A_PAGE))
     if lock:
         query = query.with_for_update(of=Participant).execution_options(populate_existing=True)
     return query
@@ -124,11 +127,7 @@ def page_rows_for_driver(
         keys[entity] = tuple(a.key for a in mapper.column_attrs if a.key not in left_out)
     columns = tuple(getattr(e, k) for e in (Participant, Study) for k in keys[e])
     extra = _page_extra(shown, prefetch)
-    query = (
-        select(*columns, *extra)
-        .join(Study, Study.id == Participant.study_id)
-        .where(Participant.id == bindparam("participant_id"), Study.slug == bindparam("slug"))
-    )
+    query = _of_participant_in_study(select(*columns, *extra))
     return DriverPageRows(compile_for_driver(query, dialect), keys[Participant], keys[Study])
 
 
