@@ -78,8 +78,20 @@ def news() -> None:
     show_default=True,
     help="Seconds between two page requests to one host.",
 )
-@click.option("--timeout", type=float, default=20.0, show_default=True)
-@click.option("--max-bytes", type=int, default=5_000_000, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=20.0,
+    show_default=True,
+    help="Seconds one page may take in all (robots.txt and redirects included).",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    default=5_000_000,
+    show_default=True,
+    help="Pages larger than this are abandoned while streaming (too_large).",
+)
 @click.option("--workers", type=int, default=4, show_default=True, help="Hosts in parallel.")
 @click.option("--no-fetch", is_flag=True, help="Keep API descriptions; do not scrape pages.")
 def sync(out, since, query, domains_file, api_url, day, max_results, max_pages, retries, delay,
@@ -88,6 +100,7 @@ def sync(out, since, query, domains_file, api_url, day, max_results, max_pages, 
     from analysis.news import DEFAULT_DOMAINS
     from analysis.news.fetch import FetchOptions
     from analysis.news.newsapi import DEFAULT_API_URL, NewsAPIError, domains_from_lines
+    from analysis.news.outbound import TEST_LOOPBACK_ENV, loopback_ports_from_text
     from analysis.news.sync import sync as run_sync
     from analysis.news.sync import today_utc
 
@@ -104,6 +117,14 @@ def sync(out, since, query, domains_file, api_url, day, max_results, max_pages, 
             raise click.ClickException(f"{domains_file}: {exc}") from exc
         if not domains:
             raise click.ClickException(f"{domains_file} lists no domain")
+    try:
+        loopback = loopback_ports_from_text(os.environ.get(TEST_LOOPBACK_ENV, ""))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if loopback:
+        click.echo(f"warning: {TEST_LOOPBACK_ENV} is set: pages on loopback ports "
+                   f"{sorted(loopback)} are fetched (a test setting; unset it in production)",
+                   err=True)  # fmt: skip
     collection_day = _day(day, "--date")
     options = FetchOptions(delay=delay, timeout=timeout, max_bytes=max_bytes, workers=workers)
     try:
@@ -112,6 +133,7 @@ def sync(out, since, query, domains_file, api_url, day, max_results, max_pages, 
             since=_day(since, "--since"), clock=(lambda: collection_day) if collection_day
             else today_utc, max_results=max_results, max_pages=max_pages,
             fetch_options=options, fetch_pages=not no_fetch, retries=retries,
+            allow_loopback_ports=loopback,
         )  # fmt: skip
     except NewsAPIError as exc:
         raise click.ClickException(f"{exc} (the run log is in {out}/logs/)") from exc

@@ -9,6 +9,8 @@ Modules, one responsibility each:
 
 - :mod:`analysis.news.newsapi`: the NewsAPI client (parameters, paging, retries).
 - :mod:`analysis.news.fetch`: the polite page fetcher and the main-text extraction.
+- :mod:`analysis.news.outbound`: where the fetcher may connect (trusted outlets on public
+  addresses, checked at every hop and at connect time) and the deadline of each fetch.
 - :mod:`analysis.news.store`: the append-only Parquet shards, manifest, datasheet, read-time
   deduplication; :mod:`analysis.news.sync` ties client, fetcher and store into one daily run.
 - :mod:`analysis.news.falsify`: negated descriptions through the LLM engine, the meaning check

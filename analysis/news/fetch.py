@@ -7,8 +7,13 @@ Politeness, as a crawler of other people's servers owes it:
   that cannot be fetched (5xx, network error) disallows everything;
 - one request per host at a time, at least ``delay`` seconds apart (or the host's
   ``Crawl-delay``), several hosts in parallel;
-- a user agent naming the project and a contact URL, timeouts, a size cap read as a stream,
-  at most ``max_redirects`` redirects, only ``http``/``https``, only HTML.
+- a user agent naming the project and a contact URL, a size cap read as a stream, at most
+  ``max_redirects`` redirects, only ``http``/``https``, only HTML.
+
+Safety, because the URLs come from outside (:mod:`analysis.news.outbound`): every hop's host must
+be a trusted outlet (or a subdomain of one) and resolve to public addresses only, the connection
+goes to the address that was checked, and ``timeout`` bounds the whole fetch (robots.txt and
+every hop together), not each read.
 
 Text is decoded by the charset the server declares, else by trafilatura's own detection (the
 ``<meta charset>`` and charset_normalizer), so Latin-1 or Windows-1252 pages are not mangled.
@@ -18,16 +23,20 @@ in ``fetch_status``; its record keeps the API description.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 from urllib.robotparser import RobotFileParser
 
 import httpx
+
+from analysis.news.outbound import DEADLINE, DestinationRefused, OutboundPolicy, guarded_client
 
 DEFAULT_USER_AGENT = "FrameLab-NewsLens/0.1 (+https://github.com/framelab/framelab; research)"
 ROBOTS_AGENT = "FrameLab-NewsLens"
@@ -42,7 +51,10 @@ FETCH_STATUSES = (
     "too_large",
     "not_html",
     "too_many_redirects",
+    "timeout",
     "bad_url",
+    "untrusted_domain",
+    "refused_address",
     "no_text",
     "too_short",
     "paywalled",
@@ -73,7 +85,8 @@ class FetchOptions:
     user_agent : str
         Sent with every request; names the project.
     timeout : float
-        Seconds per request (connect and read).
+        Seconds one page may take in all: robots.txt, every redirect hop, connecting, reading
+        (waits between requests to a host are not counted).
     max_bytes : int
         Pages larger than this are abandoned (``too_large``).
     max_redirects : int
@@ -132,6 +145,22 @@ class _TooLarge(Exception):
     pass
 
 
+class _Budget:
+    """Network seconds left to one page fetch, shared by its robots.txt and redirect hops."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+    @contextmanager
+    def spend(self) -> Iterator[float]:
+        """Time one request; yield its deadline (a :func:`time.monotonic` time)."""
+        started = time.monotonic()
+        try:
+            yield started + self.left
+        finally:
+            self.left -= time.monotonic() - started
+
+
 class PoliteFetcher:
     """Fetch pages politely (robots.txt, one request per host, caps) and extract their text.
 
@@ -139,31 +168,37 @@ class PoliteFetcher:
     ----------
     options : FetchOptions
         Limits and manners.
-    transport : httpx.BaseTransport, optional
-        For tests; the network otherwise.
+    policy : OutboundPolicy
+        The trusted outlets; every request goes through its checks (there is no way around
+        them: tests name loopback ports in the policy instead of swapping the transport).
     clock, sleep : callable
-        Monotonic time and waiting (tests pass fakes to skip the delays).
+        Monotonic time and waiting for the politeness delays (tests pass fakes to skip them).
+    ssl_context : ssl.SSLContext, optional
+        Certificate checks (default: httpx's, with certifi's roots).
     """
 
     def __init__(
         self,
         options: FetchOptions | None = None,
         *,
-        transport: httpx.BaseTransport | None = None,
+        policy: OutboundPolicy,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.options = options or FetchOptions()
+        self.policy = policy
         self.clock = clock
         self.sleep = sleep
-        self._client = httpx.Client(
+        # Redirects are followed by hand so each hop is checked against robots.txt and the policy.
+        self._client = guarded_client(
+            policy,
+            timeout=self.options.timeout,
             headers={
                 "User-Agent": self.options.user_agent,
                 "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1",
             },
-            timeout=self.options.timeout,
-            transport=transport,
-            follow_redirects=False,  # followed by hand so each hop is checked against robots.txt
+            ssl_context=ssl_context,
         )
         self._robots: dict[str, RobotFileParser] = {}
         self._host_locks: dict[str, threading.Lock] = {}
@@ -186,8 +221,11 @@ class PoliteFetcher:
         with self._lock:
             return self._host_locks.setdefault(host, threading.Lock())
 
-    def _get(self, url: str, host: str, *, stream_cap: int) -> tuple[httpx.Response, bytes]:
-        """One GET to ``host``, spaced from the previous one, body read up to ``stream_cap``."""
+    def _get(
+        self, url: str, host: str, *, stream_cap: int, budget: _Budget
+    ) -> tuple[httpx.Response, bytes]:
+        """One GET to ``host``, spaced from the previous one, body read up to ``stream_cap``,
+        all of it within what is left of ``budget``."""
         robots = self._robots.get(host)
         crawl_delay = robots.crawl_delay(ROBOTS_AGENT) if robots is not None else None
         delay = max(self.options.delay, float(crawl_delay or 0))
@@ -198,7 +236,10 @@ class PoliteFetcher:
                 if wait > 0:
                     self.sleep(wait)
             try:
-                with self._client.stream("GET", url) as response:
+                with (
+                    budget.spend() as deadline,
+                    self._client.stream("GET", url, extensions={DEADLINE: deadline}) as response,
+                ):
                     declared = response.headers.get("Content-Length", "")
                     if declared.isdigit() and int(declared) > stream_cap:
                         raise _TooLarge(f"Content-Length {declared} > {stream_cap} bytes")
@@ -214,13 +255,18 @@ class PoliteFetcher:
 
     def robots_for(self, scheme: str, host: str) -> RobotFileParser:
         """The host's robots.txt rules, fetched once (RFC 9309 for unreachable files)."""
+        return self._robots_for(scheme, host, _Budget(self.options.timeout))
+
+    def _robots_for(self, scheme: str, host: str, budget: _Budget) -> RobotFileParser:
         with self._lock:
             cached = self._robots.get(host)
         if cached is not None:
             return cached
         parser = RobotFileParser()
         try:
-            response, body = self._get(f"{scheme}://{host}/robots.txt", host, stream_cap=500_000)
+            response, body = self._get(
+                f"{scheme}://{host}/robots.txt", host, stream_cap=500_000, budget=budget
+            )
         except (httpx.HTTPError, _TooLarge):
             parser.disallow_all = True  # unreachable: assume complete disallow (RFC 9309 2.3.1.4)
         else:
@@ -240,18 +286,25 @@ class PoliteFetcher:
     def fetch(self, url: str, *, api_description: str | None = None) -> Page:
         """Fetch one article page and extract its main text and lead."""
         page = Page(url)
+        budget = _Budget(self.options.timeout)
         current = url
         for _hop in range(self.options.max_redirects + 1):
-            parts = urlsplit(current)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                return _fail(page, "bad_url", f"not an http(s) URL: {current!r}")
-            host = parts.netloc.lower()
-            if not self.robots_for(parts.scheme, host).can_fetch(ROBOTS_AGENT, current):
-                return _fail(page, "robots_disallowed", f"robots.txt of {host} disallows {current}")
             try:
-                response, body = self._get(current, host, stream_cap=self.options.max_bytes)
+                target = self.policy.check_url(current)
+                scheme, host = target.scheme, target.netloc.decode("ascii").lower()
+                if not self._robots_for(scheme, host, budget).can_fetch(ROBOTS_AGENT, current):
+                    reason = f"robots.txt of {host} disallows {current}"
+                    return _fail(page, "robots_disallowed", reason)
+                response, body = self._get(
+                    current, host, stream_cap=self.options.max_bytes, budget=budget
+                )
+            except DestinationRefused as exc:
+                return _fail(page, exc.status, f"{current}: {exc.reason}")
             except _TooLarge as exc:
                 return _fail(page, "too_large", str(exc))
+            except httpx.TimeoutException as exc:
+                reason = f"more than {self.options.timeout:g} s in all ({type(exc).__name__})"
+                return _fail(page, "timeout", reason)
             except httpx.HTTPError as exc:
                 return _fail(page, "network_error", f"{type(exc).__name__}: {exc}")
             page.http_status = response.status_code
@@ -261,7 +314,10 @@ class PoliteFetcher:
                     return _fail(
                         page, "http_error", f"redirect {response.status_code} without Location"
                     )
-                current = urljoin(current, location)
+                try:
+                    current = str(target.join(location))
+                except httpx.InvalidURL as exc:
+                    return _fail(page, "bad_url", f"redirect to {location[:200]!r}: {exc}")
                 continue
             break
         else:

@@ -403,8 +403,9 @@ their knowledge cutoff. Records are timestamped (`published_at`) for that filter
 ## Collection process
 One `everything` query per day (`language=en`, `sortBy=publishedAt`, `pageSize=100`), article
 pages fetched politely (robots.txt honoured, one request per host at a time, identified user
-agent, size and time caps), main text extracted with trafilatura. Pages that cannot be used keep
-the API's description (`description_source = api`) and say why in `fetch_status`.
+agent, size and time caps, trusted outlets on public addresses only), main text extracted
+with trafilatura. Pages that cannot be used keep the API's description
+(`description_source = api`) and say why in `fetch_status`.
 
 ## Licence notes
 Titles, descriptions and article texts remain the copyright of their publishers. NewsAPI's

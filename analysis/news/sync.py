@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -21,6 +21,7 @@ from analysis.news.newsapi import (
     Query,
     article_fields,
 )
+from analysis.news.outbound import OutboundPolicy
 from analysis.news.store import (
     append_log,
     article_id,
@@ -93,7 +94,7 @@ def sync(
     max_pages: int = 1,
     fetch_options: FetchOptions | None = None,
     api_transport: httpx.BaseTransport | None = None,
-    page_transport: httpx.BaseTransport | None = None,
+    allow_loopback_ports: Collection[int] = (),
     sleep: Callable[[float], None] = time.sleep,
     fetch_pages: bool = True,
     retries: int = 4,
@@ -109,7 +110,8 @@ def sync(
     query : str
         NewsAPI ``q``.
     domains : sequence of str
-        Outlets (``domains``).
+        Outlets (``domains``): the query's ``domains`` and the only hosts (with their
+        subdomains) whose pages are fetched.
     since : date, optional
         Oldest ``publishedAt`` asked for; default the day before the collection day (the free
         plan delays articles by a day and keeps a month).
@@ -119,8 +121,13 @@ def sync(
         The plan's result ceiling and this run's request budget (free plan: one call a day).
     fetch_options : FetchOptions, optional
         Politeness and extraction limits.
-    api_transport, page_transport : httpx.BaseTransport, optional
-        For tests.
+    api_transport : httpx.BaseTransport, optional
+        For tests of the API client (the base URL is the user's choice; pages are never
+        fetched through a swapped transport).
+    allow_loopback_ports : collection of int
+        **Tests only**: pages on loopback addresses at these ports are fetched
+        (:class:`~analysis.news.outbound.OutboundPolicy`); empty, every internal address is
+        refused.
     sleep : callable
         How retries and politeness delays wait.
     fetch_pages : bool
@@ -180,7 +187,8 @@ def sync(
         elif fetch_pages:
             todo.append((rec["url"], rec["api_description"]))
     if todo:
-        with PoliteFetcher(fetch_options, transport=page_transport, sleep=sleep) as fetcher:
+        policy = OutboundPolicy(tuple(domains), frozenset(allow_loopback_ports))
+        with PoliteFetcher(fetch_options, policy=policy, sleep=sleep) as fetcher:
             fetched = fetcher.fetch_many(todo)
         for url, page in fetched.items():
             pages[url] = page.fields()

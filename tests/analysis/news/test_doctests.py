@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["newsapi", "fetch", "store", "falsify"]
+MODULES = ["newsapi", "fetch", "outbound", "store", "falsify"]
 
 
 @pytest.mark.parametrize("name", MODULES)

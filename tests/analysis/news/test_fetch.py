@@ -5,15 +5,22 @@ from __future__ import annotations
 import pytest
 
 from analysis.news.fetch import FetchOptions, PoliteFetcher, decode_html, lead_paragraphs
+from analysis.news.outbound import OutboundPolicy
 
 from .conftest import article_html, paragraphs_for
 
 FAST = FetchOptions(delay=0.0, timeout=5.0, max_bytes=200_000, workers=4)
 
 
+def loopback_policy(*ports: int) -> OutboundPolicy:
+    """The loopback site as a trusted outlet, its port let through (the tests-only setting)."""
+    return OutboundPolicy(("127.0.0.1", "localhost"), frozenset(ports))
+
+
 @pytest.fixture
-def fetcher():
-    with PoliteFetcher(FAST) as f:
+def fetcher(fake_site):
+    # port 9 (discard): nothing listens there, for the unreachable robots.txt case
+    with PoliteFetcher(FAST, policy=loopback_policy(fake_site.port, 9)) as f:
         yield f
 
 
@@ -121,7 +128,7 @@ def test_one_request_per_host_at_a_time_hosts_in_parallel(fake_site):
             (_url(fake_site, f"/news/{i}"), None),
             (_url(fake_site, f"/news/{i}", "localhost"), None),
         ]
-    with PoliteFetcher(FAST) as fetcher:
+    with PoliteFetcher(FAST, policy=loopback_policy(fake_site.port)) as fetcher:
         pages = fetcher.fetch_many(urls)
     assert len(pages) == 8 and {p.fetch_status for p in pages.values()} == {"ok"}
     assert max(fake_site.max_in_flight.values()) == 1
@@ -142,7 +149,8 @@ def test_politeness_delay_spaces_requests_to_one_host(fake_site):
         now[0] += seconds
 
     opts = FetchOptions(delay=2.5, timeout=5.0)
-    with PoliteFetcher(opts, clock=lambda: now[0], sleep=sleep) as fetcher:
+    policy = loopback_policy(fake_site.port)
+    with PoliteFetcher(opts, policy=policy, clock=lambda: now[0], sleep=sleep) as fetcher:
         fetcher.fetch(_url(fake_site, "/news/a"))
         fetcher.fetch(_url(fake_site, "/news/b"))
     # robots.txt, then page a, then page b: each waits the full delay on the frozen clock

@@ -62,7 +62,9 @@ def world(fake_newsapi, fake_site, tmp_path):
     ]  # fmt: skip
     domains = tmp_path / "domains.txt"
     domains.write_text("# loopback outlets\n127.0.0.1\nlocalhost\n", encoding="utf-8")
-    env = {"NEWSAPI_KEY": API_KEY, "NEWSAPI_URL": fake_newsapi.url}
+    # The loopback site's port is let through by the tests-only setting; the default refuses it.
+    env = {"NEWSAPI_KEY": API_KEY, "NEWSAPI_URL": fake_newsapi.url,
+           "FRAMELAB_TEST_LOOPBACK_PORTS": str(fake_site.port)}  # fmt: skip
     return fake_newsapi, fake_site, domains, env
 
 
