@@ -322,8 +322,10 @@ def rating_set_command(
         if metrics_out:
             import pandas as pd
 
+            from analysis.safecsv import write_csv
+
             rows = summary_metrics(sources, reference_system=reference_system)
-            pd.DataFrame(rows).to_csv(metrics_out, index=False)
+            write_csv(pd.DataFrame(rows), metrics_out)
             click.echo(f"{len(rows)} summary metrics -> {metrics_out}")
     except BuildError as exc:
         raise click.ClickException(str(exc)) from exc

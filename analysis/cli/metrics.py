@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from analysis.metrics.embed import DEFAULT_WINDOW_WORDS
+from analysis.safecsv import write_csv
 
 INPUT = click.option(
     "--input",
@@ -52,7 +53,7 @@ def _write(section, out: Path) -> dict[str, str]:
 
     out.mkdir(parents=True, exist_ok=True)
     for name, table in section.tables.items():
-        table.to_csv(out / f"{name}.csv", index=False)
+        write_csv(table, out / f"{name}.csv")
     images = {}
     for name, draw in section.figures.items():
         fig, ax = plt.subplots(figsize=(8, 4.5))

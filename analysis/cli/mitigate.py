@@ -17,6 +17,7 @@ import click
 
 from analysis.cli.engine import EngineOptions, engine_options
 from analysis.mitigation.registry import METHODS, MethodSpec
+from analysis.safecsv import write_csv
 
 # The engine options (backend, model, decoding, --gguf-file, --revision, --attn, --threads …)
 # are `framelab generate`'s, from one shared definition (analysis.cli.engine).
@@ -186,7 +187,7 @@ def list_command(family: str | None, fmt: str, definitions: bool) -> None:
     if not definitions and fmt == "table":
         table = table.drop(columns="definition")
     if fmt == "csv":
-        click.echo(table.to_csv(index=False), nl=False)
+        click.echo(write_csv(table), nl=False)
     elif fmt == "json":
         click.echo(json.dumps(table.to_dict("records"), indent=2))
     else:
@@ -391,7 +392,7 @@ def compare_command(
     for run in result.runs:
         click.echo(run.describe())
     if result.summarization is not None:
-        result.summarization.to_csv(out / "summarization_table.csv", index=False)
+        write_csv(result.summarization, out / "summarization_table.csv")
         ax = plot_comparison(result.summarization)
         ax.figure.tight_layout()
         ax.figure.savefig(out / "summarization_table.png", dpi=110)
@@ -400,7 +401,7 @@ def compare_command(
             ["dataset", "method", "phi_frame", "s_b", "s_m", "s_e", "psi_pri"]
         ].to_string(index=False, float_format=lambda v: f"{v:.3f}"))  # fmt: skip
     if result.fact_checking is not None:
-        result.fact_checking.to_csv(out / "fact_check_table.csv", index=False)
+        write_csv(result.fact_checking, out / "fact_check_table.csv")
         click.echo(result.fact_checking[
             ["period", "method", "actual_acc", "falsified_acc", "strict_acc"]
         ].to_string(index=False, float_format=lambda v: f"{v:.3f}"))  # fmt: skip

@@ -477,7 +477,12 @@ def annotation_items(
 
 
 def write_items_csv(items: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
-    """Write annotation items as UTF-8 CSV with the :data:`ITEM_COLUMNS` header."""
+    """Write annotation items as UTF-8 CSV with the :data:`ITEM_COLUMNS` header.
+
+    Written verbatim, not through :func:`analysis.safecsv.write_csv`: this file is a stimulus
+    the platform reads and shows to participants as it is (a spreadsheet's ``'`` mark would
+    reach their screens). The platform's export neutralises formula-like cells on the way out.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as fh:

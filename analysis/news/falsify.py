@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.news.store import read_articles
+from analysis.safecsv import read_csv, write_csv
 
 NEGATE_FILE = "negate.jsonl"
 VALIDATION_FILE = "validation.csv"
@@ -245,7 +246,7 @@ def write_validation(root: str | Path, checked: pd.DataFrame) -> Path:
     for col in MANUAL_COLUMNS:
         sheet[col] = ""
     if path.exists():
-        old = pd.read_csv(path, dtype=str, keep_default_na=False)
+        old = read_csv(path, dtype=str, keep_default_na=False)
         missing = [c for c in (*KEY, *MANUAL_COLUMNS) if c not in old.columns]
         if missing:
             raise ValueError(f"{path}: columns {missing} are missing; restore them or move it away")
@@ -256,7 +257,7 @@ def write_validation(root: str | Path, checked: pd.DataFrame) -> Path:
         gone = old.loc[~pd.MultiIndex.from_frame(old[KEY]).isin(index)]
         sheet = pd.concat([sheet.astype(object), gone], ignore_index=True)
     tmp = path.with_suffix(".csv.tmp")
-    sheet.to_csv(tmp, index=False)
+    write_csv(sheet, tmp)
     tmp.replace(path)
     return path
 
@@ -284,7 +285,7 @@ def read_validation(root: str | Path) -> pd.DataFrame:
     path = falsified_dir(root) / VALIDATION_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: run `framelab news falsify` first")
-    sheet = pd.read_csv(path, dtype=str, keep_default_na=False)
+    sheet = read_csv(path, dtype=str, keep_default_na=False)
     parsed = []
     for number, value in enumerate(sheet["manual_valid"], start=2):
         try:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 from analysis.report.tables import _fmt
 from analysis.report.tables import html_table as _html_table
+from analysis.safecsv import write_csv
 
 __all__ = ["draw_figures", "format_p", "render_pngs", "to_jsonable", "write_results"]
 
@@ -197,7 +198,7 @@ def write_results(
     for name, df in results.tables.items():
         path = out / f"{name}.csv"
         # repr-precision floats: the CSVs carry the same numbers as results.json.
-        df.to_csv(path, index=False, float_format=None)
+        write_csv(df, path, float_format=None)
         written[path.name] = path
     if drawing:
         # The captions are known without drawing: the HTML is built while the worker draws.

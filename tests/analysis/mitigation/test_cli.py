@@ -149,6 +149,20 @@ def test_compare_keeps_datasets_apart_when_they_reuse_item_ids(tiny_model_dir, t
     ]  # fmt: skip
 
 
+def test_compare_tables_are_spreadsheet_safe(tiny_model_dir, tmp_path):
+    from tests.analysis.test_safecsv import MODEL, SCRAPED, assert_inert
+
+    named = [{**d, "dataset": name} for d, name in zip(DOCS, (MODEL, SCRAPED), strict=True)]
+    docs = _write_jsonl(tmp_path / "docs.jsonl", named)
+    facts = _write_jsonl(tmp_path / "facts.jsonl", FACTS)
+    out = tmp_path / "cmp"
+    _invoke(["compare", "--dataset", docs, "--facts", facts, "--methods", "cloze",
+             "--model", tiny_model_dir, "--out", out, "--judge", "vader", "--embedder", "hashing",
+             "--max-new-tokens", "3", "--device", "cpu", "--no-progress"])  # fmt: skip
+    assert_inert(out, MODEL, SCRAPED)
+    assert pd.read_csv(out / "fact_check_table.csv")["n_pairs"].dtype.kind == "i"
+
+
 def test_compare_takes_fact_checks_from_a_dataset_file(tiny_model_dir, tmp_path):
     mixed = _write_jsonl(tmp_path / "mixed.jsonl", DOCS[:1] + FACTS)
     out = tmp_path / "cmp"
