@@ -207,7 +207,7 @@ def test_a_dripping_server_is_cut_at_the_overall_deadline(slow_site, path):
         elapsed = time.monotonic() - started
     # each read comes within 0.25 s, so only a deadline on the whole fetch ends it
     assert page.fetch_status == "timeout", page.fetch_reason
-    assert 1.4 < elapsed < 2.5, elapsed
+    assert 1.4 < elapsed < 3.5, elapsed  # 8 s before the overall deadline existed
 
 
 def test_robots_txt_counts_against_the_same_deadline(slow_site):
@@ -218,7 +218,7 @@ def test_robots_txt_counts_against_the_same_deadline(slow_site):
         elapsed = time.monotonic() - started
     # robots.txt used the whole budget: unreachable, so disallowed (RFC 9309), and no page
     assert page.fetch_status in ("robots_disallowed", "timeout")
-    assert elapsed < 2.5, elapsed
+    assert elapsed < 3.5, elapsed
 
 
 def test_an_endless_body_is_cut_at_the_size_bound(slow_site):
@@ -229,7 +229,7 @@ def test_an_endless_body_is_cut_at_the_size_bound(slow_site):
         page = fetcher.fetch(f"http://127.0.0.1:{slow_site}/endless")
         elapsed = time.monotonic() - started
     assert page.fetch_status == "too_large" and "more than 300000 bytes" in page.fetch_reason
-    assert elapsed < 2.0, elapsed
+    assert elapsed < 3.5, elapsed
 
 
 # --- the dataset ---
