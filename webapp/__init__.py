@@ -42,6 +42,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 
+    # The request guard bounds request bodies and checks characters before anything else
+    # reads them, CSRF protection and the blueprints' hooks included: register it first.
+    guard_requests(app)
     db.init_app(app)
     migrations = Path(__file__).resolve().parent.parent / "migrations"
     migrate.init_app(app, db, directory=str(migrations), render_as_batch=True)
@@ -56,7 +59,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(researcher_bp)
     errors.register(app)
     security.register(app)
-    guard_requests(app)
     register_commands(app)
     return app
 

@@ -70,8 +70,9 @@ class BaseConfig:
     # their referenced files (e.g. product pairs) against it. None: the repository's
     # ``stimuli/studies``.
     STUDIES_DIR: str | None = None
-    # Uploads (study YAML, recruiter CSVs) larger than this are refused with HTTP 413.
-    MAX_CONTENT_LENGTH = 16 * 1024 * 1024
+    # An outer bound only: the request guard gives every request its own route's bound before
+    # anything reads the body (webapp.request_limits), far lower except for the two uploads.
+    MAX_CONTENT_LENGTH = 17 * 1024 * 1024
     # Reverse proxies in front of the app (``FRAMELAB_PROXY_HOPS``; Heroku's router is 1). Their
     # X-Forwarded-For/-Proto/-Host are trusted that many hops deep, so login rate limiting sees
     # the real client and recruitment links get the public https address.
