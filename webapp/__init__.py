@@ -25,7 +25,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """
     from webapp import errors, security, sessions
     from webapp.cli import register_commands
-    from webapp.config import resolve_config
+    from webapp.config import private_sqlite_file, resolve_config
     from webapp.extensions import csrf, db, migrate
     from webapp.participant import bp as participant_bp
     from webapp.request_guard import register as guard_requests
@@ -35,6 +35,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
     app.config.from_mapping(resolve_config(Path(app.instance_path), config))
+    private_sqlite_file(app.config["SQLALCHEMY_DATABASE_URI"], Path(app.instance_path))
     sessions.register(app)
     hops = int(app.config.get("PROXY_HOPS") or 0)
     if hops:
