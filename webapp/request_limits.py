@@ -1,9 +1,9 @@
 """How large a request body each route may receive, enforced before anything parses it.
 
-One bound for every route let an anonymous visitor send 16 MiB of urlencoded fields to a
-participant page: Werkzeug bounds neither the size nor the field count of an urlencoded form
-(``MAX_FORM_MEMORY_SIZE`` and ``MAX_FORM_PARTS`` apply to multipart only), and parsing a
-million fields costs seconds of CPU and hundreds of MiB. So each endpoint gets the bound of
+Anyone can send a body to any route, and parsing is what costs: Werkzeug bounds neither the
+size nor the field count of an urlencoded form (``MAX_FORM_MEMORY_SIZE`` and
+``MAX_FORM_PARTS`` apply to multipart only), and a million fields cost seconds of CPU and
+hundreds of MiB. So one bound for every route is not enough: each endpoint gets the bound of
 what it legitimately takes (:func:`limit_for`): nothing for ``GET``, a few KiB for the console
 login and the consent form, the largest answer page a study can have for participant pages,
 and a large bound only for the two console uploads, only for a logged-in researcher sending
