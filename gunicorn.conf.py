@@ -1,5 +1,13 @@
 """Gunicorn settings FrameLab ships (gunicorn reads ``./gunicorn.conf.py`` by itself).
 
+Serve it behind a reverse proxy that reads each request body whole before passing the request
+on (nginx does by default: ``deploy/nginx/``). gunicorn's worker threads block while they read
+a body, so clients that send theirs slowly, a byte a second, hold a bare gunicorn's threads
+for as long as they like: with 40 of them a participant's page did not answer within 60 s,
+and through nginx it answered in 39 ms at the 99th percentile (``bench/body_flood.py --slow
+40 --nginx``; docs/security.md, "Slow bodies"). The Procfile's ``web`` process needs the same:
+a platform router that reads bodies whole, or nginx on the dyno (docs/platform.md).
+
 One setting: each worker, once it has loaded the app, moves everything it allocated while
 importing and building it (about 114,000 objects: Flask, SQLAlchemy's mappers, WTForms and the
 rest of what the app imports) out of the cyclic garbage collector's reach with

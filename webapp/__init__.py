@@ -25,7 +25,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """
     from webapp import errors, security, sessions
     from webapp.cli import register_commands
-    from webapp.config import resolve_config
+    from webapp.config import private_sqlite_file, resolve_config
     from webapp.extensions import csrf, db, migrate
     from webapp.participant import bp as participant_bp
     from webapp.request_guard import register as guard_requests
@@ -35,6 +35,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__, instance_relative_config=True)
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
     app.config.from_mapping(resolve_config(Path(app.instance_path), config))
+    private_sqlite_file(app.config["SQLALCHEMY_DATABASE_URI"], Path(app.instance_path))
     sessions.register(app)
     hops = int(app.config.get("PROXY_HOPS") or 0)
     if hops:
@@ -42,6 +43,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 
+    # The request guard bounds request bodies and checks characters before anything else
+    # reads them, CSRF protection and the blueprints' hooks included: register it first.
+    guard_requests(app)
     db.init_app(app)
     migrations = Path(__file__).resolve().parent.parent / "migrations"
     migrate.init_app(app, db, directory=str(migrations), render_as_batch=True)
@@ -56,7 +60,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(researcher_bp)
     errors.register(app)
     security.register(app)
-    guard_requests(app)
     register_commands(app)
     return app
 

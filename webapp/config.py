@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 MIN_SECRET_KEY_BITS = 256
+# Files of the instance folder that hold secrets or participants' data: the owner's only.
+PRIVATE_FILE_MODE = 0o600
 
 
 class ConfigError(RuntimeError):
@@ -70,8 +72,9 @@ class BaseConfig:
     # their referenced files (e.g. product pairs) against it. None: the repository's
     # ``stimuli/studies``.
     STUDIES_DIR: str | None = None
-    # Uploads (study YAML, recruiter CSVs) larger than this are refused with HTTP 413.
-    MAX_CONTENT_LENGTH = 16 * 1024 * 1024
+    # An outer bound only: the request guard gives every request its own route's bound before
+    # anything reads the body (webapp.request_limits), far lower except for the two uploads.
+    MAX_CONTENT_LENGTH = 17 * 1024 * 1024
     # Reverse proxies in front of the app (``FRAMELAB_PROXY_HOPS``; Heroku's router is 1). Their
     # X-Forwarded-For/-Proto/-Host are trusted that many hops deep, so login rate limiting sees
     # the real client and recruitment links get the public https address.
@@ -202,14 +205,57 @@ def check_secret_key(key: str) -> None:
 
 
 def _dev_secret_key(instance_path: Path) -> str:
-    """Read or create ``instance/secret_key`` (development only)."""
+    """Read or create ``instance/secret_key`` (development only), readable by its owner only."""
     path = instance_path / "secret_key"
     if path.exists():
         return path.read_text().strip()
     key = secrets.token_hex(32)
-    path.write_text(key)
-    path.chmod(0o600)
+    # Created with mode 0600 rather than chmod-ed after writing, which would leave the key
+    # readable by everyone in between; O_EXCL: two processes starting at once keep one key.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as out:
+        out.write(key)
     return key
+
+
+def private_sqlite_file(uri: str, instance_path: Path) -> None:
+    """Make the SQLite database file of ``uri`` readable and writable by its owner only.
+
+    SQLite creates a missing database with the process's umask (usually ``0644``: anyone on the
+    machine could read every participant's answers), and gives its ``-wal``, ``-shm`` and
+    ``-journal`` files the database file's mode. So a missing file is created here first, mode
+    ``0600``. The default database in the instance folder is FrameLab's own, so an existing one
+    (and its companion files) that others can read is made private too; a file named elsewhere
+    by ``DATABASE_URL`` keeps the mode its owner gave it.
+
+    Parameters
+    ----------
+    uri : str
+        The SQLAlchemy database URL; anything but a SQLite file is left alone.
+    instance_path : Path
+        The app's instance folder.
+    """
+    from sqlalchemy.engine import make_url
+
+    url = make_url(uri)
+    name = url.database or ""
+    if url.get_backend_name() != "sqlite" or name in ("", ":memory:") or name.startswith("file:"):
+        return
+    path = Path(name)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # no such folder: SQLite says so when it connects
+        return
+    if path.resolve().parent != instance_path.resolve():
+        return
+    for member in (path, *(Path(f"{path}{s}") for s in ("-wal", "-shm", "-journal"))):
+        if member.exists() and member.stat().st_mode & 0o077:
+            member.chmod(PRIVATE_FILE_MODE)
 
 
 def resolve_config(

@@ -61,8 +61,12 @@ def _from_mturk(*, database: bool = True) -> bool:
         return False
     if any(request.args.get(k) for k in MTURK_PARAMS):
         return True
-    if request.method == "POST" and any(request.form.get(k) for k in MTURK_PARAMS):
-        return True
+    if request.method == "POST":
+        from webapp.request_limits import admitted_form
+
+        # Only a body the request guard admitted: a refused or unread one is never parsed.
+        if any(admitted_form().get(k) for k in MTURK_PARAMS):
+            return True
     if request.headers.get("Sec-Fetch-Dest") == "iframe":
         return True
     token = (request.view_args or {}).get("token")
@@ -170,23 +174,38 @@ def register(app: Flask) -> None:
 
 
 def _too_large():
-    """The page for a request over ``MAX_CONTENT_LENGTH``: the limits, and where to go back."""
+    """The page for a body over its route's bound: the bound, and where to go back."""
     from flask import current_app, url_for
 
-    from webapp.bundle import MAX_FILE_BYTES, MAX_YAML_BYTES, size_text
+    from webapp.bundle import MAX_BUNDLE_BYTES, MAX_FILE_BYTES, MAX_YAML_BYTES, size_text
+    from webapp.request_limits import current_limit
+    from webapp.services.reconcile import MAX_BYTES as EXPORT_BYTES
 
-    limit = size_text(current_app.config["MAX_CONTENT_LENGTH"] or 0)
-    console = request.blueprint == "researcher"
-    return _render(
-        "E413-TOO-LARGE",
-        "That was too large to receive",
-        f"Nothing was saved: one upload or form may carry at most {limit}. A study bundle may "
-        f"hold files of at most {size_text(MAX_FILE_BYTES)} each (a study YAML at most "
-        f"{size_text(MAX_YAML_BYTES)}); leave out or shrink the largest files (a zip "
-        "compresses text well) and upload again."
-        if console
-        else f"Nothing was saved: a page may send at most {limit}. Please go back, shorten "
-        "your answer and send it again.",
-        413,
-        link=url_for("researcher.index") if console else None,
+    bound = current_limit()
+    limit = size_text(
+        bound.max_bytes if bound is not None else current_app.config["MAX_CONTENT_LENGTH"] or 0
     )
+    console = request.blueprint == "researcher"
+    if request.endpoint == "researcher.upload":
+        message = (
+            f"Nothing was saved: a study bundle may hold at most {size_text(MAX_BUNDLE_BYTES)}, "
+            f"in files of at most {size_text(MAX_FILE_BYTES)} each (a study YAML at most "
+            f"{size_text(MAX_YAML_BYTES)}); leave out or shrink the largest files (a zip "
+            "compresses text well) and upload again."
+        )
+    elif request.endpoint == "researcher.reconcile_import":
+        message = f"Nothing was read: a recruiter export may be at most {size_text(EXPORT_BYTES)}."
+    elif console:
+        message = f"Nothing was saved: this form may send at most {limit}."
+    else:
+        message = (
+            f"Nothing from this page was saved: it can send at most {limit}. Your earlier "
+            "answers are safe. Please go back, shorten your answer and send it again."
+        )
+    if console:
+        link = url_for("researcher.index")
+    elif request.endpoint == "participant.page":
+        link = request.path  # their page, as they left it
+    else:
+        link = None
+    return _render("E413-TOO-LARGE", "That was too large to receive", message, 413, link=link)

@@ -75,3 +75,67 @@ def test_sqlite_uses_wal_and_busy_timeout(app):
 def test_create_app_registers_the_cli_commands(tmp_path):
     app = create_app({"SECRET_KEY": "x", "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/a"})
     assert {"study", "export", "bots", "serve", "create-researcher"} <= set(app.cli.commands)
+
+
+@pytest.fixture
+def open_umask():
+    """The umask most systems start processes with (022: new files readable by everyone)."""
+    import os
+
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_the_sqlite_database_and_its_wal_are_readable_by_their_owner_only(tmp_path, open_umask):
+    from tests.webapp.conftest import make_app
+    from webapp.extensions import db, dispose_engines
+
+    path = tmp_path / "framelab.sqlite"
+    app = make_app(f"sqlite:///{path}")  # builds the schema: SQLite writes the file and its WAL
+    with app.app_context():
+        db.session.execute(db.text("SELECT count(*) FROM study")).scalar()
+        wal = [p for p in (tmp_path.glob("framelab.sqlite-*")) if p.exists()]
+        assert wal, "WAL mode keeps -wal and -shm files while a connection is open"
+        assert {p.name: _mode(p) for p in [path, *wal]} == {p.name: 0o600 for p in [path, *wal]}
+        dispose_engines()
+
+
+def test_an_existing_readable_database_in_the_instance_folder_is_made_private(tmp_path, open_umask):
+    from webapp.config import private_sqlite_file
+
+    instance, elsewhere = tmp_path / "instance", tmp_path / "data"
+    instance.mkdir()
+    elsewhere.mkdir()
+    ours, wal, theirs = (
+        instance / "framelab.sqlite",
+        instance / "framelab.sqlite-wal",
+        elsewhere / "x.db",
+    )
+    for p in (ours, wal, theirs):
+        p.write_bytes(b"")
+        p.chmod(0o644)
+    private_sqlite_file(f"sqlite:///{ours}", instance)
+    private_sqlite_file(f"sqlite:///{theirs}", instance)
+    assert (_mode(ours), _mode(wal)) == (0o600, 0o600)
+    assert _mode(theirs) == 0o644  # named by DATABASE_URL elsewhere: its owner's choice
+    private_sqlite_file("sqlite://", instance)  # in memory: nothing to do
+    private_sqlite_file("postgresql+psycopg://u@h/db", instance)
+
+
+def test_the_dev_secret_key_is_never_readable_by_others(tmp_path, open_umask, monkeypatch):
+    from pathlib import Path
+
+    # Were the key written first and made private afterwards, a process stopped in between
+    # (here: the chmod failing) would leave it readable by everyone.
+    def no_chmod(self, mode):
+        raise PermissionError("chmod refused")
+
+    monkeypatch.setattr(Path, "chmod", no_chmod)
+    settings = resolve_config(tmp_path, None, environ={})
+    key = tmp_path / "secret_key"
+    assert _mode(key) == 0o600 and key.read_text() == settings["SECRET_KEY"]

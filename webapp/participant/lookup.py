@@ -45,3 +45,15 @@ def request_page_rows(slug: str, token: str) -> flow.PageRows | None:
             shown=posting,
         )
     return memo[slug, token]
+
+
+def page_url_is_known(slug: str, token: str) -> bool:
+    """Whether a page URL names a participant of the study ``slug``, asked before its body is read.
+
+    This is the page's own lookup (:func:`request_page_rows`), made earlier and kept for the
+    gate and the view, so it costs no statement; a made-up token is refused by its signature
+    without one. On PostgreSQL it takes no lock. On SQLite every transaction holds the
+    database's write lock (``BEGIN IMMEDIATE``), so the body, at most a page's bound, is read
+    under it; production runs on PostgreSQL behind a proxy that passes bodies on whole.
+    """
+    return request_page_rows(slug, token) is not None

@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 # The participant's columns a task may set with its answer (PageContext.set_participant).
 SETTABLE_PARTICIPANT_COLUMNS = frozenset({"quiz_attempts", "quiz_passed", "attention_passed"})
 
+# What one page's form may send: more is refused before it is parsed (webapp.request_limits).
+# A typed character is at most ENCODED_CHAR_BYTES once urlencoded (four UTF-8 bytes, each
+# written %XX); a task type refuses a block whose page could need more when it is validated.
+PAGE_FORM_BYTES = 256 * 1024
+PAGE_FORM_FIELDS = 256
+ENCODED_CHAR_BYTES = 12
+# Room in a page's form for what every page sends (the page token, rt_ms, a submit button).
+PAGE_FORM_OWN_BYTES = 4 * 1024
+PAGE_FORM_OWN_FIELDS = 8
+
 # A task's row write as a function of its gate (see PageContext.write).
 RowWrite = Callable[[Any], Any]
 

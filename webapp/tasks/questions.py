@@ -14,7 +14,12 @@ from wtforms.validators import InputRequired, Length, NumberRange, Optional, Sto
 
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.tasks.base import (
+    ENCODED_CHAR_BYTES,
     NEXT,
+    PAGE_FORM_BYTES,
+    PAGE_FORM_FIELDS,
+    PAGE_FORM_OWN_BYTES,
+    PAGE_FORM_OWN_FIELDS,
     Outcome,
     PageContext,
     PageForm,
@@ -149,7 +154,32 @@ def _questions(body: dict[str, Any], where: Where, *, with_correct: bool) -> lis
     ids = [q["id"] for q in questions]
     if len(set(ids)) != len(ids):
         raise qw.error(f"question ids must be unique, got {ids}")
+    _check_fits_one_page(questions, where)
     return questions
+
+
+def _answer_bytes(q: dict[str, Any]) -> int:
+    """The most bytes a question's answer can take in an urlencoded page form."""
+    if q.get("kind") == "text":
+        chars = int(q["max_length"])
+    elif q.get("kind") == "number":
+        chars = NUMBER_MAX_CHARS
+    else:  # a choice sends its option's text
+        chars = max(len(o) for o in q["options"])
+    return len(f"q_{q['id']}=&") + ENCODED_CHAR_BYTES * chars
+
+
+def _check_fits_one_page(questions: list[dict[str, Any]], where: Where) -> None:
+    """Refuse questions whose answers together could exceed what one page may send."""
+    room = PAGE_FORM_BYTES - PAGE_FORM_OWN_BYTES
+    need = sum(_answer_bytes(q) for q in questions)
+    if need > room or len(questions) > PAGE_FORM_FIELDS - PAGE_FORM_OWN_FIELDS:
+        raise where.at("questions").error(
+            f"these {len(questions)} questions are shown on one page, whose answers could "
+            f"need {need // 1024} KiB, more than a page may send ({room // 1024} KiB, at most "
+            f"{PAGE_FORM_FIELDS - PAGE_FORM_OWN_FIELDS} questions; a typed character takes up "
+            f"to {ENCODED_CHAR_BYTES} bytes): split them over two blocks or lower max_length"
+        )
 
 
 def _choice_form(questions: list[dict[str, Any]], formdata: Any) -> PageForm:
@@ -311,6 +341,7 @@ class DemographicsTask(TaskType):
             elif "max_length" in q:
                 raise w.at("max_length").error("only text questions take max_length")
             questions.append(out)
+        _check_fits_one_page(questions, where)
         return {
             "heading": get_line(body, "heading", where, default="About you"),
             "text": get_str(body, "text", where, default=""),
