@@ -330,16 +330,17 @@ class _LogitCrossedProblem:
         At ``theta_k = 0`` the deviance is ``dev_0 + c theta_k^2 + O(theta_k^4)``: a minimum
         along ``theta_k`` only when ``c >= 0``. With ``c < 0`` (a small but non-zero variance)
         the optimizer stopped at a saddle, where glmer's derivative-free search would not. The
-        probe evaluates the deviance (``beta`` held) at a few ``theta_k`` from 1e-3 (the
-        curvature at 0, above PIRLS' rounding) to 1 (a variance further out) and restarts the
-        second stage from the lowest point when it is lower than the boundary's.
+        probe evaluates the deviance (``beta`` held) at ``theta_k`` = 0.01 (the curvature at 0,
+        well above PIRLS' rounding), 0.1 and 0.5 (a variance further out) and restarts the
+        second stage from the lowest point when it is lower than the boundary's. Three points:
+        each is a PIRLS solve, and a genuinely singular fit pays for all of them.
         """
         import numpy as np
 
         for _ in range(rounds):
             best, best_dev = None, dev - 1e-9 * max(1.0, abs(dev))
             for k in np.flatnonzero(np.abs(par[:2]) < SINGULAR_TOL):
-                for h in (1e-3, 1e-2, 0.1, 0.3, 1.0):
+                for h in (1e-2, 0.1, 0.5):
                     trial = par.copy()
                     trial[k] = h
                     trial_dev = self.deviance(trial)
