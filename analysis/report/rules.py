@@ -48,7 +48,7 @@ def _status(
         elif column is not None and column not in data.columns:
             status, why = "not checked", f"the data have no {column} column"
         elif column is not None and data[column].isna().all():
-            status, why = "not checked", f"{column} is empty in every row (not recorded)"
+            status, why = "not checked", f"{column} is empty in every row: not recorded"
         else:
             status, why = "applied", f"reads {column}" if column else "reads the ids"
         rows.append(
