@@ -287,13 +287,21 @@ def choice_command(
         f"{results.meta['n_rows_analysed']} choices analysed; "
         f"chi2 (Yates) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])}"
     )
+    unchecked = [
+        f"{rule} ({how['why']})"
+        for rule, how in results.meta["exclusion_rules"].items()
+        if how["status"] == "not checked"
+    ]
+    if unchecked:
+        click.echo(f"Exclusion rules not checked (nobody screened by them): {', '.join(unchecked)}")
     if "choice_glmm" in results.tables:
         row = results.tables["choice_glmm"].iloc[0]
         click.echo(
             f"Choice GLMM (logit, (1 | participant) + (1 | pair), Laplace): OR = "
             f"{row['estimate']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}], log OR = "
             f"{row['log_odds']:+.3f} (SE {row['se']:.3f}), z = {row['z']:.3f}, "
-            f"p {format_p(row['p_val'])}; "
+            f"p {format_p(row['p_val'])}; -2 log L {row['deviance']:.2f}, max|grad| "
+            f"{row['max_grad']:.1e} (glmer's check: < 0.002); "
             + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
         )
     elif results.meta.get("choice_glmm", "").startswith("not reported"):
@@ -314,19 +322,25 @@ def choice_command(
         click.echo(f"WTP model: not reported ({results.meta['wtp_model_failed']})")
     if "wtp_slopes" in results.tables:
         row = results.tables["wtp_slopes"].iloc[0]
+        test = (
+            f"its slopes: chi2({row['lrt_df']}) = {row['lrt_chisq']:.2f}, p "
+            f"{format_p(row['lrt_p'])}"
+            if row["lrt_df"]
+            else "no slope variance left to test"
+        )
         click.echo(
-            f"WTP with random slopes: {row['estimate']:+.3f} "
+            f"WTP with random slopes, final model {row['formula']}: {row['estimate']:+.3f} "
             f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], t({row['df']:.1f}) = "
-            f"{row['statistic']:.3f}, p {format_p(row['p_val'])}; slopes vs intercepts: "
-            f"chi2(4) = {row['lrt_chisq']:.2f}, p {format_p(row['lrt_p'])}; "
+            f"{row['statistic']:.3f}, p {format_p(row['p_val'])}; {test}; "
             + ("SINGULAR fit" if row["singular"] else "not singular")
         )
         if row.get("simplified"):
             click.echo(
-                f"  the maximal model was singular and was simplified to {row['formula']} "
-                f"(maximal: {row['maximal_estimate']:+.3f}, SE {row['maximal_se']:.3f}); "
-                f"steps: {row['simplification']}"
+                f"  simplified from the singular maximal model (maximal: "
+                f"{row['maximal_estimate']:+.3f}, SE {row['maximal_se']:.3f}); steps: "
+                f"{row['simplification']}"
             )
+        click.echo(f"  {row['dummy']}")
     elif "wtp_slopes_failed" in results.meta:
         click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
     if "covariate_adjusted" in results.tables:

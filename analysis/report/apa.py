@@ -124,8 +124,16 @@ def glmm_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
         f"as with {ref}, {ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, "
         f"{p_apa(row['p_val'])} (log OR = {num(row['log_odds'])}, SE = {num(row['se'])}; "
         f"random-intercept SDs on the logit scale: participant {num(row.get('sd_subject'))}, "
-        f"pair {num(row.get('sd_item'))})."
+        f"pair {num(row.get('sd_item'))}; −2 log-likelihood {num(row.get('deviance'))}, what "
+        "summary(glmer) prints as deviance)."
     )
+    if _finite(row.get("max_grad")):
+        grad = float(row["max_grad"])  # type: ignore[arg-type]
+        text += (
+            f" Convergence: largest scaled gradient {grad:.1e}, "
+            + ("below" if grad <= 0.002 else "above")
+            + " glmer's 0.002 check."
+        )
     if bool(row.get("singular")):
         text += " Singular fit: a random-intercept variance is at the boundary (0)."
     return text
@@ -164,18 +172,45 @@ def wtp_sentence(row: Mapping[str, object], unit: str) -> str:
 
 
 def slopes_sentence(row: Mapping[str, object], unit: str) -> str:
-    """The random-slope model and its likelihood-ratio test against intercepts only."""
-    improved = _finite(row["lrt_p"]) and float(row["lrt_p"]) < 0.05  # type: ignore[arg-type]
+    """The random-slope model: how it was reached from the maximal model, its effect and test.
+
+    Every number is the final model's; when the maximal model was singular the sentence says so
+    and names what was dropped (the steps are ``row['simplification']``), with the maximal
+    model's estimate beside it.
+    """
+    steps = [s.strip() for s in str(row.get("simplification", "")).split("; ")]
+    dropped = [s.split(": ", 1)[1].rsplit(";", 1)[0] for s in steps[1:] if ": " in s]
+    if bool(row.get("simplified")):
+        how = (
+            f"The maximal model ({row['maximal_formula']}) was singular (lme4's isSingular at "
+            "the precision of lmer's optimizer) and was reduced, refitting after each step: "
+            + "; then ".join(d.removeprefix("singular: ") for d in dropped)
+            + f". The final model is {row['formula']}"
+            f" (maximal model: b = {num(row['maximal_estimate'])} {unit}, SE = "
+            f"{num(row['maximal_se'])})."
+        )
+    else:
+        how = f"The maximal model ({row['formula']}) was not singular and is the final model."
     text = (
-        f"With random slopes of format by participant and pair ({row['formula']}), "
+        f"Random slopes of format by participant and pair. {how} In the final model, "
         f"b = {num(row['estimate'])} {unit}, SE = {num(row['se'])}, {_t_or_z(row)}, "
-        f"{p_apa(row['p_val'])}, {ci(row['ci_low'], row['ci_high'])}; the slopes "
-        f"{'improved' if improved else 'did not improve'}"
-        f" the fit, χ²({int(row['lrt_df'])}) = {num(row['lrt_chisq'])}, {p_apa(row['lrt_p'])} "
-        "(likelihood-ratio test of the ML fits; conservative at the boundary)."
+        f"{p_apa(row['p_val'])}, {ci(row['ci_low'], row['ci_high'])}."
     )
+    if int(row.get("lrt_df", 0) or 0) > 0:  # type: ignore[call-overload]
+        improved = _finite(row["lrt_p"]) and float(row["lrt_p"]) < 0.05  # type: ignore[arg-type]
+        text += (
+            f" Its slopes {'improved' if improved else 'did not improve'} the fit over "
+            f"{row['lrt_null']}, χ²({int(row['lrt_df'])}) = {num(row['lrt_chisq'])}, "
+            f"{p_apa(row['lrt_p'])} (likelihood-ratio test of the ML fits; conservative at "
+            "the boundary)."
+        )
+    else:
+        text += " No slope variance is left in it, so there is no test of the slopes."
     if bool(row.get("singular")):
-        text += " This fit is singular: a slope variance or correlation is at its boundary."
+        text += " The final fit is still singular: a variance or correlation is at its boundary."
+    text += f" The formulas name {row.get('dummy', 'a 0/1 format code')}."
+    if row.get("notes"):
+        text += f" Note: {row['notes']}."
     return text
 
 

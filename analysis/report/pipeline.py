@@ -82,10 +82,13 @@ CHOICE_SPECS = {
     ),
     "choice_glmm": (
         "logistic GLMM chose_target ~ format + (1 | participant) + (1 | pair), Laplace "
-        "approximation with PIRLS as lme4::glmer (nAGQ = 1; checked against glmer to 1e-4): "
-        "conditional odds ratio with Wald z test and CI, SEs from the Hessian of the Laplace "
-        "deviance (lme4's default); random-intercept SDs on the logit scale; singular as "
-        "lme4::isSingular. A fit that did not converge is not reported: its section says why"
+        "approximation with PIRLS as lme4::glmer (nAGQ = 1; matches glmer run to a tightened "
+        "tolerance to 3e-6, while glmer with its default tolerances differs from that optimum "
+        "in the third decimal): conditional odds ratio with Wald z test and CI, SEs from the "
+        "Hessian of the Laplace deviance (lme4's default); random-intercept SDs on the logit "
+        "scale; deviance = -2 log-likelihood (summary(glmer)'s, not R's deviance()); "
+        "convergence by glmer's scaled-gradient check (0.002); singular as lme4::isSingular. "
+        "A fit that did not converge is not reported: its section says why"
     ),
     "wtp_model": (
         "linear mixed model, REML: wtp ~ format + (1 | participant) + (1 | pair), by profiled "
@@ -122,10 +125,13 @@ CHOICE_SPECS = {
         "CONSENT_REVOKED and DATA_EXPIRED cells read as not available"
     ),
     "wtp_slopes": (
-        "maximal model wtp ~ format + (1 + format | participant) + (1 + format | pair), REML, "
-        "lme4's formulation (checked against lmer to 1e-4); Satterthwaite t; likelihood-ratio "
-        "test of the slopes against the intercept-only model (ML fits, chi-square 4 df, as "
-        "anova() in lme4); singular as lme4::isSingular"
+        "random slopes of format by participant and pair, REML, lme4's formulation (checked "
+        "against lmer to 1e-4): the maximal model wtp ~ format + (1 + format | participant) + "
+        "(1 + format | pair), simplified while singular (correlations, then zero-variance "
+        "terms; every step in the table); every number, and the likelihood-ratio test of the "
+        "slopes (ML fits against the same model without them, as anova() in lme4), is the "
+        "final model's; singular as lme4::isSingular at the precision of lmer's optimizer; "
+        "formulas name a 0/1 format column, which lmer fits as written"
     ),
 }
 
@@ -133,6 +139,7 @@ CHOICE_SPECS = {
 # The order of a choice report's tables (results.json, the CSVs), whatever order computed them.
 CHOICE_TABLE_ORDER = (
     "exclusions",
+    "exclusion_rules",
     "selection_rates",
     "chi2",
     "effects",
@@ -211,6 +218,7 @@ def analyze_choice(
     import numpy as np
 
     from analysis.exclusions import exclude_choice, exclusion_summary
+    from analysis.report.rules import rule_status
     from analysis.stats import choice, wtp
 
     timings: dict[str, float] = {}
@@ -238,6 +246,7 @@ def analyze_choice(
         raise ValueError("every row was excluded; nothing to analyse (see the exclusion rules)")
     res = Results(kind="choice")
     res.tables["exclusions"] = exclusion_summary(data, excluded)
+    res.tables["exclusion_rules"] = rule_status(data, excluded, rules)
     wtp_failure = None
     slopes_failure = None
     covariates_failure = None
@@ -311,7 +320,7 @@ def analyze_choice(
         "n_participants_analysed": int(kept["participant_id"].nunique()),
         "n_pairs": int(kept["pair_id"].nunique()),
         "n_rows_with_wtp": len(wtp_rows),
-        "exclusion_rules": rules.as_dict(),
+        "exclusion_rules": _rules_meta(res.tables["exclusion_rules"]),
         "padjust": padjust,
         "format_levels": {
             "reference": (levels or choice.DEFAULT_LEVELS)[0],
@@ -341,6 +350,14 @@ def analyze_choice(
             "notes": row["notes"],
         }
     return res
+
+
+def _rules_meta(status: pd.DataFrame) -> dict[str, dict[str, object]]:
+    """The rules for results.json: each one's setting, and whether it was applied and why."""
+    return {
+        r["rule"]: {"setting": r["setting"], "status": r["status"], "why": r["why"]}
+        for r in status.to_dict("records")
+    }
 
 
 def _wtp_figure_data(res, wtp_rows, levels, transform, timings) -> None:
@@ -435,6 +452,7 @@ def analyze_annotations(
     import pandas as pd
 
     from analysis.exclusions import exclude_annotations, exclusion_summary
+    from analysis.report.rules import rule_status
     from analysis.stats import agreement, annotation, correlation
 
     rules = rules or AnnotationRules()
@@ -445,6 +463,7 @@ def analyze_annotations(
         raise ValueError("every label was excluded; nothing to analyse")
     res = Results(kind="annotations")
     res.tables["exclusions"] = exclusion_summary(labels, excluded)
+    res.tables["exclusion_rules"] = rule_status(labels, excluded, rules)
     items = annotation.shift_counts(kept)
     res.tables["items"] = items
     res.tables["shift_distribution"] = annotation.shift_distribution(items)
@@ -490,7 +509,7 @@ def analyze_annotations(
         "model_shift_labels": list(model_shift_labels),
         "prediction_items_without_human_labels": len(missing),
         "unmapped_model_labels": unmapped,
-        "exclusion_rules": rules.as_dict(),
+        "exclusion_rules": _rules_meta(res.tables["exclusion_rules"]),
         "specifications": ANNOTATION_SPECS,
         "versions": library_versions(),
         "timings_s": timings,

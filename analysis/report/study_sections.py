@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from analysis.report import apa
 from analysis.report.pipeline import CHOICE_TABLE_ORDER
+from analysis.report.rules import rules_sentence
 from analysis.report.tables import html_table, split_columns
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = ["annotation_sections", "choice_sections", "extra_sections", "figure_j
 CHOICE_TABLES = set(CHOICE_TABLE_ORDER) - {"covariate_adjusted"}
 ANNOTATION_TABLES = {
     "exclusions",
+    "exclusion_rules",
     "items",
     "shift_distribution",
     "majority_shift",
@@ -105,8 +107,9 @@ def figure_jobs(results: Results) -> list[tuple]:
             jobs.append(
                 (
                     "format_rates.png",
-                    f"Target selection rate by format, 95% Wilson CIs; {star_note} "
-                    "(* .05, ** .01, *** .001)",
+                    "Target selection rate by format with 95% Wilson CIs over trials, which "
+                    "treat each participant's choices as independent and are narrower than the "
+                    f"clustered models' intervals; {star_note} (* .05, ** .01, *** .001)",
                     lambda ax: pc.plot_format_rates(t["selection_rates"], p_val=star_p, ax=ax),
                     (4.5, 4.0),
                 )
@@ -227,6 +230,21 @@ def _model_tables(
     return out
 
 
+def _exclusions_section(t: dict[str, pd.DataFrame], caption: str) -> dict[str, object]:
+    """Which rules were applied, which could not be checked (and why), and the counts."""
+    tables = [(caption, html_table(t["exclusions"], name="exclusions"))]
+    text = ""
+    if "exclusion_rules" in t:
+        text = rules_sentence(t["exclusion_rules"])
+        tables.append(
+            (
+                "Exclusion rules: applied, not checked (the data lack what the rule reads) or off",
+                html_table(t["exclusion_rules"], name="exclusion_rules"),
+            )
+        )
+    return {"title": "Exclusions", "text": text, "figures": [], "tables": tables}
+
+
 def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, object]]:
     """Sections of a choice-study report."""
     t, m = results.tables, results.meta
@@ -248,17 +266,7 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
     elif str(m.get("choice_glmm", "")).startswith("not reported"):
         text += f" Logistic GLMM {m['choice_glmm']}."
     sections: list[dict[str, object]] = [
-        {
-            "title": "Exclusions",
-            "text": "",
-            "figures": [],
-            "tables": [
-                (
-                    "Excluded rows and participants by rule",
-                    html_table(t["exclusions"], name="exclusions"),
-                )
-            ],
-        }
+        _exclusions_section(t, "Excluded rows and participants by reason")
     ]
     if "demographics" in t:
         join = m.get("demographics_join", {})
@@ -383,12 +391,18 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
             )
         )
     if "wtp_slopes" in t:
-        parts.append(apa.slopes_sentence(t["wtp_slopes"].iloc[0], unit))
+        slopes = t["wtp_slopes"].iloc[0]
+        parts.append(apa.slopes_sentence(slopes, unit))
+        which = (
+            "final model, simplified from the singular maximal model"
+            if bool(slopes["simplified"])
+            else "final model: the maximal model, not singular"
+        )
         tables += _model_tables(
             "wtp_slopes",
             t["wtp_slopes"],
-            "Random slopes of format by participant and pair (maximal model) and the "
-            "likelihood-ratio test of the slopes",
+            f"Random slopes of format by participant and pair ({which}: {slopes['formula']}) "
+            "and the likelihood-ratio test of its slopes",
             **ctx,
         )
     elif "wtp_slopes_failed" in m:
@@ -435,12 +449,7 @@ def annotation_sections(results: Results, figs: dict[str, str]) -> list[dict[str
         + "."
     )
     sections: list[dict[str, object]] = [
-        {
-            "title": "Exclusions",
-            "text": "",
-            "figures": [],
-            "tables": [("Excluded labels by rule", html_table(t["exclusions"], name="exclusions"))],
-        },
+        _exclusions_section(t, "Excluded labels by reason"),
         {
             "title": "Human shifts",
             "text": text,

@@ -573,8 +573,11 @@ def choice_glmm(
         (Wald, exponentiated), ``p_val`` (z test), ``log_odds``, ``se`` (of the log odds, lme4's
         Hessian-based default), ``z``, ``intercept_log_odds``, ``sd_subject``, ``sd_item``
         (random-intercept SDs, logit scale), ``singular`` (as ``lme4::isSingular``),
-        ``converged`` (always True: see Raises), ``loglik``, ``deviance``, ``aic``, ``bic``,
-        ``n_obs``, ``n_subjects``, ``n_items``, ``model`` (the formula), ``optimizer``,
+        ``converged`` (always True: see Raises), ``loglik``, ``deviance`` (-2 log L of the
+        Laplace approximation, what ``summary(glmer)`` prints as "deviance"; not R's
+        ``deviance()``, which is the sum of the conditional deviance residuals), ``aic``,
+        ``bic``, ``n_obs``, ``n_subjects``, ``n_items``, ``model`` (the formula),
+        ``optimizer``, ``max_grad`` (glmer's convergence statistic, warned on above 0.002),
         ``notes``, ``reference``, ``treatment``.
 
     Raises
@@ -657,6 +660,7 @@ def choice_glmm(
                 f"+ (1 | {subject}) + (1 | {item})"
             ],
             "optimizer": [first["optimizer"]],
+            "max_grad": [float(first["max_grad"])],
             "notes": [first["notes"]],
             "reference": [ref],
             "treatment": [trt],

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from analysis.stats.singular import SINGULAR_TOL, at_boundary, unresolved_note
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -20,7 +22,6 @@ __all__ = ["ConvergenceError", "SINGULAR_TOL", "crossed_lmm", "crossed_slopes_lm
 
 # Participants x pairs up to which the count table is held dense (8 bytes a cell: 40 MB).
 DENSE_COUNT_CELLS = 5_000_000
-SINGULAR_TOL = 1e-4  # lme4's isSingular: a relative SD (theta) below this is at the boundary.
 
 
 class ConvergenceError(RuntimeError):
@@ -476,7 +477,8 @@ def crossed_lmm(
         ``ci_low, ci_high`` (t with ``df``); SEs are ``sigma^2 (X' V^-1 X)^-1`` at the optimum,
         as lme4) and SDs of ``large``, ``small`` and ``Residual``; plus, on every row,
         ``optimizer`` (``nelder-mead``, bounded, on the relative SDs), ``converged``, ``reml``,
-        ``n_obs``, ``singular`` (a relative SD below 1e-4, as ``lme4::isSingular``),
+        ``n_obs``, ``singular`` (a relative SD below 1e-4, as ``lme4::isSingular``, resolved
+        from 1e-4 by the criterion: :func:`analysis.stats.singular.at_boundary`),
         ``criterion`` (REML criterion or ML deviance, -2 log L), ``loglik`` (-criterion / 2),
         ``loglik_ml``, ``aic_ml``, ``bic_ml`` (the ML fit, as ``AIC(refitML(m))``; ``k`` = fixed
         effects + 2 SDs + residual), ``notes``.
@@ -522,7 +524,8 @@ def crossed_lmm(
     out["converged"] = True
     out["reml"] = reml
     out["n_obs"] = n
-    boundary = [name for name, th in zip((large, small), theta, strict=True) if th < SINGULAR_TOL]
+    resolved, unresolved = at_boundary(lambda t: problem.deviance(t, reml), theta, [0, 1])
+    boundary = [(large, small)[i] for i in resolved]
     out["singular"] = bool(boundary)
     out["criterion"] = criterion
     out["loglik"] = -criterion / 2
@@ -530,9 +533,10 @@ def crossed_lmm(
     out["loglik_ml"] = -dev_ml / 2
     out["aic_ml"] = dev_ml + 2 * k
     out["bic_ml"] = dev_ml + k * np.log(n)
-    out["notes"] = (
-        f"singular fit: the SD of {', '.join(boundary)} is at the boundary (0)" if boundary else ""
-    )
+    notes = [f"singular fit: the SD of {', '.join(boundary)} is at the boundary (0)"]
+    notes = notes if boundary else []
+    notes += [unresolved_note((large, small)[i]) for i in unresolved]
+    out["notes"] = "; ".join(notes)
     return out
 
 
@@ -577,10 +581,12 @@ def crossed_slopes_lmm(
         ``sd`` rows ``<factor>: Intercept``, ``<factor>: <x>`` and ``Residual``; ``corr`` rows
         ``<factor>: Intercept x <x>`` (NaN when an SD is 0); every row also ``optimizer``,
         ``converged``, ``reml``, ``n_obs``, ``singular`` (an SD or the remaining diagonal of a
-        2 x 2 factor below 1e-4, as ``lme4::isSingular``), ``criterion``, ``loglik``,
+        2 x 2 factor below 1e-4, as ``lme4::isSingular``, and resolved from 1e-4 by the
+        criterion: :func:`analysis.stats.singular.at_boundary`), ``criterion``, ``loglik``,
         ``loglik_ml``, ``aic_ml``, ``bic_ml`` (``k`` = 2 fixed + the estimated
         entries of theta + residual),
-        ``theta`` (lme4's ``getME(m, "theta")`` as text), ``notes``.
+        ``theta`` (lme4's ``getME(m, "theta")`` as text), ``boundary`` (the positions in
+        ``theta`` at the boundary, space-separated), ``notes``.
     """
     import numpy as np
     import pandas as pd
@@ -611,8 +617,19 @@ def crossed_slopes_lmm(
     for i, term in enumerate(["Intercept", x]):
         est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
         rows.append(_fixed_row(term, est, s, float(dfs[i]), confidence))
-    boundary = []
-    for name, th, fr in ((large, theta[:3], free[:3]), (small, theta[3:], free[3:])):
+    # lme4's isSingular looks at the diagonal of each factor T (an SD at 0, or the remaining
+    # diagonal at 0: a correlation of +-1), entries with lower bound 0.
+    diag = [int(np.flatnonzero(np.flatnonzero(free) == i)[0]) for i in (0, 2, 3, 5) if free[i]]
+    resolved, unresolved = at_boundary(problem.deviance, theta_free, diag)
+    resolved_full = set(np.flatnonzero(free)[resolved])
+    unresolved_full = set(np.flatnonzero(free)[unresolved])
+    boundary, unresolved_names = [], []
+    for name, offset in ((large, 0), (small, 3)):
+        if resolved_full & {offset, offset + 2}:
+            boundary.append(name)
+        elif unresolved_full & {offset, offset + 2}:
+            unresolved_names.append(name)
+    for name, th in ((large, theta[:3]), (small, theta[3:])):
         tf = _CrossedSlopesProblem.factor(th)
         vc = sigma * sigma * tf @ tf.T
         sd0, sd1 = np.sqrt(np.diag(vc))
@@ -620,9 +637,6 @@ def crossed_slopes_lmm(
         rows.append({"kind": "sd", "term": f"{name}: {x}", "estimate": float(sd1)})
         corr = vc[0, 1] / (sd0 * sd1) if sd0 > 0 and sd1 > 0 else np.nan
         rows.append({"kind": "corr", "term": f"{name}: Intercept x {x}", "estimate": float(corr)})
-        # As lme4's isSingular: an estimated diagonal entry of T at its bound 0.
-        if any(f and abs(v) < SINGULAR_TOL for v, f in ((th[0], fr[0]), (th[2], fr[2]))):
-            boundary.append(name)
     rows.append({"kind": "sd", "term": "Residual", "estimate": sigma})
     out = pd.DataFrame(rows)
     out["optimizer"] = "nelder-mead + l-bfgs-b"
@@ -637,11 +651,13 @@ def crossed_slopes_lmm(
     out["aic_ml"] = dev_ml + 2 * k
     out["bic_ml"] = dev_ml + k * np.log(n)
     out["theta"] = " ".join(f"{v:.8g}" for v in theta)
-    out["notes"] = (
-        "singular fit: the covariance of "
-        + ", ".join(boundary)
-        + " is at the boundary (an SD of 0 or a correlation of +-1)"
-        if boundary
-        else ""
-    )
+    # Positions in lme4's six-entry theta that are at the boundary (what simplification drops).
+    out["boundary"] = " ".join(str(i) for i in sorted(resolved_full))
+    notes = [
+        f"singular fit: the covariance of {', '.join(boundary)} is at the boundary (an SD of 0 "
+        "or a correlation of +-1)"
+    ]
+    notes = notes if boundary else []
+    notes += [unresolved_note(name) for name in unresolved_names]
+    out["notes"] = "; ".join(notes)
     return out

@@ -41,6 +41,8 @@ __all__ = ["crossed_glmm"]
 
 # Participants x pairs up to which the weighted count table is held dense.
 DENSE_CELLS = 2_000_000
+# glmer's check.conv.grad tolerance on the scaled gradient of the deviance (glmerControl()).
+GRAD_TOL = 0.002
 
 
 class _LogitCrossedProblem:
@@ -301,6 +303,10 @@ class _LogitCrossedProblem:
         ``theta`` by Nelder-Mead on the ``nAGQ = 0`` criterion (``beta`` inside PIRLS).
         Converged when L-BFGS-B meets its tolerances or its projected gradient is below 1e-4
         (deviance units; its line search can stop on the deviance's rounding noise).
+
+        An SD that ends at 0 is then checked off the boundary (:meth:`_leave_boundary`): the
+        deviance is even in each ``theta``, so ``theta = 0`` has a zero gradient whether or not
+        it is a minimum, and a gradient method that lands there stops.
         """
         import numpy as np
 
@@ -308,13 +314,42 @@ class _LogitCrossedProblem:
         if self.dense:
             self.pirls(np.array([1.0, 1.0]))  # beta of the nAGQ = 0 mode at theta = 1
             try:
-                return self._second_stage(np.concatenate([[1.0, 1.0], self.beta]))
+                return self._leave_boundary(
+                    *self._second_stage(np.concatenate([[1.0, 1.0], self.beta]))
+                )
             except ConvergenceError:
                 self.beta = self.start()
                 self.u = np.zeros_like(self.u)
         theta = self._first_stage()
         self.pirls(theta)  # beta at the first stage's theta
-        return self._second_stage(np.concatenate([theta, self.beta]))
+        return self._leave_boundary(*self._second_stage(np.concatenate([theta, self.beta])))
+
+    def _leave_boundary(self, par, dev, rounds: int = 4):
+        """Move an SD at 0 off the boundary while that lowers the deviance; ``(par, dev)``.
+
+        At ``theta_k = 0`` the deviance is ``dev_0 + c theta_k^2 + O(theta_k^4)``: a minimum
+        along ``theta_k`` only when ``c >= 0``. With ``c < 0`` (a small but non-zero variance)
+        the optimizer stopped at a saddle, where glmer's derivative-free search would not. The
+        probe evaluates the deviance (``beta`` held) at ``theta_k`` = 0.01 (the curvature at 0,
+        well above PIRLS' rounding), 0.1 and 0.5 (a variance further out) and restarts the
+        second stage from the lowest point when it is lower than the boundary's. Three points:
+        each is a PIRLS solve, and a genuinely singular fit pays for all of them.
+        """
+        import numpy as np
+
+        for _ in range(rounds):
+            best, best_dev = None, dev - 1e-9 * max(1.0, abs(dev))
+            for k in np.flatnonzero(np.abs(par[:2]) < SINGULAR_TOL):
+                for h in (1e-2, 0.1, 0.5):
+                    trial = par.copy()
+                    trial[k] = h
+                    trial_dev = self.deviance(trial)
+                    if trial_dev < best_dev:
+                        best, best_dev = trial, trial_dev
+            if best is None:
+                return par, dev
+            par, dev = self._second_stage(best)
+        return par, dev
 
     def _first_stage(self):
         import numpy as np
@@ -418,7 +453,10 @@ def crossed_glmm(
         the logit scale); on every row ``optimizer``, ``converged``, ``n_obs``, ``singular``
         (a relative SD below 1e-4, as ``lme4::isSingular``), ``deviance`` (the Laplace
         deviance, -2 log L), ``loglik``, ``aic``, ``bic`` (``k`` = fixed effects + 2 SDs),
-        ``theta``, ``notes``.
+        ``theta``, ``max_grad`` (glmer's convergence statistic at the optimum: the largest of
+        ``min(|scaled gradient|, |gradient|)`` of the deviance over ``(theta, beta)``, checked
+        against 0.002 as ``check.conv.grad``; a failed check is named in ``notes``),
+        ``notes``.
 
     Raises
     ------
@@ -443,12 +481,15 @@ def crossed_glmm(
         par, dev = problem.fit()
         cov_rx = problem.rx_covariance(par)
         if problem.dense:
+            grad = problem.gradient(par)
             # Central differences of the analytic gradient (error O(h^2), h = 1e-4 relative).
             jac = np.array(_jacobian(problem.gradient, par))
             hess = (jac + jac.T) / 2
         else:
+            grad = np.array(_jacobian(problem.deviance, par))
             hess = _hessian(problem.deviance, par)
     theta = par[:2]
+    max_grad = _max_grad(grad, hess)
     try:
         cov = 2 * np.linalg.inv(hess)[2:, 2:]
         hess_ok = bool(np.all(np.linalg.eigvalsh(hess) > 0))
@@ -491,7 +532,33 @@ def crossed_glmm(
     out["aic"] = dev + 2 * k
     out["bic"] = dev + k * np.log(n)
     out["theta"] = " ".join(f"{v:.8g}" for v in theta)
+    out["max_grad"] = max_grad
+    if max_grad > GRAD_TOL:
+        notes.append(
+            f"convergence check failed: max|grad| = {max_grad:.3g} > {GRAD_TOL} (as glmer's "
+            "check.conv.grad)"
+        )
     if boundary:
         notes.insert(0, f"singular fit: the SD of {', '.join(boundary)} is at the boundary (0)")
     out["notes"] = "; ".join(notes)
     return out
+
+
+def _max_grad(grad, hess) -> float:
+    """glmer's convergence statistic: the largest ``min(|H^-1/2 g|, |g|)`` over the parameters.
+
+    lme4's ``checkConv`` scales the gradient of the deviance by the Cholesky factor of its
+    Hessian (``solve(chol(H), g)``), takes the smaller of the scaled and the raw value per
+    parameter, and warns when the largest exceeds 0.002. Where the Hessian is not positive
+    definite (a singular fit) only the raw gradient is left.
+    """
+    import numpy as np
+    from scipy.linalg import solve_triangular
+
+    grad = np.abs(np.asarray(grad, float))
+    try:
+        upper = np.linalg.cholesky(hess).T  # R's chol(): H = R'R, R upper triangular
+        scaled = np.abs(solve_triangular(upper, grad))
+    except np.linalg.LinAlgError:
+        return float(grad.max())
+    return float(np.minimum(scaled, grad).max())

@@ -11,7 +11,8 @@ components:
 1. fit the maximal model; if it is not singular, keep it;
 2. else drop both correlations (``(1 + x || g)``, i.e. ``(1 | g) + (0 + x | g)``) and refit;
 3. while the fit is singular, drop every random term whose SD is at 0 (relative SD below
-   lme4's isSingular tolerance, 1e-4) and refit.
+   lme4's isSingular tolerance, 1e-4, resolved from 1e-4 by the REML criterion at the precision
+   of lmer's optimizer: :func:`analysis.stats.crossed.at_boundary`) and refit.
 
 Every fit is by :func:`analysis.stats.crossed.crossed_slopes_lmm` with entries of lme4's
 ``theta`` held at 0, which is exactly the simpler ``lmer`` formula (checked against lmer with
@@ -22,12 +23,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.stats.crossed import SINGULAR_TOL, crossed_slopes_lmm
+from analysis.stats.crossed import crossed_slopes_lmm
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["random_terms", "simplify_slopes"]
+__all__ = ["model_formula", "random_terms", "simplify_slopes"]
 
 
 def random_terms(free, x: str, group: str) -> str:
@@ -42,7 +43,9 @@ def random_terms(free, x: str, group: str) -> str:
     return ""
 
 
-def _formula(free, dv: str, x: str, large: str, small: str) -> str:
+def model_formula(free, dv: str, x: str, large: str, small: str) -> str:
+    """The lme4 formula of the random-slope model whose six ``theta`` entries ``free`` are
+    estimated (``x`` numeric, so that ``||`` splits the terms as written)."""
     terms = [random_terms(free[:3], x, large), random_terms(free[3:], x, small)]
     return " + ".join([f"{dv} ~ {x}", *(t for t in terms if t)])
 
@@ -70,7 +73,8 @@ def simplify_slopes(
     -------
     (pandas.DataFrame, pandas.DataFrame)
         The final fit (as :func:`crossed_slopes_lmm`) and one row per step: ``step``,
-        ``formula``, ``action`` (what was dropped, and why), ``singular``, ``estimate`` and
+        ``formula``, ``free`` (which of lme4's six ``theta`` entries are estimated, as 0/1
+        text), ``action`` (what was dropped, and why), ``singular``, ``estimate`` and
         ``se`` (of ``x``), ``reml_criterion``,
         ``ml_deviance`` (-2 log L of the ML refit), ``n_theta`` (estimated covariance
         parameters), ``notes``.
@@ -92,7 +96,8 @@ def simplify_slopes(
         steps.append(
             {
                 "step": len(steps) + 1,
-                "formula": _formula(free, *shown),
+                "formula": model_formula(free, *shown),
+                "free": "".join(str(int(v)) for v in free),
                 "action": action,
                 "singular": singular,
                 "estimate": float(effect["estimate"]),
@@ -109,9 +114,8 @@ def simplify_slopes(
             free[[1, 4]] = False
             action = "singular: dropped the correlations (zero-correlation model)"
             continue
-        theta = np.array([float(v) for v in table["theta"].iloc[0].split()])
-        at_zero = free & (np.abs(theta) < SINGULAR_TOL)
-        at_zero[[1, 4]] = False
+        at_zero = np.zeros(6, bool)
+        at_zero[[int(i) for i in table["boundary"].iloc[0].split()]] = True
         if not at_zero.any():
             break  # singular without a zero SD left to drop: report it as it is
         labels = {0: f"(1 | {shown[2]})", 2: f"(0 + {shown[1]} | {shown[2]})"}

@@ -30,6 +30,7 @@ usable Hessian is kept and named in the ``optimizer`` column. If no fit converge
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -39,10 +40,11 @@ from analysis.stats.crossed import (
     ConvergenceError,
     _CrossedProblem,
     _one_blas_thread,
+    _ReducedSlopesProblem,
     crossed_lmm,
     crossed_slopes_lmm,
 )
-from analysis.stats.simplify import simplify_slopes
+from analysis.stats.simplify import model_formula, simplify_slopes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -525,6 +527,35 @@ def wtp_by_format(
     return pd.DataFrame(rows)
 
 
+def _slopes_lrt(
+    df, large: str, small: str, free, dev1: float, shown: Sequence[str]
+) -> tuple[float, int, str]:
+    """Likelihood-ratio test of the final model's slope terms: ``(chi2, df, null formula)``.
+
+    The null model is the final one without its slope variances and correlations (nested in
+    it, whatever the simplification dropped); both are ML fits on the same rows.
+    """
+    import numpy as np
+    import pandas as pd
+
+    null = free & np.array([True, False, False, True, False, False])
+    k = int(free.sum() - null.sum())
+    null_formula = model_formula(null, *shown)
+    if k == 0 or not null.any():
+        # No slope left to test, or no random effect left without them (nothing nested to fit).
+        return np.nan, k, null_formula
+    X = np.column_stack([np.ones(len(df)), df["x"].to_numpy(float)])
+    y = df["y"].to_numpy(float)
+    g1, g2 = pd.factorize(df[large])[0], pd.factorize(df[small])[0]
+    if null[0] and null[3]:
+        problem = _CrossedProblem(X, y, g1, g2)  # both intercepts: the faster scalar fit
+    else:
+        problem = _ReducedSlopesProblem(X, y, df["x"].to_numpy(float), g1, g2, null)
+    with _one_blas_thread():
+        _, dev0 = problem.fit(reml=False)
+    return max(dev0 - dev1, 0.0), k, null_formula
+
+
 def wtp_slopes(
     data: pd.DataFrame,
     *,
@@ -538,15 +569,20 @@ def wtp_slopes(
 ) -> pd.DataFrame:
     """Format effect with random slopes, and the likelihood-ratio test of those slopes.
 
-    ``wtp ~ format + (1 + format | participant) + (1 + format | pair)``
-    (:func:`crossed_slopes_lmm`),
-    the maximal structure of this design (Barr et al. 2013): when the format effect varies
-    across pairs, the intercept-only model's interval is too narrow. The slopes are tested
-    against ``(1 | participant) + (1 | pair)`` by a likelihood-ratio test of the ML fits (as
-    ``anova(m0, m1)`` in lme4; chi-square with 4 df, conservative because variances are tested
-    at the boundary). When the maximal model is singular it is simplified by the rule of
-    :mod:`analysis.stats.simplify` (drop the correlations, then the zero-variance terms,
-    refitting each time); the estimate is the final model's, every step is reported.
+    The maximal structure of this design (Barr et al. 2013), ``wtp ~ format + (1 + format |
+    participant) + (1 + format | pair)`` (:func:`crossed_slopes_lmm`): when the format effect
+    varies across pairs, the intercept-only model's interval is too narrow. When the maximal
+    model is singular it is simplified by the rule of :mod:`analysis.stats.simplify` (drop the
+    correlations, then the zero-variance terms, refitting each time). Every number of the row
+    (estimate, SDs, the slopes' test) is the final model's; the maximal model's estimate and
+    every step are reported beside it. The slopes are tested by a likelihood-ratio test of the
+    final model against the same model without its slope variances and correlations (ML fits,
+    as ``anova(m0, m)`` in lme4; chi-square with as many df as slope parameters, conservative
+    because variances are tested at the boundary).
+
+    The formulas name a numeric 0/1 column (``format_summary``: 1 for the treatment level)
+    rather than the factor, so that they paste into ``lmer`` as the model fitted here: with a
+    factor, lme4's ``(1 + format || g)`` is not ``(1 | g) + (0 + format | g)``.
 
     Parameters
     ----------
@@ -558,15 +594,16 @@ def wtp_slopes(
     pandas.DataFrame
         One row: ``effect``, ``estimate``, ``se``, ``statistic``, ``df`` (Satterthwaite),
         ``p_val`` (t), ``p_val_z``, ``ci_low``, ``ci_high`` (all of the final model),
-        ``formula`` (the final model's), ``maximal_formula``, ``maximal_estimate``,
-        ``maximal_se``, ``maximal_singular`` (the maximal model's), ``simplified`` (the
-        maximal model was singular and simplified), ``simplification`` (each step: formula,
-        what was dropped and why, singular or not), ``singular`` (the final model, as
-        ``lme4::isSingular``), ``sd_subject``, ``sd_subject_slope``, ``corr_subject``,
-        ``sd_item``, ``sd_item_slope``, ``corr_item`` (0 / NaN for dropped terms),
-        ``sd_residual``, ``loglik_reml``, ``aic_ml``, ``bic_ml`` (final model), ``lrt_chisq``,
-        ``lrt_df``, ``lrt_p`` (the maximal model's slopes vs intercepts),
-        ``n_obs``, ``transform``, ``notes``, ``reference``, ``treatment``.
+        ``formula`` (the final model's), ``dummy`` (the 0/1 column the formulas name),
+        ``maximal_formula``, ``maximal_estimate``, ``maximal_se``, ``maximal_singular`` (the
+        maximal model's), ``simplified`` (the maximal model was singular and simplified),
+        ``simplification`` (each step: formula, what was dropped and why, singular or not),
+        ``singular`` (the final model, as ``lme4::isSingular``), ``sd_subject``,
+        ``sd_subject_slope``, ``corr_subject``, ``sd_item``, ``sd_item_slope``, ``corr_item``
+        (0 / NaN for dropped terms), ``sd_residual``, ``loglik_reml``, ``aic_ml``, ``bic_ml``
+        (final model), ``lrt_chisq``, ``lrt_df``, ``lrt_p`` (the final model's slopes against
+        ``lrt_null``, that model without them; NaN with ``lrt_df`` 0 when no slope is left),
+        ``lrt_null``, ``n_obs``, ``transform``, ``notes``, ``reference``, ``treatment``.
     """
     import numpy as np
     import pandas as pd
@@ -576,6 +613,10 @@ def wtp_slopes(
     _check_design(df, between, (ref, trt), (subject, item))
     n_subjects, n_items = df[subject].nunique(), df[item].nunique()
     large, small = (subject, item) if n_subjects >= n_items else (item, subject)
+    # The formulas name a numeric 0/1 column, not the factor: with a factor, lme4's `||` does
+    # not split (1 + format || g) into (1 | g) + (0 + format | g) but fits a 2 x 2 covariance of
+    # the two level dummies, a different model. With the 0/1 column lmer fits them as written.
+    dummy = re.sub(r"\W+", "_", f"{between}_{trt}").strip("_")
     table, steps = simplify_slopes(
         df,
         dv="y",
@@ -583,25 +624,19 @@ def wtp_slopes(
         large=large,
         small=small,
         confidence=confidence,
-        names={"y": dv, "x": between},
+        names={"y": dv, "x": dummy},
     )
-    # The intercept-only model's ML deviance for the likelihood-ratio test (same rows).
-    problem = _CrossedProblem(
-        np.column_stack([np.ones(len(df)), df["x"].to_numpy(float)]),
-        df["y"].to_numpy(float),
-        pd.factorize(df[large])[0],
-        pd.factorize(df[small])[0],
+    free = np.array([int(v) for v in steps["free"].iloc[-1]], bool)
+    lrt, lrt_df, lrt_null = _slopes_lrt(
+        df, large, small, free, float(steps["ml_deviance"].iloc[-1]), (dv, dummy, large, small)
     )
-    with _one_blas_thread():
-        _, dev0 = problem.fit(reml=False)
-    dev1 = float(steps["ml_deviance"].iloc[0])  # the maximal model's
-    lrt = max(dev0 - dev1, 0.0)
     eff = table[table["kind"] == "fixed"].set_index("term").loc["x"]
     est = table[table["kind"] != "fixed"].set_index("term")["estimate"]
     maximal, formula = steps["formula"].iloc[0], steps["formula"].iloc[-1]
     if transform == "log":
         maximal = maximal.replace(dv, f"log(1 + {dv}/100)", 1)
         formula = formula.replace(dv, f"log(1 + {dv}/100)", 1)
+        lrt_null = lrt_null.replace(dv, f"log(1 + {dv}/100)", 1)
     history = "; ".join(
         f"{r.step}. {r.formula}: {r.action}; {'singular' if r.singular else 'not singular'}"
         for r in steps.itertuples()
@@ -618,6 +653,10 @@ def wtp_slopes(
             "ci_low": [eff["ci_low"]],
             "ci_high": [eff["ci_high"]],
             "formula": [formula],
+            "dummy": [
+                f"{dummy} = 1 for {trt}, 0 for {ref} (a numeric column: lme4 fits these "
+                f"formulas as written; with {between} a factor, `||` is a different model)"
+            ],
             "maximal_formula": [maximal],
             "maximal_estimate": [float(steps["estimate"].iloc[0])],
             "maximal_se": [float(steps["se"].iloc[0])],
@@ -636,8 +675,9 @@ def wtp_slopes(
             "aic_ml": [float(table["aic_ml"].iloc[0])],
             "bic_ml": [float(table["bic_ml"].iloc[0])],
             "lrt_chisq": [lrt],
-            "lrt_df": [4],
-            "lrt_p": [float(chi2.sf(lrt, 4))],
+            "lrt_df": [lrt_df],
+            "lrt_p": [float(chi2.sf(lrt, lrt_df)) if lrt_df else np.nan],
+            "lrt_null": [lrt_null],
             "n_obs": [len(df)],
             "transform": [transform or "none"],
             "notes": [table["notes"].iloc[0]],

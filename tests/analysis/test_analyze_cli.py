@@ -369,7 +369,7 @@ def test_levels_option_sets_the_reference_explicitly(runner, choice_export, tmp_
     assert bad.exit_code != 0 and "REFERENCE,TREATMENT" in bad.output
 
 
-def test_wtp_slopes_option_reports_the_maximal_model_and_its_lr_test(runner, tmp_path):
+def test_wtp_slopes_option_reports_the_final_model_and_its_lr_test(runner, tmp_path):
     from pathlib import Path
 
     data = pd.read_csv(Path(__file__).parent / "r" / "data" / "slopes_70x10.csv")
@@ -380,17 +380,18 @@ def test_wtp_slopes_option_reports_the_maximal_model_and_its_lr_test(runner, tmp
     args = ["analyze", "choice", str(tidy), "--out", str(out), "--no-figures", "--no-gee"]
     result = runner.invoke(main, [*args, "--wtp-slopes"])
     assert result.exit_code == 0, result.output
-    assert "WTP with random slopes" in result.output and "chi2(4)" in result.output
+    assert "WTP with random slopes, final model" in result.output and "chi2(2)" in result.output
     payload = json.loads((out / "results.json").read_text())
     row = payload["tables"]["wtp_slopes"][0]
-    # lme4 (tests/analysis/r/lme4_reference.csv): SE 1.04666, LRT chi-square 33.8237; the
-    # maximal model is singular, so the reported one is the zero-correlation model
-    # (tests/analysis/r/lme4_simplified_reference.csv: SE 0.985584).
+    # lme4 (tests/analysis/r/lme4_reference.csv): maximal SE 1.04666; the maximal model is
+    # singular, so the reported one is the zero-correlation model (SE 0.985584), and so is the
+    # test of its two slope variances (anova() in tests/analysis/r/lme4_printed_formula.csv).
     assert row["maximal_se"] == pytest.approx(1.0466600808476425, rel=1e-4)
     assert row["se"] == pytest.approx(0.98558425522028725, rel=1e-4)
-    assert "(1 + format || participant_id)" in row["formula"]
-    assert "simplified" in result.output
-    assert row["lrt_chisq"] == pytest.approx(33.823730130771764, rel=1e-4)
+    assert "(1 + format_summary || participant_id)" in row["formula"]
+    assert "simplified" in result.output and "format_summary = 1 for summary" in result.output
+    assert row["lrt_chisq"] == pytest.approx(27.680724926577568, rel=1e-4)
+    assert row["lrt_df"] == 2
     assert "Random slopes of format" in (out / "report.html").read_text()
 
 

@@ -13,7 +13,14 @@
 # differences, deriv12 with delta = 1e-4). `se_hess` is the same quantity from a
 # Richardson-extrapolated central-difference Hessian of the same deviance function (lme4's
 # devFunOnly), less finite-difference noise; `se_rx` is vcov(m, use.hessian = FALSE) (beta's
-# conditional covariance given theta from the PIRLS system).
+# conditional covariance given theta from the PIRLS system). On glmm_small_pair_40x12 devFunOnly
+# is rough at steps of 1e-3 (se_hess 0.1870 there; 0.18897 at steps of 1e-2 and 1e-4, as `se`).
+#
+# `max_grad` is glmer's convergence check at the tightened optimum (checkConv: the largest of
+# min(|scaled gradient|, |gradient|), the gradient and Hessian of the deviance over (theta, beta)
+# by lme4's deriv12, scaled by the Hessian's Cholesky factor; it warns above 0.002).
+# `default_*` rows are the same model fitted with glmer's defaults (glmerControl(): BOBYQA then
+# Nelder-Mead at lme4's own tolerances), the numbers an analyst gets without tightening.
 suppressPackageStartupMessages(library(lme4))
 
 ctrl <- glmerControl(
@@ -24,7 +31,10 @@ ctrl <- glmerControl(
   check.conv.grad = "ignore",
   check.conv.hess = "ignore"
 )
-datasets <- c("choice_70x10", "choice_messy", "choice_singular")
+datasets <- c(
+  "choice_70x10", "choice_messy", "choice_singular", "glmm_missing_70x10",
+  "glmm_small_pair_70x10", "glmm_small_pair_40x12", "glmm_small_participant_70x10"
+)
 
 out <- data.frame(dataset = character(), quantity = character(), value = character())
 put <- function(ds, quantity, value) {
@@ -83,5 +93,15 @@ for (ds in datasets) {
   put(ds, "bic", BIC(m))
   put(ds, "singular", as.integer(isSingular(m)))
   put(ds, "nobs", nobs(m))
+  g <- m@optinfo$derivs
+  put(ds, "max_grad", max(pmin(abs(solve(chol(g$Hessian), g$gradient)), abs(g$gradient))))
+  md <- glmer(chose_target ~ format + (1 | participant_id) + (1 | pair_id), data = d,
+              family = binomial, nAGQ = 1,
+              control = glmerControl(check.conv.singular = "ignore"))
+  put(ds, "default_format_estimate", fixef(md)[2])
+  put(ds, "default_format_se", sqrt(diag(as.matrix(vcov(md))))[2])
+  put(ds, "default_loglik", logLik(md))
+  dvc <- as.data.frame(VarCorr(md))
+  for (i in seq_len(nrow(dvc))) put(ds, paste0("default_sd_", dvc$grp[i]), dvc$sdcor[i])
 }
 write.csv(out, stdout(), row.names = FALSE, quote = FALSE)

@@ -8,16 +8,7 @@
 # beyond lme4's default (rhoend = 1e-12) so that the numbers are those *at the optimum*, not at
 # wherever the default stopping rule happened to stop. Output: one line per
 # dataset, model, quantity, value (17 significant digits).
-suppressPackageStartupMessages({
-  library(lme4)
-  library(lmerTest)
-})
-
-ctrl <- lmerControl(
-  optimizer = "bobyqa",
-  optCtrl = list(rhoend = 1e-12, maxfun = 1e6),
-  check.conv.singular = "ignore"
-)
+source("tests/analysis/r/lmer_setup.R")  # packages, ctrl (tightened BOBYQA)
 datasets <- c("balanced_70x10", "messy_unbalanced", "singular_pair", "slopes_70x10",
               "balanced_300x10")
 formulas <- list(

@@ -9,16 +9,7 @@
 # format code x (1 = summary) so that `||` means (1 | g) + (0 + x | g) (with a factor, lme4's
 # `||` does not split the terms), and BOBYQA tightened as in lme4_reference.R. Output: one line
 # per dataset, step, quantity, value; `formula` rows give the step's formula as text.
-suppressPackageStartupMessages({
-  library(lme4)
-  library(lmerTest)
-})
-
-ctrl <- lmerControl(
-  optimizer = "bobyqa",
-  optCtrl = list(rhoend = 1e-12, maxfun = 1e6),
-  check.conv.singular = "ignore"
-)
+source("tests/analysis/r/lmer_setup.R")  # packages, ctrl (tightened BOBYQA)
 steps <- list(
   slopes_70x10 = c(
     "y ~ x + (1 + x | participant_id) + (1 + x | pair_id)",

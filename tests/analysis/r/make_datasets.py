@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent / "data"
+# The published design's WTP: base premium, format effect, participant and pair SDs.
+BALANCED = {"base": 30, "effect": 4.5, "sd_part": 6, "sd_pair": 3}
 
 
 def design(rng, n_part: int, n_pair: int) -> pd.DataFrame:
@@ -80,8 +82,32 @@ def main() -> None:
     d = design(rng, 300, 10)
     d["wtp_premium_pct"] = wtp(rng, d, base=30, effect=4.5, sd_part=6, sd_pair=3, sd_res=6)
     sets["balanced_300x10"] = d
+    sets.update(boundary_sets())
     for name, frame in sets.items():
         frame.drop(columns="x").to_csv(HERE / f"{name}.csv", index=False)
+
+
+def boundary_sets() -> dict[str, pd.DataFrame]:
+    """Balanced 70 x 10 designs whose maximal slope model has an SD near 0 (seeded).
+
+    A small slope variance by pair or by participant: the REML criterion is nearly flat between
+    0 and lme4's singularity tolerance 1e-4, so where an optimizer stops decides the singular
+    flag. ``slopes_flat_70x10``: the criterion at 1e-4 is within 1e-8 of the optimum (lmer with
+    its defaults stops at 2e-4, not singular); ``slopes_edge_70x10`` and ``slopes_edge2_70x10``:
+    it rises by 3e-7 (lmer stops below 1e-4, singular).
+    """
+    sets = {}
+    for name, seed, slope_pair, slope_part in (
+        ("slopes_flat_70x10", 1021, 0.3, 0.0),
+        ("slopes_edge_70x10", 1007, 1.0, 0.5),
+        ("slopes_edge2_70x10", 1027, 1.0, 0.0),
+    ):
+        rng = np.random.default_rng(seed)
+        d = design(rng, 70, 10)
+        slopes = {"slope_pair": slope_pair, "slope_part": slope_part}
+        d["wtp_premium_pct"] = wtp(rng, d, **BALANCED, sd_res=6, **slopes)
+        sets[name] = d
+    return sets
 
 
 if __name__ == "__main__":

@@ -60,8 +60,41 @@ def main() -> None:
     d = design(40, 8)
     d["chose_target"] = choices(rng, d, base=0.0, effect=0.5, sd_part=0.4, sd_pair=0.0)
     sets["choice_singular"] = d
+    sets.update(boundary_sets())
     for name, frame in sets.items():
         frame.drop(columns="x").to_csv(HERE / f"{name}.csv", index=False)
+
+
+def boundary_sets() -> dict[str, pd.DataFrame]:
+    """Designs whose pair (or participant) variance is small but not zero.
+
+    On each, a gradient optimizer that lands on an SD of 0 stops there (the deviance is even in
+    the SD, so its gradient at 0 vanishes) although glmer finds a positive SD and a lower
+    deviance. Each has its own seed, picked among the first few so that a fit without the
+    boundary check ends at 0: the data are a regression test of that check.
+    """
+    sets = {}
+    # The published design with 15 % of the trials missing at random.
+    rng = np.random.default_rng(1)
+    d = design(70, 10)
+    d["chose_target"] = choices(rng, d, base=-0.2, effect=0.5, sd_part=0.8, sd_pair=0.3)
+    sets["glmm_missing_70x10"] = d[rng.random(len(d)) > 0.15].reset_index(drop=True)
+    # Balanced 70 x 10, pair SD 0.2.
+    rng = np.random.default_rng(4)
+    d = design(70, 10)
+    d["chose_target"] = choices(rng, d, base=0.1, effect=0.4, sd_part=0.6, sd_pair=0.2)
+    sets["glmm_small_pair_70x10"] = d
+    # Fewer participants, more pairs: 40 x 12, pair SD 0.35 (both SDs ended at 0).
+    rng = np.random.default_rng(0)
+    d = design(40, 12)
+    d["chose_target"] = choices(rng, d, base=0.0, effect=0.5, sd_part=0.5, sd_pair=0.35)
+    sets["glmm_small_pair_40x12"] = d
+    # Small participant variance as well: the participants' SD ended at 0.
+    rng = np.random.default_rng(5)
+    d = design(70, 10)
+    d["chose_target"] = choices(rng, d, base=0.1, effect=0.4, sd_part=0.4, sd_pair=0.2)
+    sets["glmm_small_participant_70x10"] = d
+    return sets
 
 
 if __name__ == "__main__":

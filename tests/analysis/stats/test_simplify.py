@@ -1,5 +1,4 @@
-"""The simplification rule of a singular maximal random-slope model against lmer (issue 15,
-finding 3).
+"""The simplification rule of a singular maximal random-slope model against lmer.
 
 Reference numbers: ``tests/analysis/r/lme4_simplified_reference.csv``, written by
 ``Rscript tests/analysis/r/lme4_simplified_reference.R`` (R 4.2.2, lme4 1.1-31, lmerTest 3.1-3):
@@ -9,16 +8,32 @@ that ``(1 + x || g)`` is ``(1 | g) + (0 + x | g)``, e.g. for ``singular_pair``::
     lmer(y ~ x + (1 + x | participant_id) + (1 + x | pair_id))        # singular
     lmer(y ~ x + (1 + x || participant_id) + (1 + x || pair_id))      # singular: pair SD 0
     lmer(y ~ x + (1 + x || participant_id) + (0 + x | pair_id))       # not singular
+
+``lme4_boundary_reference.csv`` (``Rscript tests/analysis/r/lme4_boundary_reference.R``): the
+maximal model near the boundary fitted with lmer's defaults, as an analyst would::
+
+    m <- lmerTest::lmer(y ~ x + (1 + x | participant_id) + (1 + x | pair_id), data = d)
+    isSingular(m); summary(m)$coefficients["x", ]
+
+``lme4_printed_formula.csv`` (``Rscript tests/analysis/r/lme4_printed_formula.R``): the final
+formula exactly as FrameLab prints it, refitted with ``d$format_summary <- as.numeric(d$format ==
+"summary")``, e.g.::
+
+    lmerTest::lmer(wtp_premium_pct ~ format_summary + (1 + format_summary || participant_id)
+                   + (0 + format_summary | pair_id), data = d)
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.stats.simplify import random_terms, simplify_slopes
+from analysis.stats.singular import LMER_FTOL, SINGULAR_TOL, at_boundary
 from analysis.stats.wtp import wtp_slopes
 
 R_DIR = Path(__file__).resolve().parents[1] / "r"
@@ -73,8 +88,9 @@ def test_wtp_slopes_reports_the_simplified_model_and_every_step():
     # singular_pair: lmer's maximal fit has the pair intercept SD at 0 (lme4_reference.csv).
     row = wtp_slopes(load("singular_pair")).iloc[0]
     expected = reference("singular_pair")["formula"].iloc[-1]
-    expected = expected.replace("y ~ x", "wtp_premium_pct ~ format").replace("+ x ", "+ format ")
+    expected = re.sub(r"\bx\b", "format_summary", expected.replace("y ~", "wtp_premium_pct ~"))
     assert row["formula"] == expected
+    assert row["dummy"].startswith("format_summary = 1 for summary, 0 for original")
     assert row["simplified"] and row["maximal_singular"] and not row["singular"]
     assert row["simplification"].count("singular") >= 3
     assert "dropped the zero-variance term(s) (1 | pair_id)" in row["simplification"]
@@ -95,3 +111,67 @@ def test_random_terms_spell_lme4_formulas():
     assert random_terms([1, 0, 0], "x", "g") == "(1 | g)"
     assert random_terms([0, 0, 1], "x", "g") == "(0 + x | g)"
     assert random_terms([0, 0, 0], "x", "g") == ""
+
+
+def flat_reference(name: str, dataset: str) -> pd.Series:
+    ref = pd.read_csv(R_DIR / name)
+    return ref[ref["dataset"] == dataset].set_index("quantity")["value"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "dataset", ["slopes_flat_70x10", "slopes_edge_70x10", "slopes_edge2_70x10"]
+)
+def test_near_the_boundary_the_maximal_model_is_singular_where_lmer_says_so(dataset):
+    # slopes_flat: the optimum has the pair slope's factor entry at 3e-6, but the criterion at
+    # lme4's tolerance 1e-4 is within 1e-8 of it; lmer (defaults) stops at 2e-4 and keeps the
+    # maximal model, and so does FrameLab, with lmer's estimate, SE and df. slopes_edge(2): the
+    # criterion rises by 3e-7 at 1e-4; lmer stops at 1.5-1.9e-5 and calls it singular.
+    r = flat_reference("lme4_boundary_reference.csv", dataset)
+    row = wtp_slopes(load(dataset)).iloc[0]
+    assert row["maximal_singular"] == bool(int(float(r["default_singular"])))
+    if not row["maximal_singular"]:
+        assert row["formula"] == row["maximal_formula"]
+        assert "not resolved from the boundary" in row["notes"]
+        # lmer's default optimizer stops short of the optimum: agreement to its precision.
+        assert row["estimate"] == pytest.approx(float(r["default_format_estimate"]), rel=1e-6)
+        assert row["se"] == pytest.approx(float(r["default_format_se"]), rel=1e-4)
+        assert row["df"] == pytest.approx(float(r["default_format_df"]), rel=1e-4)
+    else:
+        assert row["simplified"] and row["formula"] != row["maximal_formula"]
+
+
+def test_a_boundary_is_called_only_where_the_criterion_resolves_it_from_the_tolerance():
+    # A criterion a * theta_k^2 near 0 (as REML's, even in an SD): below and above LMER_FTOL
+    # at theta_k = 1e-4, on both sides of the decision.
+    def make(a):
+        return lambda t: 100.0 + a * t[0] ** 2 + (t[1] - 0.5) ** 2
+
+    steep = make(LMER_FTOL / SINGULAR_TOL**2 * 3)  # rises by 3e-8 at 1e-4
+    flat = make(LMER_FTOL / SINGULAR_TOL**2 / 3)  # rises by 3e-9 at 1e-4
+    for theta in ([0.0, 0.5], [5e-5, 0.5]):
+        assert at_boundary(steep, np.array(theta), [0, 1]) == ([0], [])
+        assert at_boundary(flat, np.array(theta), [0, 1]) == ([], [0])
+    # At or above the tolerance nothing is at the boundary, whatever the curvature.
+    assert at_boundary(steep, np.array([2e-4, 0.5]), [0, 1]) == ([], [])
+    # An unbounded entry (a factor's off-diagonal) is never a boundary.
+    assert at_boundary(steep, np.array([0.0, 0.5]), [1]) == ([], [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["singular_pair", "slopes_70x10", "slopes_edge_70x10"])
+def test_the_printed_formula_refits_to_the_same_estimates_in_lmer(dataset):
+    r = flat_reference("lme4_printed_formula.csv", dataset)
+    row = wtp_slopes(load(dataset)).iloc[0]
+    assert row["formula"] == r["formula"]
+    assert row["estimate"] == pytest.approx(float(r["format_estimate"]), rel=1e-6)
+    assert row["se"] == pytest.approx(float(r["format_se"]), rel=1e-4)
+    assert row["df"] == pytest.approx(float(r["format_df"]), rel=1e-4)
+    # The slopes' likelihood-ratio test is of this model against itself without slopes.
+    assert row["lrt_null"] == r["lrt_null"]
+    assert row["lrt_df"] == int(r["lrt_df"])
+    assert row["lrt_chisq"] == pytest.approx(float(r["lrt_chisq"]), rel=1e-5, abs=1e-6)
+    assert row["lrt_p"] == pytest.approx(float(r["lrt_p"]), rel=1e-4)
+    # The same text with format a factor is another model in lme4 (more covariance
+    # parameters), which is why the dummy is printed.
+    assert int(r["factor_n_theta"]) > int(r["n_theta"])
