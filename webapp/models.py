@@ -378,16 +378,32 @@ class BonusPayment(db.Model):
     reason: Mapped[str] = mapped_column(String(200))
     issued_by: Mapped[str] = mapped_column(String(80))
     issued_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    # Paying through a recruiter's API (webapp.recruit): what the platform calls this payment
-    # (Prolific's bulk bonus id; MTurk: the UniqueRequestToken), how far it got, and when
-    # it was paid. A row with paid_at set is never sent again.
+    # Paying through a recruiter's API (webapp.recruit.ledger holds the state machine): what
+    # the platform calls this payment (Prolific's bulk bonus id; MTurk: the
+    # UniqueRequestToken), how far it got, and when the platform was seen to have paid it.
     platform_payment_id: Mapped[str | None] = mapped_column(
         String(64), comment="Prolific bulk bonus id / MTurk UniqueRequestToken of the payment"
     )
     platform_state: Mapped[str | None] = mapped_column(
-        String(12), comment="set_up, paying (outcome unknown) or paid, through the API"
+        String(12),
+        comment="claimed, set_up, paying (outcome unknown), sent, paid or refused, through the API",
     )
     paid_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Every change of platform_state is an UPDATE conditional on the claim the run holds, so a
+    # run whose claim was taken over (it stalled past the expiry) changes nothing and pays
+    # nothing.
+    claim_token: Mapped[str | None] = mapped_column(
+        String(32), comment="the run that holds this row while it sets it up or pays it"
+    )
+    claimed_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime(), comment="when that run took the row; another may take it an hour later"
+    )
+    sent_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime(), comment="when the pay call was sent (settle waits before judging it)"
+    )
+    platform_note: Mapped[str | None] = mapped_column(
+        String(300), comment="why the platform refused or has not settled this payment"
+    )
 
 
 class Recruitment(db.Model):
@@ -411,6 +427,15 @@ class Recruitment(db.Model):
     created_by: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+    # A create whose answer was lost keeps its row (and the reference it sent) so the next
+    # create looks the listing up instead of making a second one; the claim keeps two runs
+    # from doing that at once.
+    claim_token: Mapped[str | None] = mapped_column(
+        String(32), comment="the run creating the listing while its platform id is unknown"
+    )
+    claimed_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime(), comment="when that run started; another may take over later"
+    )
 
 
 class AnnotationState(enum.Enum):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +128,9 @@ def serve_app():
         server.server_close()
 
 
-@pytest.fixture
-def pg_app(pg_url: str):
-    """An app on PostgreSQL in a fresh schema of the test database, built by the migrations."""
+@contextmanager
+def pg_schema(pg_url: str) -> Iterator[str]:
+    """A fresh schema of the test database while the block runs; the URL that selects it."""
     import secrets
 
     from sqlalchemy import create_engine, text
@@ -140,13 +141,22 @@ def pg_app(pg_url: str):
     admin = create_engine(normalise_database_url(pg_url))
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    sep = "&" if "?" in pg_url else "?"
-    app = make_app(f"{pg_url}{sep}options=-csearch_path%3D{schema}")
-    yield app
-    with app.app_context():
-        from webapp.extensions import dispose_engines
+    try:
+        sep = "&" if "?" in pg_url else "?"
+        yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
 
-        dispose_engines()
-    with admin.begin() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+
+@pytest.fixture
+def pg_app(pg_url: str):
+    """An app on PostgreSQL in a fresh schema of the test database, built by the migrations."""
+    with pg_schema(pg_url) as url:
+        app = make_app(url)
+        yield app
+        with app.app_context():
+            from webapp.extensions import dispose_engines
+
+            dispose_engines()

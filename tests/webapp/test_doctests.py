@@ -11,6 +11,7 @@ MODULES = [
     "webapp.bots",
     "webapp.config",
     "webapp.models",
+    "webapp.recruit.errors",
     "webapp.services.design",
     "webapp.services.entry",
     "webapp.tasks.product_choice",

@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from webapp import create_app
 
-from .conftest import make_app
+from .conftest import make_app, pg_schema
 
 
 def _at_0003(url: str):
@@ -73,20 +73,5 @@ def test_0005_moves_existing_rows_on_sqlite(tmp_path):
 
 @pytest.mark.postgres
 def test_0005_moves_existing_rows_on_postgres(pg_url):
-    import secrets
-
-    from sqlalchemy import create_engine
-
-    from webapp.config import normalise_database_url
-
-    schema = f"framelab_test_{secrets.token_hex(4)}"
-    admin = create_engine(normalise_database_url(pg_url))
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        sep = "&" if "?" in pg_url else "?"
-        _check(f"{pg_url}{sep}options=-csearch_path%3D{schema}")
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with pg_schema(pg_url) as url:
+        _check(url)

@@ -9,6 +9,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from webapp.recruit.base import Recruiter
 
+# What ``framelab recruit SLUG ACTION`` and the console can do (here, so the CLI lists them
+# without importing the recruiters).
+ACTIONS = (
+    "plan",
+    "create",
+    "publish",
+    "status",
+    "approve",
+    "reject",
+    "bonus",
+    "settle",
+    "pause",
+    "close",
+)
+
 
 def get_recruiter(study: Any, *, actor: Any = "cli", **options: Any) -> Recruiter:
     """The recruiter the study's YAML names, ready to use.

@@ -4,27 +4,31 @@ A :class:`Recruiter` lists a study on a platform (:meth:`~Recruiter.create`,
 :meth:`~Recruiter.publish`), watches it (:meth:`~Recruiter.status`, which reconciles the
 participants' platform statuses through the API), approves the submissions of people who
 completed the study here (:meth:`~Recruiter.approve`; nobody else), rejects only with a reason,
-pays the bonus ledger (:meth:`~Recruiter.bonus`: every ledger row once) and pauses or closes
-the listing. Each platform module implements a handful of primitives (``_create``,
-``_transition``, ``_submissions``, ``_approve``, ``_reject``, ``_pay``).
+pays the bonus ledger (:meth:`~Recruiter.bonus`: every ledger row once), settles what an
+interrupted run left open (:meth:`~Recruiter.settle`) and pauses or closes the listing. Each
+platform module implements a handful of primitives (``_create``, ``_find_listing``,
+``_transition``, ``_submissions``, ``_approve``, ``_reject``, ``_pay``, ``_settle``).
 
 Money is never sent twice: a listing is created once per study and platform (the
-``recruitment`` row), and a bonus row carries the platform's id for its payment and a state;
-a payment whose outcome is unknown is reported, never re-sent. Every outbound call is an
-``recruit.call`` event of the audit log (method, endpoint, status, platform ids; never a
-token), and 429 and 5xx answers are retried with backoff where a retry cannot pay twice.
+``recruitment`` row, which keeps the reference it sent so a create whose answer was lost is
+looked up, not repeated), and a bonus row moves through the states of
+:mod:`webapp.recruit.ledger`, each change conditional on the claim of the run holding it; a
+payment whose outcome is unknown is settled against the platform, never re-sent blindly.
+Every outbound call is a ``recruit.call`` event of the audit log (method, endpoint, status,
+platform ids; never a token), and 429 and 5xx answers are retried with backoff where a retry
+cannot pay twice.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
@@ -38,12 +42,31 @@ from webapp.models import (
     Study,
     utcnow,
 )
+from webapp.recruit.bonus_actions import BonusActions
+from webapp.recruit.errors import NotSent, OutcomeUnknown, RecruitError, Refused, safe_text
+from webapp.recruit.results import Cost, Report, Submission, cents, fee
 from webapp.recruit.settings import RecruiterSettings
 from webapp.services import audit
 from webapp.services.entry import canonical_spelling
 
-ACTIONS = ("plan", "create", "publish", "status", "approve", "reject", "bonus", "pause", "close")
+__all__ = [
+    "Cost",
+    "NotSent",
+    "OutcomeUnknown",
+    "RecruitError",
+    "Recruiter",
+    "Refused",
+    "Report",
+    "Submission",
+    "cents",
+    "fee",
+    "safe_text",
+]
+
 MAX_ATTEMPTS = 5
+# A create whose run stopped answering leaves its listing row claimed; after this another
+# create (or settle) looks the listing up and finishes it.
+CREATE_CLAIM_EXPIRES = timedelta(minutes=15)
 
 
 def _sleep(seconds: float) -> None:
@@ -51,71 +74,7 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-class RecruitError(RuntimeError):
-    """A recruiter action cannot be done or failed; the message says what and what to do."""
-
-
-def cents(amount: int) -> str:
-    """``1234`` → ``'$12.34'``."""
-    return f"${amount // 100:,}.{amount % 100:02d}"
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What a study costs on a platform, in integer cents."""
-
-    rewards: int
-    reward_fees: int
-    bonuses: int
-    bonus_fees: int
-    fee_rate: float
-    note: str = ""
-
-    @property
-    def total(self) -> int:
-        """Everything together."""
-        return self.rewards + self.reward_fees + self.bonuses + self.bonus_fees
-
-    def lines(self) -> list[str]:
-        """Human-readable lines (CLI and console)."""
-        out = [
-            f"rewards   {cents(self.rewards)}",
-            # Each part in money: the rates differ on MTurk (40% on rewards of 10+ assignments,
-            # 20% on bonuses).
-            f"fees      {cents(self.reward_fees + self.bonus_fees)} "
-            f"({cents(self.reward_fees)} on rewards, {cents(self.bonus_fees)} on bonuses)",
-            f"bonuses   {cents(self.bonuses)}",
-            f"total     {cents(self.total)}",
-        ]
-        return out + ([self.note] if self.note else [])
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One person's submission on the platform (Prolific submission / MTurk assignment)."""
-
-    submission_id: str
-    worker_id: str  # canonical spelling
-    status: str  # upper case, Prolific's words (MTurk's mapped onto them)
-    code: str | None = None
-
-
-@dataclass
-class Report:
-    """What an action did, line by line, plus counts for tests and the audit log."""
-
-    action: str
-    lines: list[str] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    cost: Cost | None = None
-
-
-def fee(amount: int, rate: float) -> int:
-    """The fee on ``amount`` cents, rounded to the cent."""
-    return int(round(amount * rate))
-
-
-class Recruiter(ABC):
+class Recruiter(BonusActions, ABC):
     """One study on one recruiting platform.
 
     Parameters
@@ -153,8 +112,16 @@ class Recruiter(ABC):
         """The cost of the listing's rewards plus ``bonuses_cents`` of bonuses."""
 
     @abstractmethod
-    def _create(self, row: Recruitment) -> tuple[str, str]:
-        """Create the listing for ``row.external_url``; return (platform id, status)."""
+    def _create(self, row: Recruitment, *, retrying: bool) -> tuple[str, str, dict[str, Any]]:
+        """Create the listing for ``row.external_url`` carrying ``row.extra["reference"]``.
+
+        ``retrying``: an earlier create of this row may have made parts of it. Returns
+        (platform id, status, the row's new ``extra``).
+        """
+
+    @abstractmethod
+    def _find_listing(self, row: Recruitment) -> tuple[str, str] | None:
+        """The listing an earlier create of ``row`` made, by its reference: (id, status)."""
 
     @abstractmethod
     def _transition(self, external_id: str, action: str) -> str:
@@ -174,7 +141,21 @@ class Recruiter(ABC):
 
     @abstractmethod
     def _pay(self, rows: list[tuple[BonusPayment, PlatformIdentity]], report: Report) -> None:
-        """Pay ledger rows not yet paid, recording ids and states on them (commit each step)."""
+        """Pay ledger rows not yet paid, moving them through :mod:`webapp.recruit.ledger`."""
+
+    @abstractmethod
+    def _settle(
+        self,
+        rows: list[tuple[BonusPayment, PlatformIdentity]],
+        report: Report,
+        *,
+        retry_refused: bool,
+    ) -> None:
+        """Resolve rows an earlier run left open (unknown outcomes) against the platform."""
+
+    @abstractmethod
+    def _settle_listing(self, row: Recruitment, report: Report) -> None:
+        """Resolve a listing action an earlier run left open (e.g. a publish)."""
 
     @abstractmethod
     def study_url(self, base_url: str) -> str:
@@ -282,64 +263,144 @@ class Recruiter(ABC):
         report.counts = {"total_cents": cost.total}
         return report
 
-    def create(self, base_url: str, *, retry: bool = False) -> Report:
-        """Create the listing (a Prolific draft, an MTurk HIT); refuse a second one.
+    def create(self, base_url: str) -> Report:
+        """Create the listing (a Prolific draft, an MTurk HIT type); refuse a second one.
 
-        ``retry`` forgets an earlier create that was interrupted before the platform's id was
-        recorded (check the platform for a stray listing first).
+        The row is written before the call with a reference the listing carries; a create
+        whose answer was lost keeps it, and the next create (or :meth:`settle`) looks the
+        listing up by that reference before making one.
         """
+        url = self.study_url(base_url)
         row = self.row()
-        if row is not None and not row.external_id and retry:
-            db.session.delete(row)
-            db.session.commit()
-            row = None
         if row is not None and row.external_id:
             raise RecruitError(
                 f"{self.study.slug} is already listed on {self.label} as {row.external_id} "
                 f"(status {row.status}); nothing was created"
             )
-        if row is not None:
-            raise RecruitError(
-                f"an earlier create of {self.study.slug} on {self.label} did not finish; check "
-                f"{self.label} for a listing of {self.study.title!r}, then run `framelab "
-                f"recruit {self.study.slug} create --retry`"
+        claim = secrets.token_hex(16)
+        retrying = row is not None
+        if row is None:
+            row = Recruitment(
+                study_id=self.study.id,
+                platform=self.platform,
+                sandbox=getattr(self, "sandbox", False),
+                status="CREATING",
+                external_url=url,
+                extra={"reference": secrets.token_hex(8)},
+                created_by=str(getattr(self.actor, "username", self.actor)),
+                created_at=utcnow(),
+                updated_at=utcnow(),
+                claim_token=claim,
+                claimed_at=utcnow(),
             )
-        row = Recruitment(
-            study_id=self.study.id,
-            platform=self.platform,
-            sandbox=getattr(self, "sandbox", False),
-            status="CREATING",
-            external_url=self.study_url(base_url),
-            extra={},
-            created_by=str(getattr(self.actor, "username", self.actor)),
-            created_at=utcnow(),
-            updated_at=utcnow(),
-        )
-        db.session.add(row)
-        try:
-            db.session.commit()  # before the call: a crash after it leaves a visible trace
-        except IntegrityError:  # another create of the same listing got there first
-            db.session.rollback()
+            db.session.add(row)
+            try:
+                db.session.commit()  # before the call: a crash after it leaves its reference
+            except IntegrityError:  # another create of the same listing got there first
+                db.session.rollback()
+                raise RecruitError(
+                    f"{self.study.slug} is being listed on {self.label} by another run; "
+                    "nothing was created by this one"
+                ) from None
+        elif not self._claim_listing(row, claim, url):
             raise RecruitError(
-                f"{self.study.slug} is being listed on {self.label} by another run; nothing was "
-                "created by this one"
-            ) from None
-        try:
-            external_id, status = self._create(row)
-        except RecruitError:
-            db.session.delete(row)
-            db.session.commit()
-            raise
-        row.external_id, row.status = external_id, status
-        db.session.commit()
+                f"{self.study.slug} is being listed on {self.label} by another run (since "
+                f"{row.claimed_at:%Y-%m-%d %H:%M} UTC); nothing was created by this one; "
+                "run create again later: it then looks that listing up first"
+            )
+        found = self._find_listing(row) if retrying else None
+        if found is not None:
+            external_id, status = found
+            extra = dict(row.extra)
+        else:
+            try:
+                external_id, status, extra = self._create(row, retrying=retrying)
+            except (NotSent, Refused):  # nothing was made: the next create starts afresh
+                self._drop_listing(row, claim)
+                raise
+            except RecruitError as exc:  # it may exist: keep the row and its reference
+                self._finish_listing(row, claim, None, "CREATING", dict(row.extra))
+                raise RecruitError(
+                    f"{exc}; the listing may have been made: run create (or settle) again, it "
+                    f"looks the listing up on {self.label} before making another"
+                ) from None
+        if not self._finish_listing(row, claim, external_id, status, extra):
+            raise RecruitError(
+                f"another run took over creating {self.study.slug} on {self.label} while this "
+                f"one waited; {external_id} is the listing (it finds it by its reference)"
+            )
         self._record("create", {"external_id": external_id, "status": status})
-        return Report("create", [f"created {self.label} listing {external_id} ({status})"])
+        verb = "found the earlier" if found is not None else "created"
+        return Report("create", [f"{verb} {self.label} listing {external_id} ({status})"])
+
+    def _claim_listing(self, row: Recruitment, claim: str, url: str) -> bool:
+        """Take over a create that did not finish, if its run is gone (a conditional UPDATE);
+        a listing made afresh then gets ``url``."""
+        now = utcnow()
+        result = db.session.execute(
+            update(Recruitment)
+            .where(
+                Recruitment.id == row.id,
+                Recruitment.external_id.is_(None),
+                or_(
+                    Recruitment.claim_token.is_(None),
+                    Recruitment.claimed_at < now - CREATE_CLAIM_EXPIRES,
+                ),
+            )
+            .values(claim_token=claim, claimed_at=now, external_url=url)
+            .execution_options(synchronize_session=False)
+        )
+        db.session.commit()
+        return bool(result.rowcount)
+
+    def _finish_listing(
+        self,
+        row: Recruitment,
+        claim: str,
+        external_id: str | None,
+        status: str,
+        extra: dict[str, Any],
+    ) -> bool:
+        """Record the platform's id on the row this run holds and let it go; commit."""
+        result = db.session.execute(
+            update(Recruitment)
+            .where(Recruitment.id == row.id, Recruitment.claim_token == claim)
+            .values(
+                external_id=external_id,
+                status=status,
+                extra=extra,
+                claim_token=None,
+                claimed_at=None,
+                updated_at=utcnow(),
+            )
+            .execution_options(synchronize_session=False)
+        )
+        db.session.commit()
+        return bool(result.rowcount)
+
+    def _drop_listing(self, row: Recruitment, claim: str) -> None:
+        """Forget a create the platform never received or refused (only while held)."""
+        from sqlalchemy import delete
+
+        db.session.execute(
+            delete(Recruitment)
+            .where(Recruitment.id == row.id, Recruitment.claim_token == claim)
+            .execution_options(synchronize_session=False)
+        )
+        db.session.commit()
 
     def transition(self, action: str) -> Report:
-        """Publish, pause or close the listing."""
+        """Publish, pause or close the listing.
+
+        A transition whose answer was lost is not simply repeated: the platform refuses a
+        repeat, so the platform modules then read the listing's status and accept it when the
+        transition is already done (MTurk's publish looks its HIT up, see its module).
+        """
         row = self._listing()
         before = row.status
-        row.status = self._transition(row.external_id or "", action)
+        status = self._transition(row.external_id or "", action)
+        row = self._listing()  # the platform module may have recorded ids on it meanwhile
+        row.status = status
         db.session.commit()
         self._record(action, {"external_id": row.external_id, "from": before, "to": row.status})
         return Report(action, [f"{self.label} {row.external_id}: {before} -> {row.status}"])
@@ -361,6 +422,9 @@ class Recruiter(ABC):
         from webapp.services.reconcile import reconcile
 
         row = self._listing()
+        report = Report("status")
+        self._settle_listing(row, report)
+        row = self._listing()
         subs = self._submissions(row.external_id or "")
         self.last_submissions = subs
         statuses = {s.worker_id: s.status for s in subs}
@@ -368,10 +432,11 @@ class Recruiter(ABC):
         by_status: dict[str, int] = {}
         for s in subs:
             by_status[s.status] = by_status.get(s.status, 0) + 1
-        report = Report("status", counts={"submissions": len(subs), **by_status})
-        report.lines.append(
+        report.counts = {"submissions": len(subs), **by_status}
+        report.lines.insert(
+            0,
             f"{self.label} {row.external_id} ({row.status}): {len(subs)} submissions"
-            + (": " + ", ".join(f"{k} {n}" for k, n in sorted(by_status.items())) if subs else "")
+            + (": " + ", ".join(f"{k} {n}" for k, n in sorted(by_status.items())) if subs else ""),
         )
         report.lines += [f"mismatch: {who}: {note}" for who, note in rec.mismatches]
         return report, subs
@@ -460,79 +525,23 @@ class Recruiter(ABC):
         self._record("reject", {"rejected": len(targets), "category": category})
         return Report("reject", [f"rejected {len(targets)}"], {"rejected": len(targets)})
 
-    # -- bonuses ------------------------------------------------------------------------------
-    def _ledger(self, *, unpaid: bool) -> list[tuple[BonusPayment, PlatformIdentity]]:
-        query = (
-            select(BonusPayment, PlatformIdentity)
-            .join(PlatformIdentity, PlatformIdentity.participant_id == BonusPayment.participant_id)
-            .where(BonusPayment.study_id == self.study.id, BonusPayment.platform == self.platform)
-            .order_by(BonusPayment.id)
-        )
-        if unpaid:
-            query = query.where(BonusPayment.paid_at.is_(None))
-        return [(b, i) for b, i in db.session.execute(query)]
-
-    def _unpaid_cents(self) -> int:
-        if self.study.id is None:
-            return 0
-        return sum(b.amount_cents for b, _ in self._ledger(unpaid=True))
-
-    def bonus_plan(self) -> Report:
-        """Sync statuses, then say which bonuses would be issued and paid (nothing paid)."""
-        from webapp.services.payments import PaymentError, bonus_plan
-
-        self.status()
-        try:
-            plan = bonus_plan(self.study, self.platform)
-        except PaymentError as exc:
-            raise RecruitError(str(exc)) from None
-        issued = {b.participant_id for b, _ in self._ledger(unpaid=False)}
-        new = sum(x.amount_cents for x in plan.lines if x.participant_id not in issued)
-        unpaid = self._unpaid_cents()
-        cost = self.cost(new + unpaid)
-        report = Report("bonus", cost=cost)
-        report.lines += [
-            f"new bonuses by the study's rule: {cents(new)}; in the ledger, not yet paid: "
-            f"{cents(unpaid)}",
-            *(f"left out: {code}: {why}" for code, why in plan.excluded),
-            f"to pay now: {cents(new + unpaid)} + fees {cents(cost.bonus_fees)}",
-        ]
-        report.counts = {"to_pay_cents": new + unpaid}
-        return report
-
-    def bonus(self, *, now: datetime | None = None) -> Report:
-        """Issue new bonuses into the ledger, then pay every ledger row not yet paid, once."""
-        from webapp.services.payments import PaymentError, issue_bonuses
-
-        report = self.bonus_plan()
-        try:
-            issue = issue_bonuses(
-                self.study,
-                self.platform,
-                issued_by=str(getattr(self.actor, "username", self.actor)),
-                now=now or utcnow(),
-            )
-            report.lines.append(f"issued {issue.newly_issued} new bonus(es) into the ledger")
-        except PaymentError as exc:
-            if "no new bonuses" not in str(exc):
-                raise RecruitError(str(exc)) from None
-        rows = self._ledger(unpaid=True)
-        before = {b.id for b, _ in rows}
-        self._pay(rows, report)
-        paid = [b for b, _ in self._ledger(unpaid=False) if b.id in before and b.paid_at]
-        unknown = [b for b, _ in self._ledger(unpaid=True) if b.platform_state == "paying"]
-        report.counts.update(
-            {
-                "paid": len(paid),
-                "paid_cents": sum(b.amount_cents for b in paid),
-                "unconfirmed": len(unknown),
-            }
-        )
-        report.lines.append(f"paid {len(paid)} bonus(es), {cents(report.counts['paid_cents'])}")
-        for b in unknown:
+    def _settle_create(self, row: Recruitment, report: Report) -> None:
+        """Finish or forget a create whose answer was lost, by looking the listing up."""
+        claim = secrets.token_hex(16)
+        if not self._claim_listing(row, claim, row.external_url):
             report.lines.append(
-                f"unconfirmed: payment {b.platform_payment_id} ({cents(b.amount_cents)}) was "
-                f"sent but its outcome is unknown; {self.unconfirmed_note}"
+                f"{self.label}: a create is running (since {row.claimed_at:%Y-%m-%d %H:%M} UTC); "
+                "settle again later"
             )
-        self._record("bonus", {k: v for k, v in report.counts.items()})
-        return report
+            return
+        found = self._find_listing(row)
+        if found is None:
+            self._drop_listing(row, claim)
+            report.lines.append(
+                f"the interrupted create made no listing on {self.label}; `create` can run again"
+            )
+            return
+        self._finish_listing(row, claim, found[0], found[1], dict(row.extra))
+        report.lines.append(
+            f"found {self.label} listing {found[0]} ({found[1]}) made by the interrupted create"
+        )

@@ -4,11 +4,13 @@ confirm what it costs)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 from flask.cli import with_appcontext
 
-ACTIONS = ("plan", "create", "publish", "status", "approve", "reject", "bonus", "pause", "close")
+from webapp.recruit import ACTIONS
+
 # Actions that spend or commit money: shown with their cost and confirmed first.
 _COSTLY = {"create", "publish", "approve", "bonus"}
 
@@ -30,7 +32,11 @@ _COSTLY = {"create", "publish", "approve", "bonus"}
 @click.option(
     "--production", is_flag=True, help="MTurk: the live marketplace (default: the sandbox)."
 )
-@click.option("--retry", is_flag=True, help="create: forget an earlier create that did not finish.")
+@click.option(
+    "--retry-refused",
+    is_flag=True,
+    help="settle: make bonuses the platform refused new again (once their cause is fixed).",
+)
 @with_appcontext
 def recruit(
     slug: str,
@@ -42,14 +48,16 @@ def recruit(
     reason: str,
     category: str,
     production: bool,
-    retry: bool,
+    retry_refused: bool,
 ) -> None:
     """Run the study on its recruiter (the YAML's recruiter: block): plan, create, publish,
-    status, approve, reject PARTICIPANT..., bonus, pause, close.
+    status, approve, reject PARTICIPANT..., bonus, settle, pause, close.
 
     Costly actions (create, publish, approve, bonus) print what they will spend and ask first;
-    --dry-run stops there. The token (PROLIFIC_TOKEN) or AWS credentials come from the
-    environment and are never printed or logged.
+    --dry-run stops there. settle resolves what an interrupted run left open (a create or
+    publish whose answer was lost, payments of unknown outcome) against the platform and pays
+    nothing. The token (PROLIFIC_TOKEN) or AWS credentials come from the environment and are
+    never printed or logged.
     """
     from webapp.recruit import get_recruiter
     from webapp.recruit.base import RecruitError
@@ -81,11 +89,11 @@ def recruit(
                 click.echo("dry run: nothing was sent")
                 return
             if not yes:
-                total = preview.cost.total if preview.cost and action != "approve" else None
-                what = f" (up to {_usd(total)})" if total is not None else ""
-                click.confirm(f"{action} on {r.label}{what}?", abort=True)
+                click.confirm(f"{action} on {r.label}{_spend(action, preview)}?", abort=True)
         if action == "create":
-            report = r.create(url, retry=retry)
+            report = r.create(url)
+        elif action == "settle":
+            report = r.settle(retry_refused=retry_refused)
         elif action == "reject":
             if not participants:
                 raise click.ClickException("name the participants to reject (their p_… codes)")
@@ -106,6 +114,17 @@ def recruit(
 
 def _usd(cents: int) -> str:
     return f"${cents / 100:,.2f}"
+
+
+def _spend(action: str, preview: Any) -> str:
+    """What the confirmation names: what this action pays now (bonus: the bonuses and their
+    fees; approve: the rewards; create and publish: the listing's whole cost, at most)."""
+    counts = preview.counts
+    if action == "bonus":
+        return f" ({_usd(counts['to_pay_cents'])} + {_usd(counts['to_pay_fees_cents'])} fees now)"
+    if action == "approve":
+        return f" ({_usd(counts['cost_cents'])} in rewards, plus fees)"
+    return f" (up to {_usd(preview.cost.total)})" if preview.cost else ""
 
 
 def _echo(lines: list[str]) -> None:

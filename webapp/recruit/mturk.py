@@ -5,24 +5,32 @@ The sandbox is the default; the live marketplace only with ``production=True`` (
 ``--production``); ``MTURK_ENDPOINT_URL`` overrides the endpoint. A listing made in one is
 never driven from the other.
 
-- ``create``: ``CreateHITType`` (reward, title, qualification requirements) — nothing is
-  posted yet — and, with ``block_screened_out``, a qualification type that workers screened
-  out here receive, so the HIT does not let them in again;
-- ``publish``: ``CreateHITWithHITType`` with the study's ExternalQuestion and a
-  ``UniqueRequestToken`` (a retried call cannot post two HITs); publishing a paused HIT
-  extends it again;
+- ``create``: ``CreateHITType`` (reward, title, qualification requirements; MTurk returns the
+  existing type for the same values) — nothing is posted yet — and, with
+  ``block_screened_out``, a qualification type that workers screened out here receive, so
+  the HIT does not let them in again (an earlier create's type is found by its name);
+- ``publish``: ``CreateHITWithHITType`` with the study's ExternalQuestion, a
+  ``UniqueRequestToken`` and a ``RequesterAnnotation`` that carries the token. MTurk answers a
+  repeated token with ``HitAlreadyExists`` naming the HIT, which is then recorded; MTurk
+  forgets tokens after 24 hours, so a publish that follows an unanswered one first looks the
+  HIT up (``ListHITs``, by its annotation) and posts nothing when it exists. Publishing a
+  paused HIT extends it again;
 - ``pause`` and ``close``: ``UpdateExpirationForHIT`` to a past time (expires it now);
 - ``status``: ``ListAssignmentsForHIT`` (reconciled into platform statuses);
 - ``approve``/``reject``: ``ApproveAssignment``/``RejectAssignment`` (with feedback);
-- ``bonus``: ``SendBonus`` with the ledger row's ``UniqueRequestToken``. A row whose earlier
-  send has an unknown outcome is first looked up with ``ListBonusPayments`` and sent again
-  (same token) only if MTurk has no such bonus.
+- ``bonus``: ``SendBonus`` with the ledger row's ``UniqueRequestToken``, each row claimed
+  (:mod:`webapp.recruit.ledger`) and its assignment's status read (``GetAssignment``) just
+  before: a rejected assignment gets none. A row whose earlier send has an unknown outcome is
+  first looked up with ``ListBonusPayments`` and sent again (same token) only if MTurk has no
+  such bonus.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,7 +44,21 @@ from webapp.models import (
     Recruitment,
     utcnow,
 )
-from webapp.recruit.base import Cost, Recruiter, RecruitError, Report, Submission, fee
+from webapp.recruit import ledger
+from webapp.recruit.base import (
+    MAX_ATTEMPTS,
+    Cost,
+    NotSent,
+    OutcomeUnknown,
+    Recruiter,
+    RecruitError,
+    Refused,
+    Report,
+    Submission,
+    fee,
+    safe_text,
+)
+from webapp.recruit.bonus_actions import payable
 from webapp.recruit.settings import MTURK_MASTERS, MTURK_SYSTEM_QUALIFICATIONS
 from webapp.services.entry import canonical_spelling
 from webapp.services.reconcile import MTURK_STATUS
@@ -46,6 +68,14 @@ PRODUCTION_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
 _THROTTLED = {"Throttling", "ThrottlingException", "TooManyRequestsException"}
 _PAST = datetime(2015, 1, 1, tzinfo=UTC)  # UpdateExpirationForHIT: a past time expires now
 AUTO_APPROVE_SECONDS = 7 * 24 * 3600  # MTurk approves unreviewed work after this
+MAX_PAGES = 10_000
+_ENTITY_ID = re.compile(r"\b[A-Z0-9]{20,64}\b")  # MTurk's EntityId, e.g. a HIT id
+
+
+def _already_exists(response: dict[str, Any]) -> bool:
+    """Whether an MTurk error answer says a HIT with this UniqueRequestToken exists."""
+    text = f"{response.get('TurkErrorCode', '')} {response.get('Error', {}).get('Message', '')}"
+    return "HitAlreadyExists" in text or "already exists" in text.lower()
 
 
 def _dollars(amount: int) -> str:
@@ -93,12 +123,28 @@ class MTurkRecruiter(Recruiter):
         return self._client
 
     def call(self, operation: str, *, ids: dict[str, Any] | None = None, **params: Any) -> Any:
-        """Call one MTurk operation; retry throttling and 5xx (every call here is idempotent:
-        reads, tokens, or transitions MTurk refuses to repeat); audit every attempt."""
+        """Call one MTurk operation; audit every attempt.
+
+        Throttling, 5xx and lost answers are retried: every call here is idempotent (reads,
+        calls carrying a UniqueRequestToken, transitions MTurk refuses to repeat), and a
+        connection that never opened sent nothing.
+
+        Raises
+        ------
+        NotSent
+            No connection could be made: nothing was sent.
+        Refused
+            MTurk's answer refused it (``status`` is its error code; a repeated token's
+            ``HitAlreadyExists`` is one, never retried).
+        OutcomeUnknown
+            No answer after every attempt: it may have been done.
+        """
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.exceptions import ConnectionError as NoConnection
 
         endpoint = f"{self.endpoint}/{operation}"
-        for attempt in range(1, 6):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            last = attempt == MAX_ATTEMPTS
             self.release()
             try:
                 resp = getattr(self.client, operation)(**params)
@@ -112,21 +158,33 @@ class MTurkRecruiter(Recruiter):
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
                 code = str(err.get("Code", ""))
                 self.log_call("POST", endpoint, f"{status} {code}", ids=ids, attempt=attempt)
-                if (code in _THROTTLED or status >= 500 or code == "ServiceFault") and attempt < 5:
+                transient = code in _THROTTLED or status >= 500 or code == "ServiceFault"
+                if transient and not last and not _already_exists(exc.response):
                     self.backoff(attempt)
                     continue
-                raise RecruitError(
-                    f"MTurk refused {operation}: {code}: {str(err.get('Message', ''))[:300]}"
+                message = str(err.get("Message", ""))
+                reason = safe_text(message)
+                raise Refused(
+                    f"MTurk refused {operation}: {code}: {reason}",
+                    status=code,
+                    reason=reason,
+                    raw=f"{exc.response.get('TurkErrorCode', '')} {message}",
                 ) from None
             except BotoCoreError as exc:
-                self.log_call(
-                    "POST", endpoint, f"error: {type(exc).__name__}", ids=ids, attempt=attempt
-                )
-                if attempt < 5:
+                sent = not isinstance(exc, NoConnection)
+                what = f"{'error' if sent else 'not sent'}: {type(exc).__name__}"
+                self.log_call("POST", endpoint, what, ids=ids, attempt=attempt)
+                if not last:
                     self.backoff(attempt)
                     continue
-                raise RecruitError(
-                    f"MTurk did not answer {operation} ({type(exc).__name__})"
+                if not sent:
+                    raise NotSent(
+                        f"MTurk could not be reached for {operation} ({type(exc).__name__}); "
+                        "nothing was sent"
+                    ) from None
+                raise OutcomeUnknown(
+                    f"MTurk did not answer {operation} ({type(exc).__name__}); its outcome is "
+                    "unknown"
                 ) from None
             status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode", 200)
             self.log_call("POST", endpoint, status, ids=ids, attempt=attempt)
@@ -200,20 +258,60 @@ class MTurkRecruiter(Recruiter):
                 + ("without --production" if row.sandbox else "with --production")
             )
 
-    def _create(self, row: Recruitment) -> tuple[str, str]:
+    def _qualification_name(self, row: Recruitment) -> str:
+        return f"FrameLab {self.study.slug} screened out ({row.id})"
+
+    def _pages(
+        self, operation: str, key: str, *, ids: dict[str, Any] | None = None, **params: Any
+    ) -> Iterator[dict[str, Any]]:
+        """Every item under ``key`` of a paginated list operation (following NextToken)."""
+        token = None
+        for _ in range(MAX_PAGES):  # a bound instead of trusting NextToken forever
+            page = {**params, "MaxResults": 100, **({"NextToken": token} if token else {})}
+            resp = self.call(operation, ids=ids, **page)
+            for item in resp.get(key) or []:
+                if not isinstance(item, dict):
+                    raise RecruitError(f"MTurk's answer to {operation} lists a non-object")
+                yield item
+            token = resp.get("NextToken")
+            if not token:
+                return
+
+    def _find_qualification(self, name: str) -> str | None:
+        """The id of this requester's qualification type called ``name``, if any."""
+        for q in self._pages(
+            "list_qualification_types",
+            "QualificationTypes",
+            Query=name,
+            MustBeRequestable=False,
+            MustBeOwnedByCaller=True,
+        ):
+            if q.get("Name") == name and q.get("QualificationTypeId"):
+                return str(q["QualificationTypeId"])
+        return None
+
+    def _create(self, row: Recruitment, *, retrying: bool) -> tuple[str, str, dict[str, Any]]:
         s, d = self.settings, self.study.definition
         qual_id = None
         if s.block_screened_out:
-            resp = self.call(
-                "create_qualification_type",
-                Name=f"FrameLab {self.study.slug} screened out ({row.id})",
-                Description=(
-                    f"Workers who were screened out of the FrameLab study {self.study.slug}; "
-                    "its HIT is not shown to them again"
-                ),
-                QualificationTypeStatus="Active",
-            )
-            qual_id = resp["QualificationType"]["QualificationTypeId"]
+            name = self._qualification_name(row)
+            qual_id = self._find_qualification(name) if retrying else None
+            if qual_id is None:
+                try:
+                    resp = self.call(
+                        "create_qualification_type",
+                        Name=name,
+                        Description=(
+                            f"Workers who were screened out of the FrameLab study "
+                            f"{self.study.slug}; its HIT is not shown to them again"
+                        ),
+                        QualificationTypeStatus="Active",
+                    )
+                    qual_id = resp["QualificationType"]["QualificationTypeId"]
+                except Refused:  # MTurk refuses a second type of the same name: an earlier one
+                    qual_id = self._find_qualification(name)
+                    if qual_id is None:
+                        raise
         resp = self.call(
             "create_hit_type",
             AutoApprovalDelayInSeconds=AUTO_APPROVE_SECONDS,
@@ -224,12 +322,59 @@ class MTurkRecruiter(Recruiter):
             Description=(d["description"] or self.study.title)[:2000],
             QualificationRequirements=self.requirements(qual_id),
         )
-        hit_type = resp["HITTypeId"]
-        row.extra = {
+        hit_type = resp.get("HITTypeId")
+        if not isinstance(hit_type, str) or not _ENTITY_ID.fullmatch(hit_type):
+            raise RecruitError(f"MTurk's answer to CreateHITType has no HIT type id; {hit_type!r}")
+        extra = {
+            **row.extra,
             "hit_type_id": hit_type,
             **({"qualification_type_id": qual_id} if qual_id else {}),
         }
-        return hit_type, "HIT TYPE CREATED"
+        return hit_type, "HIT TYPE CREATED", extra
+
+    def _find_listing(self, row: Recruitment) -> tuple[str, str] | None:
+        # CreateHITType returns the existing type for the same values, and the qualification
+        # type is found by its name (``_create`` with ``retrying``): nothing to look up here.
+        return None
+
+    def _publish_token(self, row: Recruitment) -> tuple[str, str]:
+        """The UniqueRequestToken of the listing's HIT and the annotation carrying it."""
+        digest = hashlib.sha256(f"{self.study.slug}:hit:{row.id}".encode()).hexdigest()[:32]
+        token = f"framelab-hit-{digest}"
+        return token, f"framelab:{self.study.slug}:{token}"[:255]
+
+    def _find_hit(self, annotation: str) -> dict[str, Any] | None:
+        """The requester's HIT with this annotation (``ListHITs``, every page), if any."""
+        for hit in self._pages("list_hits", "HITs"):
+            if hit.get("RequesterAnnotation") == annotation and hit.get("HITId"):
+                return hit
+        return None
+
+    def _record_hit(self, row: Recruitment, hit: dict[str, Any]) -> str:
+        hit_id = hit.get("HITId")
+        if not isinstance(hit_id, str) or not _ENTITY_ID.fullmatch(hit_id):
+            raise RecruitError(f"MTurk's answer has no usable HIT id ({safe_text(repr(hit_id))})")
+        row.extra = {**row.extra, "hit_id": hit_id}
+        row.external_id = hit_id
+        db.session.commit()
+        return str(hit.get("HITStatus") or "Assignable")
+
+    def _posted_hit(self, row: Recruitment, annotation: str, exc: Refused) -> dict[str, Any]:
+        """The HIT a ``HitAlreadyExists`` answer names (checked), else the one ListHITs finds."""
+        for candidate in _ENTITY_ID.findall(exc.raw):
+            try:
+                hit = self.call("get_hit", ids={"hit": candidate}, HITId=candidate).get("HIT", {})
+            except Refused:
+                continue
+            if hit.get("RequesterAnnotation") == annotation:
+                return dict(hit)
+        hit = self._find_hit(annotation)
+        if hit is None:
+            raise RecruitError(
+                f"MTurk says the HIT exists ({exc.reason}) but it cannot be found by its "
+                "annotation; nothing more was posted"
+            ) from None
+        return hit
 
     def _transition(self, external_id: str, action: str) -> str:
         from webapp.services.mturk import external_question_xml
@@ -247,27 +392,50 @@ class MTurkRecruiter(Recruiter):
                     ExpireAt=utcnow() + timedelta(hours=self.settings.lifetime_hours),
                 )
                 return "Assignable"
+            token, annotation = self._publish_token(row)
+            if row.extra.get("publish_sent"):
+                # An earlier publish got no answer; after 24 hours MTurk would take the same
+                # token for a new HIT, so the HIT it may have posted is looked up first.
+                hit = self._find_hit(annotation)
+                if hit is not None:
+                    return self._record_hit(row, hit)
+            row.extra = {**row.extra, "publish_sent": utcnow().isoformat()}
+            db.session.commit()  # before the call: the next publish then looks first
             base = row.external_url.rsplit("/s/", 1)[0]
-            token = hashlib.sha256(f"{self.study.slug}:hit:{row.id}".encode()).hexdigest()[:32]
-            resp = self.call(
-                "create_hit_with_hit_type",
-                ids={"hit_type": row.extra["hit_type_id"]},
-                HITTypeId=row.extra["hit_type_id"],
-                MaxAssignments=self.settings.places,
-                LifetimeInSeconds=int(self.settings.lifetime_hours * 3600),
-                Question=external_question_xml(self.study, base),
-                RequesterAnnotation=f"framelab:{self.study.slug}"[:255],
-                UniqueRequestToken=f"framelab-hit-{token}",
-            )
-            hit = resp["HIT"]
-            row.extra = {**row.extra, "hit_id": hit["HITId"]}
-            row.external_id = hit["HITId"]
-            return str(hit.get("HITStatus") or "Assignable")
+            try:
+                resp = self.call(
+                    "create_hit_with_hit_type",
+                    ids={"hit_type": row.extra["hit_type_id"]},
+                    HITTypeId=row.extra["hit_type_id"],
+                    MaxAssignments=self.settings.places,
+                    LifetimeInSeconds=int(self.settings.lifetime_hours * 3600),
+                    Question=external_question_xml(self.study, base),
+                    RequesterAnnotation=annotation,
+                    UniqueRequestToken=token,
+                )
+            except Refused as exc:
+                if not _already_exists({"TurkErrorCode": exc.raw}):
+                    raise
+                return self._record_hit(row, self._posted_hit(row, annotation, exc))
+            return self._record_hit(row, resp.get("HIT") or {})
         hit_id = row.extra.get("hit_id")
         if not hit_id:
             raise RecruitError("the HIT is not published yet; nothing to pause or close")
         self.call("update_expiration_for_hit", ids={"hit": hit_id}, HITId=hit_id, ExpireAt=_PAST)
         return "PAUSED" if action == "pause" else "CLOSED"
+
+    def _settle_listing(self, row: Recruitment, report: Report) -> None:
+        """Record the HIT a publish posted whose answer was lost (found by its annotation)."""
+        if "hit_id" in row.extra or not row.extra.get("publish_sent"):
+            return
+        self._guard(row)
+        hit = self._find_hit(self._publish_token(row)[1])
+        if hit is None:
+            report.lines.append("the interrupted publish posted no HIT; `publish` can run again")
+            return
+        row.status = self._record_hit(row, hit)
+        db.session.commit()
+        report.lines.append(f"found HIT {row.external_id} posted by the interrupted publish")
 
     def _submissions(self, external_id: str) -> list[Submission]:
         row = self._listing()
@@ -276,26 +444,27 @@ class MTurkRecruiter(Recruiter):
         if not hit_id:
             return []
         out: list[Submission] = []
-        token = None
-        for _ in range(10_000):
-            params: dict[str, Any] = {"HITId": hit_id, "MaxResults": 100}
-            if token:
-                params["NextToken"] = token
-            resp = self.call("list_assignments_for_hit", ids={"hit": hit_id}, **params)
-            for a in resp.get("Assignments", []):
-                out.append(
-                    Submission(
-                        submission_id=a["AssignmentId"],
-                        worker_id=canonical_spelling(Platform.mturk, a["WorkerId"]),
-                        status=MTURK_STATUS.get(
-                            str(a.get("AssignmentStatus", "")).lower(),
-                            str(a.get("AssignmentStatus", "")).upper(),
-                        ),
-                    )
+        items = self._pages(
+            "list_assignments_for_hit", "Assignments", ids={"hit": hit_id}, HITId=hit_id
+        )
+        for n, a in enumerate(items, start=1):
+            assignment, worker, status = (
+                a.get("AssignmentId"),
+                a.get("WorkerId"),
+                a.get("AssignmentStatus"),
+            )
+            if not all(isinstance(v, str) and v for v in (assignment, worker, status)):
+                raise RecruitError(
+                    f"MTurk's list of assignments has an entry without an id, worker or status "
+                    f"(entry {n}); nothing was changed"
                 )
-            token = resp.get("NextToken")
-            if not token:
-                break
+            out.append(
+                Submission(
+                    submission_id=assignment,
+                    worker_id=canonical_spelling(Platform.mturk, worker),
+                    status=MTURK_STATUS.get(status.lower(), status.upper()),
+                )
+            )
         return out
 
     def status(self) -> tuple[Report, list[Submission]]:
@@ -333,60 +502,162 @@ class MTurkRecruiter(Recruiter):
                 report.lines.append(f"kept {len(new)} screened-out worker(s) out of the HIT")
         return report, subs
 
+    def _review(self, operation: str, assignment: str, feedback: str, reached: str) -> None:
+        """Approve or reject one assignment. MTurk refuses to review an assignment twice, so
+        a refusal after a lost answer is checked: already ``reached`` is done, not an error."""
+        try:
+            self.call(
+                operation,
+                ids={"assignment": assignment},
+                AssignmentId=assignment,
+                RequesterFeedback=feedback,
+            )
+        except Refused:
+            if self._assignment_status(assignment) != reached:
+                raise
+
     def _approve(self, subs: list[Submission]) -> None:
         for sub in subs:
-            self.call(
-                "approve_assignment",
-                ids={"assignment": sub.submission_id},
-                AssignmentId=sub.submission_id,
-                RequesterFeedback="Thank you for taking part.",
+            self._review(
+                "approve_assignment", sub.submission_id, "Thank you for taking part.", "APPROVED"
             )
 
     def _reject(self, sub: Submission, reason: str, category: str) -> None:
-        self.call(
-            "reject_assignment",
-            ids={"assignment": sub.submission_id},
-            AssignmentId=sub.submission_id,
-            RequesterFeedback=reason[:1024],
-        )
+        self._review("reject_assignment", sub.submission_id, reason[:1024], "REJECTED")
 
     # -- bonuses ----------------------------------------------------------------------------
     def _already_paid(self, b: BonusPayment, assignment: str) -> bool:
-        resp = self.call(
-            "list_bonus_payments", ids={"assignment": assignment}, AssignmentId=assignment
-        )
-        return any(
-            round(float(p.get("BonusAmount", 0)) * 100) == b.amount_cents
-            for p in resp.get("BonusPayments", [])
-        )
+        """Whether MTurk lists a bonus of this row's amount on the assignment."""
+        for p in self._pages(
+            "list_bonus_payments",
+            "BonusPayments",
+            ids={"assignment": assignment},
+            AssignmentId=assignment,
+        ):
+            try:
+                amount = round(float(p.get("BonusAmount", "")) * 100)
+            except (TypeError, ValueError):
+                raise RecruitError(
+                    f"MTurk lists a bonus of {safe_text(repr(p.get('BonusAmount')), 40)} on "
+                    f"{assignment}, not an amount; nothing was changed"
+                ) from None
+            if amount == b.amount_cents:
+                return True
+        return False
+
+    def _assignment_status(self, assignment: str) -> str | None:
+        """The assignment's status on MTurk now, in Prolific's words (``GetAssignment``)."""
+        resp = self.call("get_assignment", ids={"assignment": assignment}, AssignmentId=assignment)
+        status = (resp.get("Assignment") or {}).get("AssignmentStatus")
+        if not isinstance(status, str):
+            raise RecruitError(f"MTurk's answer for assignment {assignment} has no status")
+        return MTURK_STATUS.get(status.lower(), status.upper())
 
     def _pay(self, rows: list[tuple[BonusPayment, PlatformIdentity]], report: Report) -> None:
+        claim = ledger.Claim()
+        db.session.expire_all()
         for b, ident in rows:
+            state = b.platform_state
+            if state not in (ledger.NEW, ledger.PAYING):
+                continue
             assignment = ident.external_session_id
+            code = ident.participant.code
             if not assignment:
-                report.lines.append(
-                    f"bonus {b.request_token}: no assignment recorded for this worker; not sent"
-                )
+                report.lines.append(f"bonus of {code}: no assignment recorded; not sent")
                 continue
-            if b.platform_state == "paying" and self._already_paid(b, assignment):
-                b.platform_state, b.paid_at = "paid", utcnow()
-                db.session.commit()
+            if not claim.take([b.id], (state,)):
+                report.lines.append(f"bonus of {code}: being paid by another run")
                 continue
-            b.platform_payment_id, b.platform_state = b.request_token, "paying"
-            db.session.commit()
             try:
-                self.call(
-                    "send_bonus",
-                    ids={"assignment": assignment, "token": b.request_token},
-                    WorkerId=canonical_spelling(Platform.mturk, ident.external_id),
-                    BonusAmount=_dollars(b.amount_cents),
-                    AssignmentId=assignment,
-                    Reason=b.reason,
-                    UniqueRequestToken=b.request_token,
+                self._pay_row(claim, b, state, ident, assignment, report)
+            except ledger.ClaimLost:
+                raise
+            except RecruitError as exc:  # a read before sending failed: nothing was sent
+                claim.release([b.id], state)
+                report.lines.append(f"bonus of {code}: {exc}")
+
+    def _pay_row(
+        self,
+        claim: ledger.Claim,
+        b: BonusPayment,
+        state: str | None,
+        ident: PlatformIdentity,
+        assignment: str,
+        report: Report,
+    ) -> None:
+        code = ident.participant.code
+        if state == ledger.PAYING and self._already_paid(b, assignment):
+            claim.move([b.id], state, ledger.PAID, keep=False, paid_at=ledger.clock())
+            return
+        status = self._assignment_status(assignment)  # immediately before paying
+        if not payable(status):
+            claim.move([b.id], state, ledger.NEW, keep=False)
+            report.lines.append(f"not paid: {code}: {status} on MTurk just before paying")
+            report.counts["withheld"] = report.counts.get("withheld", 0) + 1
+            return
+        claim.move(
+            [b.id],
+            state,
+            ledger.PAYING,
+            platform_payment_id=b.request_token,
+            sent_at=ledger.clock(),
+        )
+        try:
+            self.call(
+                "send_bonus",
+                ids={"assignment": assignment, "token": b.request_token},
+                WorkerId=canonical_spelling(Platform.mturk, ident.external_id),
+                BonusAmount=_dollars(b.amount_cents),
+                AssignmentId=assignment,
+                Reason=b.reason,
+                UniqueRequestToken=b.request_token,
+            )
+        except NotSent as exc:
+            claim.move([b.id], ledger.PAYING, ledger.NEW, keep=False)
+            report.lines.append(f"bonus of {code}: {exc}")
+            return
+        except Refused as exc:
+            # MTurk refuses a repeat of a token it has paid: look the bonus up before judging.
+            if not self._already_paid(b, assignment):
+                claim.move(
+                    [b.id],
+                    ledger.PAYING,
+                    ledger.NEW,
+                    keep=False,
+                    platform_note=ledger.note(f"MTurk refused SendBonus: {exc.reason}"),
                 )
-            except RecruitError as exc:
-                if "UniqueRequestToken" not in str(exc):  # a repeat of a paid token is paid
-                    report.lines.append(f"bonus {b.request_token}: {exc}")
-                    continue
-            b.platform_state, b.paid_at = "paid", utcnow()
-            db.session.commit()
+                report.lines.append(f"bonus of {code}: {exc}; the next run tries again")
+                return
+        except OutcomeUnknown as exc:
+            claim.move([b.id], ledger.PAYING, ledger.PAYING, keep=False)
+            report.lines.append(f"bonus of {code}: {exc}")
+            return
+        claim.move([b.id], ledger.PAYING, ledger.PAID, keep=False, paid_at=ledger.clock())
+
+    def _settle(
+        self,
+        rows: list[tuple[BonusPayment, PlatformIdentity]],
+        report: Report,
+        *,
+        retry_refused: bool,
+    ) -> None:
+        """Sends with an unknown outcome: paid if MTurk lists the bonus (its listing is
+        synchronous), else new again (the next run sends it with the same token)."""
+        claim = ledger.Claim()
+        db.session.expire_all()
+        for b, ident in rows:
+            state, code = b.platform_state, ident.participant.code
+            if state == ledger.REFUSED and retry_refused:
+                claim.move(claim.take([b.id], (state,)), state, ledger.NEW, keep=False)
+                report.lines.append(f"{code}: refused bonus is new again; `bonus` sends it")
+            if state != ledger.PAYING or not ident.external_session_id:
+                continue
+            held = claim.take([b.id], (state,))
+            if not held:
+                continue
+            if self._already_paid(b, ident.external_session_id):
+                claim.move(held, state, ledger.PAID, keep=False, paid_at=ledger.clock())
+                report.lines.append(f"settled {code}: MTurk lists the bonus; recorded as paid")
+            else:
+                claim.move(held, state, ledger.NEW, keep=False)
+                report.lines.append(f"settled {code}: MTurk has no such bonus; `bonus` sends it")

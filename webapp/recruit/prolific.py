@@ -7,28 +7,45 @@ loopback fake). Endpoints used:
 - ``POST /api/v1/studies/`` creates a draft whose ``external_study_url`` carries
   ``{{%PROLIFIC_PID%}}``, ``{{%STUDY_ID%}}`` and ``{{%SESSION_ID%}}`` and whose completion
   codes are the study's own: ``completed`` (manually reviewed: FrameLab approves those who
-  completed here), ``screened_out`` and ``study_full`` (both ask the participant to return);
-- ``POST /api/v1/studies/{id}/transition/`` with ``PUBLISH``, ``PAUSE``, ``START``, ``STOP``;
-- ``GET /api/v1/studies/{id}/submissions/`` (paginated through ``_links.next``);
+  completed here), ``screened_out`` and ``study_full`` (both ask the participant to return).
+  Its ``internal_name`` carries the listing row's reference, so ``GET /api/v1/studies/``
+  finds a draft whose create answer was lost;
+- ``GET /api/v1/studies/{id}/`` (the status: ``PUBLISHING`` turns ``ACTIVE`` by itself) and
+  ``POST /api/v1/studies/{id}/transition/`` with ``PUBLISH``, ``PAUSE``, ``START``, ``STOP``;
+- ``GET /api/v1/studies/{id}/submissions/`` (paginated through ``_links.next``) and
+  ``GET /api/v1/submissions/{id}/`` (its ``bonus_payments``, in cents, confirm a payment);
 - ``POST /api/v1/submissions/bulk-approve/`` with ``submission_ids``;
 - ``POST /api/v1/submissions/{id}/transition/`` with ``REJECT``, a message and a category;
 - ``POST /api/v1/submissions/bonus-payments/`` sets up bonuses (returns an id), and
-  ``POST /api/v1/bulk-bonus-payments/{id}/pay/`` pays them. Prolific documents the pay call as
-  *not idempotent*, so it is sent once per set-up: the ledger row is marked ``paying`` before
-  the call, and a call whose outcome is unknown (a 5xx, a dropped connection) leaves it there
-  to be checked by hand, never re-sent.
+  ``POST /api/v1/bulk-bonus-payments/{id}/pay/`` pays them, asynchronously and *not
+  idempotently* (:mod:`webapp.recruit.prolific_pay` sends it once per set-up).
+
+Every answer is checked at this boundary: a missing id or status is a clear
+:class:`~webapp.recruit.base.RecruitError`, never a crash further on.
 """
 
 from __future__ import annotations
 
 import os
-import time
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from webapp.extensions import db
-from webapp.models import BonusPayment, Platform, PlatformIdentity, Recruitment, utcnow
-from webapp.recruit.base import Cost, Recruiter, RecruitError, Report, Submission, fee
+from webapp.models import BonusPayment, Platform, PlatformIdentity, Recruitment
+from webapp.recruit.base import (
+    MAX_ATTEMPTS,
+    Cost,
+    NotSent,
+    OutcomeUnknown,
+    Recruiter,
+    RecruitError,
+    Refused,
+    Report,
+    Submission,
+    fee,
+    safe_text,
+)
 from webapp.services.entry import canonical_spelling
 
 DEFAULT_API_URL = "https://api.prolific.com"
@@ -49,29 +66,59 @@ REJECTION_CATEGORIES = (
 )
 MIN_REJECT_MESSAGE = 100  # Prolific refuses shorter rejection messages
 APPROVE_BATCH = 500
-# A run that claimed ledger rows and died before Prolific answered its set-up (which pays
-# nothing by itself) leaves them claimed; after this many seconds another run may take them.
-CLAIM_EXPIRES = 3600
 _TRANSITIONS = {"publish": "PUBLISH", "pause": "PAUSE", "resume": "START", "close": "STOP"}
 _RETURN_REASON = "You were not able to complete this study; please return your submission."
-
-
-def _claim_mark(seconds: float, suffix: str = "") -> str:
-    """``claim:<10-digit epoch seconds>:<suffix>``: claims sort by when they were made."""
-    return f"claim:{int(seconds):010d}:{suffix}"
+# Where a transition leaves a study (a refused repeat is accepted when the study is there).
+_REACHED = {
+    "publish": {"PUBLISHING", "ACTIVE", "SCHEDULED"},
+    "resume": {"PUBLISHING", "ACTIVE"},
+    "pause": {"PAUSED"},
+    "close": {"AWAITING REVIEW", "COMPLETED"},
+}
+# Prolific's ids go into URL paths: anything else in an answer is refused at the boundary.
+_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_PAGES = 10_000
 
 
 def _error_text(resp: Any) -> str:
-    """The reason in a Prolific error body (``{"error": {"title", "detail"}}``), shortened."""
+    """The reason in a Prolific error body (``{"error": {"title", "detail"}}``), shortened
+    and scrubbed for the console (:func:`~webapp.recruit.base.safe_text`)."""
     try:
         body = resp.json()
     except ValueError:
-        return resp.text[:200]
+        return safe_text(resp.text)
     err = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(err, dict):
-        parts = [str(err.get("title") or ""), str(err.get("detail") or "")]
-        return "; ".join(p for p in parts if p)[:300] or str(err)[:300]
-    return str(err)[:300]
+    if not isinstance(err, dict):
+        return safe_text(err)
+    detail = err.get("detail")
+    if isinstance(detail, dict):  # field -> messages
+        detail = "; ".join(
+            f"{k}: {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in detail.items()
+        )
+    elif isinstance(detail, list):
+        detail = " ".join(map(str, detail))
+    parts = [str(err.get("title") or ""), str(detail or "")]
+    return safe_text("; ".join(p for p in parts if p) or err)
+
+
+def prolific_id(value: Any, what: str) -> str:
+    """``value`` as a Prolific id, or a clear error naming ``what`` answered without one."""
+    if isinstance(value, str) and _ID.match(value):
+        return value
+    raise RecruitError(
+        f"Prolific's answer to {what} has no usable id (got {safe_text(repr(value), 60)}); "
+        "nothing more was done"
+    )
+
+
+def answer_dict(data: Any, what: str) -> dict[str, Any]:
+    """``data`` if it is a JSON object, else a clear error naming the call."""
+    if isinstance(data, dict):
+        return data
+    raise RecruitError(
+        f"Prolific's answer to {what} is not an object (got {safe_text(repr(data), 60)}); "
+        "nothing more was done"
+    )
 
 
 class ProlificRecruiter(Recruiter):
@@ -80,9 +127,11 @@ class ProlificRecruiter(Recruiter):
     platform = Platform.prolific
     label = "Prolific"
     unconfirmed_note = (
-        "check the study's bonus payments on Prolific; FrameLab never sends it again "
-        "(Prolific's pay call is not idempotent)"
+        "FrameLab never sends it again (Prolific's pay call is not idempotent): `settle` "
+        "records it once Prolific lists it, or lets it be set up again if Prolific still lists "
+        "none 24 hours after the call"
     )
+    unsettled_note = "ask Prolific's support with the payment's id; FrameLab never sends it again"
 
     def __init__(self, *args: Any, client: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -119,51 +168,73 @@ class ProlificRecruiter(Recruiter):
         ids: dict[str, Any] | None = None,
         idempotent: bool,
     ) -> Any:
-        """Send one request; retry 429 always and 5xx/network errors only when ``idempotent``.
+        """Send one request; retry 429 always, 5xx and lost answers only when ``idempotent``,
+        and a connection that never opened always (the request was not sent).
 
         Every attempt is an audit event. Returns the decoded JSON (or text) of a 2xx answer.
 
         Raises
         ------
-        RecruitError
-            A 4xx answer (with Prolific's reason), retries exhausted, or an unknown outcome.
+        NotSent
+            No connection could be made: nothing was sent (safe to send again).
+        Refused
+            A 4xx answer (with Prolific's reason), or 429 five times: nothing was done.
+        OutcomeUnknown
+            A non-idempotent call sent without an answer, or with a 5xx: it may have been done.
         """
         import httpx
 
-        for attempt in range(1, 6):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            last = attempt == MAX_ATTEMPTS
             self.release()
             try:
                 resp = self.client.request(method, path, json=json)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                self.log_call(
+                    method, path, f"not sent: {type(exc).__name__}", ids=ids, attempt=attempt
+                )
+                if not last:
+                    self.backoff(attempt)
+                    continue
+                raise NotSent(
+                    f"Prolific could not be reached for {method} {path} ({type(exc).__name__}); "
+                    "nothing was sent; run the command again later"
+                ) from None
             except httpx.TransportError as exc:
                 self.log_call(
                     method, path, f"error: {type(exc).__name__}", ids=ids, attempt=attempt
                 )
-                if idempotent and attempt < 5:
+                if idempotent and not last:
                     self.backoff(attempt)
                     continue
-                raise RecruitError(
+                raise (OutcomeUnknown if not idempotent else RecruitError)(
                     f"Prolific did not answer {method} {path} ({type(exc).__name__})"
-                    + ("" if idempotent else "; its outcome is unknown, check Prolific")
+                    + ("" if idempotent else "; its outcome is unknown")
                 ) from None
             self.log_call(method, path, resp.status_code, ids=ids, attempt=attempt)
             retry = resp.status_code == 429 or (idempotent and resp.status_code >= 500)
-            if retry and attempt < 5:
+            if retry and not last:
                 after = resp.headers.get("Retry-After")
                 self.backoff(attempt, float(after) if after and after.isdigit() else None)
                 continue
             if resp.status_code == 429:
-                raise RecruitError(
-                    f"Prolific refused {method} {path} 5 times as too many requests (429); "
-                    "nothing was done by the last attempt; run the command again later"
+                raise Refused(
+                    f"Prolific refused {method} {path} {MAX_ATTEMPTS} times as too many requests "
+                    "(429); nothing was done by the last attempt; run the command again later",
+                    status=429,
                 )
             if resp.status_code >= 500:
-                raise RecruitError(
+                raise (OutcomeUnknown if not idempotent else RecruitError)(
                     f"Prolific failed {method} {path} with {resp.status_code}"
-                    + ("" if idempotent else "; its outcome is unknown, check Prolific")
+                    + ("" if idempotent else "; its outcome is unknown")
                 )
             if resp.status_code >= 400:
-                raise RecruitError(
-                    f"Prolific refused {method} {path} ({resp.status_code}): {_error_text(resp)}"
+                reason = _error_text(resp)
+                raise Refused(
+                    f"Prolific refused {method} {path} ({resp.status_code}): {reason}",
+                    status=resp.status_code,
+                    reason=reason,
+                    raw=resp.text,
                 )
             if not resp.content:
                 return None
@@ -202,7 +273,11 @@ class ProlificRecruiter(Recruiter):
             "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
         )
 
-    def create_body(self, url: str) -> dict[str, Any]:
+    def internal_name(self, row: Recruitment) -> str:
+        """The draft's ``internal_name``: the slug and the listing row's reference."""
+        return f"framelab:{self.study.slug}:{row.extra.get('reference', '')}"
+
+    def create_body(self, url: str, internal_name: str = "") -> dict[str, Any]:
         """The body of ``POST /api/v1/studies/`` (a draft)."""
         d, s = self.study.definition, self.settings
         codes = d["recruitment"]["completion_codes"]
@@ -228,7 +303,7 @@ class ProlificRecruiter(Recruiter):
             )
         body: dict[str, Any] = {
             "name": self.study.title,
-            "internal_name": f"framelab:{self.study.slug}",
+            "internal_name": internal_name or f"framelab:{self.study.slug}",
             "description": d["description"] or self.study.title,
             "external_study_url": url,
             "prolific_id_option": "url_parameters",
@@ -242,54 +317,136 @@ class ProlificRecruiter(Recruiter):
             body["filters"] = [dict(f) for f in s.eligibility]
         return body
 
-    def _create(self, row: Recruitment) -> tuple[str, str]:
-        data = self.call(
-            "POST", "/api/v1/studies/", json=self.create_body(row.external_url), idempotent=False
+    def _create(self, row: Recruitment, *, retrying: bool) -> tuple[str, str, dict[str, Any]]:
+        body = self.create_body(row.external_url, self.internal_name(row))
+        data = answer_dict(
+            self.call("POST", "/api/v1/studies/", json=body, idempotent=False), "create"
         )
-        if not isinstance(data, dict) or not data.get("id"):
-            raise RecruitError(f"Prolific's answer to create has no study id: {str(data)[:200]}")
-        return str(data["id"]), str(data.get("status") or "UNPUBLISHED")
+        return prolific_id(data.get("id"), "create"), self._status_of(data), dict(row.extra)
+
+    def _find_listing(self, row: Recruitment) -> tuple[str, str] | None:
+        """The draft carrying this row's reference in its ``internal_name``, if Prolific has it."""
+        name = self.internal_name(row)
+        for item in self._pages("/api/v1/studies/", "the list of studies", ids={}):
+            if item.get("internal_name") == name:
+                return prolific_id(item.get("id"), "the list of studies"), self._status_of(item)
+        return None
+
+    @staticmethod
+    def _status_of(data: dict[str, Any], default: str = "UNPUBLISHED") -> str:
+        status = data.get("status", default)
+        if not isinstance(status, str) or not status or len(status) > 40:
+            raise RecruitError(
+                f"Prolific's answer has no usable study status (got {safe_text(repr(status), 60)})"
+            )
+        return status.upper()
+
+    def study_status(self, external_id: str) -> str:
+        """The study's status on Prolific now (``GET /api/v1/studies/{id}/``)."""
+        data = self.call(
+            "GET", f"/api/v1/studies/{external_id}/", ids={"study": external_id}, idempotent=True
+        )
+        return self._status_of(answer_dict(data, "the study"), "")
 
     def _transition(self, external_id: str, action: str) -> str:
         row = self.row()
         if action == "publish" and row is not None and row.status == "PAUSED":
             action = "resume"  # publishing a paused study starts it again
-        data = self.call(
-            "POST",
-            f"/api/v1/studies/{external_id}/transition/",
-            json={"action": _TRANSITIONS[action]},
-            ids={"study": external_id},
-            idempotent=True,  # a repeated transition is refused, never doubled
-        )
-        return str((data or {}).get("status") or action.upper())
+        try:
+            data = self.call(
+                "POST",
+                f"/api/v1/studies/{external_id}/transition/",
+                json={"action": _TRANSITIONS[action]},
+                ids={"study": external_id},
+                idempotent=True,  # a repeated transition is refused, never doubled
+            )
+        except RecruitError:
+            # A transition whose first answer was lost is refused when repeated: what counts
+            # is where the study is now.
+            now = self.study_status(external_id)
+            if now in _REACHED[action]:
+                return now
+            raise
+        if isinstance(data, dict) and "status" in data:
+            return self._status_of(data)
+        return self.study_status(external_id)
+
+    def _settle_listing(self, row: Recruitment, report: Report) -> None:
+        """Record the study's status now (``PUBLISHING`` becomes ``ACTIVE`` on its own)."""
+        if row.external_id and row.status in ("PUBLISHING", "SCHEDULED"):
+            row.status = self.study_status(row.external_id)
+            db.session.commit()
+
+    def _pages(self, path: str, what: str, *, ids: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every result of a paginated list (``results`` and ``_links.next``), checked."""
+        out: list[dict[str, Any]] = []
+        nxt: str | None = path
+        for page in range(1, MAX_PAGES + 1):  # a bound instead of trusting next links forever
+            if nxt is None:
+                break
+            data = answer_dict(self.call("GET", nxt, ids=ids, idempotent=True), what)
+            results = data.get("results", [])
+            if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+                raise RecruitError(
+                    f"Prolific's {what} (page {page}) has no list of results; nothing was changed"
+                )
+            out += results
+            link = (data.get("_links") or {}).get("next") or {}
+            href = link.get("href") if isinstance(link, dict) else link
+            if href and isinstance(href, str):
+                parts = urlsplit(href)
+                nxt = parts.path + (f"?{parts.query}" if parts.query else "")
+            else:
+                nxt = None
+        return out
 
     def _submissions(self, external_id: str) -> list[Submission]:
-        path: str | None = f"/api/v1/studies/{external_id}/submissions/"
+        what = "list of submissions"
         out: list[Submission] = []
-        for _ in range(10_000):  # pages; a bound instead of trusting the next links forever
-            if path is None:
-                break
-            data = self.call("GET", path, ids={"study": external_id}, idempotent=True)
-            for item in (data or {}).get("results", []):
-                pid = str(item.get("participant_id") or item.get("participant") or "")
-                if not pid:
-                    continue
-                out.append(
-                    Submission(
-                        submission_id=str(item["id"]),
-                        worker_id=canonical_spelling(Platform.prolific, pid),
-                        status=str(item.get("status", "")).upper(),
-                        code=item.get("study_code") or item.get("entered_code"),
-                    )
+        items = self._pages(
+            f"/api/v1/studies/{external_id}/submissions/", what, ids={"study": external_id}
+        )
+        for n, item in enumerate(items, start=1):
+            pid = item.get("participant_id") or item.get("participant")
+            status = item.get("status")
+            if not isinstance(pid, str) or not pid.strip():
+                continue  # a submission without a participant yet (Prolific reserves places)
+            if not isinstance(status, str) or not status:
+                raise RecruitError(
+                    f"Prolific's {what} has an entry without a status (entry {n}); nothing was "
+                    "changed"
                 )
-            nxt = ((data or {}).get("_links") or {}).get("next") or {}
-            href = nxt.get("href") if isinstance(nxt, dict) else nxt
-            if href:
-                parts = urlsplit(href)
-                path = parts.path + (f"?{parts.query}" if parts.query else "")
-            else:
-                path = None
+            code = item.get("study_code") or item.get("entered_code")
+            out.append(
+                Submission(
+                    submission_id=prolific_id(item.get("id"), f"the {what} (entry {n})"),
+                    worker_id=canonical_spelling(Platform.prolific, pid),
+                    status=status.upper(),
+                    code=code if isinstance(code, str) else None,
+                )
+            )
         return out
+
+    def bonus_payments(self, submission_id: str) -> list[float]:
+        """The bonuses Prolific lists as paid on a submission, in cents."""
+        data = answer_dict(
+            self.call(
+                "GET",
+                f"/api/v1/submissions/{submission_id}/",
+                ids={"submission": submission_id},
+                idempotent=True,
+            ),
+            "a submission",
+        )
+        paid = data.get("bonus_payments") or []
+        if not isinstance(paid, list) or not all(
+            isinstance(a, int | float) and not isinstance(a, bool) for a in paid
+        ):
+            raise RecruitError(
+                f"Prolific's submission {submission_id} lists its bonus payments unreadably "
+                f"({safe_text(repr(paid), 60)}); nothing was changed"
+            )
+        return [float(a) for a in paid]
 
     def _approve(self, subs: list[Submission]) -> None:
         ids = [s.submission_id for s in subs]
@@ -320,118 +477,18 @@ class ProlificRecruiter(Recruiter):
         )
 
     # -- bonuses ----------------------------------------------------------------------------
-    def _claim(self, ids: list[int], *, state: str | None, to: str, mark: str | None) -> int:
-        """Move ledger rows from ``state`` to ``to`` in one conditional UPDATE; commit.
-
-        Two runs of ``bonus`` at once both see the same unpaid rows; only the run whose UPDATE
-        changes a row may send it (the database decides, on SQLite and PostgreSQL alike).
-        """
-        from sqlalchemy import and_, or_, update
-
-        if state is None:  # unclaimed, or claimed by a run that died before Prolific answered
-            cond = or_(
-                BonusPayment.platform_state.is_(None),
-                and_(
-                    BonusPayment.platform_state == "claimed",
-                    BonusPayment.platform_payment_id < _claim_mark(time.time() - CLAIM_EXPIRES),
-                ),
-            )
-        else:
-            cond = BonusPayment.platform_state == state
-        values: dict[str, Any] = {"platform_state": to}
-        if mark is not None:
-            values["platform_payment_id"] = mark
-        result = db.session.execute(
-            update(BonusPayment)
-            .where(BonusPayment.id.in_(ids), cond)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-        db.session.commit()
-        return int(result.rowcount or 0)
-
     def _pay(self, rows: list[tuple[BonusPayment, PlatformIdentity]], report: Report) -> None:
-        import secrets
+        from webapp.recruit.prolific_pay import ProlificPayments
 
-        listing = self._listing()
-        took_part = {s.worker_id for s in self.last_submissions}
-        fresh = []
-        stale = _claim_mark(time.time() - CLAIM_EXPIRES)
-        for b, i in rows:
-            abandoned = b.platform_state == "claimed" and (b.platform_payment_id or "") < stale
-            if b.platform_state is not None and not abandoned:
-                continue
-            if canonical_spelling(Platform.prolific, i.external_id) not in took_part:
-                # Prolific refuses the whole set-up if one person did not take part in it.
-                report.lines.append(
-                    f"not paid here: {b.request_token}: not a participant of Prolific study "
-                    f"{listing.external_id} (pay with `framelab bonus --platform prolific`)"
-                )
-                continue
-            fresh.append((b, i))
-        claim = _claim_mark(time.time(), secrets.token_hex(8))
-        if fresh and self._claim([b.id for b, _ in fresh], state=None, to="claimed", mark=claim):
-            db.session.expire_all()
-            mine = [(b, i) for b, i in fresh if b.platform_payment_id == claim]
-            csv_bonuses = "\n".join(
-                f"{canonical_spelling(Platform.prolific, i.external_id)},"
-                f"{b.amount_cents // 100}.{b.amount_cents % 100:02d}"
-                for b, i in mine
-            )
-            try:
-                data = self.call(
-                    "POST",
-                    "/api/v1/submissions/bonus-payments/",
-                    json={"study_id": listing.external_id, "csv_bonuses": csv_bonuses},
-                    ids={"study": listing.external_id, "bonuses": len(mine)},
-                    idempotent=False,
-                )
-                bulk_id = str((data or {}).get("id") or "")
-                if not bulk_id:
-                    raise RecruitError(
-                        f"Prolific's bonus set-up answer has no id: {str(data)[:200]}"
-                    )
-            except RecruitError:
-                # A set-up pays nothing: release the rows so the next run sets them up again.
-                for b, _ in mine:
-                    b.platform_payment_id, b.platform_state = None, None
-                db.session.commit()
-                raise
-            for b, _ in mine:
-                b.platform_payment_id, b.platform_state = bulk_id, "set_up"
-            db.session.commit()
-            report.lines.append(f"set up bonus payment {bulk_id} ({len(mine)} bonuses)")
-        # Pay each set-up once: mark it paying first (conditionally, so only one run sends it);
-        # an unknown outcome stays "paying" and is never re-sent.
-        for b, _ in rows:
-            db.session.refresh(b)
-        bulk_ids = list(
-            dict.fromkeys(b.platform_payment_id for b, _ in rows if b.platform_state == "set_up")
-        )
-        for bulk_id in bulk_ids:
-            group = [b for b, _ in rows if b.platform_payment_id == bulk_id]
-            if not self._claim([b.id for b in group], state="set_up", to="paying", mark=None):
-                continue  # another run is paying it
-            try:
-                self.call(
-                    "POST",
-                    f"/api/v1/bulk-bonus-payments/{bulk_id}/pay/",
-                    ids={"bulk_bonus_payment": bulk_id},
-                    idempotent=False,
-                )
-            except RecruitError as exc:
-                if "outcome is unknown" not in str(exc):  # refused: nothing was paid
-                    self._claim([b.id for b in group], state="paying", to="set_up", mark=None)
-                report.lines.append(f"payment {bulk_id}: {exc}")
-                continue
-            now = utcnow()
-            for b in group:
-                db.session.refresh(b)
-                b.platform_state, b.paid_at = "paid", now
-            db.session.commit()
-        stuck = [b for b, _ in rows if b.platform_state == "claimed"]
-        if stuck:
-            report.lines.append(
-                f"{len(stuck)} bonus(es) are being set up by another run (or by one that was "
-                "interrupted: nothing is paid by a set-up alone; a run an hour later takes them)"
-            )
+        ProlificPayments(self).pay(rows, report)
+
+    def _settle(
+        self,
+        rows: list[tuple[BonusPayment, PlatformIdentity]],
+        report: Report,
+        *,
+        retry_refused: bool,
+    ) -> None:
+        from webapp.recruit.prolific_pay import ProlificPayments
+
+        ProlificPayments(self).settle(rows, report, retry_refused=retry_refused)

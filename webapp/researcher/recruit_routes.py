@@ -16,18 +16,26 @@ from webapp.recruit.prolific import REJECTION_CATEGORIES
 from webapp.researcher import bp
 from webapp.researcher.routes import _study, login_required
 
-# Button label and whether the action needs a confirmation page (everything that writes to the
-# platform does; status only reads and reconciles).
+# Button labels. Everything that writes to the platform goes through a confirmation page;
+# status only reads and reconciles, and settle only reads the platform to resolve what an
+# interrupted run left open (it pays nothing).
 BUTTONS = {
     "create": "Create the listing",
     "publish": "Publish",
     "status": "Sync statuses",
     "approve": "Approve completed",
     "bonus": "Pay bonuses",
+    "settle": "Settle open payments",
     "pause": "Pause",
     "close": "Close",
     "reject": "Reject",
 }
+
+
+_NO_CONFIRMATION = {"status", "settle"}
+# A flash message is one line of the page: the platform's reasons are already short, and
+# nothing longer reaches the page.
+FLASH_MAX = 400
 
 
 class RecruitForm(FlaskForm):
@@ -79,7 +87,7 @@ def _base_url() -> str:
 def recruit_action(slug: str, action: str) -> Any:
     """Show what a recruiter action costs; do it once confirmed."""
     from webapp.recruit import get_recruiter
-    from webapp.recruit.base import RecruitError
+    from webapp.recruit.base import RecruitError, safe_text
 
     s = _study(slug)
     back = url_for("researcher.study", slug=slug) + "#recruit"
@@ -90,7 +98,7 @@ def recruit_action(slug: str, action: str) -> Any:
     try:
         r = get_recruiter(s, actor=g.researcher)
         participants = (form.participants.data or "").split()
-        if action != "status" and form.confirm.data != "yes":
+        if action not in _NO_CONFIRMATION and form.confirm.data != "yes":
             preview = {
                 "create": r.plan,
                 "publish": r.plan,
@@ -115,15 +123,17 @@ def recruit_action(slug: str, action: str) -> Any:
             report = r.create(_base_url())
         elif action == "status":
             report = r.status()[0]
+        elif action == "settle":
+            report = r.settle()
         elif action == "reject":
             report = r.reject(participants, form.reason.data or "", form.category.data)
         else:
             report = getattr(r, action)()
     except RecruitError as exc:
-        flash(str(exc), "warning")
+        flash(safe_text(exc, FLASH_MAX), "warning")
         return redirect(back)
     for line in report.lines:
-        flash(line, "info")
+        flash(safe_text(line, FLASH_MAX), "info")
     return redirect(back)
 
 

@@ -1,15 +1,28 @@
 """A loopback fake of Prolific's public API, for tests (no network).
 
 Built from the published API reference (https://docs.prolific.com/api-reference): the request
-bodies it checks and the answers it gives have the documented shapes — a draft study from
-``POST /api/v1/studies/`` (status ``UNPUBLISHED``), study transitions (``PUBLISH`` →
-``ACTIVE``, ``PAUSE``/``START``, ``STOP`` → ``AWAITING REVIEW``), submissions listed in pages
-with ``_links.next``, bulk approval by submission ids, submission transitions (a ``REJECT``
-needs a category and a message of 100 characters or more), bonus set-up (``id``, ``amount``,
-``fees``, ``total_amount``) and payment (asynchronous, and *not* idempotent: paying one
-set-up twice pays twice, as Prolific warns). Errors have Prolific's body
-``{"error": {"status", "error_code", "title", "detail"}}``; :meth:`FakeProlific.inject` makes
-the next calls to a path answer 429 or 5xx.
+bodies it checks and the answers it gives have the documented shapes, and it refuses what
+Prolific refuses —
+
+- a draft study from ``POST /api/v1/studies/`` (status ``UNPUBLISHED``), listed by
+  ``GET /api/v1/studies/`` with its ``internal_name``;
+- study transitions: ``PUBLISH`` answers ``PUBLISHING`` (publishing is processed
+  asynchronously; the study is ``ACTIVE`` from the next request on), ``PAUSE``/``START``,
+  ``STOP`` → ``AWAITING REVIEW``; a transition the study's status does not allow is a 400
+  (so a repeated one is refused, never doubled);
+- submissions listed in pages with ``_links.next``; one submission by id with its
+  ``bonus_payments`` (cents, only once paid);
+- bulk approval by submission ids; submission transitions (a ``REJECT`` needs a category and
+  a message of 100 characters or more);
+- bonus set-up (``id``, and ``amount``, ``fees``, ``total_amount`` in cents) refused with a
+  400 that names every ID that did not take part (or that :attr:`FakeProlific.refuse_ids`
+  refuses); payment answers 202 and pays *later* (:meth:`FakeProlific.process_payments`, as
+  Prolific pays "in the following minutes") and is *not* idempotent: paying one set-up twice
+  pays twice, as Prolific warns.
+
+Errors have Prolific's body ``{"error": {"status", "error_code", "title", "detail"}}``;
+:meth:`FakeProlific.inject` makes the next calls to a path answer 429 or 5xx, before or after
+doing what they ask (an answer lost on the way back).
 
 Participants are simulated with :meth:`FakeProlific.arrive` (a submission starts and the
 study URL is handed out with the placeholders filled, as Prolific does) and
@@ -35,7 +48,7 @@ CATEGORIES = {
     "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
 }  # fmt: skip
 STUDY_TRANSITIONS = {
-    ("UNPUBLISHED", "PUBLISH"): "ACTIVE",
+    ("UNPUBLISHED", "PUBLISH"): "PUBLISHING",
     ("ACTIVE", "PAUSE"): "PAUSED",
     ("PAUSED", "START"): "ACTIVE",
     ("ACTIVE", "STOP"): "AWAITING REVIEW",
@@ -67,18 +80,48 @@ class FakeProlific:
     submissions: dict[str, dict[str, Any]] = field(default_factory=dict)
     bulk: dict[str, dict[str, Any]] = field(default_factory=dict)
     payments: list[tuple[str, str, float]] = field(default_factory=list)  # (bulk id, pid, amount)
+    pending: list[tuple[str, str, float]] = field(default_factory=list)  # accepted, not yet paid
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, auth header)
-    faults: list[list[Any]] = field(default_factory=list)  # [method, path regex, status, times]
+    # [method, path regex, status, times, after]: after=True does the work, then loses the answer
+    faults: list[list[Any]] = field(default_factory=list)
+    refuse_ids: dict[str, str] = field(default_factory=dict)  # pid -> why a set-up refuses it
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
 
     # -- test controls -----------------------------------------------------------------------
-    def inject(self, method: str, path: str, status: int, times: int = 1) -> None:
-        """Answer the next ``times`` calls of ``method`` to a ``path`` match with ``status``."""
-        self.faults.append([method, re.compile(path), status, times])
+    def inject(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        times: int = 1,
+        *,
+        after: bool = False,
+        detail: Any = "",
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` to a ``path`` match with ``status``
+        (and ``detail`` in the error body); ``after``: do what they ask first (the answer is
+        lost on its way back)."""
+        self.faults.append([method, re.compile(path), status, times, after, detail])
+
+    def process_payments(self) -> None:
+        """Prolific's asynchronous payment: every accepted pay call pays now."""
+        for bid, pid, amount in self.pending:
+            self.payments.append((bid, pid, amount))
+            sid = self.bulk[bid]["study"]
+            for sub in self.submissions.values():
+                if sub["participant_id"] == pid and sub["study_id"] == sid:
+                    sub["bonus_payments"].append(round(amount * 100, 2))
+        self.pending.clear()
+
+    def _publishing_done(self) -> None:
+        for study in self.studies.values():
+            if study["status"] == "PUBLISHING":
+                study["status"] = "ACTIVE"
 
     def arrive(self, study_id: str, participant_id: str) -> str:
         """A participant starts the study: a new ACTIVE submission; return the URL they open."""
+        self._publishing_done()
         study = self.studies[study_id]
         assert study["status"] == "ACTIVE", "only a published study can be taken"
         sid = _oid()
@@ -111,10 +154,6 @@ class FakeProlific:
         sub["completed_at"] = "2026-11-23T23:20:00Z"
         sub["status"] = "RETURNED" if returned or action == "REQUEST_RETURN" else "AWAITING REVIEW"
 
-    def paid_to(self, participant_id: str) -> float:
-        """Everything paid to a participant as bonuses."""
-        return round(sum(a for _, pid, a in self.payments if pid == participant_id), 2)
-
     # -- HTTP --------------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
@@ -125,15 +164,22 @@ class FakeProlific:
     def dispatch(self, req: Request) -> Response:
         auth = req.headers.get("Authorization", "")
         self.calls.append((req.method, req.path, auth))
+        self._publishing_done()  # a publish is processed by the time the next request comes
         for fault in self.faults:
-            method, pattern, status, times = fault
+            method, pattern, status, times, after, detail = fault
             if times > 0 and method == req.method and pattern.search(req.path):
                 fault[3] -= 1
+                if after:
+                    self.answer(req, auth)
                 if status == 429:
                     resp = error(429, "Too many requests", "Request was throttled.")
                     resp.headers["Retry-After"] = "1"
                     return resp
-                return error(status, "Server error", "")
+                title = "Invalid request" if status < 500 else "Server error"
+                return error(status, title, detail)
+        return self.answer(req, auth)
+
+    def answer(self, req: Request, auth: str) -> Response:
         if auth != f"Token {TOKEN}":
             return error(401, "Not authenticated", "Authentication credentials were not provided.")
         try:
@@ -142,6 +188,8 @@ class FakeProlific:
             return error(400, "Invalid request", "JSON parse error")
         routes = [
             ("POST", r"/api/v1/studies/", self.create_study),
+            ("GET", r"/api/v1/studies/", self.list_studies),
+            ("GET", r"/api/v1/submissions/(\w+)/", self.get_submission),
             ("POST", r"/api/v1/studies/(\w+)/transition/", self.transition_study),
             ("GET", r"/api/v1/studies/(\w+)/submissions/", self.list_submissions),
             ("GET", r"/api/v1/studies/(\w+)/", self.get_study),
@@ -193,6 +241,23 @@ class FakeProlific:
         sid = _oid()
         self.studies[sid] = {**body, "id": sid, "status": "UNPUBLISHED"}
         return ok(self.studies[sid], 201)
+
+    def list_studies(self, req: Request, body: Any) -> Response:
+        rows = [
+            {k: s[k] for k in ("id", "name", "internal_name", "status") if k in s}
+            for s in self.studies.values()
+        ]
+        return ok(
+            {"results": rows, "_links": {"next": {"href": None}}, "meta": {"count": len(rows)}}
+        )
+
+    def get_submission(self, req: Request, body: Any, sid: str) -> Response:
+        sub = self.submissions.get(sid)
+        if sub is None:
+            return error(404, "Not found", "Submission not found")
+        # The documented shape of one submission: "participant", not "participant_id".
+        shown = {k: v for k, v in sub.items() if k != "participant_id"}
+        return ok({**shown, "participant": sub["participant_id"]})
 
     def get_study(self, req: Request, body: Any, sid: str) -> Response:
         if sid not in self.studies:
@@ -261,26 +326,31 @@ class FakeProlific:
         sid = body.get("study_id")
         if sid not in self.studies:
             return error(400, "Invalid request", {"study_id": ["Study not found."]})
-        lines = []
+        lines, wrong = [], []
         for line in str(body.get("csv_bonuses") or "").splitlines():
             pid, _, amount = line.partition(",")
             taken = any(
                 s["participant_id"] == pid and s["study_id"] == sid
                 for s in self.submissions.values()
             )
-            if not taken:
-                return error(400, "Invalid request", f"{pid} did not take part in this study")
+            if not taken or pid in self.refuse_ids:
+                wrong.append(
+                    f"{pid}: {self.refuse_ids.get(pid, 'did not take part in this study')}"
+                )
+                continue
             try:
                 value = float(amount)
             except ValueError:
                 return error(400, "Invalid request", f"{amount!r} is not an amount")
             lines.append((pid, value))
+        if wrong:  # Prolific's 400 explains which IDs are incorrect
+            return error(400, "Invalid request", {"csv_bonuses": wrong})
         if not lines:
             return error(400, "Invalid request", {"csv_bonuses": ["This field is required."]})
         bid = _oid()
-        amount = round(sum(a for _, a in lines), 2)
+        amount = round(sum(a for _, a in lines) * 100, 2)  # cents, as documented
         fees = round(amount / 3, 2)
-        self.bulk[bid] = {"lines": lines, "study": sid}
+        self.bulk[bid] = {"lines": lines, "study": sid, "paid": 0}
         return ok(
             {
                 "id": bid,
@@ -296,9 +366,15 @@ class FakeProlific:
     def pay_bonuses(self, req: Request, body: Any, bid: str) -> Response:
         if bid not in self.bulk:
             return error(404, "Not found", "Bulk bonus payment not found")
+        self.bulk[bid]["paid"] += 1
         for pid, amount in self.bulk[bid]["lines"]:  # not idempotent, as Prolific warns
-            self.payments.append((bid, pid, amount))
+            self.pending.append((bid, pid, amount))
         return ok(f"Bulk bonus payment with ID {bid} is being processed asynchronously.", 202)
+
+    def paid_to(self, participant_id: str) -> float:
+        """Everything paid to a participant as bonuses (accepted pay calls included)."""
+        everything = self.payments + self.pending
+        return round(sum(a for _, pid, a in everything if pid == participant_id), 2)
 
 
 class FakeServer:

@@ -4,6 +4,7 @@ exactly those who completed here, and SendBonus idempotency through the ledger's
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
@@ -31,17 +32,15 @@ SLUG = "product-choice-demo"
 HIT_TYPE = "3HITTYPE0EXAMPLE0000000000000A"
 HIT = "3HIT0EXAMPLE000000000000000000"
 QUAL = "3QUAL0EXAMPLE00000000000000000"
+# The publish's UniqueRequestToken: from the slug and the listing row (the first: id 1).
+HIT_TOKEN = "framelab-hit-" + hashlib.sha256(f"{SLUG}:hit:1".encode()).hexdigest()[:32]
 
 
 @pytest.fixture
 def mturk():
-    client = boto3.client(
-        "mturk",
-        region_name="us-east-1",
-        endpoint_url=SANDBOX_ENDPOINT,
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="not-a-secret",
-    )
+    from tests.webapp.recruit.fake_mturk import sandbox_client
+
+    client = sandbox_client()
     with Stubber(client) as stub:
         yield client, stub
         stub.assert_no_pending_responses()
@@ -99,8 +98,8 @@ def publish(app, client, stub):
             "MaxAssignments": 12,
             "LifetimeInSeconds": 48 * 3600,
             "Question": ANY,
-            "RequesterAnnotation": f"framelab:{SLUG}",
-            "UniqueRequestToken": ANY,
+            "RequesterAnnotation": f"framelab:{SLUG}:{HIT_TOKEN}",
+            "UniqueRequestToken": HIT_TOKEN,
         },
     )
     with app.app_context():
@@ -193,13 +192,11 @@ def test_approve_completed_only_and_bonus_once(app, load_recruit_study, mturk, n
         report = recruiter(client).approve()
     assert report.counts["approve"] == 1 and report.counts["waiting"] == 3
 
-    # Bonus: SendBonus carries the ledger row's token; a throttled first try is retried.
+    # Bonus: the assignment's status is read just before paying; SendBonus carries the ledger
+    # row's token; a throttled first try is retried.
     listed[0] = (done, listed[0][1], "Approved")
     stub.add_response(
         "list_assignments_for_hit", assignments(*listed), {"HITId": HIT, "MaxResults": 100}
-    )
-    stub.add_client_error(
-        "send_bonus", service_error_code="ThrottlingException", http_status_code=400
     )
 
     with app.app_context():
@@ -215,6 +212,14 @@ def test_approve_completed_only_and_bonus_once(app, load_recruit_study, mturk, n
         "Reason": ANY,
         "UniqueRequestToken": line.request_token,
     }
+    stub.add_response(
+        "get_assignment",
+        {"Assignment": {"AssignmentId": listed[0][1], "AssignmentStatus": "Approved"}},
+        {"AssignmentId": listed[0][1]},
+    )
+    stub.add_client_error(
+        "send_bonus", service_error_code="ThrottlingException", http_status_code=400
+    )
     stub.add_response("send_bonus", {}, bonus_params)
     with app.app_context():
         report = recruiter(client).bonus()
@@ -269,7 +274,7 @@ def test_an_unknown_send_is_looked_up_before_sending_again(app, load_recruit_stu
             ],
             "NumResults": 1,
         },
-        {"AssignmentId": listed[0][1]},
+        {"AssignmentId": listed[0][1], "MaxResults": 100},
     )
     with app.app_context():
         report = recruiter(client).bonus()

@@ -100,17 +100,62 @@ def test_5xx_on_a_read_is_retried(app, fake, load_recruit_study):
     assert subs == [] and [c["status"] for c in calls(app)][-3:] == [503, 503, 200]
 
 
-def test_create_is_not_retried_on_5xx_and_leaves_nothing_behind(app, fake, load_recruit_study):
+def test_create_is_not_retried_on_5xx_and_a_lost_answer_is_looked_up(app, fake, load_recruit_study):
     from webapp.recruit.base import RecruitError
 
     load_recruit_study()
+    # Prolific failed before doing anything: the next create finds no draft and makes one.
     fake.inject("POST", r"^/api/v1/studies/$", 500)
-    with pytest.raises(RecruitError, match="outcome is unknown"):
+    with pytest.raises(RecruitError, match="may have been made"):
         in_app(app, lambda r: r.create("http://localhost"))
-    assert len([c for c in fake.calls if c[1] == "/api/v1/studies/"]) == 1
-    assert in_app(app, lambda r: r.row()) is None
-    in_app(app, lambda r: r.create("http://localhost"))  # a later create works
+    assert len([c for c in fake.calls if c[1] == "/api/v1/studies/"]) == 1  # not retried
+    assert in_app(app, lambda r: r.row().status) == "CREATING"
+    in_app(app, lambda r: r.create("http://localhost"))
     assert len(fake.studies) == 1
+
+
+def test_a_create_whose_answer_was_lost_makes_no_second_draft(app, fake, load_recruit_study):
+    """The draft was made and its answer lost: the next create finds it by its reference.
+
+    Before, the row was deleted on the lost answer and the next create made a second draft.
+    """
+    from webapp.recruit.base import RecruitError
+
+    load_recruit_study()
+    fake.inject("POST", r"^/api/v1/studies/$", 502, after=True)
+    with pytest.raises(RecruitError):
+        in_app(app, lambda r: r.create("http://localhost"))
+    assert len(fake.studies) == 1
+    report = in_app(app, lambda r: r.create("http://localhost"))
+    (study_id,) = fake.studies
+    assert (
+        len(fake.studies) == 1
+        and f"found the earlier Prolific listing {study_id}" in report.lines[0]
+    )
+    assert in_app(app, lambda r: r.row().external_id) == study_id
+    assert fake.studies[study_id]["internal_name"].startswith("framelab:product-choice-demo:")
+
+
+def test_two_creates_at_once_make_one_listing(app, fake, load_recruit_study, monkeypatch):
+    from webapp.recruit.base import RecruitError
+    from webapp.recruit.prolific import ProlificRecruiter
+
+    load_recruit_study()
+    original = ProlificRecruiter.call
+    nested: list = []
+
+    def call(self, method, path, **kw):
+        if path == "/api/v1/studies/" and method == "POST" and not nested:
+            self.release()
+            nested.append(None)
+            with pytest.raises(RecruitError, match="by another run") as second:
+                in_app(app, lambda r: r.create("http://localhost"))
+            nested[0] = second.value
+        return original(self, method, path, **kw)
+
+    monkeypatch.setattr(ProlificRecruiter, "call", call)
+    in_app(app, lambda r: r.create("http://localhost"))
+    assert nested[0] is not None and len(fake.studies) == 1
 
 
 def test_a_payment_with_unknown_outcome_is_never_sent_again(app, fake, load_recruit_study):
@@ -120,13 +165,13 @@ def test_a_payment_with_unknown_outcome_is_never_sent_again(app, fake, load_recr
     in_app(app, lambda r: r.approve())
     fake.inject("POST", r"^/api/v1/bulk-bonus-payments/\w+/pay/$", 502)
     report = in_app(app, lambda r: r.bonus())
-    assert report.counts["paid"] == 0 and report.counts["unconfirmed"] > 0
+    assert report.counts["sent"] == 0 and report.counts["unconfirmed"] > 0
     assert any("unconfirmed" in line for line in report.lines)
     pays = [c for c in fake.calls if c[1].endswith("/pay/")]
     assert len(pays) == 1
     again = in_app(app, lambda r: r.bonus())
     assert [c for c in fake.calls if c[1].endswith("/pay/")] == pays  # not re-sent
-    assert again.counts["paid"] == 0 and fake.payments == []
+    assert again.counts["sent"] == 0 and fake.payments == fake.pending == []
 
 
 def test_a_refused_payment_is_paid_by_the_next_run_once(app, fake, load_recruit_study):
@@ -136,12 +181,16 @@ def test_a_refused_payment_is_paid_by_the_next_run_once(app, fake, load_recruit_
     in_app(app, lambda r: r.approve())
     fake.inject("POST", r"/pay/$", 429, times=5)  # refused: nothing was paid
     first = in_app(app, lambda r: r.bonus())
-    assert first.counts["paid"] == 0 and first.counts["unconfirmed"] == 0
+    assert first.counts["sent"] == 0 and first.counts["unconfirmed"] == 0
     second = in_app(app, lambda r: r.bonus())
-    assert second.counts["paid"] > 0
+    assert second.counts["sent"] == 1 and second.counts["paid"] == 0  # paid within minutes
+    fake.process_payments()
+    third = in_app(app, lambda r: r.bonus())
+    assert third.counts["paid"] == 1 and third.counts["sent"] == 0
     bulk_ids = {b for b, _, _ in fake.payments}
     assert len(bulk_ids) == 1  # the one set-up, paid once
-    assert round(sum(a for _, _, a in fake.payments) * 100) == second.counts["paid_cents"]
+    assert round(sum(a for _, _, a in fake.payments) * 100) == third.counts["paid_cents"]
+    assert round(sum(a for _, _, a in fake.payments) * 100) == second.counts["sent_cents"]
 
 
 def test_reject_needs_a_reason_prolific_accepts(app, fake, load_recruit_study):
@@ -324,8 +373,9 @@ def test_two_bonus_runs_at_once_pay_once(app, fake, load_recruit_study, monkeypa
     monkeypatch.setattr(ProlificRecruiter, "call", call)
     first = in_app(app, lambda r: r.bonus())
     second = nested[0]
-    assert second.counts["paid"] == 0 and any("another run" in x for x in second.lines)
-    assert first.counts["paid"] == 1
+    assert second.counts["sent"] == 0 and any("another run" in x for x in second.lines)
+    assert first.counts["sent"] == 1
+    fake.process_payments()
     assert len(fake.payments) == 1 and len(fake.bulk) == 1
 
 
@@ -341,8 +391,10 @@ def test_paid_once_on_postgres(pg_app, fake, tmp_path):
     take_part(pg_app, fake, definition, study_id, "a")
     assert in_app(pg_app, lambda r: r.approve()).counts["approve"] == 1
     first = in_app(pg_app, lambda r: r.bonus())
+    fake.process_payments()
     second = in_app(pg_app, lambda r: r.bonus())
-    assert first.counts["paid"] == 1 and second.counts["paid"] == 0
+    assert first.counts["sent"] == 1 and second.counts["sent"] == 0
+    assert second.counts["paid"] == 1  # confirmed from the submission's bonus payments
     assert len(fake.payments) == 1
 
 
@@ -361,13 +413,12 @@ def test_reconcile_without_a_file_asks_the_api(app, fake, load_recruit_study, ru
 
 
 def test_claims_of_a_run_that_died_are_taken_an_hour_later(app, fake, load_recruit_study):
-    import time
+    from datetime import timedelta
 
     from sqlalchemy import select
 
     from webapp.extensions import db
     from webapp.models import BonusPayment, Platform, utcnow
-    from webapp.recruit.prolific import _claim_mark
     from webapp.services.payments import issue_bonuses
     from webapp.services.studies import get_study
 
@@ -384,12 +435,24 @@ def test_claims_of_a_run_that_died_are_taken_an_hour_later(app, fake, load_recru
                 )
             row = db.session.scalars(select(BonusPayment)).one()
             row.platform_state = "claimed"
-            row.platform_payment_id = _claim_mark(time.time() - seconds_ago, "deadbeef")
+            row.claim_token = "deadbeef" * 4
+            row.claimed_at = utcnow() - timedelta(seconds=seconds_ago)
             db.session.commit()
 
     claimed(60)  # another run is setting it up right now: left alone
     report = in_app(app, lambda r: r.bonus())
-    assert report.counts["paid"] == 0 and fake.payments == []
+    assert report.counts["sent"] == 0 and fake.pending == []
     assert any("another run" in line for line in report.lines)
     claimed(2 * 3600)  # that run died long ago (a set-up alone pays nothing): taken over
-    assert in_app(app, lambda r: r.bonus()).counts["paid"] == 1 and len(fake.payments) == 1
+    assert in_app(app, lambda r: r.bonus()).counts["sent"] == 1 and len(fake.pending) == 1
+
+
+def test_the_bonus_confirmation_names_what_is_paid_now(app, fake, load_recruit_study, runner):
+    """The question names the bonuses and their fees, not the listing's whole cost."""
+    definition = load_recruit_study()
+    study_id = listed(app, fake)
+    take_part(app, fake, definition, study_id, "a")  # alone: every choice is the majority
+    result = runner.invoke(args=["recruit", "product-choice-demo", "bonus"], input="n\n")
+    # 10 choices x $0.10 = $1.00 of bonuses, Prolific's 33.3% fee on it: $0.33.
+    assert "bonus on Prolific ($1.00 + $0.33 fees now)?" in result.output
+    assert "up to" not in result.output and fake.bulk == {}

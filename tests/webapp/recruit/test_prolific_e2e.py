@@ -73,7 +73,7 @@ def test_create_publish_bots_approve_and_pay_once(
     assert again.exit_code != 0 and "already listed" in again.output and len(fake.studies) == 1
 
     _run(runner, slug, "publish", "--yes")
-    assert fake.studies[study_id]["status"] == "ACTIVE"
+    assert fake.studies[study_id]["status"] == "PUBLISHING"  # active from the next request on
 
     sessions: dict[str, str] = {}
     outcomes: dict[str, str] = {}
@@ -122,17 +122,27 @@ def test_create_publish_bots_approve_and_pay_once(
             ).all()
             return [(b.amount_cents, ext, b.platform_payment_id, b.paid_at) for b, ext in rows]
 
+    # Prolific accepted the payment and pays it within minutes: sent, not yet paid.
     rows = ledger()
     assert rows and {ext for _, ext, _, _ in rows} <= done
-    assert all(paid is not None and bulk for _, _, bulk, paid in rows)
+    assert all(paid is None and bulk for _, _, bulk, paid in rows)
+    assert "Prolific pays them within minutes" in out
     for amount, ext, _, _ in rows:
         assert round(fake.paid_to(ext) * 100) == amount
+    fake.process_payments()
     paid_before = list(fake.payments)
     assert sum(a for _, _, a in paid_before) > 0
 
-    # A second run finds nothing new and pays nothing.
-    _run(runner, slug, "bonus", "--yes")
-    assert fake.payments == paid_before and ledger() == rows
+    # A second run finds nothing new, confirms the payments from the submissions and pays
+    # nothing.
+    pay_calls = [c for c in fake.calls if c[1].endswith("/pay/")]
+    out = _run(runner, slug, "bonus", "--yes")
+    assert fake.payments == paid_before and fake.pending == []
+    assert [c for c in fake.calls if c[1].endswith("/pay/")] == pay_calls
+    confirmed = ledger()
+    assert [r[:3] for r in confirmed] == [r[:3] for r in rows]
+    assert all(paid is not None for *_, paid in confirmed)
+    assert f"paid {len(rows)} bonus(es)" in out
 
     # Every call is in the audit log, and the token never is.
     calls = query(

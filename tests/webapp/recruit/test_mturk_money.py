@@ -1,0 +1,182 @@
+"""MTurk money paths against a fake that refuses what MTurk refuses (tests/webapp/recruit/
+fake_mturk.py): a publish whose answer was lost records its HIT and never posts a second one,
+not even after MTurk forgot the token (24 hours); a rejected assignment gets no bonus; a create
+whose answer was lost makes no second qualification type."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+
+from tests.webapp.recruit.test_mturk import BLOCK, SLUG
+
+boto3 = pytest.importorskip("boto3")
+
+from tests.webapp.recruit.fake_mturk import FakeMTurk  # noqa: E402
+from webapp.bots import Bot, BotBehaviour, FlaskTransport, platform_id  # noqa: E402
+
+
+@pytest.fixture
+def turk():
+    return FakeMTurk()
+
+
+def act(app, turk, action: str, **kw):
+    from webapp.recruit import get_recruiter
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        r = get_recruiter(get_study(SLUG), actor="test", client=turk.client())
+        return getattr(r, action)(**kw)
+
+
+def listing(app):
+    from webapp.recruit import get_recruiter
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        row = get_recruiter(get_study(SLUG), actor="test", client=None).row()
+        return row.external_id, row.status, dict(row.extra)
+
+
+def worker_done(app, definition, turk, hit: str, name: str, assignment: str) -> str:
+    """A worker does the whole study here through the HIT, and MTurk lists the assignment."""
+    worker = platform_id("mturk", name)
+    bot = Bot(
+        FlaskTransport(app),
+        definition,
+        BotBehaviour(platform="mturk"),
+        rng=random.Random(name),
+        external_id=worker,
+    )
+    own = bot.entry_url
+    bot.entry_url = lambda extra=None: own({"hitId": hit, "assignmentId": assignment})
+    assert bot.run().outcome == "completed"
+    turk.assign(hit, worker, assignment)
+    return worker
+
+
+def test_the_fake_refuses_repeated_tokens_as_mturk_does(turk):
+    """Within 24 hours a token is refused naming the HIT; after them it posts a new HIT."""
+    from botocore.exceptions import ClientError
+
+    client = turk.client()
+    hit_type = client.create_hit_type(
+        AssignmentDurationInSeconds=60, Reward="1.00", Title="t", Description="d"
+    )["HITTypeId"]
+    params = {
+        "HITTypeId": hit_type,
+        "MaxAssignments": 1,
+        "LifetimeInSeconds": 60,
+        "Question": "<q/>",
+        "UniqueRequestToken": "tok",
+    }
+    hit = client.create_hit_with_hit_type(**params)["HIT"]["HITId"]
+    with pytest.raises(ClientError) as refused:
+        client.create_hit_with_hit_type(**params)
+    assert refused.value.response["TurkErrorCode"] == "AWS.MechanicalTurk.HitAlreadyExists"
+    assert hit in refused.value.response["Error"]["Message"]
+    turk.now += timedelta(hours=25)
+    assert client.create_hit_with_hit_type(**params)["HIT"]["HITId"] != hit
+    assert len(turk.hits) == 2
+
+
+def test_a_publish_whose_answer_was_lost_records_the_hit(app, load_recruit_study, turk):
+    """The retried CreateHITWithHITType is answered HitAlreadyExists: its HIT is recorded
+    (before, that was an error and the live HIT had no id here: no pause, close or pay)."""
+    load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    turk.fail("CreateHITWithHITType", "read", after=True)
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    assert listing(app)[:2] == (hit, "Assignable")
+    turk.fail("UpdateExpirationForHIT", "read", after=True)  # expiring again changes nothing
+    act(app, turk, "pause")  # the recorded HIT can be driven
+    assert turk.hits[hit]["Expiration"].year == 2015 and listing(app)[1] == "PAUSED"
+
+
+def test_a_publish_retried_after_24_hours_posts_no_second_hit(app, load_recruit_study, turk):
+    """Every answer was lost; a day later MTurk has forgotten the token, so a blind retry
+    would post a second HIT: the HIT is looked up by its annotation first."""
+    from webapp.recruit.base import RecruitError
+
+    load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    turk.fail("CreateHITWithHITType", "read", times=5, after=True)
+    with pytest.raises(RecruitError):
+        act(app, turk, "publish")
+    assert len(turk.hits) == 1 and "hit_id" not in listing(app)[2]
+    turk.now += timedelta(hours=25)
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    assert listing(app)[0] == hit
+
+
+def test_settle_finds_the_hit_of_an_unanswered_publish(app, load_recruit_study, turk):
+    from webapp.recruit.base import RecruitError
+
+    load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    turk.fail("CreateHITWithHITType", "read", times=5, after=True)
+    with pytest.raises(RecruitError):
+        act(app, turk, "publish")
+    report = act(app, turk, "settle")
+    (hit,) = turk.hits
+    assert listing(app)[0] == hit and any(hit in line for line in report.lines)
+
+
+def test_an_mturk_create_whose_answer_was_lost_makes_no_second_qualification(
+    app, load_recruit_study, turk
+):
+    load_recruit_study(BLOCK)
+    turk.fail("CreateQualificationType", "read", after=True)  # made; the answer was lost
+    act(app, turk, "create", base_url="https://study.example.org")
+    assert len(turk.qualification_types) == 1
+    (qual,) = turk.qualification_types
+    assert listing(app)[2]["qualification_type_id"] == qual
+
+
+@pytest.fixture
+def assignment(app, load_recruit_study, turk) -> str:
+    """The study's HIT published on the fake, and one worker's assignment of it, done."""
+    definition = load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    worker_done(app, definition, turk, hit, "done", "3ASSIGNDONE00000000000000000000")
+    return "3ASSIGNDONE00000000000000000000"
+
+
+def test_no_mturk_bonus_after_the_assignment_was_rejected(app, turk, assignment):
+    """A run that failed before paying leaves the row; MTurk now lists the assignment as
+    rejected: the next run reads it just before paying and pays nothing."""
+    turk.fail("SendBonus", "connect", times=5)  # nothing reaches MTurk
+    first = act(app, turk, "bonus")
+    assert first.counts["paid"] == 0 and turk.paid(assignment) == []
+    turk.assignments[assignment]["AssignmentStatus"] = "Rejected"
+    tried = turk.calls.count("SendBonus")  # the five that never connected
+    second = act(app, turk, "bonus")
+    assert turk.paid(assignment) == [] and turk.calls.count("SendBonus") == tried
+    assert any("nothing was sent" in line for line in first.lines)
+    assert any("REJECTED on MTurk just before paying" in line for line in second.lines)
+
+
+def test_an_mturk_bonus_whose_answer_was_lost_is_paid_once(app, turk, assignment):
+    turk.fail("SendBonus", "read", times=5, after=True)  # paid; every answer lost
+    first = act(app, turk, "bonus")
+    assert first.counts["unconfirmed"] == 1 and len(turk.paid(assignment)) == 1
+    turk.now += timedelta(hours=25)  # MTurk has forgotten the token: a resend would pay
+    second = act(app, turk, "bonus")
+    assert second.counts["paid"] == 1 and len(turk.paid(assignment)) == 1
+
+
+def test_an_approval_whose_answer_was_lost_is_done_not_an_error(app, turk, assignment):
+    """MTurk refuses to approve an approved assignment: after a lost answer, the retry's
+    refusal is checked against the assignment's status (the reward is paid once, by MTurk)."""
+    turk.fail("ApproveAssignment", "read", after=True)
+    report = act(app, turk, "approve")
+    assert report.counts["approve"] == 1
+    assert turk.assignments[assignment]["AssignmentStatus"] == "Approved"
+    assert turk.calls.count("ApproveAssignment") == 2

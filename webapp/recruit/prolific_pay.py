@@ -1,0 +1,311 @@
+"""Prolific bonuses, paid once: set up, checked just before paying, paid, then confirmed.
+
+Prolific pays bonuses in two calls: ``POST /api/v1/submissions/bonus-payments/`` sets them up
+(it pays nothing and returns an id) and ``POST /api/v1/bulk-bonus-payments/{id}/pay/`` pays
+that set-up, asynchronously ("in the following minutes") and *not idempotently*: paying one
+set-up twice pays twice. So, with the ledger's claims (:mod:`webapp.recruit.ledger`):
+
+1. rows are claimed (``claimed``) and set up; Prolific refusing some IDs (its 400 names
+   them) marks those ``refused`` and sets the others up without them; an answer that comes
+   after the claim was taken over changes nothing and pays nothing;
+2. just before a set-up is paid, every person's status is read from Prolific again: a
+   rejected or returned submission drops the whole set-up (rows new again, set up afresh
+   without that person by the next run);
+3. the rows are marked ``paying`` before the pay call; Prolific's acceptance makes them
+   ``sent``, a refusal or a connection that never opened puts them back, and an unknown
+   outcome leaves them ``paying``: never sent again;
+4. a later run (``bonus`` or ``settle``) reads each submission's ``bonus_payments`` (cents):
+   a listed amount makes its row ``paid``. ``settle`` also makes a ``paying`` row new again
+   once Prolific still lists no such payment 24 hours after the call (it never took effect).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from webapp.extensions import db
+from webapp.models import BonusPayment, Platform, PlatformIdentity
+from webapp.recruit import ledger
+from webapp.recruit.bonus_actions import payable
+from webapp.recruit.errors import NotSent, RecruitError, Refused
+from webapp.recruit.results import Report, Submission, cents
+from webapp.services.entry import canonical_spelling
+
+if TYPE_CHECKING:
+    from webapp.recruit.prolific import ProlificRecruiter
+
+Row = tuple[BonusPayment, PlatformIdentity]
+SET_UP_PATH = "/api/v1/submissions/bonus-payments/"
+
+
+def worker(ident: PlatformIdentity) -> str:
+    """The participant's Prolific ID as Prolific's lists spell it."""
+    return canonical_spelling(Platform.prolific, ident.external_id)
+
+
+def _ids(rows: list[Row]) -> list[int]:
+    return [b.id for b, _ in rows]
+
+
+def _dollars(amount: int) -> str:
+    return f"{amount // 100}.{amount % 100:02d}"
+
+
+class ProlificPayments:
+    """One run's payment of a study's Prolific ledger rows (one claim for the whole run)."""
+
+    def __init__(self, recruiter: ProlificRecruiter) -> None:
+        self.r = recruiter
+        self.claim = ledger.Claim()
+        self.listing = recruiter._listing()
+
+    def _subs(self) -> dict[str, Submission]:
+        return {s.worker_id: s for s in self.r.last_submissions}
+
+    @staticmethod
+    def _current(rows: list[Row]) -> list[Row]:
+        db.session.expire_all()  # states as the database has them now
+        return rows
+
+    # -- the run --------------------------------------------------------------------------
+    def pay(self, rows: list[Row], report: Report) -> None:
+        """Confirm earlier payments, set up new rows, pay every set-up held (see module)."""
+        self.confirm(rows, report, (ledger.SENT,))
+        self.set_up(rows, report)
+        self.pay_set_ups(report)
+        now = ledger.clock()
+        busy = [
+            b
+            for b, _ in self._current(rows)
+            if b.platform_state in (ledger.CLAIMED, ledger.SET_UP)
+            and b.claim_token not in (None, self.claim.token)
+            and b.claimed_at is not None
+            and b.claimed_at >= now - ledger.CLAIM_EXPIRES
+        ]
+        if busy:
+            report.lines.append(
+                f"{len(busy)} bonus(es) are being set up or paid by another run (or by one that "
+                "was interrupted: a set-up alone pays nothing; a run an hour later takes them)"
+            )
+
+    def confirm(self, rows: list[Row], report: Report, states: tuple[str, ...]) -> set[int]:
+        """Mark ``paid`` the rows in ``states`` whose amount Prolific lists on the submission.
+
+        Returns the participants whose submission was read (the others cannot be judged).
+        """
+        waiting = [(b, i) for b, i in self._current(rows) if b.platform_state in states]
+        subs = self._subs()
+        listed: dict[int, list[float]] = {}
+        for b, i in waiting:
+            sub = subs.get(worker(i))
+            if sub is not None and b.participant_id not in listed:
+                listed[b.participant_id] = self.r.bonus_payments(sub.submission_id)
+        if not listed:
+            return set()
+        already: dict[int, list[int]] = defaultdict(list)
+        for b in db.session.scalars(
+            select(BonusPayment).where(
+                BonusPayment.participant_id.in_(listed),
+                BonusPayment.platform == Platform.prolific,
+                BonusPayment.platform_state == ledger.PAID,
+            )
+        ):
+            already[b.participant_id].append(b.amount_cents)
+        found = ledger.matched_amounts(
+            [b for b, _ in waiting if b.participant_id in listed], listed, already
+        )
+        for state in states:
+            held = self.claim.take([b.id for b in found if b.platform_state == state], (state,))
+            self.claim.move(held, state, ledger.PAID, keep=False, paid_at=ledger.clock())
+        return set(listed)
+
+    def set_up(self, rows: list[Row], report: Report) -> None:
+        """Claim the new rows of people Prolific lists as payable and set them up."""
+        subs = self._subs()
+        candidates: list[Row] = []
+        for b, i in self._current(rows):
+            if b.platform_state not in (ledger.NEW, ledger.CLAIMED):
+                continue
+            sub = subs.get(worker(i))
+            if sub is None:
+                if b.platform_state is ledger.NEW:
+                    # Prolific refuses a whole set-up naming someone who did not take part.
+                    report.lines.append(
+                        f"not paid here: {i.participant.code}: not a participant of Prolific "
+                        f"study {self.listing.external_id} (pay with `framelab bonus "
+                        "--platform prolific`)"
+                    )
+                continue
+            if payable(sub.status):
+                candidates.append((b, i))
+        held = self.claim.take(_ids(candidates), (ledger.NEW, ledger.CLAIMED), to=ledger.CLAIMED)
+        queue = [[(b, i) for b, i in candidates if b.id in held]]
+        for _ in range(2 * len(candidates) + 2):  # each refusal shrinks or splits a group
+            if not queue:
+                break
+            group = queue.pop(0)
+            if group:
+                queue += self._set_up_group(group, report)
+
+    def _set_up_group(self, group: list[Row], report: Report) -> list[list[Row]]:
+        """One set-up call for ``group`` (held, ``claimed``); returns groups to try again."""
+        from webapp.recruit.prolific import answer_dict, prolific_id
+
+        ids = _ids(group)
+        asked = sum(b.amount_cents for b, _ in group)
+        csv_bonuses = "\n".join(f"{worker(i)},{_dollars(b.amount_cents)}" for b, i in group)
+        study = self.listing.external_id
+        try:
+            data = self.r.call(
+                "POST",
+                SET_UP_PATH,
+                json={"study_id": study, "csv_bonuses": csv_bonuses},
+                ids={"study": study, "bonuses": len(group)},
+                idempotent=False,  # a set-up pays nothing: a lost one is simply never paid
+            )
+        except Refused as exc:
+            if exc.status != 400:  # not about the IDs (the token, too many requests, ...)
+                self.claim.move(ids, ledger.CLAIMED, ledger.NEW, keep=False)
+                report.lines.append(f"bonus set-up not done: {exc}; nothing was paid")
+                return []
+            named = [(b, i) for b, i in group if worker(i) in exc.raw.lower()]
+            if not named and len(group) > 1:
+                return [[row] for row in group]  # unexplained: alone, nobody blocks the others
+            for b, i in named or group:
+                self.claim.move(
+                    [b.id],
+                    ledger.CLAIMED,
+                    ledger.REFUSED,
+                    keep=False,
+                    platform_note=ledger.note(f"Prolific refused this bonus: {exc.reason or exc}"),
+                )
+                report.lines.append(f"refused by Prolific: {i.participant.code}: {exc.reason}")
+            rest = [row for row in group if row not in (named or group)]
+            return [rest] if rest else []
+        except RecruitError as exc:  # not sent, or no answer: a set-up pays nothing by itself
+            self.claim.move(ids, ledger.CLAIMED, ledger.NEW, keep=False)
+            report.lines.append(
+                f"bonus set-up not done: {exc}; nothing was paid; the next run sets them up again"
+            )
+            return []
+        try:
+            body = answer_dict(data, "the bonus set-up")
+            bulk = prolific_id(body.get("id"), "the bonus set-up")
+            amount = body.get("amount")
+            numeric = isinstance(amount, int | float) and not isinstance(amount, bool)
+            if numeric and round(amount) != asked:
+                raise RecruitError(
+                    f"Prolific set up {bulk} for {round(amount)} cents, not the {asked} "
+                    "asked for; it is never paid"
+                )
+        except RecruitError as exc:
+            self.claim.move(ids, ledger.CLAIMED, ledger.NEW, keep=False)
+            report.lines.append(f"bonus set-up not used: {exc}")
+            return []
+        self.claim.move(ids, ledger.CLAIMED, ledger.SET_UP, platform_payment_id=bulk)
+        report.lines.append(f"set up bonus payment {bulk} ({len(group)} bonuses, {cents(asked)})")
+        return []
+
+    def pay_set_ups(self, report: Report) -> None:
+        """Pay every set-up whose rows this run can hold, each once (see the module)."""
+        groups: dict[str, list[Row]] = defaultdict(list)
+        for b, i in self.r._ledger():
+            if b.platform_state == ledger.SET_UP and b.platform_payment_id:
+                groups[b.platform_payment_id].append((b, i))
+        for bulk, group in groups.items():
+            ids = set(_ids(group))
+            held = self.claim.take(ids, (ledger.SET_UP,))
+            if held != ids:
+                self.claim.release(held, ledger.SET_UP)
+                continue  # another run holds (part of) it
+            self._pay_one(bulk, group, report)
+
+    def _pay_one(self, bulk: str, group: list[Row], report: Report) -> None:
+        ids = _ids(group)
+        try:  # immediately before paying: where every person stands on Prolific now
+            now = {s.worker_id: s.status for s in self.r._submissions(self.listing.external_id)}
+        except RecruitError:
+            self.claim.release(ids, ledger.SET_UP)
+            raise
+        blocked = [(b, i) for b, i in group if not payable(now.get(worker(i)))]
+        if blocked:
+            self.claim.move(ids, ledger.SET_UP, ledger.NEW, keep=False, platform_payment_id=None)
+            for _, i in blocked:
+                report.lines.append(
+                    f"not paid: {i.participant.code}: {now.get(worker(i)) or 'not listed'} on "
+                    f"Prolific just before paying; set-up {bulk} is dropped (a set-up pays "
+                    "nothing) and the others are set up again by the next run"
+                )
+            report.counts["withheld"] = report.counts.get("withheld", 0) + len(blocked)
+            return
+        self.claim.move(ids, ledger.SET_UP, ledger.PAYING, sent_at=ledger.clock())
+        try:
+            self.r.call(
+                "POST",
+                f"/api/v1/bulk-bonus-payments/{bulk}/pay/",
+                ids={"bulk_bonus_payment": bulk},
+                idempotent=False,
+            )
+        except (NotSent, Refused) as exc:  # nothing was paid: the next run pays the set-up
+            self.claim.move(ids, ledger.PAYING, ledger.SET_UP, keep=False, sent_at=None)
+            report.lines.append(f"payment {bulk} not made: {exc}")
+            return
+        except RecruitError as exc:  # sent, no answer: never sent again; settle resolves it
+            self.claim.move(ids, ledger.PAYING, ledger.PAYING, keep=False)
+            report.lines.append(f"payment {bulk}: {exc}")
+            return
+        self.claim.move(ids, ledger.PAYING, ledger.SENT, keep=False)
+        report.counts["sent"] = report.counts.get("sent", 0) + len(ids)
+        report.counts["sent_cents"] = report.counts.get("sent_cents", 0) + sum(
+            b.amount_cents for b, _ in group
+        )
+
+    # -- settling -------------------------------------------------------------------------
+    def settle(self, rows: list[Row], report: Report, *, retry_refused: bool) -> None:
+        """Confirm what Prolific lists as paid; make new again what never took effect, rows
+        of runs that died (claims expired) and, if asked, refused rows. Sends no payment."""
+        checked = self.confirm(rows, report, (ledger.SENT, ledger.PAYING))
+        now = ledger.clock()
+        for b, i in self._current(rows):
+            code, state = i.participant.code, b.platform_state
+            if state == ledger.PAYING:
+                if b.participant_id not in checked:
+                    report.lines.append(
+                        f"cannot settle {code}: not among the study's submissions on Prolific"
+                    )
+                elif b.sent_at is not None and b.sent_at < now - ledger.SETTLE_AFTER:
+                    held = self.claim.take([b.id], (ledger.PAYING,))
+                    self.claim.move(
+                        held,
+                        ledger.PAYING,
+                        ledger.NEW,
+                        keep=False,
+                        platform_payment_id=None,
+                        sent_at=None,
+                        platform_note=ledger.note(
+                            f"pay call of {b.platform_payment_id} had no effect in 24 hours"
+                        ),
+                    )
+                    report.lines.append(
+                        f"settled {code}: payment {b.platform_payment_id} never took effect "
+                        "(Prolific lists none 24 hours after the call); the next `bonus` run "
+                        "sets it up again"
+                    )
+                else:
+                    report.lines.append(
+                        f"not yet settled {code}: payment {b.platform_payment_id} is not listed "
+                        "yet; settle again 24 hours after the call"
+                    )
+            elif state in (ledger.CLAIMED, ledger.SET_UP):
+                held = self.claim.take([b.id], (state,))  # only once the claim expired
+                back = ledger.NEW if state == ledger.CLAIMED else ledger.SET_UP
+                self.claim.move(held, state, back, keep=False)
+                if held:
+                    report.lines.append(f"released {code}: its run stopped before paying")
+            elif state == ledger.REFUSED and retry_refused:
+                held = self.claim.take([b.id], (ledger.REFUSED,))
+                self.claim.move(held, ledger.REFUSED, ledger.NEW, keep=False, platform_note=None)
+                report.lines.append(f"{code}: refused bonus is new again; `bonus` sends it")
