@@ -15,7 +15,7 @@ $(BIN)/python:
 
 # The stamp files re-run pip only when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[parquet]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
