@@ -12,8 +12,12 @@ N      ?= 50
 CONSTRAINTS := constraints.txt
 PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 
-.PHONY: install install-dev run test constraints lint format loadtest peer-bench audit clean axe \
-	screenshots
+# The everyday tier: no PostgreSQL, browser, GPU, real model or slow test (all of which are
+# marked; tests asking for the PostgreSQL or Chromium fixture are marked by tests/conftest.py).
+FAST_MARKERS := not postgres and not browser and not gpu and not slow
+
+.PHONY: install install-dev run test test-fast constraints lint format loadtest peer-bench \
+	audit clean axe screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +60,13 @@ test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# For everyday work, on FAST_JOBS processes (pytest-xdist); `make test` (and CI) run everything.
+# Without TEST_DATABASE_URL, and with FRAMELAB_REQUIRE_ALL off, nothing here reaches PostgreSQL.
+FAST_JOBS ?= 2
+test-fast: install-dev
+	TEST_DATABASE_URL= FRAMELAB_REQUIRE_ALL=0 $(BIN)/python -m pytest -q -n $(FAST_JOBS) \
+		-m '$(FAST_MARKERS)' $(PYTEST_ARGS)
 
 # Rewrite constraints.txt from .venv, after `make test` passed on the versions installed there.
 constraints: install-dev
