@@ -16,8 +16,8 @@ PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 # marked; tests asking for the PostgreSQL or Chromium fixture are marked by tests/conftest.py).
 FAST_MARKERS := not postgres and not browser and not gpu and not slow
 
-.PHONY: install install-dev run test test-fast constraints lint format loadtest peer-bench \
-	audit clean axe screenshots
+.PHONY: install install-dev run test test-fast test-newest constraints lint format loadtest \
+	peer-bench audit clean axe screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,9 +64,22 @@ test: install-dev
 # For everyday work, on FAST_JOBS processes (pytest-xdist); `make test` (and CI) run everything.
 # Without TEST_DATABASE_URL, and with FRAMELAB_REQUIRE_ALL off, nothing here reaches PostgreSQL.
 FAST_JOBS ?= 2
+FAST_PYTEST = TEST_DATABASE_URL= FRAMELAB_REQUIRE_ALL=0 $(1)/python -m pytest -q -n $(FAST_JOBS) \
+	-m '$(FAST_MARKERS)' $(PYTEST_ARGS)
 test-fast: install-dev
-	TEST_DATABASE_URL= FRAMELAB_REQUIRE_ALL=0 $(BIN)/python -m pytest -q -n $(FAST_JOBS) \
-		-m '$(FAST_MARKERS)' $(PYTEST_ARGS)
+	$(call FAST_PYTEST,$(BIN))
+
+# The fast tier against the newest releases pyproject.toml allows: a separate virtualenv
+# installed without the constraints (torch stays at the == pin of the `llm` extra), which first
+# lists the versions that differ from constraints.txt.
+NEWEST_VENV ?= .venv-newest
+test-newest:
+	rm -rf $(NEWEST_VENV)
+	$(PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST_VENV)/bin/python -m pip install --quiet -e '.[dev-full]'
+	$(NEWEST_VENV)/bin/python tools/constraints.py compare $(CONSTRAINTS)
+	$(call FAST_PYTEST,$(NEWEST_VENV)/bin)
 
 # Rewrite constraints.txt from .venv, after `make test` passed on the versions installed there.
 constraints: install-dev
@@ -103,4 +116,4 @@ screenshots: install-dev
 	$(BIN)/python docs/tools/screenshots.py --out docs/screenshots
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(NEWEST_VENV) .pytest_cache .ruff_cache build *.egg-info

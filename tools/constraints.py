@@ -1,7 +1,7 @@
 """Write the constraints file from the installed distributions, or say how they differ from it.
 
     python tools/constraints.py write constraints.txt     # make constraints
-    python tools/constraints.py compare constraints.txt   # what moved since it was written
+    python tools/constraints.py compare constraints.txt   # make test-newest: what moved
 
 Only what FrameLab needs is pinned: the dependencies of ``pyproject.toml`` with the extras
 ``make install-dev`` installs, followed through the installed distributions' own requirements,
