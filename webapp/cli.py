@@ -165,7 +165,7 @@ def export(
 ) -> None:
     """Export a study's responses (see docs/export.md)."""
     from webapp.services import audit
-    from webapp.services.export import export_table
+    from webapp.services.export import ParquetUnavailable, export_table
     from webapp.services.studies import get_study
 
     s = get_study(slug)
@@ -178,7 +178,7 @@ def export(
     }
     try:
         n = export_table(s, fmt, out, **options)
-    except ValueError as exc:
+    except (ValueError, ParquetUnavailable) as exc:
         raise click.ClickException(str(exc)) from None
     audit.record("cli", "export", study=s, detail={"format": fmt, "out": out.name, **options})
     click.echo(f"wrote {n} rows to {out}")

@@ -8,6 +8,7 @@ gets its own context (and database session) per request, as in production.
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,10 +23,36 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
 
 
+# A SQLite file the migrations built once per session (see `_migrated_sqlite`).
+_SCHEMA: dict[str, Path] = {}
+
+
+def _new_sqlite_file(database_url: str) -> Path | None:
+    """The file of a plain ``sqlite:///FILE`` URL when that file does not exist yet."""
+    if not database_url.startswith("sqlite:///") or "?" in database_url:
+        return None
+    path = Path(database_url.removeprefix("sqlite:///"))
+    return None if path.exists() else path
+
+
 def make_app(database_url: str, **extra: Any):
-    """Create an app on ``database_url`` and build its schema with the Alembic migrations."""
+    """Create an app on ``database_url`` and build its schema with the Alembic migrations.
+
+    A new SQLite file starts as a copy of one the migrations built earlier in the session: the
+    same schema and revision, in a tenth of the time of running them again for every test.
+    """
     from flask_migrate import upgrade
 
+    fresh = _new_sqlite_file(database_url)
+    copied = fresh is not None and "sqlite" in _SCHEMA
+    if copied:
+        # SQLite's backup API copies a consistent database whatever its journal (WAL) holds.
+        src, dst = sqlite3.connect(_SCHEMA["sqlite"]), sqlite3.connect(fresh)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
     app = create_app(
         {
             "ENV_NAME": "testing",
@@ -35,9 +62,24 @@ def make_app(database_url: str, **extra: Any):
             **extra,
         }
     )
-    with app.app_context():
-        upgrade()
+    if not copied:
+        with app.app_context():
+            upgrade()
     return app
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Run the migrations once into a SQLite file that :func:`make_app` copies."""
+    from webapp.extensions import dispose_engines
+
+    path = tmp_path_factory.mktemp("schema") / "migrated.sqlite"
+    app = make_app(f"sqlite:///{path}")
+    with app.app_context():
+        dispose_engines()
+    _SCHEMA["sqlite"] = path
+    yield
+    _SCHEMA.pop("sqlite", None)
 
 
 @pytest.fixture

@@ -260,6 +260,9 @@ def study(slug: str) -> str:
         bonus_form=BonusForm(),
         reconcile_form=ReconcileForm(),
         formats=export_service.formats_for(s),
+        parquet_missing=(
+            None if export_service.parquet_available() else export_service.PARQUET_MISSING
+        ),
         study=None,
     )
 
@@ -407,6 +410,8 @@ def export(slug: str, fmt: str, ext: str) -> Response:
         "include_preview": request.args.get("include_preview") == "1",
         "include_excluded": request.args.get("include_excluded") == "1",
     }
+    if ext == "parquet" and not export_service.parquet_available():
+        return _back(slug, "exports", export_service.PARQUET_MISSING)
     rows, columns = export_service.build_table(s, fmt, **options)
     if ext == "parquet":
         buffer = io.BytesIO()

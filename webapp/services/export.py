@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -528,16 +529,35 @@ def build_table(
     raise ValueError(f"unknown export format {fmt!r}; use one of {list(FORMATS)}")
 
 
+PARQUET_MISSING = (
+    "Parquet export needs pyarrow, which is not installed: pip install 'framelab[parquet]'. "
+    "CSV export works without it."
+)
+
+
+class ParquetUnavailable(RuntimeError):
+    """Parquet was asked for but pyarrow (the ``parquet`` extra) is not installed."""
+
+
+def parquet_available() -> bool:
+    """Whether Parquet export can run: pyarrow is an optional extra of the web app."""
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def write_parquet(
     rows: Iterable[Mapping[str, Any]], columns: Iterable[str], out: str | Path | IO[bytes]
 ) -> int:
     """Write rows as Parquet with the codebook's column types; return the row count.
 
     Text is stored as written: formula neutralising is for spreadsheets, and Parquet is read
-    by analysis code.
+    by analysis code. Raises :class:`ParquetUnavailable` (before anything is written) when
+    pyarrow is not installed.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ParquetUnavailable(PARQUET_MISSING) from None
 
     columns = list(columns)
     rows = list(rows)
@@ -575,9 +595,16 @@ def export_table(
     -------
     int
         Rows written.
+
+    Raises
+    ------
+    ParquetUnavailable
+        For a ``.parquet`` file when pyarrow is not installed (CSV needs nothing more).
     """
-    rows, columns = build_table(study, fmt, **options)
     path = Path(out_path)
+    if path.suffix == ".parquet" and not parquet_available():
+        raise ParquetUnavailable(PARQUET_MISSING)  # before the tables are built for nothing
+    rows, columns = build_table(study, fmt, **options)
     if path.suffix == ".parquet":
         return write_parquet(rows, columns, path)
     with path.open("w", newline="", encoding="utf-8") as fh:

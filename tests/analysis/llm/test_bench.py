@@ -6,9 +6,12 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "generation.py"
 
 
+@pytest.mark.slow
 def test_bench_generation_smoke(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("bench_generation", BENCH)
     module = importlib.util.module_from_spec(spec)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from tests.webapp.evaluation.conftest import ROOT
 
 pytestmark = pytest.mark.slow
+# The analysis half (the `analysis` extra); a web-only install (the `dev` extra) has none of it.
+pd = pytest.importorskip("pandas")
 
 
 def export_to(app, slug: str, fmt: str, path) -> int:

@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 from collections import Counter
 
+import pytest
 from sqlalchemy import func, select
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
@@ -56,6 +57,7 @@ def test_a_held_write_lock_gives_the_retry_page_and_the_participant_goes_on(tmp_
     assert _count(app) == 10
 
 
+@pytest.mark.slow
 def test_contention_with_a_tiny_busy_timeout_never_gives_a_500(tmp_path, serve_app, loadtest):
     app = _app(tmp_path, busy_ms=5)
     definition = load_demo(app)

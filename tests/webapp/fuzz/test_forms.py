@@ -130,6 +130,7 @@ def _nothing_lost(before: dict[str, Any], after: dict[str, Any], *, accepted: bo
 _IDS = iter(range(10**9))
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,
@@ -204,6 +205,7 @@ def test_entry_links_and_consent_survive_bad_parameters(app, client, study, para
         check_response(resp.status_code, resp.get_data(as_text=True))
 
 
+@pytest.mark.slow  # about a hundred cases
 @pytest.mark.parametrize("field", ["page", "rt_ms", "side", "csrf_token"])
 @pytest.mark.parametrize("value", NASTY_VALUES, ids=lambda v: repr(v[:12]))
 def test_every_nasty_value_in_every_field_of_a_choice_page(app, make_bot, field, value):

@@ -3,6 +3,7 @@ query strings and form bodies: never a 500, never a stack trace."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ SEGMENT = st.text(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=120,
     deadline=None,

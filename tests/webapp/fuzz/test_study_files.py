@@ -102,6 +102,7 @@ def _edit(doc: Any, data: Any) -> Any:
     return _mutate(doc, path, op, data.draw(NODES))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data())
 def test_mutated_study_definitions_load_or_are_refused_with_a_located_reason(tmp_path, data):
@@ -113,6 +114,7 @@ def test_mutated_study_definitions_load_or_are_refused_with_a_located_reason(tmp
     _load_or_refuse(study, study)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data())
 def test_mutated_stimulus_files_are_refused_naming_the_stimulus_file(tmp_path, data):

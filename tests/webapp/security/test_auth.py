@@ -72,7 +72,9 @@ def _parallel_wrong_passwords(app, n: int) -> list[int]:
     return statuses
 
 
-@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+@pytest.mark.parametrize(
+    "backend", [pytest.param("postgresql", marks=pytest.mark.postgres), "sqlite"]
+)
 def test_parallel_wrong_passwords_check_at_most_the_limit(backend, request, tmp_path, hash_calls):
     from webapp.services.accounts import MAX_FAILURES_PER_USER
     from webapp.services.researchers import set_researcher

@@ -65,6 +65,7 @@ def test_a_malformed_export_is_refused_with_a_short_reason(body, reason):
     assert reason in message and len(message) < 800, message
 
 
+@pytest.mark.slow  # a study run by a bot for each bad file
 @pytest.mark.parametrize(("body", "reason"), BAD_FILES)
 def test_the_console_shows_the_reason_and_changes_nothing(app, study, make_bot, body, reason):
     make_bot(external_id="P1").run()
