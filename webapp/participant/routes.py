@@ -287,6 +287,10 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
         if flow.enter(ctx):  # the task moved the participant on (e.g. the study is full)
             return redirect(here)
         payload = flow.page_payload(ctx)  # what it reads, read in the visit's transaction
+        if payload.get("waiting"):
+            # Not one of the study's pages: no visit is recorded, so the first item's time
+            # on page starts when the item is shown, not while waiting for it.
+            return render_template("participant/waiting.html", study=study, action=here, **payload)
         flow.record_visit(ctx)
         form = _refused_form(participant, task, ctx) or task.build_form(ctx, None)
         status = 200
