@@ -1,6 +1,6 @@
 """Made-up recruiter IDs: one client network enrols at most a few people per study and window
-(counted in the shared database, before the participant is created, under a lock), and no raw
-address is stored."""
+(counted in the shared database, before the participant is created, under a lock), no raw
+address is stored, and people who enrol and never answer stop steering the sequence balance."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
 from webapp.extensions import db
-from webapp.models import EnrolmentAttempt, Participant, utcnow
+from webapp.models import EnrolmentAttempt, Participant, PlatformIdentity, utcnow
 
 from ..conftest import load_demo
 
@@ -106,3 +106,41 @@ def test_parallel_consents_from_one_network_enrol_exactly_the_limit(app):
 @pytest.mark.postgres
 def test_parallel_consents_from_one_network_enrol_exactly_the_limit_on_postgres(pg_app):
     _parallel(pg_app)
+
+
+def test_made_up_ids_that_never_answer_stop_steering_the_balance(app, monkeypatch):
+    """A flood of made-up IDs enrols in the product-choice study; the ones that landed in
+    sequence A reload their page now and then (a reload keeps a participant "active"), the
+    others are left. Later arrivals must still be spread over both sequences."""
+    definition = load_demo(app)
+    fakes = [_bot(app, definition, f"fake{i:02d}", f"10.0.{i}.1") for i in range(20)]
+    for bot in fakes:
+        assert _consent(bot).kind == "instructions"
+    with app.app_context():
+        sequence = dict(
+            db.session.execute(
+                select(PlatformIdentity.external_id, Participant.sequence).join(
+                    Participant, Participant.id == PlatformIdentity.participant_id
+                )
+            ).all()
+        )
+    assert Counter(sequence.values()) == {"A": 10, "B": 10}
+    _later(monkeypatch, 50)  # the A ones reload their page
+    for bot in fakes:
+        if sequence[bot.external_id] == "A":
+            assert bot.reload().kind == "instructions"
+    _later(monkeypatch, 61)  # real people arrive
+    for i in range(8):
+        assert _consent(_bot(app, definition, f"real{i}", f"198.51.100.{i + 1}")).kind == (
+            "instructions"
+        )
+    with app.app_context():
+        real = Counter(
+            db.session.scalars(
+                select(Participant.sequence)
+                .join(PlatformIdentity, PlatformIdentity.participant_id == Participant.id)
+                .where(PlatformIdentity.external_id.not_in(list(sequence)))
+            )
+        )
+    # Before: the reloading A's still counted and the B's did not, so all 8 went to B.
+    assert real == {"A": 4, "B": 4}
