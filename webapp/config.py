@@ -83,6 +83,9 @@ class BaseConfig:
     # A lab or classroom behind one address needs a higher FRAMELAB_ENROLMENTS_PER_CLIENT.
     ENROLMENTS_PER_CLIENT = 0
     ENROLMENT_WINDOW_MINUTES = 10
+    # Seconds one study's console overview is reused across polls and tabs in a web process
+    # (webapp.services.monitor.OverviewCache; 0: computed for every request).
+    OVERVIEW_CACHE_SECONDS = 5.0
     # Flask-WTF's "SSL strict" check wants a Referer on every HTTPS POST, but every page is sent
     # with Referrer-Policy: no-referrer (participant URLs carry tokens), so browsers send none.
     # The CSRF token and SameSite cookies still protect every form.
@@ -100,6 +103,8 @@ class TestingConfig(BaseConfig):
 
     ENV_NAME = "testing"
     TESTING = True
+    # Tests read the overview right after changing the database; the cache's own tests set it.
+    OVERVIEW_CACHE_SECONDS = 0.0
 
 
 class ProductionConfig(BaseConfig):

@@ -451,7 +451,12 @@ class AnnotationItem(db.Model):
     """One statement of an annotation block, synced from the study definition's item CSV."""
 
     __tablename__ = "annotation_item"
-    __table_args__ = (UniqueConstraint("study_id", "block_id", "item_id"),)
+    __table_args__ = (
+        UniqueConstraint("study_id", "block_id", "item_id"),
+        # A block's items in position order: the console pages through them, and allocation
+        # looks for free ones, as an index range whatever the number of items.
+        Index("ix_annotation_item_block_position", "study_id", "block_id", "is_gold", "position"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,6 +52,7 @@ ANNOTATION_TASK = "sentiment_annotation"
 # Every task type that hands out slots with this module. Only the sentiment blocks are synced
 # here (sync_items); the rating and preference task types sync their own items
 # (webapp.tasks.rating_slots) and share the rest: reserve_batch, record_label, study_is_full.
+# What the console and exports report of the slots is in webapp.services.slot_report.
 SLOT_TASKS = (ANNOTATION_TASK, "summary_rating", "pairwise_preference")
 # Candidates locked beyond the batch size: a few may turn out to be full when recounted.
 _MARGIN = 4
@@ -504,123 +504,6 @@ def confirm_import(
     )
     db.session.add(a)
     return a
-
-
-@dataclass(frozen=True)
-class ItemStatus:
-    """Where one item stands: confirmed labels, live reservations, labels still needed."""
-
-    item: AnnotationItem
-    block_id: str
-    n_labels: int
-    n_surplus: int
-    n_reserved: int
-    needed: int
-    shift_count: int
-
-
-def item_status(study: Study, now: datetime) -> list[ItemStatus]:
-    """Per non-gold item: confirmed / surplus / reserved counts, needed and shift count.
-
-    Parameters
-    ----------
-    study : Study
-    now : datetime
-        Reservations that expired before ``now`` are not counted as reserved.
-
-    Returns
-    -------
-    list of ItemStatus
-        By block, then item position.
-    """
-    if sync_items(study):
-        db.session.commit()
-    out: list[ItemStatus] = []
-    for block in annotation_blocks(study):
-        k = block["annotators_per_item"]
-        items = list(
-            db.session.scalars(
-                select(AnnotationItem)
-                .where(
-                    AnnotationItem.study_id == study.id,
-                    AnnotationItem.block_id == block["id"],
-                    AnnotationItem.is_gold.is_(False),
-                )
-                .order_by(AnnotationItem.position)
-            )
-        )
-        pks = [it.id for it in items]
-        confirmed: dict[int, list[str]] = {pk: [] for pk in pks}
-        surplus = dict.fromkeys(pks, 0)
-        reserved = dict.fromkeys(pks, 0)
-        rows = db.session.execute(
-            select(Annotation.item_pk, Annotation.state, Annotation.label, _live(now)).where(
-                Annotation.item_pk.in_(pks)
-            )
-        )
-        for pk, state, label, live in rows:
-            if state is AnnotationState.confirmed and live:
-                confirmed[pk].append(label)
-            elif state is AnnotationState.surplus:
-                surplus[pk] += 1
-            elif state is AnnotationState.reserved and live:
-                reserved[pk] += 1
-        for it in items:
-            labels = confirmed[it.id]
-            out.append(
-                ItemStatus(
-                    item=it,
-                    block_id=block["id"],
-                    n_labels=len(labels),
-                    n_surplus=surplus[it.id],
-                    n_reserved=reserved[it.id],
-                    needed=max(0, k - len(labels)),
-                    shift_count=sum(lab != it.base_sentiment for lab in labels),
-                )
-            )
-    return out
-
-
-@dataclass(frozen=True)
-class IdleHolds:
-    """Live reservations held by participants who have not labelled a single item yet."""
-
-    slots: int
-    people: int
-
-
-def idle_holds(study: Study, now: datetime) -> IdleHolds:
-    """Count the slots held right now by people who never labelled anything in the study.
-
-    Such holders are either just starting or never meant to label (made-up recruiter IDs
-    entering to make the study look full); a high count next to few labels says which.
-    Previews, expired reservations and holders no longer ``started`` do not count.
-    """
-    labelled = (
-        select(Annotation.id)
-        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-        .where(
-            AnnotationItem.study_id == study.id,
-            Annotation.participant_id == Participant.id,
-            Annotation.label.is_not(None),
-        )
-        .exists()
-    )
-    slots, people = db.session.execute(
-        select(func.count(Annotation.id), func.count(func.distinct(Annotation.participant_id)))
-        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-        .join(Participant, Participant.id == Annotation.participant_id)
-        .where(
-            AnnotationItem.study_id == study.id,
-            AnnotationItem.is_gold.is_(False),
-            Annotation.state == AnnotationState.reserved,
-            Annotation.expires_at > now,
-            Participant.status == ParticipantStatus.started,
-            Participant.is_preview.is_(False),
-            ~labelled,
-        )
-    ).one()
-    return IdleHolds(slots=slots, people=people)
 
 
 def study_is_full(study: Study, now: datetime) -> bool:

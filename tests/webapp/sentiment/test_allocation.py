@@ -17,7 +17,7 @@ from webapp.models import (
     PlatformIdentity,
     utcnow,
 )
-from webapp.services import allocation
+from webapp.services import allocation, slot_report
 from webapp.services.studies import get_study
 
 from .conftest import to_first_label
@@ -44,7 +44,7 @@ def _annotations(external_id: str) -> list[Annotation]:
 
 def _status(app, slug: str) -> dict[str, tuple[int, int, int]]:
     with app.app_context():
-        rows = allocation.item_status(get_study(slug), utcnow())
+        rows = slot_report.item_status(get_study(slug), utcnow())
         return {r.item.item_id: (r.n_labels, r.n_reserved, r.needed) for r in rows}
 
 

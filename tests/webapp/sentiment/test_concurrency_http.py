@@ -160,7 +160,7 @@ class _Bot(Bot):
 
 
 def _needed(app, slug: str) -> int:
-    from webapp.services.allocation import item_status
+    from webapp.services.slot_report import item_status
     from webapp.services.studies import get_study
 
     with app.app_context():

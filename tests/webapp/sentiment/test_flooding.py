@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationState
-from webapp.services import allocation
+from webapp.services import allocation, slot_report
 from webapp.services.studies import get_study
 
 from .conftest import to_first_label
@@ -36,7 +36,7 @@ def test_made_up_ids_that_never_label_cannot_make_the_study_full(app, small, bot
     with app.app_context():
         from webapp.models import utcnow
 
-        held = allocation.idle_holds(get_study(definition["slug"]), utcnow())
+        held = slot_report.idle_holds(get_study(definition["slug"]), utcnow())
         assert (held.slots, held.people) == (2 * allocation.RESERVE_AHEAD, 2)
 
 

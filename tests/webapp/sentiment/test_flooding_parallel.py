@@ -24,7 +24,7 @@ from webapp.models import (
     AnnotationState,
     utcnow,
 )
-from webapp.services import allocation
+from webapp.services import allocation, slot_report
 from webapp.services.studies import get_study
 
 from .conftest import DEMO, label_rows, load, to_first_label
@@ -126,7 +126,7 @@ def _many_networks(app, monkeypatch) -> None:
     outcomes = _flood(app, definition, lambda i: f"10.{i // 250}.{i % 250}.1")
     assert set(outcomes) == {"sentiment", "waiting"} and outcomes["waiting"] >= 40, outcomes
     with app.app_context():
-        held = allocation.idle_holds(get_study("sentiment-demo"), utcnow())
+        held = slot_report.idle_holds(get_study("sentiment-demo"), utcnow())
     assert (held.slots, held.people) == (ITEMS * K, outcomes["sentiment"])
     newcomer = _bot(app, definition, "newcomer", "192.0.2.10")
     page = newcomer.open()
