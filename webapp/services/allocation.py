@@ -10,9 +10,10 @@ happen while holding that item's row lock, so a count read after taking the lock
   the locks, in a fresh statement — frees dead reservations and recounts before reserving.
   SQLite has no row locks; there every transaction is ``BEGIN IMMEDIATE`` (see
   ``webapp/__init__.py``), which serialises the same steps.
-- :func:`record_label` locks the item, then confirms the reservation if it is still live;
-  a label that arrives after its reservation expired is stored as ``surplus`` (kept, never
-  counted). ``(item, participant)`` is unique, so nobody labels an item twice.
+- :func:`record_label` locks the item, then confirms the reservation if it still holds its
+  slot (its row is still ``reserved``); a label whose reservation another recount expired
+  is stored as ``surplus`` (kept, never counted). ``(item, participant)`` is unique, so
+  nobody labels an item twice.
 
 Reservations end by time or as soon as their participant is no longer ``started`` (returned,
 timed out, screened out): no sweeper is needed, the next reservation of that item frees them.
