@@ -16,6 +16,7 @@ import hashlib
 import random
 import secrets
 import ssl
+import time
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -131,14 +132,19 @@ class FlaskTransport:
 
     host = "localhost"
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, remote_addr: str | None = None) -> None:
         self.client = app.test_client()
+        # The client address the app sees (Werkzeug's test default is 127.0.0.1): tests of
+        # per-client limits give bots their own or a shared one.
+        self.environ = {"REMOTE_ADDR": remote_addr} if remote_addr else {}
 
     def request(
         self, method: str, url: str, data: Mapping[str, str] | None
     ) -> tuple[int, str | None, str]:
         """Send one request."""
-        resp = self.client.open(url, method=method, data=dict(data or {}))
+        resp = self.client.open(
+            url, method=method, data=dict(data or {}), environ_base=self.environ
+        )
         return resp.status_code, resp.headers.get("Location"), resp.get_data(as_text=True)
 
 
@@ -230,6 +236,9 @@ class BotBehaviour:
     # share of pages on which the bot just takes the summary shown first (a position bias).
     p_choose_a: float = 0.5
     p_position: float = 0.0
+    # Seconds to wait before looking again on the page that waits for slots held by newcomers
+    # (a person leaves it open; it reloads itself every 20 s).
+    wait_s: float = 1.0
 
 
 def _opposite(sentiment: str) -> str:
@@ -480,7 +489,11 @@ class Bot:
         return f"{min(maximum, price * pct / 100):.2f}"
 
     def step(self) -> Page:
-        """Answer the current page and return the next one."""
+        """Answer the current page and return the next one (on a page that waits for a slot:
+        wait ``behaviour.wait_s`` and look again, as the page does by itself)."""
+        if self.page is not None and self.page.kind == "waiting":
+            time.sleep(self.behaviour.wait_s)
+            return self.reload()
         before = self.page
         data = self.answer()
         page = self.post(data)

@@ -223,6 +223,9 @@ class AsyncBot(Bot):
                     )
                 elif page.status in RETRYABLE_STATUSES:
                     page = await self._recover(failures)
+                elif page.kind == "waiting":  # a slot held by newcomers: look again later
+                    await asyncio.sleep(self.behaviour.wait_s)
+                    page = (await self._afetch("GET", page.url))[0]
                 else:
                     result = self.verdict(page)
                     if result is not None:

@@ -5,7 +5,8 @@ Precedence, highest first:
 1. the ``config`` mapping passed to ``create_app(config)`` (tests, embedding);
 2. the environment: ``SECRET_KEY``, ``DATABASE_URL``, ``FRAMELAB_ENV``
    (``development`` | ``production`` | ``testing``), ``FRAMELAB_STUDIES_DIR``,
-   ``FRAMELAB_PROXY_HOPS``, ``FRAMELAB_ACTIVE_WINDOW_MINUTES``, ``FRAMELAB_AUTO_TIMEOUT``;
+   ``FRAMELAB_PROXY_HOPS``, ``FRAMELAB_ACTIVE_WINDOW_MINUTES``, ``FRAMELAB_AUTO_TIMEOUT``,
+   ``FRAMELAB_ENROLMENTS_PER_CLIENT``, ``FRAMELAB_ENROLMENT_WINDOW_MINUTES``;
 3. the defaults of the class selected by ``FRAMELAB_ENV`` (``development`` when unset).
 
 The database defaults to ``instance/framelab.sqlite``. ``DATABASE_URL`` may use Heroku's
@@ -79,6 +80,15 @@ class BaseConfig:
     # X-Forwarded-For/-Proto/-Host are trusted that many hops deep, so login rate limiting sees
     # the real client and recruitment links get the public https address.
     PROXY_HOPS = 0
+    # People one client network may enrol in one study per window (0: no limit), so made-up
+    # recruiter IDs sent from one place cannot fill it (webapp.services.enrol_limit). On in
+    # production; off elsewhere, where `framelab bots --url` runs many bots from one machine.
+    # A lab or classroom behind one address needs a higher FRAMELAB_ENROLMENTS_PER_CLIENT.
+    ENROLMENTS_PER_CLIENT = 0
+    ENROLMENT_WINDOW_MINUTES = 10
+    # Seconds one study's console overview is reused across polls and tabs in a web process
+    # (webapp.services.monitor.OverviewCache; 0: computed for every request).
+    OVERVIEW_CACHE_SECONDS = 5.0
     # Flask-WTF's "SSL strict" check wants a Referer on every HTTPS POST, but every page is sent
     # with Referrer-Policy: no-referrer (participant URLs carry tokens), so browsers send none.
     # The CSRF token and SameSite cookies still protect every form.
@@ -96,6 +106,8 @@ class TestingConfig(BaseConfig):
 
     ENV_NAME = "testing"
     TESTING = True
+    # Tests read the overview right after changing the database; the cache's own tests set it.
+    OVERVIEW_CACHE_SECONDS = 0.0
 
 
 class ProductionConfig(BaseConfig):
@@ -106,6 +118,7 @@ class ProductionConfig(BaseConfig):
     """
 
     ENV_NAME = "production"
+    ENROLMENTS_PER_CLIENT = 10
     SESSION_COOKIE_SECURE = True
     SESSION_COOKIE_SAMESITE = "None"
 
@@ -120,6 +133,8 @@ _INT_ENV = {
     "FRAMELAB_PROXY_HOPS": "PROXY_HOPS",
     "FRAMELAB_ACTIVE_WINDOW_MINUTES": "ACTIVE_WINDOW_MINUTES",
     "FRAMELAB_AUTO_TIMEOUT": "AUTO_TIMEOUT",
+    "FRAMELAB_ENROLMENTS_PER_CLIENT": "ENROLMENTS_PER_CLIENT",
+    "FRAMELAB_ENROLMENT_WINDOW_MINUTES": "ENROLMENT_WINDOW_MINUTES",
 }
 
 

@@ -362,6 +362,23 @@ class LoginAttempt(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
 
 
+class EnrolmentAttempt(db.Model):
+    """An enrolment in a study from one client network, kept for rate limiting while it counts
+    (no raw IP: an HMAC of the address's network; see :mod:`webapp.services.enrol_limit`)."""
+
+    __tablename__ = "enrolment_attempt"
+    __table_args__ = (
+        # The limiter counts one client's recent rows, and drops a study's old ones.
+        Index("ix_enrolment_attempt_client", "study_id", "client_hash", "created_at"),
+        Index("ix_enrolment_attempt_age", "study_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    client_hash: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 class BonusPayment(db.Model):
     """The bonus ledger: one row per bonus issued; the unique key refuses a second issue."""
 
@@ -459,7 +476,12 @@ class AnnotationItem(db.Model):
     """One statement of an annotation block, synced from the study definition's item CSV."""
 
     __tablename__ = "annotation_item"
-    __table_args__ = (UniqueConstraint("study_id", "block_id", "item_id"),)
+    __table_args__ = (
+        UniqueConstraint("study_id", "block_id", "item_id"),
+        # A block's items in position order: the console pages through them, and allocation
+        # looks for free ones, as an index range whatever the number of items.
+        Index("ix_annotation_item_block_position", "study_id", "block_id", "is_gold", "position"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)

@@ -25,9 +25,10 @@ from webapp.participant import bp
 from webapp.participant.forms import ConsentForm
 from webapp.participant.lookup import request_page_rows, request_study
 from webapp.security import allow_mturk_framing
-from webapp.services import allocation, flow
+from webapp.services import allocation, enrol_limit, flow
 from webapp.services import entry as entry_service
 from webapp.services import mturk as mturk_service
+from webapp.services.accounts import client_hash
 from webapp.services.entry import Entry, EntryError
 from webapp.sessions import console_researcher
 from webapp.tasks.base import PageContext, PageForm, TaskType
@@ -214,15 +215,37 @@ def start(slug: str) -> Response | str:
         raise ParticipantError("E403-EXCLUDED", "You cannot take part in this study.", 403)
     if allocation.study_is_full(study, utcnow()):
         return _study_full(study, entry.platform.value)
+    is_preview = console_researcher() is not None
+    if not is_preview:
+        _admit(study)
     participant = entry_service.enroll(
         study,
         entry,
         rng=random.Random(secrets.randbits(64)),
         now=utcnow(),
         active_window=timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"]),
-        is_preview=console_researcher() is not None,
+        is_preview=is_preview,
     )
     return _go(participant, entry)
+
+
+def _admit(study: Study) -> None:
+    """Count this enrolment against the client's limit, or refuse it with when to come back."""
+    config = current_app.config
+    limit = enrol_limit.EnrolLimit(
+        config["ENROLMENTS_PER_CLIENT"], timedelta(minutes=config["ENROLMENT_WINDOW_MINUTES"])
+    )
+    client = client_hash(enrol_limit.client_key(request.remote_addr), _secret())
+    admission = enrol_limit.admit(study, client, limit, utcnow())
+    if not admission.allowed:
+        minutes = -(-admission.retry_after_s // 60)
+        raise ParticipantError(
+            "E429-BUSY",
+            "More people have just started this study from your network than we accept from "
+            f"one place. Please open the study link again in {minutes} minute(s). If you are "
+            "taking part in a lab or classroom, please tell the researchers.",
+            429,
+        )
 
 
 @bp.route("/s/<slug>/p/<token>", methods=["GET", "POST"])
@@ -287,6 +310,10 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
         if flow.enter(ctx):  # the task moved the participant on (e.g. the study is full)
             return redirect(here)
         payload = flow.page_payload(ctx)  # what it reads, read in the visit's transaction
+        if payload.get("waiting"):
+            # Not one of the study's pages: no visit is recorded, so the first item's time
+            # on page starts when the item is shown, not while waiting for it.
+            return render_template("participant/waiting.html", study=study, action=here, **payload)
         flow.record_visit(ctx)
         form = _refused_form(participant, task, ctx) or task.build_form(ctx, None)
         status = 200

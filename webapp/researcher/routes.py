@@ -56,6 +56,7 @@ from webapp.services.studies import StudyLoadError, bundle_zip, get_study, statu
 from webapp.validation import StudyDefinitionError
 
 _EXPORT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
+ITEMS_PER_PAGE = 100
 
 
 def _secret() -> str:
@@ -244,6 +245,7 @@ def study(slug: str) -> str:
     """The study's dashboard: state, links, live counts, participants, exports, payments."""
     s = _study(slug)
     overview = _overview(s)
+    _overviews().put(s.id, overview)  # a fresh page starts the polls from these numbers
     return render_template(
         "researcher/study.html",
         s=s,
@@ -291,9 +293,19 @@ def _overview(s: Study) -> dict[str, Any]:
     data["target"] = monitor.target_progress(s)
     data["funnel"] = monitor.funnel(s, now, _active_window())
     data["shares"] = monitor.choice_shares(s)
-    data["slots"] = monitor.slot_totals(data["items"])
     data["time_limit_minutes"] = round(timeouts.time_limit(s).total_seconds() / 60, 1)
     return data
+
+
+def _overviews() -> Any:
+    """This process's overview cache (one per app)."""
+    from webapp.services.monitor import OverviewCache
+
+    cache = current_app.extensions.get("framelab_overview_cache")
+    if cache is None:
+        ttl = float(current_app.config["OVERVIEW_CACHE_SECONDS"])
+        cache = current_app.extensions.setdefault("framelab_overview_cache", OverviewCache(ttl))
+    return cache
 
 
 def _table(s: Study) -> Any:
@@ -313,9 +325,14 @@ def _table(s: Study) -> Any:
 @bp.get("/studies/<slug>/live.json")
 @login_required
 def live(slug: str) -> Response:
-    """Live numbers for the dashboard's polling script (the table page of the query string)."""
+    """Live numbers for the dashboard's polling script (the table page of the query string).
+
+    The overview is computed at most once per study every few seconds in each web process,
+    however many tabs poll it (:class:`webapp.services.monitor.OverviewCache`); the
+    participant table page is read for each request.
+    """
     s = _study(slug)
-    data = _overview(s)
+    data = {**_overviews().get(s.id, lambda: _overview(s))}
     table = _table(s)
     data["participants"] = table.rows
     data["table"] = {"total": table.total, "page": table.page, "pages": table.pages}
@@ -513,12 +530,26 @@ def audit_log() -> str:
 @bp.get("/studies/<slug>/items")
 @login_required
 def items(slug: str) -> str:
-    """Per item of a sentiment study: confirmed labels, open reservations, labels needed."""
-    from webapp.services.allocation import annotation_blocks, idle_holds, item_status
+    """Per item of a sentiment study, a page at a time: confirmed labels, open reservations,
+    labels needed; totals over every item."""
+    from webapp.services import slot_report
+    from webapp.services.allocation import annotation_blocks
 
     s = _study(slug)
     if not annotation_blocks(s):
         abort(404)
-    rows = item_status(s, utcnow())
-    idle = idle_holds(s, utcnow())
-    return render_template("researcher/items.html", s=s, rows=rows, idle=idle, study=None)
+    now = utcnow()
+    total = slot_report.item_count(s)
+    pages = max(1, -(-total // ITEMS_PER_PAGE))
+    page = min(max(1, request.args.get("page", 1, type=int) or 1), pages)
+    rows = slot_report.item_status(s, now, offset=(page - 1) * ITEMS_PER_PAGE, limit=ITEMS_PER_PAGE)
+    return render_template(
+        "researcher/items.html",
+        s=s,
+        rows=rows,
+        totals=slot_report.slot_totals(s, now),
+        idle=slot_report.idle_holds(s, now),
+        page=page,
+        pages=pages,
+        study=None,
+    )

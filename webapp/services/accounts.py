@@ -50,8 +50,10 @@ def client_hash(remote_addr: str | None, secret: str) -> str:
     return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()[:32]
 
 
-def _lock_keys(*keys: str) -> None:
+def lock_keys(*keys: str) -> None:
     """Serialise concurrent limiter transactions on the same keys until commit.
+
+    Used by the login limiter and the enrolment limiter (:mod:`webapp.services.enrol_limit`).
 
     PostgreSQL: transaction-scoped advisory locks, taken in a fixed order (no deadlock).
     SQLite: nothing to do, because :func:`webapp._configure_engine` begins every transaction
@@ -62,7 +64,7 @@ def _lock_keys(*keys: str) -> None:
         db.session.execute(select(1))  # begins the (immediate) transaction now
         return
     if dialect != "postgresql":
-        raise NotImplementedError(f"the login limiter has no lock for {dialect}")
+        raise NotImplementedError(f"the rate limiters have no lock for {dialect}")
     for key in sorted(set(keys)):
         digest = hashlib.sha256(key.encode()).digest()[:8]
         db.session.execute(
@@ -108,7 +110,7 @@ def reserve_attempt(username: str, client: str, now: datetime) -> LoginLimit:
         ``allowed`` when the attempt was reserved (the password may be checked).
     """
     username = username[:80]
-    _lock_keys(f"login-user:{username}", f"login-client:{client}")
+    lock_keys(f"login-user:{username}", f"login-client:{client}")
     for column, value, limit in (
         (LoginAttempt.username, username, MAX_FAILURES_PER_USER),
         (LoginAttempt.client_hash, client, MAX_FAILURES_PER_CLIENT),

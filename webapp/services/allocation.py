@@ -10,20 +10,29 @@ happen while holding that item's row lock, so a count read after taking the lock
   the locks, in a fresh statement — frees dead reservations and recounts before reserving.
   SQLite has no row locks; there every transaction is ``BEGIN IMMEDIATE`` (see
   ``webapp/__init__.py``), which serialises the same steps.
-- :func:`record_label` locks the item, then confirms the reservation if it is still live;
-  a label that arrives after its reservation expired is stored as ``surplus`` (kept, never
-  counted). ``(item, participant)`` is unique, so nobody labels an item twice.
+- :func:`record_label` locks the item, then confirms the reservation if it still holds its
+  slot (its row is still ``reserved``); a label whose reservation another recount expired
+  is stored as ``surplus`` (kept, never counted). ``(item, participant)`` is unique, so
+  nobody labels an item twice.
 
-Reservations end by time (``reservation_minutes``) or as soon as their participant is no
-longer ``started`` (returned, timed out, screened out): no sweeper is needed, the next
-reservation of that item frees them.
+Reservations end by time or as soon as their participant is no longer ``started`` (returned,
+timed out, screened out): no sweeper is needed, the next reservation of that item frees them.
+A newcomer's reservations are *tentative*: until the participant's first label they last only
+``first_label_minutes`` (a few minutes; :func:`first_label_minutes`), and the first label
+extends the ones still live to ``reservation_minutes``, as every later reservation lasts. Made-up
+recruiter IDs that enter and never label therefore hold their slots for minutes, and a study
+whose free slots are held only tentatively is never "full" (:func:`study_is_full`,
+:func:`held_by_newcomers`): newcomers wait for those slots instead of being turned away.
+
+A label whose reservation expired by time is still counted when nobody has taken the slot
+since (its row is still ``reserved``): expiry makes a slot available to the next reservation,
+it does not throw away the holder's work unless the slot was given to someone else.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,6 +53,7 @@ ANNOTATION_TASK = "sentiment_annotation"
 # Every task type that hands out slots with this module. Only the sentiment blocks are synced
 # here (sync_items); the rating and preference task types sync their own items
 # (webapp.tasks.rating_slots) and share the rest: reserve_batch, record_label, study_is_full.
+# What the console and exports report of the slots is in webapp.services.slot_report.
 SLOT_TASKS = (ANNOTATION_TASK, "summary_rating", "pairwise_preference")
 # Candidates locked beyond the batch size: a few may turn out to be full when recounted.
 _MARGIN = 4
@@ -51,6 +61,26 @@ _MARGIN = 4
 # each later part once those are labelled. A visitor who never labels holds this many slots
 # (not a whole batch), so a few dozen made-up IDs cannot make a study look full.
 RESERVE_AHEAD = 2
+# How long a newcomer's first reservations last before their first label, unless the block sets
+# ``first_label_minutes`` (never longer than its ``reservation_minutes``). Reading one item and
+# choosing a label takes seconds; a made-up ID that never labels gives its slots back this soon.
+FIRST_LABEL_MINUTES = 3.0
+
+
+def first_label_minutes(block: dict[str, Any]) -> float:
+    """Minutes a reservation lasts while its holder has labelled nothing yet.
+
+    Examples
+    --------
+    >>> first_label_minutes({"reservation_minutes": 20.0})
+    3.0
+    >>> first_label_minutes({"reservation_minutes": 0.5})
+    0.5
+    >>> first_label_minutes({"reservation_minutes": 20.0, "first_label_minutes": 8.0})
+    8.0
+    """
+    minutes = block.get("first_label_minutes") or FIRST_LABEL_MINUTES
+    return min(float(minutes), float(block["reservation_minutes"]))
 
 
 def annotation_blocks(study: Study) -> list[dict[str, Any]]:
@@ -107,36 +137,46 @@ def sync_items(study: Study) -> bool:
     return changed
 
 
-def _live(now: datetime) -> Any:
+def _has_labelled(participant_id: Any) -> Any:
+    """SQL condition: the participant has labelled (or rated, or chosen in) an item."""
+    own = aliased(Annotation)
+    return (
+        select(own.id).where(own.participant_id == participant_id, own.label.is_not(None)).exists()
+    )
+
+
+def _live(now: datetime, *, firm: bool = False) -> Any:
     """SQL condition: the annotation holds a slot (confirmed, or reserved and alive).
 
-    Researcher previews never hold slots, so trying a study does not use up its items.
+    Researcher previews never hold slots, so trying a study does not use up its items. With
+    ``firm``, a reservation counts only when its holder has labelled something: the slots a
+    newcomer holds tentatively (:func:`first_label_minutes`) do not make a study full.
     """
     holder = aliased(Participant)
+    reserved = and_(
+        Annotation.state == AnnotationState.reserved,
+        Annotation.expires_at > now,
+        holder.status == ParticipantStatus.started,
+    )
+    if firm:
+        reserved = and_(reserved, _has_labelled(holder.id))
     return (
         select(holder.id)
         .where(
             holder.id == Annotation.participant_id,
             holder.is_preview.is_(False),
-            or_(
-                Annotation.state == AnnotationState.confirmed,
-                and_(
-                    Annotation.state == AnnotationState.reserved,
-                    Annotation.expires_at > now,
-                    holder.status == ParticipantStatus.started,
-                ),
-            ),
+            or_(Annotation.state == AnnotationState.confirmed, reserved),
         )
         .exists()
     )
 
 
-def _taken_count(now: datetime) -> Any:
+def _taken_count(now: datetime, *, firm: bool = False) -> Any:
     """Correlated count of an item's taken slots (for filtering and ordering candidates)."""
     return (
         select(func.count())
         .select_from(Annotation)
-        .where(Annotation.item_pk == AnnotationItem.id, _live(now))
+        .where(Annotation.item_pk == AnnotationItem.id, _live(now, firm=firm))
         .correlate(AnnotationItem)
         .scalar_subquery()
     )
@@ -250,7 +290,8 @@ def reserve_batch(
     participant : Participant
         Locked, ``started``.
     now : datetime
-        Current time (UTC); reservations expire ``reservation_minutes`` later.
+        Current time (UTC); reservations expire ``reservation_minutes`` later, or
+        :func:`first_label_minutes` later while the participant has labelled nothing.
     rng : random.Random
         Plans the gold positions and items, and shuffles the items reserved now.
     start : int
@@ -303,7 +344,10 @@ def reserve_batch(
         else:
             order.append((items.pop(), False))
         index += 1
-    expires = now + timedelta(minutes=block["reservation_minutes"])
+    # Tentative until the participant's first label: see first_label_minutes.
+    labelled = db.session.scalar(select(_has_labelled(participant.id)))
+    minutes = block["reservation_minutes"] if labelled else first_label_minutes(block)
+    expires = now + timedelta(minutes=minutes)
     out = []
     for i, (pk, gold) in enumerate(order, start=start):
         a = Annotation(
@@ -346,9 +390,16 @@ def record_label(
     rt_ms: int | None,
     now: datetime,
 ) -> Annotation:
-    """Store a label: confirm a live reservation, or keep a late one as surplus.
+    """Store a label: confirm a reservation still held, or keep one given away as surplus.
 
-    Runs inside the caller's transaction (which holds the participant's row lock).
+    Runs inside the caller's transaction (which holds the participant's row lock). Under the
+    item's lock, a row still ``reserved`` holds one of the item's counted slots even when its
+    time is up (every reservation of the item recounts, and expires dead rows, under that
+    lock first), so confirming it never makes more than ``annotators_per_item`` labels. Only a
+    reservation that another participant's recount expired gives a ``surplus`` label.
+
+    A participant's first label also extends their other tentative reservations (see
+    :func:`first_label_minutes`) to ``reservation_minutes`` from now.
 
     Parameters
     ----------
@@ -358,7 +409,7 @@ def record_label(
         One of the block's labels (lower-case).
     participant : Participant
     block : dict
-        The annotation block (for the labels allowed).
+        The annotation block (for the labels allowed and the reservation times).
     rt_ms : int or None
         Client-measured time to label.
     now : datetime
@@ -374,19 +425,48 @@ def record_label(
         select(AnnotationItem).where(AnnotationItem.id == annotation.item_pk).with_for_update()
     ).one()
     db.session.refresh(annotation)  # its state may have changed before we held the lock
-    live = (
-        item.is_gold
-        or annotation.state is AnnotationState.reserved
-        and annotation.expires_at is not None
-        and annotation.expires_at > now
+    live = item.is_gold or (
+        annotation.state is AnnotationState.reserved
         and participant.status is ParticipantStatus.started
     )
+    if live and not item.is_gold and _tentative(annotation, block):
+        _extend_tentative(participant, annotation, block, now)
     annotation.state = AnnotationState.confirmed if live else AnnotationState.surplus
     annotation.surplus = not live
     annotation.label = label
     annotation.rt_ms = rt_ms
     annotation.answered_at = now
     return annotation
+
+
+def _tentative(annotation: Annotation, block: dict[str, Any]) -> bool:
+    """True for a reservation made before its holder's first label (shorter than usual)."""
+    if annotation.expires_at is None:
+        return False
+    full = timedelta(minutes=block["reservation_minutes"]) - timedelta(seconds=1)
+    return annotation.expires_at - annotation.reserved_at < full
+
+
+def _extend_tentative(
+    participant: Participant, annotation: Annotation, block: dict[str, Any], now: datetime
+) -> None:
+    """Give the participant's other live reservations the full ``reservation_minutes``.
+
+    No item lock is needed: a concurrent recount under an item's lock either runs first (and
+    expires only a dead row, which this then leaves alone) or sees the new time and counts the
+    row, as it counts every live reservation.
+    """
+    db.session.execute(
+        update(Annotation)
+        .where(
+            Annotation.participant_id == participant.id,
+            Annotation.id != annotation.id,
+            Annotation.state == AnnotationState.reserved,
+            Annotation.expires_at > now,
+        )
+        .values(expires_at=now + timedelta(minutes=block["reservation_minutes"]))
+        .execution_options(synchronize_session=False)
+    )
 
 
 def confirm_import(
@@ -427,127 +507,13 @@ def confirm_import(
     return a
 
 
-@dataclass(frozen=True)
-class ItemStatus:
-    """Where one item stands: confirmed labels, live reservations, labels still needed."""
-
-    item: AnnotationItem
-    block_id: str
-    n_labels: int
-    n_surplus: int
-    n_reserved: int
-    needed: int
-    shift_count: int
-
-
-def item_status(study: Study, now: datetime) -> list[ItemStatus]:
-    """Per non-gold item: confirmed / surplus / reserved counts, needed and shift count.
-
-    Parameters
-    ----------
-    study : Study
-    now : datetime
-        Reservations that expired before ``now`` are not counted as reserved.
-
-    Returns
-    -------
-    list of ItemStatus
-        By block, then item position.
-    """
-    if sync_items(study):
-        db.session.commit()
-    out: list[ItemStatus] = []
-    for block in annotation_blocks(study):
-        k = block["annotators_per_item"]
-        items = list(
-            db.session.scalars(
-                select(AnnotationItem)
-                .where(
-                    AnnotationItem.study_id == study.id,
-                    AnnotationItem.block_id == block["id"],
-                    AnnotationItem.is_gold.is_(False),
-                )
-                .order_by(AnnotationItem.position)
-            )
-        )
-        pks = [it.id for it in items]
-        confirmed: dict[int, list[str]] = {pk: [] for pk in pks}
-        surplus = dict.fromkeys(pks, 0)
-        reserved = dict.fromkeys(pks, 0)
-        rows = db.session.execute(
-            select(Annotation.item_pk, Annotation.state, Annotation.label, _live(now)).where(
-                Annotation.item_pk.in_(pks)
-            )
-        )
-        for pk, state, label, live in rows:
-            if state is AnnotationState.confirmed and live:
-                confirmed[pk].append(label)
-            elif state is AnnotationState.surplus:
-                surplus[pk] += 1
-            elif state is AnnotationState.reserved and live:
-                reserved[pk] += 1
-        for it in items:
-            labels = confirmed[it.id]
-            out.append(
-                ItemStatus(
-                    item=it,
-                    block_id=block["id"],
-                    n_labels=len(labels),
-                    n_surplus=surplus[it.id],
-                    n_reserved=reserved[it.id],
-                    needed=max(0, k - len(labels)),
-                    shift_count=sum(lab != it.base_sentiment for lab in labels),
-                )
-            )
-    return out
-
-
-@dataclass(frozen=True)
-class IdleHolds:
-    """Live reservations held by participants who have not labelled a single item yet."""
-
-    slots: int
-    people: int
-
-
-def idle_holds(study: Study, now: datetime) -> IdleHolds:
-    """Count the slots held right now by people who never labelled anything in the study.
-
-    Such holders are either just starting or never meant to label (made-up recruiter IDs
-    entering to make the study look full); a high count next to few labels says which.
-    Previews, expired reservations and holders no longer ``started`` do not count.
-    """
-    labelled = (
-        select(Annotation.id)
-        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-        .where(
-            AnnotationItem.study_id == study.id,
-            Annotation.participant_id == Participant.id,
-            Annotation.label.is_not(None),
-        )
-        .exists()
-    )
-    slots, people = db.session.execute(
-        select(func.count(Annotation.id), func.count(func.distinct(Annotation.participant_id)))
-        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-        .join(Participant, Participant.id == Annotation.participant_id)
-        .where(
-            AnnotationItem.study_id == study.id,
-            AnnotationItem.is_gold.is_(False),
-            Annotation.state == AnnotationState.reserved,
-            Annotation.expires_at > now,
-            Participant.status == ParticipantStatus.started,
-            Participant.is_preview.is_(False),
-            ~labelled,
-        )
-    ).one()
-    return IdleHolds(slots=slots, people=people)
-
-
 def study_is_full(study: Study, now: datetime) -> bool:
-    """True when a study has annotation blocks and none of their items has a free slot.
+    """True when a study has slot-limited blocks and none of their items has a free slot.
 
-    A slot held by a live reservation is not free: a newcomer could not get it now.
+    A slot is taken by a label or by a live reservation of someone who has labelled something;
+    the slots newcomers hold tentatively (:func:`first_label_minutes`) do not count, because
+    they come back within minutes unless their holders start work. So made-up IDs that enter
+    and wait can never make the study look full to the people arriving after them.
     """
     blocks = [b for b in study.definition["tasks"] if b["type"] in SLOT_TASKS]
     if not blocks:
@@ -563,19 +529,38 @@ def study_is_full(study: Study, now: datetime) -> bool:
             )
             if synced < len(block["items"]):
                 return False  # items not synced yet (nobody reached the block): all free
-        free = db.session.scalar(
-            select(AnnotationItem.id)
-            .where(
-                AnnotationItem.study_id == study.id,
-                AnnotationItem.block_id == block["id"],
-                AnnotationItem.is_gold.is_(False),
-                _taken_count(now) < block["annotators_per_item"],
-            )
-            .limit(1)
-        )
-        if free is not None:
+        if _firm_free_item(study, block, now) is not None:
             return False
     return True
+
+
+def held_by_newcomers(
+    study: Study, block: dict[str, Any], participant: Participant, now: datetime
+) -> bool:
+    """True when an item this participant could label is taken only by tentative holds.
+
+    Asked after :func:`reserve_batch` found nothing free: the participant is then shown a
+    page that waits for those slots (they come back within :func:`first_label_minutes`
+    unless their holders label) instead of the "study full" ending.
+    """
+    return _firm_free_item(study, block, now, participant) is not None
+
+
+def _firm_free_item(
+    study: Study, block: dict[str, Any], now: datetime, participant: Participant | None = None
+) -> int | None:
+    """An item of the block with fewer firm holds than it needs (for ``participant``: one
+    they have not seen), or ``None``."""
+    query = select(AnnotationItem.id).where(
+        AnnotationItem.study_id == study.id,
+        AnnotationItem.block_id == block["id"],
+        AnnotationItem.is_gold.is_(False),
+        _taken_count(now, firm=True) < block["annotators_per_item"],
+    )
+    if participant is not None:
+        seen = select(Annotation.item_pk).where(Annotation.participant_id == participant.id)
+        query = query.where(AnnotationItem.id.not_in(seen))
+    return db.session.scalar(query.limit(1))
 
 
 def end_participant(participant: Participant, status: ParticipantStatus, now: datetime) -> None:

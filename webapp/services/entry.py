@@ -253,12 +253,20 @@ def is_excluded(study: Study, entry: Entry) -> bool:
     return entry.external_id in {canonical_id(entry.platform, str(x)) for x in listed}
 
 
+# A started participant who has answered no page since consent counts toward balance only this
+# long after enrolling: long enough to spread a burst of real arrivals over the sequences, too
+# short for made-up IDs that enrol and never answer (reloading a page keeps nobody counted) to
+# steer later arrivals into one sequence.
+UNANSWERED_WINDOW = timedelta(minutes=5)
+
+
 def balance_counts(study: Study, now: datetime, active_window: timedelta) -> dict[str, int]:
     """Participants per sequence that count towards balance.
 
-    Completed participants count, and so do started ones seen within ``active_window``;
-    screened-out, returned, timed-out and long-idle (abandoned) ones do not, so dropouts
-    are refilled. Researcher previews never count.
+    Completed participants count, and so do started ones seen within ``active_window`` who
+    have answered a page since consent or enrolled within :data:`UNANSWERED_WINDOW`;
+    screened-out, returned, timed-out, long-idle (abandoned) and never-answering ones do
+    not, so dropouts are refilled. Researcher previews never count.
     """
     since = now - active_window
     rows = db.session.execute(
@@ -269,7 +277,10 @@ def balance_counts(study: Study, now: datetime, active_window: timedelta) -> dic
             or_(
                 Participant.status == ParticipantStatus.completed,
                 (Participant.status == ParticipantStatus.started)
-                & (Participant.last_seen_at >= since),
+                & (Participant.last_seen_at >= since)
+                & (
+                    (Participant.page_seq > 0) | (Participant.started_at >= now - UNANSWERED_WINDOW)
+                ),
             ),
         )
         .group_by(Participant.sequence)

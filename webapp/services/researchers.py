@@ -329,11 +329,16 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         ``state``, ``counts`` (arrivals, in_progress, idle, completed, screened_out,
         returned, timed_out, excluded), ``median_duration_s`` (completed; ``None`` if none),
         ``by_sequence`` (status → A/B/total), ``per_pair`` (pair → format → choices) and
-        ``items`` (annotation studies: item → confirmed/reserved/needed, when the allocation
-        service provides it) and ``idle_holds`` (annotation studies: ``slots`` reserved now by
+        ``items`` (annotation studies: the first :data:`OVERVIEW_ITEMS` items' confirmed /
+        reserved / needed counts; the items page has them all), ``slots`` (annotation
+        studies: their totals over every item, :func:`webapp.services.slot_report.slot_totals`;
+        ``None`` otherwise) and ``idle_holds`` (annotation studies: ``slots`` reserved now by
         ``people`` who never labelled anything; ``None`` otherwise).
     """
-    # Aggregated in the database (the page polls this every 2 s, at thousands of people).
+    # Aggregated in the database, a fixed number of statements whatever the number of people
+    # or items (the page polls this every 2 s).
+    from webapp.services import slot_report
+
     since = now - active_window
     real = (Participant.study_id == study.id, Participant.is_preview.is_(False))
     counts = dict.fromkeys(
@@ -381,6 +386,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         "has_sequences": uses_sequences(study),
         "per_pair": dict(sorted(per_pair.items())),
         "items": _item_counts(study, now),
+        "slots": slot_report.slot_totals(study, now),
         "idle_holds": _idle_holds(study, now),
         "updated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
@@ -391,12 +397,15 @@ def uses_sequences(study: Study) -> bool:
     return any(b["type"] == "product_choice" for b in study.definition["tasks"])
 
 
-def _item_counts(study: Study, now: datetime) -> list[dict[str, Any]]:
-    """Per-item confirmed / reserved / needed counts of annotation blocks (empty otherwise)."""
-    from webapp.services import allocation
+# Items the overview lists (the items page pages through all of them).
+OVERVIEW_ITEMS = 50
 
-    if not allocation.annotation_blocks(study):
-        return []
+
+def _item_counts(study: Study, now: datetime) -> list[dict[str, Any]]:
+    """The first :data:`OVERVIEW_ITEMS` items' confirmed / reserved / needed counts (annotation
+    studies; empty otherwise)."""
+    from webapp.services import slot_report
+
     return [
         {
             "block": st.block_id,
@@ -406,17 +415,17 @@ def _item_counts(study: Study, now: datetime) -> list[dict[str, Any]]:
             "needed": st.needed,
             "surplus": st.n_surplus,
         }
-        for st in allocation.item_status(study, now)
+        for st in slot_report.item_status(study, now, limit=OVERVIEW_ITEMS)
     ]
 
 
 def _idle_holds(study: Study, now: datetime) -> dict[str, int] | None:
     """Slots held now by people who never labelled anything (annotation studies only)."""
-    from webapp.services import allocation
+    from webapp.services import allocation, slot_report
 
     if not allocation.annotation_blocks(study):
         return None
-    held = allocation.idle_holds(study, now)
+    held = slot_report.idle_holds(study, now)
     return {"slots": held.slots, "people": held.people}
 
 

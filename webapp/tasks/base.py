@@ -9,6 +9,7 @@ module here, one template in ``templates/tasks/`` and one line in ``webapp/tasks
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -151,6 +152,51 @@ class SaveResult:
 
 
 NEXT = SaveResult(Outcome.next)
+
+
+def reservation_keys(body: dict[str, Any], where: Where) -> dict[str, float]:
+    """A slot-limited block's ``reservation_minutes`` (default 30) and, when given,
+    ``first_label_minutes``.
+
+    ``first_label_minutes`` is how long a newcomer's reservations last before their first
+    answer (:func:`webapp.services.allocation.first_label_minutes`; by default
+    ``FIRST_LABEL_MINUTES``, or ``reservation_minutes`` if that is shorter) and may not exceed
+    ``reservation_minutes``. It is left out of the normalised block when the study does not set
+    it, so the definitions of studies loaded before it existed stay the same.
+    """
+    from webapp.validation import get_number
+
+    minutes = get_number(body, "reservation_minutes", where, default=30.0, minimum=0.001)
+    keys = {"reservation_minutes": minutes}
+    if body.get("first_label_minutes") is not None:
+        first = get_number(body, "first_label_minutes", where, minimum=0.001)
+        if first > minutes:
+            raise where.at("first_label_minutes").error(
+                f"must be at most reservation_minutes ({minutes:g}), got {first:g}"
+            )
+        keys["first_label_minutes"] = first
+    return keys
+
+
+# Seconds between the looks of the page that waits for slots newcomers hold tentatively.
+WAIT_RETRY_S = 20
+
+
+def waiting_context(block: dict[str, Any]) -> dict[str, Any]:
+    """Template variables of the page shown instead of "study full" while the only free slots
+    are held tentatively by newcomers (:func:`webapp.services.allocation.held_by_newcomers`).
+
+    The participant route renders ``participant/waiting.html`` for them; the page looks again
+    every :data:`WAIT_RETRY_S` seconds and continues on its own once a slot is free.
+    """
+    from webapp.services.allocation import first_label_minutes
+
+    return {
+        "block": block,
+        "waiting": True,
+        "retry_s": WAIT_RETRY_S,
+        "within_minutes": max(1, math.ceil(first_label_minutes(block))),
+    }
 
 
 class TaskType:

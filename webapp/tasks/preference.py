@@ -23,7 +23,15 @@ from wtforms.validators import InputRequired, Length, Optional
 
 from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
 from webapp.tasks import rating_slots as slots
-from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.base import (
+    NEXT,
+    Outcome,
+    PageContext,
+    PageForm,
+    SaveResult,
+    TaskType,
+    waiting_context,
+)
 from webapp.tasks.widgets import RadioField
 from webapp.validation import (
     LINE_MAX,
@@ -208,6 +216,8 @@ class PairwisePreferenceTask(TaskType):
         return pair, response, [{"side": s, **pair[s]} for s in sides]
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
+        if slots.slot(ctx, ctx.step) is None:  # enter found only slots newcomers hold for now
+            return waiting_context(ctx.block)
         pair, response, shown = self._shown(ctx)
         return {
             "block": ctx.block,
@@ -222,6 +232,8 @@ class PairwisePreferenceTask(TaskType):
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
         from webapp.services import allocation
 
+        if slots.slot(ctx, ctx.step) is None:  # a waiting page shows no form
+            return SaveResult(Outcome.retry)
         pair, response, shown = self._shown(ctx)
         position = form["choice"].data
         chosen = shown[0] if position == "first" else shown[1]

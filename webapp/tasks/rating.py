@@ -19,7 +19,15 @@ from wtforms.validators import InputRequired
 
 from webapp.models import TaskResponse
 from webapp.tasks import rating_slots as slots
-from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.base import (
+    NEXT,
+    Outcome,
+    PageContext,
+    PageForm,
+    SaveResult,
+    TaskType,
+    waiting_context,
+)
 from webapp.tasks.widgets import RadioField
 from webapp.validation import (
     LINE_MAX,
@@ -217,7 +225,8 @@ class SummaryRatingTask(TaskType):
 
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
         annotation = slots.slot(ctx, ctx.step)
-        assert annotation is not None, "pages exist only for reserved items"
+        if annotation is None:  # a page waiting for a slot asks nothing
+            return PageForm(formdata=formdata)
         n = len(slots.item_of(ctx.block, annotation)["summaries"])
         scale = ctx.block["scale"]
         # Plain-string choices (value = label): tuples are deprecated in WTForms 3.2.
@@ -237,7 +246,8 @@ class SummaryRatingTask(TaskType):
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
         annotation = slots.slot(ctx, ctx.step)
-        assert annotation is not None, "pages exist only for reserved items"
+        if annotation is None:  # enter found only slots that newcomers hold for now
+            return waiting_context(ctx.block)
         item = slots.item_of(ctx.block, annotation)
         scale = ctx.block["scale"]
         points = list(range(scale["min"], scale["max"] + 1))
@@ -256,7 +266,8 @@ class SummaryRatingTask(TaskType):
         from webapp.services import allocation
 
         annotation = slots.slot(ctx, ctx.step)
-        assert annotation is not None
+        if annotation is None:  # a waiting page shows no form: nothing to rate here
+            return SaveResult(Outcome.retry)
         item = slots.item_of(ctx.block, annotation)
         order = self._order(ctx, item)
         ratings = {

@@ -21,13 +21,12 @@ from sqlalchemy import func, select
 
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
-from webapp.tasks.base import Outcome, PageContext, SaveResult
+from webapp.tasks.base import Outcome, PageContext, SaveResult, reservation_keys
 from webapp.validation import (
     ID_RE,
     Where,
     check_text,
     get_int,
-    get_number,
     read_text,
     stimulus_path,
 )
@@ -36,6 +35,7 @@ STUDY_FULL = "study_full"
 # YAML keys both task types accept (each adds its own).
 COMMON_KEYS = frozenset(
     ("items", "raters_per_item", "items_per_participant", "reservation_minutes")
+    + ("first_label_minutes",)
     + ("heading", "instructions")
 )
 
@@ -93,9 +93,7 @@ def allocation_keys(body: dict[str, Any], where: Where, n_items: int) -> dict[st
     return {
         "annotators_per_item": get_int(body, "raters_per_item", where, default=3, minimum=1),
         "items_per_participant": per_participant,
-        "reservation_minutes": get_number(
-            body, "reservation_minutes", where, default=30.0, minimum=0.001
-        ),
+        **reservation_keys(body, where),
         # No gold items in these tasks (attention checks are their own block).
         "n_gold": 0,
         "gold_items": [],
@@ -179,9 +177,10 @@ def reserve(ctx: PageContext) -> list[Annotation] | SaveResult | None:
     batch, so a few made-up arrivals cannot make the study look full. The batch plan comes
     from the participant's recorded seed, so the parts form one re-derivable sequence.
 
-    Returns the new reservations, ``None`` when the page has its slot already, the end of the
-    block when no item is left for a participant who has some (a partial batch), or the
-    "study full" screen-out on the block's first page.
+    Returns the new reservations, ``None`` when the page has its slot already (or, without
+    one, waits for slots other newcomers hold tentatively), the end of the block when no item
+    is left for a participant who has some (a partial batch), or the "study full" screen-out
+    on the block's first page.
     """
     from webapp.services import allocation
 
@@ -202,6 +201,8 @@ def reserve(ctx: PageContext) -> list[Annotation] | SaveResult | None:
         return reserved
     if ctx.step > 0:
         return SaveResult(Outcome.end_block)
+    if allocation.held_by_newcomers(ctx.study, ctx.block, ctx.participant, ctx.now):
+        return None  # not full: the page waits for slots held tentatively (no slot yet)
     ctx.participant.end_reason = STUDY_FULL
     return SaveResult(Outcome.screen_out)
 

@@ -359,7 +359,7 @@ def test_a_timed_out_annotator_gives_their_reserved_slots_back(app):
     from webapp.extensions import db
     from webapp.models import Annotation, AnnotationState, Participant, utcnow
     from webapp.services import timeouts
-    from webapp.services.allocation import idle_holds
+    from webapp.services.slot_report import idle_holds
     from webapp.services.studies import get_study, load_study
 
     with app.app_context():

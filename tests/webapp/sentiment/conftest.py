@@ -120,6 +120,28 @@ def bot_for(app) -> Callable[..., Bot]:
     return factory
 
 
+def label_rows(app) -> list[Any]:
+    """Every annotation row (gold items too) as ``(item_id, participant_id, state, label,
+    platform ID)``: what the concurrency checks count."""
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import Annotation, AnnotationItem, PlatformIdentity
+
+    with app.app_context():
+        return db.session.execute(
+            select(
+                AnnotationItem.item_id,
+                Annotation.participant_id,
+                Annotation.state,
+                Annotation.label,
+                PlatformIdentity.external_id,
+            )
+            .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+            .join(PlatformIdentity, PlatformIdentity.participant_id == Annotation.participant_id)
+        ).all()
+
+
 def to_first_label(bot: Bot) -> Bot:
     """Open the study and answer consent and qualification: the batch is then reserved."""
     bot.open()

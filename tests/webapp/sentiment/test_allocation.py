@@ -17,7 +17,7 @@ from webapp.models import (
     PlatformIdentity,
     utcnow,
 )
-from webapp.services import allocation
+from webapp.services import allocation, slot_report
 from webapp.services.studies import get_study
 
 from .conftest import to_first_label
@@ -44,7 +44,7 @@ def _annotations(external_id: str) -> list[Annotation]:
 
 def _status(app, slug: str) -> dict[str, tuple[int, int, int]]:
     with app.app_context():
-        rows = allocation.item_status(get_study(slug), utcnow())
+        rows = slot_report.item_status(get_study(slug), utcnow())
         return {r.item.item_id: (r.n_labels, r.n_reserved, r.needed) for r in rows}
 
 
@@ -59,13 +59,23 @@ def test_reaching_the_task_reserves_a_first_part_then_the_rest_as_labels_come_in
         assert all(a.state is AnnotationState.reserved for a in rows)
         real = [a for a in rows if not a.item.is_gold]
         assert len(real) == allocation.RESERVE_AHEAD  # not the whole batch of 10
-        assert all(a.expires_at > utcnow() + timedelta(minutes=19) for a in real)
+        # Tentative until the first label: the block's first_label_minutes (3), not 20.
+        soon = utcnow() + timedelta(minutes=allocation.FIRST_LABEL_MINUTES)
+        assert all(soon - timedelta(minutes=1) < a.expires_at <= soon for a in real)
         assert all(a.trial_index > 0 and a.expires_at is None for a in rows if a.item.is_gold)
     # A reload reserves nothing more.
     n_first = len(rows)
     bot.reload()
     with app.app_context():
         assert len(_annotations("alice")) == n_first
+    bot.step()  # the first label: what alice still holds now runs for reservation_minutes
+    with app.app_context():
+        held = [
+            a
+            for a in _annotations("alice")
+            if a.state is AnnotationState.reserved and not a.item.is_gold  # gold: no expiry
+        ]
+        assert held and all(a.expires_at > utcnow() + timedelta(minutes=19) for a in held)
     result = bot.run()  # the bot goes on from the page it is on
     assert result.outcome == "completed" and len(bot.labels) == 11
     with app.app_context():
@@ -118,12 +128,15 @@ def test_expired_reservation_returns_to_the_pool_and_its_late_label_is_surplus(a
 
 def test_returned_participant_frees_the_slots(app, small, bot_for):
     definition = small(n_items=2, k=1, batch=2)
-    to_first_label(bot_for(definition, "leaver"))
+    # One label makes the leaver's other reservation firm (a newcomer's alone is tentative and
+    # would not make the study full): with it the study is full until the leaver returns.
+    to_first_label(bot_for(definition, "leaver")).step()
     assert bot_for(definition, "blocked").open().kind == "study_full"
     with app.app_context():
         allocation.end_participant(_participant("leaver"), ParticipantStatus.returned, utcnow())
         db.session.commit()
-        assert {a.state for a in _annotations("leaver")} == {AnnotationState.expired}
+        states = [a.state for a in _annotations("leaver")]
+        assert states == [AnnotationState.confirmed, AnnotationState.expired]
     assert bot_for(definition, "taker").run().outcome == "completed"
     assert _status(app, "sent-small") == {"i000": (1, 0, 0), "i001": (1, 0, 0)}
 

@@ -28,9 +28,9 @@ from sqlalchemy import func, select
 
 from webapp.bots import Bot, BotBehaviour, BotResult, HttpTransport, Page
 from webapp.extensions import db
-from webapp.models import Annotation, AnnotationItem, AnnotationState, PlatformIdentity, utcnow
+from webapp.models import AnnotationItem, AnnotationState, utcnow
 
-from .conftest import load, write_study
+from .conftest import label_rows, load, write_study
 
 ROOT = Path(__file__).resolve().parents[3]
 N_ITEMS, K, BATCH, CONCURRENCY, ABANDON = 100, 5, 10, 30, 0.2
@@ -160,7 +160,7 @@ class _Bot(Bot):
 
 
 def _needed(app, slug: str) -> int:
-    from webapp.services.allocation import item_status
+    from webapp.services.slot_report import item_status
     from webapp.services.studies import get_study
 
     with app.app_context():
@@ -225,18 +225,8 @@ def _check(app, definition: dict, results: list[BotResult], latencies, wall_s, l
     # With the server's own account of the run: a worker that died or logged an error.
     server = [line for line in log.read_text().splitlines() if "[INFO]" not in line]
     assert errors == [], "\n".join(["server log, other than INFO:", *server[-40:]])
+    rows = label_rows(app)
     with app.app_context():
-        rows = db.session.execute(
-            select(
-                AnnotationItem.item_id,
-                Annotation.participant_id,
-                Annotation.state,
-                Annotation.label,
-                PlatformIdentity.external_id,
-            )
-            .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-            .join(PlatformIdentity, PlatformIdentity.participant_id == Annotation.participant_id)
-        ).all()
         n_items = db.session.scalar(select(func.count()).select_from(AnnotationItem))
     assert n_items == N_ITEMS
     confirmed: dict[str, set[int]] = {}

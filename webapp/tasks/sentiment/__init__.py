@@ -13,9 +13,11 @@ the block, :func:`webapp.services.allocation.reserve_batch` reserves the first
 next ones each time the participant has labelled what they hold, up to
 ``items_per_participant``; gold items with known answers are interleaved at ``gold_rate``.
 Someone who enters and never labels therefore holds only a couple of slots, for
-``reservation_minutes``. Each label confirms its slot
+``first_label_minutes`` (a newcomer's reservations are tentative until their first label). Each
+label confirms its slot
 (:func:`~webapp.services.allocation.record_label`). With no item left, the participant gets
-the "study full" page and its own code.
+the "study full" page and its own code; while the only free slots are held tentatively by
+other newcomers, a page that waits for them instead.
 """
 
 from __future__ import annotations
@@ -34,7 +36,16 @@ from webapp.models import (
     TaskResponse,
     qualification_scope,
 )
-from webapp.tasks.base import NEXT, Outcome, PageContext, PageForm, SaveResult, TaskType
+from webapp.tasks.base import (
+    NEXT,
+    Outcome,
+    PageContext,
+    PageForm,
+    SaveResult,
+    TaskType,
+    reservation_keys,
+    waiting_context,
+)
 from webapp.tasks.sentiment.items import LABELS, read_items
 from webapp.tasks.widgets import RadioField
 from webapp.validation import (
@@ -236,6 +247,7 @@ class SentimentAnnotationTask(TaskType):
                 "gold_items",
                 "gold_rate",
                 "reservation_minutes",
+                "first_label_minutes",
                 "heading",
                 "instructions",
                 "prompt",
@@ -269,9 +281,7 @@ class SentimentAnnotationTask(TaskType):
             "items_per_participant": batch,
             "gold_rate": gold_rate,
             "n_gold": n_gold,
-            "reservation_minutes": get_number(
-                body, "reservation_minutes", where, default=30.0, minimum=0.001
-            ),
+            **reservation_keys(body, where),
             "heading": get_line(body, "heading", where, default="Label the statement"),
             "instructions": get_str(body, "instructions", where, default=""),
             "prompt": get_str(
@@ -320,6 +330,8 @@ class SentimentAnnotationTask(TaskType):
             return None
         if ctx.step > 0:
             return SaveResult(Outcome.end_block)  # no item left for them: a partial batch
+        if allocation.held_by_newcomers(ctx.study, ctx.block, ctx.participant, ctx.now):
+            return None  # not full: the page waits for slots held tentatively (see context)
         ctx.participant.end_reason = STUDY_FULL
         return SaveResult(Outcome.screen_out)
 
@@ -328,7 +340,8 @@ class SentimentAnnotationTask(TaskType):
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
         annotation = self._annotation(ctx, ctx.step)
-        assert annotation is not None, "pages exist only for reserved items"
+        if annotation is None:  # enter found only slots that newcomers hold for now
+            return waiting_context(ctx.block)
         # The planned length: the batch is reserved in parts as labels come in.
         n = self.n_steps(ctx.block)
         return {"block": ctx.block, "item": annotation.item, "position": ctx.step + 1, "n_items": n}
@@ -337,7 +350,8 @@ class SentimentAnnotationTask(TaskType):
         from webapp.services import allocation
 
         annotation = self._annotation(ctx, ctx.step)
-        assert annotation is not None
+        if annotation is None:  # a waiting page shows no form: nothing to label here
+            return SaveResult(Outcome.retry)
         allocation.record_label(
             annotation,
             form["label"].data,

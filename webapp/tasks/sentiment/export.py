@@ -134,7 +134,7 @@ def item_rows(study: Study) -> tuple[list[dict[str, Any]], list[str]]:
         Keys :data:`ITEM_COLUMNS` plus ``item_*``.
     columns : list of str
     """
-    from webapp.services.allocation import item_status
+    from webapp.services.slot_report import item_status
 
     statuses = item_status(study, utcnow())
     extra: list[str] = []
