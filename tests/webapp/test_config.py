@@ -96,7 +96,8 @@ def test_the_sqlite_database_and_its_wal_are_readable_by_their_owner_only(tmp_pa
     from webapp.extensions import db, dispose_engines
 
     path = tmp_path / "framelab.sqlite"
-    app = make_app(f"sqlite:///{path}")  # builds the schema: SQLite writes the file and its WAL
+    # The migrations build the schema: SQLite writes the file and its WAL as the app opens them.
+    app = make_app(f"sqlite:///{path}", migrate=True)
     with app.app_context():
         db.session.execute(db.text("SELECT count(*) FROM study")).scalar()
         wal = [p for p in (tmp_path.glob("framelab.sqlite-*")) if p.exists()]
