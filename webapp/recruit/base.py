@@ -150,6 +150,7 @@ class Recruiter(BonusActions, ABC):
         report: Report,
         *,
         retry_refused: bool,
+        release: frozenset[str],
     ) -> None:
         """Resolve rows an earlier run left open (unknown outcomes) against the platform."""
 

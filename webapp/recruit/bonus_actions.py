@@ -128,14 +128,18 @@ class BonusActions:
                 raise RecruitError(str(exc)) from None
         return self._ledger_step(report, self._pay)
 
-    def settle(self: Recruiter, *, retry_refused: bool = False) -> Report:
+    def settle(
+        self: Recruiter, *, retry_refused: bool = False, release: frozenset[str] = frozenset()
+    ) -> Report:
         """Resolve what interrupted runs left open, against the platform; send no payment.
 
         An interrupted create is looked up by its reference (found: recorded; absent: the
         row is dropped so ``create`` can run); a publish whose answer was lost is looked up;
         payments are confirmed from the platform's own records or, where the platform shows
         they never took effect, made new again for the next ``bonus`` run. ``retry_refused``
-        makes rows the platform refused new again (once their cause is fixed).
+        makes rows the platform refused new again (once their cause is fixed). ``release``
+        names participants (codes) whose unsettled Prolific payment the researcher has checked
+        was not made: only those are made payable again.
         """
         row = self.row()
         if row is None:
@@ -151,7 +155,8 @@ class BonusActions:
         status_report, _ = self.status()
         report.lines += status_report.lines
         return self._ledger_step(
-            report, lambda rows, rep: self._settle(rows, rep, retry_refused=retry_refused)
+            report,
+            lambda rows, rep: self._settle(rows, rep, retry_refused=retry_refused, release=release),
         )
 
     def _ledger_step(

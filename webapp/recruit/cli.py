@@ -37,6 +37,16 @@ _COSTLY = {"create", "publish", "approve", "bonus"}
     is_flag=True,
     help="settle: make bonuses the platform refused new again (once their cause is fixed).",
 )
+@click.option(
+    "--release",
+    "release",
+    multiple=True,
+    metavar="CODE",
+    help=(
+        "settle (Prolific): after you checked on Prolific that this participant's unsettled "
+        "payment was not made, make it payable again (repeat for several)."
+    ),
+)
 @with_appcontext
 def recruit(
     slug: str,
@@ -49,6 +59,7 @@ def recruit(
     category: str,
     production: bool,
     retry_refused: bool,
+    release: tuple[str, ...],
 ) -> None:
     """Run the study on its recruiter (the YAML's recruiter: block): plan, create, publish,
     status, approve, reject PARTICIPANT..., bonus, settle, pause, close.
@@ -93,7 +104,7 @@ def recruit(
         if action == "create":
             report = r.create(url)
         elif action == "settle":
-            report = r.settle(retry_refused=retry_refused)
+            report = r.settle(retry_refused=retry_refused, release=frozenset(release))
         elif action == "reject":
             if not participants:
                 raise click.ClickException("name the participants to reject (their p_… codes)")

@@ -49,8 +49,9 @@ CLAIM_EXPIRES = timedelta(hours=1)
 # Prolific pays an accepted pay call "in the following minutes": a payment not seen paid
 # after this is reported as not settled.
 CONFIRM_AFTER = timedelta(hours=1)
-# A pay call whose outcome is unknown and whose payment the platform still does not list
-# after this long never took effect; ``settle`` then lets it be set up again.
+# A pay call whose outcome is unknown and whose payment the platform still does not list after
+# this long is reported for the researcher to check; Prolific's pay call is not idempotent and
+# offers no way to read its own state, so only the researcher may release it to be sent again.
 SETTLE_AFTER = timedelta(hours=24)
 NOTE_MAX = 300
 _UNCHANGED = object()

@@ -640,9 +640,15 @@ class MTurkRecruiter(Recruiter):
         report: Report,
         *,
         retry_refused: bool,
+        release: frozenset[str],
     ) -> None:
         """Sends with an unknown outcome: paid if MTurk lists the bonus (its listing is
         synchronous), else new again (the next run sends it with the same token)."""
+        if release:
+            report.lines.append(
+                "MTurk lists its bonuses at once: settle decides from that list, --release is "
+                "not needed"
+            )
         claim = ledger.Claim()
         db.session.expire_all()
         for b, ident in rows:

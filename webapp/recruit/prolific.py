@@ -488,7 +488,8 @@ class ProlificRecruiter(Recruiter):
         report: Report,
         *,
         retry_refused: bool,
+        release: frozenset[str],
     ) -> None:
         from webapp.recruit.prolific_pay import ProlificPayments
 
-        ProlificPayments(self).settle(rows, report, retry_refused=retry_refused)
+        ProlificPayments(self).settle(rows, report, retry_refused=retry_refused, release=release)

@@ -15,8 +15,11 @@ set-up twice pays twice. So, with the ledger's claims (:mod:`webapp.recruit.ledg
    ``sent``, a refusal or a connection that never opened puts them back, and an unknown
    outcome leaves them ``paying``: never sent again;
 4. a later run (``bonus`` or ``settle``) reads each submission's ``bonus_payments`` (cents):
-   a listed amount makes its row ``paid``. ``settle`` also makes a ``paying`` row new again
-   once Prolific still lists no such payment 24 hours after the call (it never took effect).
+   a listed amount makes its row ``paid``. A ``paying`` row Prolific still does not list 24
+   hours after the call is reported, never sent again on FrameLab's own judgement: the pay
+   call is not idempotent and Prolific offers no way to read its state, so a late payment
+   would be a second one. The researcher checks on Prolific and releases it
+   (``settle --release CODE``); only then does the next ``bonus`` run set it up again.
 """
 
 from __future__ import annotations
@@ -264,11 +267,15 @@ class ProlificPayments:
         )
 
     # -- settling -------------------------------------------------------------------------
-    def settle(self, rows: list[Row], report: Report, *, retry_refused: bool) -> None:
-        """Confirm what Prolific lists as paid; make new again what never took effect, rows
-        of runs that died (claims expired) and, if asked, refused rows. Sends no payment."""
+    def settle(
+        self, rows: list[Row], report: Report, *, retry_refused: bool, release: frozenset[str]
+    ) -> None:
+        """Confirm what Prolific lists as paid; make new again rows of runs that died (claims
+        expired), refused rows if asked, and unsettled payments the researcher released.
+        Sends no payment."""
         checked = self.confirm(rows, report, (ledger.SENT, ledger.PAYING))
         now = ledger.clock()
+        released: set[str] = set()
         for b, i in self._current(rows):
             code, state = i.participant.code, b.platform_state
             if state == ledger.PAYING:
@@ -277,6 +284,15 @@ class ProlificPayments:
                         f"cannot settle {code}: not among the study's submissions on Prolific"
                     )
                 elif b.sent_at is not None and b.sent_at < now - ledger.SETTLE_AFTER:
+                    if code not in release:
+                        report.lines.append(
+                            f"unsettled {code}: payment {b.platform_payment_id} "
+                            f"({_dollars(b.amount_cents)}) is not listed 24 hours after the "
+                            "call. Check the participant's payments on Prolific; if it was not "
+                            f"made, `settle --release {code}` lets the next `bonus` run pay it"
+                        )
+                        continue
+                    released.add(code)
                     held = self.claim.take([b.id], (ledger.PAYING,))
                     self.claim.move(
                         held,
@@ -286,13 +302,13 @@ class ProlificPayments:
                         platform_payment_id=None,
                         sent_at=None,
                         platform_note=ledger.note(
-                            f"pay call of {b.platform_payment_id} had no effect in 24 hours"
+                            f"pay call of {b.platform_payment_id} not made, as the researcher "
+                            "checked on Prolific"
                         ),
                     )
                     report.lines.append(
-                        f"settled {code}: payment {b.platform_payment_id} never took effect "
-                        "(Prolific lists none 24 hours after the call); the next `bonus` run "
-                        "sets it up again"
+                        f"released {code}: payment {b.platform_payment_id} was not made (checked "
+                        "on Prolific by the researcher); the next `bonus` run sets it up again"
                     )
                 else:
                     report.lines.append(
@@ -309,3 +325,7 @@ class ProlificPayments:
                 held = self.claim.take([b.id], (ledger.REFUSED,))
                 self.claim.move(held, ledger.REFUSED, ledger.NEW, keep=False, platform_note=None)
                 report.lines.append(f"{code}: refused bonus is new again; `bonus` sends it")
+        for code in sorted(release - released):
+            report.lines.append(
+                f"not released {code}: no payment of theirs is unsettled 24 hours after its call"
+            )

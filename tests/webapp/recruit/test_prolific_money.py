@@ -123,9 +123,23 @@ def test_settle_records_a_payment_whose_answer_was_lost(app, fake, one_done):
     assert pays(fake) == 1 and len(fake.payments) == 1
 
 
-def test_settle_frees_a_pay_call_that_never_took_effect_after_24_hours(
+def unsettled_code(app) -> str:
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import BonusPayment, Participant
+
+    with app.app_context():
+        (row,) = db.session.scalars(select(BonusPayment))
+        return db.session.get(Participant, row.participant_id).code
+
+
+def test_settle_never_sends_an_unsettled_pay_call_again_on_its_own(
     app, fake, one_done, monkeypatch
 ):
+    """Prolific's pay call is not idempotent and its state cannot be read: a payment still not
+    listed 24 hours on may yet arrive, so settle reports it and only the researcher, having
+    checked on Prolific, releases it to be set up again."""
     import time
 
     fake.inject("POST", PAY, 502)  # failed before Prolific did anything
@@ -136,8 +150,16 @@ def test_settle_frees_a_pay_call_that_never_took_effect_after_24_hours(
     assert any("settle again 24 hours after the call" in line for line in early.lines)
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 25 * 3600)
-    settled = in_app(app, lambda r: r.settle())
-    assert any("never took effect" in line for line in settled.lines)
+    code = unsettled_code(app)
+    reported = in_app(app, lambda r: r.settle())
+    assert any(f"settle --release {code}" in line for line in reported.lines)
+    assert ledger_states(app)[0][0] == "paying"  # never released on FrameLab's judgement
+    assert in_app(app, lambda r: r.bonus()).counts.get("sent", 0) == 0 and pays(fake) == 0
+    other = in_app(app, lambda r: r.settle(release=frozenset({"p_nobody"})))
+    assert any("not released p_nobody" in line for line in other.lines)
+    assert ledger_states(app)[0][0] == "paying"
+    released = in_app(app, lambda r: r.settle(release=frozenset({code})))
+    assert any(f"released {code}" in line for line in released.lines)
     assert ledger_states(app) == [(None, None)]
     paid = in_app(app, lambda r: r.bonus())
     assert paid.counts["sent"] == 1 and pays(fake) == 1
