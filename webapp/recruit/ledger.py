@@ -7,7 +7,8 @@ values; the platform's id for the payment is ``platform_payment_id``:
 ``None``      issued, nothing sent yet
 ``claimed``   a run is setting it up on Prolific (a set-up pays nothing by itself)
 ``set_up``    part of a Prolific bulk bonus set-up, whose pay call has not been sent
-``paying``    the pay call is being sent, or was sent and its outcome is unknown
+``paying``    the pay call is being sent, or was sent and its outcome is unknown (never sent
+              again; on Prolific only ``settle --release`` by the researcher frees it)
 ``sent``      Prolific accepted the pay call (it pays asynchronously): not yet seen paid
 ``paid``      the platform lists the payment (``paid_at``); never sent again
 ``refused``   the platform refused this person's bonus (``platform_note`` says why); never
