@@ -62,7 +62,7 @@ def _flag(raw: Mapping[str, Any], key: str, where: Where, default: bool) -> bool
 
 def _text(raw: Mapping[str, Any], key: str, where: Where, *, required: bool) -> str:
     value = raw.get(key)
-    if value is None and not required:
+    if value in (None, "") and not required:
         return ""
     if not isinstance(value, str) or not value.strip():
         raise where.at(key).error("is required" if value is None else "expected a non-empty text")

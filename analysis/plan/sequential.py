@@ -47,6 +47,7 @@ __all__ = [
     "SPENDING_FUNCTIONS",
     "SequentialDesign",
     "boundaries",
+    "look_decision",
     "spent",
     "stagewise_inference",
     "stopping_look",
@@ -411,23 +412,26 @@ def stopping_look(z, bounds: pd.DataFrame) -> tuple[int, str]:
     Returns
     -------
     (int, str)
-        1-based look and ``"efficacy"``, ``"futility"`` or ``"continue"`` (no bound crossed;
-        the look is the last one given). At the final look of the design a statistic below the
-        efficacy bound stops with ``"futility"`` (the null hypothesis is not rejected).
+        1-based look and ``"efficacy"`` (the efficacy bound was reached: the null hypothesis is
+        rejected), ``"futility"`` (a futility bound was reached), ``"not rejected"`` (the final
+        look of the design, below its efficacy bound) or ``"continue"`` (no bound crossed
+        yet; the look is the last one given).
     """
     sided = int(bounds["sided"].iloc[0])
-    last_of_design = len(bounds)
     for k, value in enumerate(z):
-        row = bounds.iloc[k]
-        stat = abs(value) if sided == 2 else value
-        if stat >= row["efficacy_z"]:
-            return k + 1, "efficacy"
-        if not math.isnan(row["futility_z"]) and value <= row["futility_z"]:
-            return k + 1, "futility"
-    k = len(z)
-    if k >= last_of_design:
-        return last_of_design, "futility"
-    return k, "continue"
+        decision = look_decision(value, bounds.iloc[k], sided, final=k == len(bounds) - 1)
+        if decision != "continue":
+            return k + 1, decision
+    return len(z), "continue"
+
+
+def look_decision(z: float, bound, sided: int, *, final: bool) -> str:
+    """What one look's statistic means against its bounds (see :func:`stopping_look`)."""
+    if (abs(z) if sided == 2 else z) >= bound["efficacy_z"]:
+        return "efficacy"
+    if not math.isnan(bound["futility_z"]) and z <= bound["futility_z"]:
+        return "futility"
+    return "not rejected" if final else "continue"
 
 
 def _more_extreme(theta: float, z_stop: float, look: int, upper, lower, fractions) -> float:
@@ -470,7 +474,7 @@ def stagewise_inference(
     Returns
     -------
     pandas.DataFrame
-        One row: ``look``, ``decision`` (``efficacy``, ``futility``, ``continue``), ``z``,
+        One row: ``look``, ``decision`` (as :func:`stopping_look`), ``z``,
         ``p_val`` (stage-wise adjusted: one-sided for one-sided designs, two-sided otherwise),
         ``p_naive`` (the same side(s) from ``z`` alone, as if the look were a fixed design),
         ``estimate`` (median unbiased, on the scale of the effect, in the oriented direction),

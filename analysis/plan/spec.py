@@ -47,6 +47,7 @@ __all__ = [
     "StudyPlan",
     "bundle_sha256",
     "parse_analysis",
+    "plan_from_dict",
     "read_study",
 ]
 
@@ -366,7 +367,7 @@ def _looks(raw: Any, where: _Where, direction: str, planned_n: int) -> LookPlan:
 
 def _text(raw: Mapping[str, Any], key: str, where: _Where, *, required: bool) -> str:
     value = raw.get(key)
-    if value is None and not required:
+    if value in (None, "") and not required:
         return ""
     if not isinstance(value, str) or not value.strip():
         raise where.at(key).error("is required" if value is None else "expected a non-empty text")
@@ -629,3 +630,11 @@ def read_study(path: str | Path) -> StudyPlan:
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: the text every FrameLab hash is taken of."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def plan_from_dict(block: Mapping[str, Any], *, file: str = "pre-registration") -> AnalysisPlan:
+    """An :class:`AnalysisPlan` from a normalised block (a pre-registration's ``analysis``).
+
+    The block is validated again, so a record edited by hand is refused like a study file.
+    """
+    return parse_analysis(dict(block), file=file)

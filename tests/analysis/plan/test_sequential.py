@@ -167,7 +167,7 @@ def test_stopping_look_names_the_first_crossing():
     assert stopping_look([3.1], table) == (1, "efficacy")
     assert stopping_look([1.0, -0.2], table) == (2, "futility")
     assert stopping_look([1.0, 1.0], table) == (2, "continue")
-    assert stopping_look([1.0, 1.0, 1.5], table) == (3, "futility")
+    assert stopping_look([1.0, 1.0, 1.5], table) == (3, "not rejected")
     assert stopping_look([1.0, 1.0, 2.1], table) == (3, "efficacy")
 
 
