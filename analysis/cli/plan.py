@@ -153,6 +153,19 @@ def power_command(
         raise click.UsageError(str(exc)) from None
     ns = _ns(n_text, analysis_plan.planned_n)
     use_looks = analysis_plan.looks is not None and not no_looks
+    if use_looks:
+        from dataclasses import replace
+
+        from analysis.plan.spec import MIN_LOOK_N
+
+        for n in ns:
+            sizes = replace(analysis_plan, planned_n=n).look_sizes()
+            if sizes[0] < MIN_LOOK_N or any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
+                raise click.BadParameter(
+                    f"N = {n} gives looks of {sizes} participants; each look needs at least "
+                    f"{MIN_LOOK_N} and more than the look before",
+                    param_hint="--n",
+                )
     job = SimulationJob(study.pairs, analysis_plan, scenario, seed, looks=use_looks)
     jobs = jobs or len(os.sched_getaffinity(0))
     out = Path(out_dir)

@@ -31,6 +31,9 @@ def test_power_needs_stated_assumptions_then_writes_and_resumes(tmp_path):
     missing = runner.invoke(plan, ["power", DEMO, "--effect", "2", "--out", str(out)])
     assert missing.exit_code == 2
     assert "choice_glmm needs --baseline, --sd-participant, --sd-pair" in missing.output
+    given = ["--baseline", "0.5", "--sd-participant", "0.5", "--sd-pair", "0.3"]
+    tiny = runner.invoke(plan, ["power", DEMO, "--effect", "2", *given, "--n", "6", "--out", "x"])
+    assert tiny.exit_code == 2 and "N = 6 gives looks of [3, 5, 6] participants" in tiny.output
     args = ["power", DEMO, "--effect", "3", "--baseline", "0.5", "--sd-participant", "0.5"]
     args += ["--sd-pair", "0.3", "--n", "12,16", "--jobs", "1", "--quiet"]
     first = runner.invoke(plan, [*args, "--sims", "3", "--out", str(out)])
