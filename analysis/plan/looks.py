@@ -160,14 +160,13 @@ def primary_test(data: pd.DataFrame, plan: AnalysisPlan) -> dict[str, object]:
         from analysis.stats.wtp import wtp_mixed
 
         transform = None if plan.transform == "none" else plan.transform
-        row = wtp_mixed(data, levels=plan.levels, transform=transform, model="crossed_sparse").iloc[
-            0
-        ]
+        fit = wtp_mixed(data, levels=plan.levels, transform=transform, model="crossed_sparse")
+        row = fit.iloc[0]
         estimate, se, statistic, df = row["estimate"], row["se"], row["statistic"], row["df"]
-        # The z with the same one-sided p: log of the t distribution's tails, exact far out.
-        log_cdf = float(t_dist.logcdf(statistic, df))
-        log_sf = float(t_dist.logsf(statistic, df))
-        z = float(-norm.isf(math.exp(log_cdf)) if log_cdf < log_sf else norm.isf(math.exp(log_sf)))
+        # The z with the same one-sided p, from the smaller tail (exact far out; a tail that
+        # underflows to 0 gives an infinite z, beyond any bound).
+        lower, upper = float(t_dist.cdf(statistic, df)), float(t_dist.sf(statistic, df))
+        z = float(-norm.isf(lower) if lower < upper else norm.isf(upper))
         n = int(row["n_subjects"])
     oriented = -z if plan.direction == "less" else z
     # The SE at which estimate / SE is this z: the normal-theory scale of the adjusted interval.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -199,7 +199,6 @@ def run_simulations(
     *,
     jobs: int = 1,
     progress: bool = True,
-    executor_factory: Callable[[int], Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``n_sims`` simulations for each planned N, resuming from ``results_path``.
 
@@ -218,8 +217,6 @@ def run_simulations(
         Worker processes (1: in this process).
     progress : bool
         Show a tqdm bar.
-    executor_factory : callable, optional
-        ``f(jobs) -> concurrent.futures.Executor`` (default: a process pool).
 
     Returns
     -------
@@ -232,6 +229,7 @@ def run_simulations(
         ``results_path`` holds simulations of another configuration.
     """
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from contextlib import ExitStack
 
     from tqdm.auto import tqdm
 
@@ -245,34 +243,34 @@ def run_simulations(
         path.write_text(json.dumps(config) + "\n", encoding="utf-8")
     chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
     new: list[dict[str, Any]] = []
-    bar = tqdm(
-        total=len(ns) * n_sims,
-        initial=len(ns) * n_sims - len(todo),
-        desc="simulations",
-        unit="sim",
-        disable=not progress,
-    )
-    with path.open("a", encoding="utf-8") as out:
-
-        def keep(rows: list[dict[str, Any]]) -> None:
+    with ExitStack() as stack:
+        if jobs > 1 and chunks:
+            pool = ProcessPoolExecutor(max_workers=jobs)
+            # An interrupted run (Ctrl-C) drops the simulations not started instead of
+            # waiting for them; those written so far are kept for the next run.
+            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+            # Submitted before the progress bar exists: the workers are forked before tqdm
+            # starts its monitor thread.
+            results = as_completed([pool.submit(_chunk, job, chunk) for chunk in chunks])
+            finished = (future.result() for future in results)
+        else:
+            finished = (_chunk(job, chunk) for chunk in chunks)
+        bar = stack.enter_context(
+            tqdm(
+                total=len(ns) * n_sims,
+                initial=len(ns) * n_sims - len(todo),
+                desc="simulations",
+                unit="sim",
+                disable=not progress,
+            )
+        )
+        out = stack.enter_context(path.open("a", encoding="utf-8"))
+        for rows in finished:
             for row in rows:
                 out.write(json.dumps(row) + "\n")
             out.flush()
             new.extend(rows)
             bar.update(len(rows))
-
-        try:
-            if jobs <= 1:
-                for chunk in chunks:
-                    keep(_chunk(job, chunk))
-            else:
-                factory = executor_factory or (lambda k: ProcessPoolExecutor(max_workers=k))
-                with factory(jobs) as pool:
-                    futures = [pool.submit(_chunk, job, chunk) for chunk in chunks]
-                    for future in as_completed(futures):
-                        keep(future.result())
-        finally:
-            bar.close()
     wanted = set(ns)
     return [r for r in done + new if r["n"] in wanted and r["sim"] < n_sims]
 
