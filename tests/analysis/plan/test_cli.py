@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from analysis.cli.analyze import analyze
@@ -82,3 +83,24 @@ def test_analyze_with_a_prereg_refuses_another_analysis_and_reports_the_primary(
     other.to_csv(export, index=False)
     wrong = runner.invoke(analyze, [*base, "--out", str(tmp_path / "y")])
     assert wrong.exit_code == 1 and "the pre-registration is of product-choice-demo" in wrong.output
+
+
+def test_power_takes_its_assumptions_from_a_pilot(tmp_path):
+    import numpy as np
+
+    from analysis.plan.simulate import Scenario, simulate_arrivals
+
+    study = read_study(DEMO)
+    truth = Scenario(effect=1.5, baseline=0.4, sd_participant=0.6, sd_pair=0.3)
+    pilot = simulate_arrivals(study.pairs, 60, truth, study.plan, np.random.default_rng(1))
+    path = tmp_path / "pilot.csv"
+    pilot.to_csv(path, index=False)
+    args = ["power", DEMO, "--effect", "3", "--pilot", str(path), "--sd-pair", "0.25"]
+    args += ["--n", "12", "--sims", "2", "--jobs", "1", "--quiet", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(plan, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "power.json").read_text())
+    assert summary["scenario_source"] == "pilot pilot.csv (60 analysed)"
+    assert summary["scenario"]["sd_pair"] == 0.25  # a flag overrides the pilot
+    assert summary["scenario"]["baseline"] == pytest.approx(0.4, abs=0.1)
+    assert summary["scenario"]["exclusion_share"] == 0.0

@@ -108,3 +108,38 @@ def test_clopper_pearson_and_the_n_for_a_target_power():
     assert out["n_simulated"] == 80
     assert 60 < out["n_interpolated"] < 80
     assert n_for_power(table, 0.95) == {"n_simulated": None, "n_interpolated": None}
+
+
+def test_a_pilot_gives_the_baseline_variance_components_and_exclusion_share():
+    from analysis.plan.simulate import pilot_components
+
+    truth = Scenario(effect=1.5, baseline=0.4, sd_participant=0.8, sd_pair=0.4, exclusion_share=0.2)
+    pilot = simulate_arrivals(pairs(10), 400, truth, plan(), np.random.default_rng(9))
+    got = pilot_components(pilot, plan())
+    assert got["exclusion_share"] == pytest.approx(0.2, abs=0.05)
+    assert (
+        got["n_participants"]
+        == pilot.loc[pilot["attention_passed"] == 1, "participant_id"].nunique()
+    )
+    assert got["baseline"] == pytest.approx(0.4, abs=0.06)
+    assert got["sd_participant"] == pytest.approx(0.8, abs=0.15)
+    assert 0.1 < got["sd_pair"] < 0.9  # ten pairs: a rough estimate, but not zero
+    wtp = simulate_arrivals(
+        pairs(10),
+        200,
+        Scenario(effect=3, baseline=30, sd_participant=6, sd_pair=3, sd_residual=5),
+        plan(test="wtp_lmm"),
+        np.random.default_rng(10),
+    )
+    got = pilot_components(wtp, plan(test="wtp_lmm"))
+    assert got["baseline"] == pytest.approx(30, abs=3)
+    assert got["sd_residual"] == pytest.approx(5, abs=0.3)
+    assert got["sd_participant"] == pytest.approx(6, abs=1.2)
+
+
+def test_excluded_arrivals_are_replaced_so_each_look_analyses_its_count(tmp_path):
+    looks = plan(planned_n=20, looks=LookPlan(at=(0.5, 1.0)))
+    job = SimulationJob(pairs(4), looks, replace(CHOICE, effect=1.0, exclusion_share=0.5), seed=4)
+    rows = run_simulations(job, [20], 3, tmp_path / "x.jsonl", progress=False)
+    assert all(r["n_at_stop"] in (10, 20) for r in rows)
+    assert any(r["n_at_stop"] == 20 for r in rows)
