@@ -9,6 +9,9 @@ import click
 # Which package provides which commands. Each package keeps its own ``COMMANDS`` mapping so the
 # command list lives next to the code; this module only merges them.
 _PROVIDERS = {
+    # Looked up last (the last provider wins): only its own commands import it.
+    "framelab.commands": "the web platform and the research package "
+    "(pip install 'framelab[analysis]')",
     "webapp.cli": "the web platform (pip install framelab)",
     "analysis.cli": "the research package (pip install 'framelab[analysis]' or '[llm]')",
 }
@@ -85,7 +88,7 @@ def _unavailable(name: str, needs: str, missing: str | None) -> click.Command:
 def main(ctx: click.Context) -> None:
     """FrameLab: run framing studies with people and measure what LLM text changes."""
     spec = _spec(ctx.invoked_subcommand) if ctx.invoked_subcommand else None
-    if spec is not None and not spec[0].startswith("webapp."):
+    if spec is not None and spec[0].startswith("analysis."):
         return  # an analysis command: no Flask app to find, no Flask import
     from flask.cli import ScriptInfo
 

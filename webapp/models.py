@@ -616,3 +616,63 @@ __all__ = [
     "qualification_scope",
     "utcnow",
 ]
+
+
+class Preregistration(db.Model):
+    """A study's frozen pre-registration, as ``framelab prereg`` recorded it.
+
+    The hash is the analysis package's (``docs/analysis.md``): of the bundle manifest, the
+    normalised ``analysis:`` block and the primary analysis command. The console compares
+    ``bundle_sha256`` with the stored files of the study's current version.
+    """
+
+    __tablename__ = "preregistration"
+    __table_args__ = (UniqueConstraint("study_id", "prereg_sha256"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
+    study_version: Mapped[int] = mapped_column(Integer, comment="study version it was frozen on")
+    prereg_sha256: Mapped[str] = mapped_column(String(64), comment="the pre-registration hash")
+    bundle_sha256: Mapped[str] = mapped_column(String(64), comment="SHA-256 of the manifest")
+    document: Mapped[str] = mapped_column(String(200), comment="file name of the document")
+    record: Mapped[dict[str, Any]] = mapped_column(JSON, comment="the document's frozen record")
+    created_by: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class InterimLook(db.Model):
+    """One look of a group-sequential study: the pre-registered test as ``framelab looks`` ran it.
+
+    A look is recorded once, when its count of completed, non-excluded participants is reached,
+    and never recomputed (the unique key): it is what the researcher was shown. A pause offered
+    because a bound was crossed is recorded here once the researcher confirms it.
+    """
+
+    __tablename__ = "interim_look"
+    __table_args__ = (UniqueConstraint("study_id", "look"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), index=True)
+    look: Mapped[int] = mapped_column(Integer, comment="1-based look")
+    n_planned: Mapped[int] = mapped_column(Integer)
+    n_analysed: Mapped[int] = mapped_column(Integer)
+    fraction: Mapped[float] = mapped_column(Float, comment="analysed / planned N")
+    z: Mapped[float | None] = mapped_column(Float, comment="oriented statistic; empty: no fit")
+    estimate: Mapped[float | None] = mapped_column(Float)
+    se: Mapped[float | None] = mapped_column(Float)
+    p_val: Mapped[float | None] = mapped_column(Float, comment="fixed-design p (not adjusted)")
+    efficacy_z: Mapped[float] = mapped_column(Float)
+    futility_z: Mapped[float | None] = mapped_column(Float)
+    decision: Mapped[str] = mapped_column(
+        String(20), comment="efficacy, futility, not rejected or continue"
+    )
+    crossed: Mapped[bool] = mapped_column(Boolean, default=False)
+    prereg_sha256: Mapped[str | None] = mapped_column(String(64))
+    participants_sha256: Mapped[str] = mapped_column(
+        String(64), comment="SHA-256 of the analysed participant ids, sorted, one per line"
+    )
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    computed_by: Mapped[str] = mapped_column(String(80))
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    paused_by: Mapped[str | None] = mapped_column(String(80))
+    paused_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

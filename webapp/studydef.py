@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError
+from webapp.study_analysis import validate_analysis
 from webapp.validation import (
     ID_MAX,
     ID_RE,
@@ -157,7 +158,8 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     -------
     dict
         ``slug``, ``title``, ``description``, ``estimated_minutes``, ``recruitment``,
-        ``payment`` and ``tasks`` (each block with ``id`` and ``type``).
+        ``payment`` and ``tasks`` (each block with ``id`` and ``type``); ``recruiter`` and
+        ``analysis`` (:mod:`webapp.study_analysis`) when the file has them.
 
     Raises
     ------
@@ -181,6 +183,7 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
             "payment",
             "tasks",
             "recruiter",
+            "analysis",
         },
         where,
     )
@@ -238,6 +241,10 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
 
         definition["recruiter"] = validate_recruiter(
             raw["recruiter"], where.at("recruiter"), definition
+        )
+    if raw.get("analysis") is not None:  # stored only when given: older hashes stay
+        definition["analysis"] = validate_analysis(
+            raw["analysis"], where.at("analysis"), definition
         )
     check_strings(definition, where)
     return definition

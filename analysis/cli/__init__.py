@@ -11,4 +11,5 @@ COMMANDS: dict[str, str] = {
     "mitigate": "analysis.cli.mitigate:mitigate",
     "dev": "analysis.cli.dev:dev",
     "news": "analysis.cli.news:news",
+    "plan": "analysis.cli.plan:plan",
 }

@@ -192,6 +192,13 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     help="Adjust the choice GEE and WTP model for these participant columns "
     "(e.g. age,sex,country with --demographics).",
 )
+@click.option(
+    "--prereg",
+    "prereg_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The study's pre-registration (framelab prereg): refuse a primary analysis that "
+    "differs from it; report the pre-registered result at its stopping look.",
+)
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
 @click.option("--no-glmm", is_flag=True, help="Skip the logistic GLMM of the choices.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
@@ -213,6 +220,7 @@ def choice_command(
     demographics_path: str | None,
     id_map_path: str | None,
     covariates: str | None,
+    prereg_path: str | None,
     no_gee: bool,
     no_glmm: bool,
     no_figures: bool,
@@ -239,9 +247,13 @@ def choice_command(
             raise click.BadParameter("give two levels: REFERENCE,TREATMENT", param_hint="--levels")
     if id_map_path and not demographics_path:
         raise click.UsageError("--id-map is only used with --demographics FILE")
+    prereg = _prereg(prereg_path, rules, levels, wtp_log) if prereg_path else None
     join_summary = None
     try:
         data = load_choice(input_path)
+        exported = data
+        if prereg is not None:
+            _same_study(data, prereg[0])
         if demographics_path:
             from analysis.demographics import (
                 join_demographics,
@@ -268,6 +280,23 @@ def choice_command(
             glmm=not no_glmm,
             on_stage=_stage_figures(worker),
         )
+        if prereg is not None:
+            from analysis.plan.looks import preregistered_tables
+
+            record, frozen = prereg
+            tables, meta = preregistered_tables(exported, frozen)
+            results.tables.update(tables)
+            results.meta.update(meta)
+            results.meta["preregistration"] = {
+                "document": Path(prereg_path).name,  # type: ignore[arg-type]
+                "prereg_sha256": record["prereg_sha256"],
+                "bundle_sha256": record["bundle_sha256"],
+                "command": record["command"],
+                "test": frozen.test,
+                "direction": frozen.direction,
+                "alpha": frozen.alpha,
+                "statement": "the primary analysis is the pre-registered one",
+            }
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
@@ -281,6 +310,10 @@ def choice_command(
     )
     from analysis.report.writer import format_p
 
+    if prereg is not None:
+        from analysis.report.prereg_section import primary_sentence
+
+        click.echo(primary_sentence(results))
     chi = results.tables["chi2"].iloc[0]
     click.echo(
         f"{results.meta['n_participants_analysed']} participants, "
@@ -365,6 +398,28 @@ def choice_command(
             "in the demographic export)"
         )
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
+
+
+def _prereg(path: str, rules, levels, wtp_log: bool):
+    """The frozen record and plan of ``--prereg``; refuse a run whose primary analysis differs."""
+    from analysis.plan.prereg import PreregError, check_run, read_prereg
+    from analysis.plan.spec import PlanError
+
+    try:
+        record = read_prereg(path)
+        plan = check_run(record, Path(path).name, levels=levels, exclusions=rules, log=wtp_log)
+    except (PreregError, PlanError) as exc:
+        raise click.ClickException(str(exc)) from None
+    return record, plan
+
+
+def _same_study(data, record) -> None:
+    from analysis.plan.prereg import PreregError, check_study
+
+    try:
+        check_study(data, record)
+    except PreregError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @analyze.command("annotations", cls=_greedy("--mturk", "--predictions"))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from analysis.report import apa
 from analysis.report.pipeline import CHOICE_TABLE_ORDER
+from analysis.report.prereg_section import primary_section
 from analysis.report.rules import rules_sentence
 from analysis.report.tables import html_table, split_columns
 
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["annotation_sections", "choice_sections", "extra_sections", "figure_jobs"]
 
 # The choice tables these sections present; the covariate-adjusted models are shown by
-# extra_sections under their own title (TITLES).
-CHOICE_TABLES = set(CHOICE_TABLE_ORDER) - {"covariate_adjusted"}
+# extra_sections under their own title (TITLES); a pre-registration's by primary_section.
+CHOICE_TABLES = set(CHOICE_TABLE_ORDER) - {"covariate_adjusted"} | {"primary", "looks"}
 ANNOTATION_TABLES = {
     "exclusions",
     "exclusion_rules",
@@ -42,7 +43,7 @@ ANNOTATION_TABLES = {
 }
 # Failures the known sections report themselves; any other ``<name>_failed`` meta entry gets a
 # section of its own from extra_sections.
-_KNOWN_FAILURES = {"wtp_model_failed", "wtp_slopes_failed"}
+_KNOWN_FAILURES = {"wtp_model_failed", "wtp_slopes_failed", "primary_failed"}
 # Titles of tables that extra_sections shows (otherwise the name, capitalised).
 TITLES = {"covariate_adjusted": "Adjusted for participant covariates"}
 
@@ -265,9 +266,9 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
         text += " " + apa.glmm_sentence(t["choice_glmm"].iloc[0], ref, trt)
     elif str(m.get("choice_glmm", "")).startswith("not reported"):
         text += f" Logistic GLMM {m['choice_glmm']}."
-    sections: list[dict[str, object]] = [
-        _exclusions_section(t, "Excluded rows and participants by reason")
-    ]
+    primary = primary_section(results)
+    sections: list[dict[str, object]] = [primary] if primary else []
+    sections.append(_exclusions_section(t, "Excluded rows and participants by reason"))
     if "demographics" in t:
         join = m.get("demographics_join", {})
         sections.append(

@@ -165,3 +165,28 @@ def test_framelab_console_script_lists_the_web_commands():
     assert result.exit_code == 0
     for name in ("study", "export", "bots", "serve", "create-researcher"):
         assert name in result.output
+
+
+def test_long_export_says_when_each_participant_completed(runner, make_bot, query, tmp_path):
+    # Interim looks count participants in completion order (docs/analysis.md).
+    import csv
+
+    from webapp.extensions import db
+    from webapp.models import Participant
+
+    for bot in (make_bot(), make_bot(abandon_at=6), make_bot()):
+        bot.run()
+    out = tmp_path / "x.csv"
+    runner.invoke(args=["export", "product-choice-demo", "--out", str(out)])
+    with out.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    finished = query(
+        lambda: {
+            p.code: p.finished_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if p.finished_at else ""
+            for p in db.session.scalars(db.select(Participant))
+        }
+    )
+    by_status = {(r["status"], r["finished_at"] == finished[r["participant_id"]]) for r in rows}
+    assert by_status == {("completed", True), ("started", True)}
+    assert {r["finished_at"] for r in rows if r["status"] == "started"} == {""}
+    assert len({r["finished_at"] for r in rows if r["status"] == "completed"}) == 2

@@ -12,6 +12,7 @@ bp = Blueprint(
 
 from webapp.researcher import (  # noqa: E402,F401  (registers the views and the gate)
     gate,
+    looks_routes,
     recruit_routes,
     routes,
     study_routes,

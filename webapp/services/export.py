@@ -48,6 +48,7 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "quiz_attempts",
     "attention_passed",
     "duration_s",
+    "finished_at",
 )
 PLATFORM_ID_COLUMNS = ("platform_participant_id", "platform_study_id", "platform_session_id")
 # OWASP "CSV injection": a cell starting with one of these runs as a formula in spreadsheets,
@@ -138,6 +139,8 @@ def _participant_cells(study: Study, p: Participant, with_attention: bool) -> di
         "quiz_attempts": p.quiz_attempts,
         "attention_passed": _flag(p.attention_passed) if with_attention else None,
         "duration_s": duration,
+        # When the participant completed: the order in which interim looks count participants.
+        "finished_at": _iso(p.finished_at) if duration is not None else None,
     }
 
 
@@ -294,6 +297,7 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
     "quiz_attempts": ("int", "quiz attempts used", ">= 0"),
     "attention_passed": ("int", "1 if every attention check was passed; empty if none", "0|1"),
     "duration_s": ("float", "seconds from consent to completion; empty unless completed", ">= 0"),
+    "finished_at": ("str", "when the participant completed (ISO 8601, UTC); else empty", ""),
     "excluded": ("int", "1 if a researcher excluded the participant", "0|1"),
     "n_choices": ("int", "choice trials answered", ">= 0"),
     "n_chose_target": ("int", "trials on which the target manufacturer was chosen", ">= 0"),

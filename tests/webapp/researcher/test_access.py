@@ -22,6 +22,7 @@ def _console_rules() -> list[tuple[str, str, str]]:
         "ext": "csv",
         "filename": "x.js",
         "code": "p_0123456789abcdef",
+        "look": "1",
     }
     out = []
     for rule in app.url_map.iter_rules():

@@ -1,0 +1,506 @@
+"""The pre-registration document: written from the study's ``analysis:`` block, then frozen.
+
+The document answers the questions of AsPredicted and of OSF's pre-registration template
+(hypothesis, dependent variable, conditions, analyses, outliers and exclusions, sample size,
+other) from the study file, and ends with its frozen record: a JSON block holding the bundle
+manifest (the study YAML and every stimulus file, each with its SHA-256), the normalised
+``analysis:`` block, the boundaries of the looks and the command that runs the primary
+analysis. The pre-registration hash is the SHA-256 of the canonical JSON of
+``{"bundle_sha256", "analysis", "command"}``: the same study gives the same hash, and any change
+to a stimulus file, the block or the command gives another.
+
+``framelab analyze choice EXPORT --prereg DOC`` reads the record back
+(:func:`read_prereg`: a record edited after freezing no longer matches its hash and is
+refused), compares the run's primary analysis with the frozen one (:func:`differences`) and
+refuses to run when they differ, naming each difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analysis.exclusions import ChoiceRules
+from analysis.plan.spec import (
+    FORMATS,
+    TESTS,
+    AnalysisPlan,
+    StudyPlan,
+    canonical_json,
+    plan_from_dict,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "FORMAT",
+    "PreregError",
+    "analysis_command",
+    "check_run",
+    "check_study",
+    "differences",
+    "freeze",
+    "prereg_hash",
+    "read_prereg",
+    "render_html",
+    "render_markdown",
+]
+
+FORMAT = "framelab-prereg/1"
+_MD_FENCE = "```json framelab-prereg"
+_HTML_ID = "framelab-prereg"
+# The analyze option that switches each exclusion rule off (the defaults keep them on).
+_KEEP_FLAGS = {
+    "require_completed": "--keep-incomplete",
+    "require_quiz": "--keep-failed-quiz",
+    "require_attention": "--keep-failed-attention",
+    "drop_duplicates": "--keep-duplicates",
+}
+
+
+class PreregError(ValueError):
+    """A pre-registration cannot be read, was edited, or does not match the run."""
+
+
+def analysis_command(plan: AnalysisPlan, document: str = "prereg.md") -> str:
+    """The command that runs the pre-registered primary analysis on the final export.
+
+    Every option that sets part of the primary analysis is spelled out, so the command alone
+    says what will run; ``--prereg`` makes the run refuse any other.
+
+    Examples
+    --------
+    >>> from analysis.plan.spec import AnalysisPlan
+    >>> p = AnalysisPlan("h", "choice_glmm", "greater", 0.025, 70)
+    >>> analysis_command(p).split(" --")[1:]
+    ['out REPORT', 'prereg prereg.md', 'levels original,summary', 'min-duration-frac 0.3']
+    """
+    rules = plan.exclusions
+    parts = [
+        "framelab analyze choice EXPORT.csv --out REPORT",
+        f"--prereg {document}",
+        f"--levels {','.join(plan.levels)}",
+        f"--min-duration-frac {rules.min_duration_frac_median or 0:g}",
+    ]
+    if rules.min_duration_s is not None:
+        parts.append(f"--min-duration-s {rules.min_duration_s:g}")
+    parts += [flag for rule, flag in _KEEP_FLAGS.items() if not getattr(rules, rule)]
+    if plan.transform == "log":
+        parts.append("--wtp-log")
+    return " ".join(parts)
+
+
+def prereg_hash(record: dict[str, Any]) -> str:
+    """SHA-256 of what a pre-registration freezes: the bundle, the block and the command."""
+    frozen = {k: record[k] for k in ("bundle_sha256", "analysis", "command")}
+    return hashlib.sha256(canonical_json(frozen).encode()).hexdigest()
+
+
+def freeze(
+    study: StudyPlan,
+    *,
+    document: str = "prereg.md",
+    power: pd.DataFrame | None = None,
+    scenario: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """The frozen record of a study's pre-registration.
+
+    Parameters
+    ----------
+    study : StudyPlan
+        The study file as read by :func:`analysis.plan.spec.read_study`.
+    document : str
+        File name of the document (it appears in the analysis command).
+    power : pandas.DataFrame, optional
+        A power table (:func:`analysis.plan.power.power_table`) to cite in the sample size.
+    scenario : dict, optional
+        The assumptions that power table was simulated under.
+
+    Returns
+    -------
+    dict
+        ``format, study, bundle, bundle_sha256, analysis, primary, command, looks`` (planned
+        sizes and boundaries), ``power`` (or ``None``), ``prereg_sha256``.
+    """
+    from analysis.plan.sequential import boundaries
+
+    plan = study.require_plan()
+    bounds = boundaries(plan.design())
+    looks = [
+        {
+            "look": int(row["look"]),
+            "n": n,
+            "fraction": float(row["fraction"]),
+            "efficacy_z": float(row["efficacy_z"]),
+            "futility_z": None
+            if row["futility_z"] != row["futility_z"]
+            else float(row["futility_z"]),
+            "nominal_p": float(row["nominal_p"]),
+            "alpha_spent": float(row["alpha_spent"]),
+        }
+        for n, (_, row) in zip(plan.look_sizes(), bounds.iterrows(), strict=True)
+    ]
+    record: dict[str, Any] = {
+        "format": FORMAT,
+        "study": {"slug": study.slug, "title": study.title, "file": study.path.name},
+        "bundle": [{"name": n, "sha256": d} for n, d in study.files],
+        "bundle_sha256": study.bundle_sha256,
+        "analysis": plan.as_dict(),
+        "primary": plan.primary(),
+        "command": analysis_command(plan, document),
+        "looks": looks,
+        "power": None,
+    }
+    if power is not None:
+        keep = ["n", "n_sims", "estimate", "ci_low", "ci_high", "expected_n"]
+        record["power"] = {
+            "scenario": scenario or {},
+            "table": json.loads(power[[c for c in keep if c in power]].to_json(orient="records")),
+        }
+    record["prereg_sha256"] = prereg_hash(record)
+    return record
+
+
+def _sentences(record: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The document's sections: (question, paragraphs)."""
+    a = record["analysis"]
+    dv, model = TESTS[a["test"]]
+    ref, trt = a["levels"]
+    side = {
+        "greater": f"{trt} above {ref} (one-sided)",
+        "less": f"{trt} below {ref} (one-sided)",
+        "two-sided": f"{trt} different from {ref} (two-sided)",
+    }[a["direction"]]
+    rules = a["exclusions"]
+    excl = [
+        "Participants who did not complete the study are excluded."
+        if rules["require_completed"]
+        else "Participants who did not complete are kept with the answers they gave.",
+        "Participants who failed the comprehension quiz are excluded."
+        if rules["require_quiz"]
+        else "Failing the comprehension quiz does not exclude.",
+        "Participants who failed an attention check are excluded."
+        if rules["require_attention"]
+        else "Failing an attention check does not exclude.",
+    ]
+    if rules["min_duration_s"] is not None:
+        excl.append(f"Participants faster than {rules['min_duration_s']:g} s are excluded.")
+    if rules["min_duration_frac_median"] is not None:
+        excl.append(
+            "Participants faster than "
+            f"{rules['min_duration_frac_median']:g} times the median completion time are "
+            "excluded (implausibly fast)."
+        )
+    if rules["drop_duplicates"]:
+        excl.append("A repeated answer to the same pair keeps the first one.")
+    excl.append(
+        "The rules are applied in this order and each excluded participant is counted once, "
+        "under the first rule that excludes them."
+    )
+    unit = "log odds ratio" if a["test"] == "choice_glmm" else "premium difference"
+    analyses = [
+        f"Primary test: {model}.",
+        f"The hypothesis is supported when the test rejects the null hypothesis of no "
+        f"difference in the direction {side} at alpha = {a['alpha']:g}"
+        + (" (one-sided)." if a["direction"] != "two-sided" else " (two-sided)."),
+        f"Command: `{record['command']}` on the study's final long export.",
+    ]
+    if a["transform"] == "log":
+        analyses.insert(1, "The premium is modelled as log(1 + premium / 100).")
+    n = a["planned_n"]
+    size = [
+        f"{n} completed, non-excluded participants (recruitment continues until that many "
+        "remain after the exclusion rules)."
+    ]
+    looks = a["looks"]
+    if looks:
+        fut = looks["futility"]
+        futility = "no futility bounds"
+        if fut and "z" in fut:
+            futility = (
+                f"fixed futility bounds z = {', '.join(f'{v:g}' for v in fut['z'])} at the "
+                f"interim looks ({'binding' if fut['binding'] else 'non-binding'})"
+            )
+        elif fut:
+            futility = (
+                f"non-binding futility bounds by {fut['spending']}-type beta spending, "
+                f"beta = {fut['beta']:g}"
+            )
+        size.append(
+            f"Group-sequential design: {len(looks['at'])} looks at "
+            + ", ".join(f"{f:.0%}" for f in looks["at"])
+            + f" of N (Lan-DeMets {looks['spending']} alpha spending; {futility}). At each look "
+            "the primary test runs on the completed, non-excluded participants in the order "
+            "they completed; the study stops when a bound is crossed. The final p-value, "
+            f"estimate ({unit}) and confidence interval are adjusted for the stopping rule "
+            "(stage-wise ordering)."
+        )
+    if record.get("power"):
+        rows = record["power"]["table"]
+        size.append(
+            "Simulated power of this design: "
+            + "; ".join(
+                f"N = {r['n']}: {r['estimate']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                for r in rows
+            )
+            + f" ({rows[0]['n_sims']} simulations each; assumptions: "
+            + ", ".join(f"{k} = {v:g}" for k, v in record["power"]["scenario"].items())
+            + ")."
+        )
+    other = [a["notes"]] if a["notes"] else []
+    other.append(
+        f"Frozen before data collection: pre-registration hash `{record['prereg_sha256']}` "
+        f"(bundle `{record['bundle_sha256']}`)."
+    )
+    return [
+        ("Hypothesis", [a["hypothesis"]]),
+        ("Dependent variable", [f"`{dv}` of every product-choice trial."]),
+        (
+            "Conditions",
+            [
+                f"Format of the descriptions, within participants: `{ref}` (reference) and "
+                f"`{trt}` (treatment), counterbalanced by two sequences across participants."
+            ],
+        ),
+        ("Analyses", analyses),
+        ("Outliers and exclusions", [" ".join(excl)]),
+        ("Sample size", size),
+        ("Other", other),
+    ]
+
+
+def _look_rows(record: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            str(look["look"]),
+            str(look["n"]),
+            f"{look['fraction']:.3g}",
+            f"{look['efficacy_z']:.4f}",
+            "" if look["futility_z"] is None else f"{look['futility_z']:.4f}",
+            f"{look['nominal_p']:.5f}",
+            f"{look['alpha_spent']:.5f}",
+        ]
+        for look in record["looks"]
+    ]
+
+
+_LOOK_HEAD = ["look", "n", "fraction", "efficacy z", "futility z", "nominal p", "alpha spent"]
+
+
+def render_markdown(record: dict[str, Any]) -> str:
+    """The pre-registration as Markdown, its frozen record in a fenced JSON block."""
+    title = f"# Pre-registration: {record['study']['title']} (`{record['study']['slug']}`)"
+    out = [title, ""]
+    for question, paragraphs in _sentences(record):
+        out += [f"## {question}", "", *(p + "\n" for p in paragraphs)]
+        if question == "Sample size":
+            out += [
+                "| " + " | ".join(_LOOK_HEAD) + " |",
+                "|" + "---|" * len(_LOOK_HEAD),
+                *("| " + " | ".join(r) + " |" for r in _look_rows(record)),
+                "",
+            ]
+    out += [
+        "## Frozen record",
+        "",
+        "The files, the analysis block and the command below are what the hash freezes; "
+        "`framelab analyze choice ... --prereg` reads this block.",
+        "",
+        _MD_FENCE,
+        json.dumps(record, indent=2, sort_keys=True),
+        "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def render_html(record: dict[str, Any]) -> str:
+    """The pre-registration as a standalone HTML page (the record in a JSON script element)."""
+    e = html.escape
+    body = [
+        f"<h1>Pre-registration: {e(record['study']['title'])} ({e(record['study']['slug'])})</h1>"
+    ]
+    head = "".join(f"<th>{e(h)}</th>" for h in _LOOK_HEAD)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in _look_rows(record)
+    )
+    for question, paragraphs in _sentences(record):
+        body.append(f"<h2>{e(question)}</h2>")
+        body += [f"<p>{e(p)}</p>" for p in paragraphs]
+        if question == "Sample size":
+            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+    # "</" inside JSON strings cannot end the script element once its slash is escaped.
+    payload = json.dumps(record, indent=2, sort_keys=True).replace("</", "<\\/")
+    body.append(
+        "<h2>Frozen record</h2>"
+        f'<script type="application/json" id="{_HTML_ID}">{payload}</script>'
+        f"<pre>{e(json.dumps(record, indent=2, sort_keys=True))}</pre>"
+    )
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>Pre-registration: {e(record['study']['slug'])}</title></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
+
+
+def read_prereg(path: str | Path) -> dict[str, Any]:
+    """Read a pre-registration document's frozen record and check it against its hash.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``prereg.md`` or ``prereg.html`` written by ``framelab prereg``.
+
+    Returns
+    -------
+    dict
+        The record (see :func:`freeze`).
+
+    Raises
+    ------
+    PreregError
+        No record in the file, or a record edited after it was frozen.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PreregError(f"cannot read the pre-registration {path.name}: {exc}") from None
+    if path.suffix.lower() in (".html", ".htm"):
+        match = re.search(
+            rf'<script type="application/json" id="{_HTML_ID}">(.*?)</script>', text, re.S
+        )
+    else:
+        match = re.search(rf"^{re.escape(_MD_FENCE)}\n(.*?)\n```", text, re.S | re.M)
+    if match is None:
+        raise PreregError(
+            f"{path.name} has no frozen record: write it with `framelab prereg STUDY`"
+        )
+    try:
+        record = json.loads(match.group(1))
+    except json.JSONDecodeError as exc:
+        raise PreregError(f"{path.name}: the frozen record is not valid JSON ({exc})") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise PreregError(f"{path.name}: not a {FORMAT} record")
+    try:
+        actual = prereg_hash(record)
+    except KeyError as exc:
+        raise PreregError(f"{path.name}: the frozen record lacks {exc}") from None
+    if actual != record.get("prereg_sha256"):
+        raise PreregError(
+            f"{path.name}: the frozen record was changed after freezing (its content hashes to "
+            f"{actual[:12]}…, the document states {str(record.get('prereg_sha256'))[:12]}…); "
+            "the pre-registration is the document as first written"
+        )
+    return record
+
+
+def differences(frozen: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    """What differs between the frozen primary analysis and a run's, one line per difference.
+
+    Parameters
+    ----------
+    frozen : dict
+        ``record["primary"]`` of a pre-registration.
+    run : dict
+        The same keys for the analysis about to run (:meth:`AnalysisPlan.primary`).
+
+    Returns
+    -------
+    list of str
+        E.g. ``"exclusions.require_attention: pre-registered true, this run false
+        (--keep-failed-attention)"``; empty when they agree.
+    """
+    out = []
+
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        items: dict[str, Any] = {}
+        for key, value in d.items():
+            if isinstance(value, dict):
+                items.update(flat(value, f"{prefix}{key}."))
+            else:
+                items[f"{prefix}{key}"] = value
+        return items
+
+    a, b = flat(frozen), flat(run)
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            rule = key.removeprefix("exclusions.")
+            hint = f" ({_KEEP_FLAGS[rule]})" if rule in _KEEP_FLAGS and b.get(key) is False else ""
+            out.append(
+                f"{key}: pre-registered {json.dumps(a.get(key))}, this run "
+                f"{json.dumps(b.get(key))}{hint}"
+            )
+    return out
+
+
+def check_run(
+    record: dict[str, Any],
+    document: str,
+    *,
+    levels: Sequence[str] | None,
+    exclusions: ChoiceRules,
+    log: bool,
+) -> AnalysisPlan:
+    """The frozen plan, if a run with these settings is its primary analysis.
+
+    Parameters
+    ----------
+    record : dict
+        :func:`read_prereg` output.
+    document : str
+        The document's name (for the messages).
+    levels : sequence of str or None
+        The run's ``--levels`` (``None``: the default ``original, summary``).
+    exclusions : ChoiceRules
+        The run's exclusion rules.
+    log : bool
+        The run's ``--wtp-log``.
+
+    Returns
+    -------
+    AnalysisPlan
+        The pre-registered analysis.
+
+    Raises
+    ------
+    PreregError
+        The run differs: every difference named, and the pre-registered command.
+    """
+    from dataclasses import replace
+
+    frozen = plan_from_dict(record["analysis"], file=document)
+    run = replace(
+        frozen,
+        levels=tuple(levels) if levels else FORMATS,
+        exclusions=exclusions,
+        transform="log" if log else "none",
+    )
+    diffs = differences(record["primary"], run.primary())
+    if diffs:
+        raise PreregError(
+            f"this primary analysis differs from the pre-registered one ({document}, hash "
+            f"{record['prereg_sha256'][:12]}):\n  "
+            + "\n  ".join(diffs)
+            + f"\nRun it as pre-registered:\n  {record['command']}"
+        )
+    return frozen
+
+
+def check_study(data: pd.DataFrame, record: dict[str, Any]) -> None:
+    """Refuse an export of another study than the pre-registered one (``study_slug``)."""
+    slug = record["study"]["slug"]
+    if "study_slug" in data.columns:
+        found = sorted(set(data["study_slug"].dropna()))
+        if found != [slug]:
+            raise PreregError(
+                f"the export holds study {', '.join(found) or '(none)'}; the pre-registration "
+                f"is of {slug}"
+            )

@@ -1,0 +1,201 @@
+"""``framelab prereg`` and ``framelab looks``: research-package numbers recorded for the console.
+
+These commands are the one place that uses both halves: they read a loaded study and its
+export through the web app, compute with the research package (which the web app never imports)
+and record the result in the database, where the console shows it
+(:mod:`webapp.services.looks`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+# The research package's stack, imported with the module: on an install without it,
+# framelab.cli then says which extra to install instead of the command failing midway.
+import pandas  # noqa: F401
+from flask.cli import with_appcontext
+
+__all__ = ["looks", "prereg"]
+
+
+def _loaded(slug: str) -> Any:
+    from webapp.services.studies import get_study
+
+    return get_study(slug)
+
+
+def _bundle_folder(study: Any, folder: Path) -> Path:
+    """Write the stored files of the study's current version into ``folder``; the YAML's path."""
+    import yaml
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import StudyFile
+
+    files = db.session.scalars(
+        select(StudyFile).where(StudyFile.study_id == study.id, StudyFile.version == study.version)
+    ).all()
+    study_file = None
+    for f in files:
+        path = folder / f.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(f.content)
+        if "/" not in f.name and f.name.endswith((".yaml", ".yml")):
+            doc = yaml.safe_load(f.content.decode("utf-8", errors="replace"))
+            if isinstance(doc, dict) and doc.get("slug") == study.slug:
+                study_file = path
+    if study_file is None:
+        raise click.ClickException(
+            f"{study.slug} version {study.version} has no stored study file; load it again "
+            "with `framelab study load`"
+        )
+    return study_file
+
+
+@click.command("prereg")
+@click.argument("study_arg", metavar="STUDY")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for prereg.md and prereg.html.",
+)
+@click.option(
+    "--power",
+    "power_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A `framelab plan power` output folder to cite in the sample-size section.",
+)
+@with_appcontext
+def prereg(study_arg: str, out_dir: Path, power_dir: Path | None) -> None:
+    """Write and freeze the pre-registration of STUDY (a study YAML, or a loaded study's slug).
+
+    The document hashes the study YAML, its stimulus files and the primary analysis command;
+    when the study is loaded (the same files), the hash is recorded and the console shows it.
+    """
+    import json
+
+    import pandas as pd
+
+    from analysis.plan.prereg import freeze, render_html, render_markdown
+    from analysis.plan.spec import PlanError, read_study
+    from webapp.services import looks as looks_service
+
+    power = scenario = None
+    if power_dir is not None:
+        try:
+            summary = json.loads((power_dir / "power.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise click.ClickException(f"{power_dir}: no power.json ({exc})") from None
+        power, scenario = pd.DataFrame(summary["table"]), summary["scenario"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(study_arg)
+        loaded = None
+        if not path.is_file():
+            loaded = _loaded(study_arg)
+            if loaded is None:
+                raise click.ClickException(
+                    f"{study_arg!r} is neither a study file nor a loaded study's slug"
+                )
+            path = _bundle_folder(loaded, Path(tmp))
+        try:
+            study = read_study(path)
+            record = freeze(study, document="prereg.md", power=power, scenario=scenario)
+        except PlanError as exc:
+            raise click.ClickException(str(exc)) from None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "prereg.md").write_text(render_markdown(record), encoding="utf-8")
+    (out_dir / "prereg.html").write_text(render_html(record), encoding="utf-8")
+    click.echo(
+        f"pre-registration of {study.slug}: hash {record['prereg_sha256']} (bundle "
+        f"{record['bundle_sha256'][:12]}, {len(record['bundle'])} files); wrote "
+        f"{out_dir / 'prereg.md'} and {out_dir / 'prereg.html'}"
+    )
+    loaded = loaded or _loaded(study.slug)
+    if loaded is None:
+        click.echo(
+            f"not recorded for the console: {study.slug} is not loaded (framelab study load "
+            f"{study_arg}, then run this again)"
+        )
+        return
+    try:
+        looks_service.record_preregistration(loaded, record, "prereg.md", "cli")
+    except looks_service.LookError as exc:
+        click.echo(f"not recorded for the console: {exc}")
+        return
+    click.echo(f"recorded: the console shows it on {study.slug}'s page")
+
+
+@click.command("looks")
+@click.argument("slug")
+@with_appcontext
+def looks(slug: str) -> None:
+    """Run the pre-registered test at each look SLUG has reached; record new looks.
+
+    A look is recorded once, when its count of completed, non-excluded participants is
+    reached; a crossed bound is logged in the audit log and the console offers to pause.
+    """
+    from analysis.io import ExportFormatError, load_choice
+    from analysis.plan.looks import evaluate_looks
+    from analysis.plan.spec import PlanError, plan_from_dict
+    from webapp.services import looks as looks_service
+    from webapp.services.export import export_table
+
+    study = _loaded(slug)
+    if study is None:
+        raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    if "analysis" not in study.definition:
+        raise click.ClickException(f"{slug} has no analysis: block (docs/analysis.md)")
+    prereg = looks_service.latest_preregistration(study)
+    block = study.definition["analysis"]
+    if prereg is not None and prereg.bundle_sha256 == looks_service.bundle_sha256(study):
+        block = prereg.record["analysis"]
+    else:
+        click.echo(
+            f"note: {slug} has no pre-registration of its current files (framelab prereg "
+            f"{slug}); the looks use its analysis: block"
+        )
+    try:
+        plan = plan_from_dict(block, file=f"{slug} analysis")
+    except PlanError as exc:
+        raise click.ClickException(str(exc)) from None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "long.csv"
+        export_table(study, "long", path)
+        try:
+            data = load_choice(path)
+        except ExportFormatError as exc:
+            raise click.ClickException(str(exc)) from None
+    if data.empty:
+        click.echo(f"{slug}: no choices yet; look 1 needs {plan.look_sizes()[0]} participants")
+        return
+    table = evaluate_looks(data, plan)
+    new = looks_service.record_looks(study, table.to_dict("records"), "cli")
+    recorded = {row.look: row for row in looks_service.recorded_looks(study)}
+    for _, r in table.iterrows():
+        k = int(r["look"])
+        row = recorded.get(k)
+        if row is None:
+            click.echo(f"look {k} at N = {int(r['n_planned'])}: not reached yet")
+            continue
+        state = "new" if row in new else "recorded earlier"
+        z = "no statistic" if row.z is None else f"z = {row.z:.3f}"
+        bound = f"efficacy bound {row.efficacy_z:.3f}"
+        if row.futility_z is not None:
+            bound += f", futility bound {row.futility_z:.3f}"
+        click.echo(
+            f"look {k} ({row.n_analysed} analysed, {state}): {z}; {bound}: "
+            + ("BOUNDARY CROSSED, " if row.crossed else "")
+            + row.decision
+        )
+    crossed = next((row for row in recorded.values() if row.crossed), None)
+    if crossed is not None and crossed.paused_at is None:
+        click.echo(
+            f"The pre-registered rule says stop (look {crossed.look}); the console offers to "
+            "pause recruitment on the study page, after you confirm."
+        )

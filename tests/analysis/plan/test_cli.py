@@ -1,0 +1,106 @@
+"""``framelab plan power`` and ``plan boundaries``; ``framelab analyze choice --prereg``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from analysis.cli.analyze import analyze
+from analysis.cli.plan import plan
+from analysis.plan.prereg import freeze, render_markdown
+from analysis.plan.spec import read_study
+from analysis.simulate import simulate_choice_study
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO = str(ROOT / "stimuli" / "studies" / "product-choice-demo.yaml")
+
+
+def test_boundaries_of_the_demo():
+    result = CliRunner().invoke(plan, ["boundaries", DEMO])
+    assert result.exit_code == 0, result.output
+    assert "look 1 at N = 35: efficacy z 2.9626" in result.output
+    assert "look 3 at N = 70: efficacy z 2.0141" in result.output
+
+
+def test_power_needs_stated_assumptions_then_writes_and_resumes(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "power"
+    missing = runner.invoke(plan, ["power", DEMO, "--effect", "2", "--out", str(out)])
+    assert missing.exit_code == 2
+    assert "choice_glmm needs --baseline, --sd-participant, --sd-pair" in missing.output
+    given = ["--baseline", "0.5", "--sd-participant", "0.5", "--sd-pair", "0.3"]
+    tiny = runner.invoke(plan, ["power", DEMO, "--effect", "2", *given, "--n", "6", "--out", "x"])
+    assert tiny.exit_code == 2 and "N = 6 gives looks of [3, 5, 6] participants" in tiny.output
+    args = ["power", DEMO, "--effect", "3", "--baseline", "0.5", "--sd-participant", "0.5"]
+    args += ["--sd-pair", "0.3", "--n", "12,16", "--jobs", "1", "--quiet"]
+    first = runner.invoke(plan, [*args, "--sims", "3", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    assert "N = 12: power" in first.output and "expected N" in first.output
+    table = pd.read_csv(out / "power.csv")
+    assert table["n"].tolist() == [12, 16] and (table["n_sims"] == 3).all()
+    summary = json.loads((out / "power.json").read_text())
+    assert summary["scenario"]["effect"] == 3.0 and summary["looks"]["at"] == [0.5, 0.75, 1.0]
+    lines = (out / "simulations.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 6
+    more = runner.invoke(plan, [*args, "--sims", "5", "--out", str(out)])
+    assert more.exit_code == 0, more.output
+    assert len((out / "simulations.jsonl").read_text().splitlines()) == 1 + 10
+    other = runner.invoke(plan, [*args, "--sims", "5", "--seed", "2", "--out", str(out)])
+    assert other.exit_code == 1 and "differs in: seed" in other.output
+
+
+def test_analyze_with_a_prereg_refuses_another_analysis_and_reports_the_primary(tmp_path):
+    record = freeze(read_study(DEMO))
+    doc = tmp_path / "prereg.md"
+    doc.write_text(render_markdown(record))
+    export = tmp_path / "long.csv"
+    data = simulate_choice_study(
+        80, 10, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
+    )
+    data.to_csv(export, index=False)
+    runner = CliRunner()
+    base = ["choice", str(export), "--prereg", str(doc), "--no-figures"]
+    refused = runner.invoke(analyze, [*base, "--keep-failed-quiz", "--out", str(tmp_path / "x")])
+    assert refused.exit_code == 1
+    assert "exclusions.require_quiz: pre-registered true, this run false" in refused.output
+    assert not (tmp_path / "x").exists()
+    done = runner.invoke(analyze, [*base, "--out", str(tmp_path / "report")])
+    assert done.exit_code == 0, done.output
+    assert "The primary analysis is the pre-registered one (prereg.md" in done.output
+    assert "stopped the study at look 1 of 3 (35 participants" in done.output
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    primary = results["tables"]["primary"][0]
+    assert primary["look"] == 1 and primary["reject"] is True and primary["later_looks"] == 2
+    assert results["meta"]["preregistration"]["prereg_sha256"] == record["prereg_sha256"]
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "Primary analysis (pre-registered)" in html
+    assert html.index("Primary analysis (pre-registered)") < html.index("Excluded rows")
+    other = data.assign(study_slug="another-study")
+    other.to_csv(export, index=False)
+    wrong = runner.invoke(analyze, [*base, "--out", str(tmp_path / "y")])
+    assert wrong.exit_code == 1 and "the pre-registration is of product-choice-demo" in wrong.output
+
+
+def test_power_takes_its_assumptions_from_a_pilot(tmp_path):
+    import numpy as np
+
+    from analysis.plan.simulate import Scenario, simulate_arrivals
+
+    study = read_study(DEMO)
+    truth = Scenario(effect=1.5, baseline=0.4, sd_participant=0.6, sd_pair=0.3)
+    pilot = simulate_arrivals(study.pairs, 60, truth, study.plan, np.random.default_rng(1))
+    path = tmp_path / "pilot.csv"
+    pilot.to_csv(path, index=False)
+    args = ["power", DEMO, "--effect", "3", "--pilot", str(path), "--sd-pair", "0.25"]
+    args += ["--n", "12", "--sims", "2", "--jobs", "1", "--quiet", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(plan, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "power.json").read_text())
+    assert summary["scenario_source"] == "pilot pilot.csv (60 analysed)"
+    assert summary["scenario"]["sd_pair"] == 0.25  # a flag overrides the pilot
+    assert summary["scenario"]["baseline"] == pytest.approx(0.4, abs=0.1)
+    assert summary["scenario"]["exclusion_share"] == 0.0

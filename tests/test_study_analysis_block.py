@@ -1,0 +1,166 @@
+"""The ``analysis:`` block is read by the web app's loader and by the research package's own
+reader; both accept the same blocks, normalise them alike and refuse the same ones with the
+same located message (file, key, reason, line)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis.plan.spec import PlanError, read_study
+from webapp.studydef import load_study_file
+from webapp.validation import StudyDefinitionError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
+BLOCK = re.compile(r"^analysis:\n(?:(?:  .*)?\n)+", re.MULTILINE)
+
+
+def study_with(tmp_path: Path, block: str) -> Path:
+    """The demo bundle in ``tmp_path`` with its analysis block replaced by ``block``."""
+    folder = tmp_path / "bundle"
+    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
+    text = DEMO.read_text(encoding="utf-8")
+    assert BLOCK.search(text), "the demo has an analysis block"
+    path = folder / DEMO.name
+    path.write_text(BLOCK.sub(lambda _: block, text, count=1), encoding="utf-8")
+    return path
+
+
+VALID = """analysis:
+  hypothesis: Summaries raise the premium.
+  test: wtp_lmm
+  levels: [summary, original]
+  direction: two-sided
+  alpha: 0.05
+  planned_n: 120
+  transform: log
+  exclusions: {require_quiz: false, min_duration_s: 120, min_duration_frac_median: null}
+  looks:
+    at: [0.25, 0.5, 0.75, 1.0]
+    spending: pocock
+  notes: WTP answers above $500 are capped by the page.
+"""
+
+
+def test_both_readers_normalise_the_demo_and_a_full_block_alike(tmp_path):
+    for path in (DEMO, study_with(tmp_path, VALID)):
+        web = load_study_file(path)["analysis"]
+        assert read_study(path).plan.as_dict() == web
+    assert web["exclusions"] == {
+        "require_completed": True,
+        "require_quiz": False,
+        "require_attention": True,
+        "drop_duplicates": True,
+        "min_duration_s": 120.0,
+        "min_duration_frac_median": None,
+    }
+    assert web["looks"] == {"at": [0.25, 0.5, 0.75, 1.0], "spending": "pocock", "futility": None}
+
+
+BASE = """analysis:
+  hypothesis: Summaries make the target more attractive.
+  test: choice_glmm
+  direction: greater
+  alpha: 0.025
+  planned_n: 80
+"""
+BAD = {
+    "unknown key": (BASE + "  alhpa: 0.05\n", "analysis: unknown key(s) ['alhpa']"),
+    "no hypothesis": (
+        BASE.replace("  hypothesis: Summaries", "  notes: Summaries"),
+        "analysis.hypothesis: is required",
+    ),
+    "unknown test": (
+        BASE.replace("choice_glmm", "t_test"),
+        "analysis.test: 't_test' is not one of",
+    ),
+    "alpha too large": (
+        BASE.replace("0.025", "0.7"),
+        "analysis.alpha: must be above 0 and at most 0.5, got 0.7",
+    ),
+    "alpha missing": (BASE.replace("  alpha: 0.025\n", ""), "analysis.alpha: is required"),
+    "direction": (BASE.replace("greater", "bigger"), "analysis.direction: 'bigger' is not one of"),
+    "planned n": (BASE.replace("80", "2.5"), "analysis.planned_n: expected a whole number"),
+    "level": (
+        BASE + "  levels: [original, mitigated]\n",
+        "analysis.levels[1]: 'mitigated' is not one of",
+    ),
+    "same levels": (
+        BASE + "  levels: [summary, summary]\n",
+        "analysis.levels: expected two different formats",
+    ),
+    "transform": (
+        BASE + "  transform: log\n",
+        "analysis.transform: a transform applies to the WTP model",
+    ),
+    "rule flag": (
+        BASE + "  exclusions: {require_quiz: 'yes'}\n",
+        "analysis.exclusions.require_quiz: expected true or false",
+    ),
+    "last look": (
+        BASE + "  looks: {at: [0.5, 0.9]}\n",
+        "analysis.looks.at[1]: the last look must be at 1 (the planned N), got 0.9",
+    ),
+    "decreasing": (
+        BASE + "  looks: {at: [0.5, 0.4, 1.0]}\n",
+        "analysis.looks.at[1]: looks must increase: 0.4 after 0.5",
+    ),
+    "tiny look": (
+        BASE + "  looks: {at: [0.01, 1.0]}\n",
+        "analysis.looks.at[0]: look 1 would analyse 1 participants",
+    ),
+    "spending": (
+        BASE + "  looks: {at: [0.5, 1.0], spending: haybittle}\n",
+        "analysis.looks.spending: 'haybittle' is not one of",
+    ),
+    "futility count": (
+        BASE + "  looks: {at: [0.5, 0.75, 1.0], futility: {z: [0]}}\n",
+        "analysis.looks.futility.z: expected one z bound per interim look (2)",
+    ),
+    "futility both": (
+        BASE + "  looks: {at: [0.5, 1.0], futility: {z: [0], beta: 0.2}}\n",
+        "analysis.looks.futility: give fixed bounds",
+    ),
+    "futility two-sided": (
+        BASE.replace("greater", "two-sided") + "  looks: {at: [0.5, 1.0], futility: {z: [0]}}\n",
+        "analysis.looks.futility: futility bounds need a one-sided hypothesis",
+    ),
+    "beta binding": (
+        BASE
+        + "  looks: {at: [0.5, 1.0], futility: {spending: pocock, beta: 0.2, binding: true}}\n",
+        "analysis.looks.futility.binding: beta-spending futility bounds are non-binding",
+    ),
+    "looks need completed": (
+        BASE + "  exclusions: {require_completed: false}\n  looks: {at: [0.5, 1.0]}\n",
+        "analysis.exclusions.require_completed: interim looks count completed participants",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_both_readers_refuse_with_the_same_located_message(tmp_path, name):
+    block, expected = BAD[name]
+    path = study_with(tmp_path, block)
+    with pytest.raises(StudyDefinitionError) as web:
+        load_study_file(path)
+    with pytest.raises(PlanError) as own:
+        read_study(path)
+    assert str(web.value) == str(own.value)
+    assert str(own.value).startswith(f"{DEMO.name}: {expected}")
+    assert re.search(r"\(line \d+\)$", str(own.value))
+
+
+def test_a_study_without_product_choice_cannot_preregister_a_test(tmp_path):
+    path = tmp_path / "rating.yaml"
+    source = ROOT / "stimuli" / "studies" / "rating-demo.yaml"
+    shutil.copytree(source.parent / "evaluation", tmp_path / "evaluation")
+    path.write_text(source.read_text(encoding="utf-8") + BASE, encoding="utf-8")
+    with pytest.raises(StudyDefinitionError) as web:
+        load_study_file(path)
+    with pytest.raises(PlanError) as own:
+        read_study(path)
+    assert "the study has none" in str(web.value) and str(web.value) == str(own.value)
