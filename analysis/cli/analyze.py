@@ -199,6 +199,13 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     help="The study's pre-registration (framelab prereg): refuse a primary analysis that "
     "differs from it; report the pre-registered result at its stopping look.",
 )
+@click.option(
+    "--study",
+    "study_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The study's YAML: its estimated_minutes sets the suggested absolute speed floor "
+    "(min_duration_s) the report gives [default: from the observed median duration].",
+)
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
 @click.option("--no-glmm", is_flag=True, help="Skip the logistic GLMM of the choices.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
@@ -221,6 +228,7 @@ def choice_command(
     id_map_path: str | None,
     covariates: str | None,
     prereg_path: str | None,
+    study_path: str | None,
     no_gee: bool,
     no_glmm: bool,
     no_figures: bool,
@@ -248,6 +256,7 @@ def choice_command(
     if id_map_path and not demographics_path:
         raise click.UsageError("--id-map is only used with --demographics FILE")
     prereg = _prereg(prereg_path, rules, levels, wtp_log) if prereg_path else None
+    estimated_minutes = _estimated_minutes(study_path) if study_path else None
     join_summary = None
     try:
         data = load_choice(input_path)
@@ -279,6 +288,7 @@ def choice_command(
             covariates=[c.strip() for c in (covariates or "").split(",") if c.strip()],
             glmm=not no_glmm,
             on_stage=_stage_figures(worker),
+            estimated_minutes=estimated_minutes,
         )
         if prereg is not None:
             from analysis.plan.looks import preregistered_tables
@@ -308,95 +318,10 @@ def choice_command(
     n_files = _write(
         results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures, worker
     )
-    from analysis.report.writer import format_p
+    from analysis.report.console import choice_lines
 
-    if prereg is not None:
-        from analysis.report.prereg_section import primary_sentence
-
-        click.echo(primary_sentence(results))
-    chi = results.tables["chi2"].iloc[0]
-    click.echo(
-        f"{results.meta['n_participants_analysed']} participants, "
-        f"{results.meta['n_rows_analysed']} choices analysed; "
-        f"chi2 (Yates) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])}"
-    )
-    unchecked = [
-        f"{rule} ({how['why']})"
-        for rule, how in results.meta["exclusion_rules"].items()
-        if how["status"] == "not checked"
-    ]
-    if unchecked:
-        click.echo(f"Exclusion rules not checked (nobody screened by them): {', '.join(unchecked)}")
-    if "choice_glmm" in results.tables:
-        row = results.tables["choice_glmm"].iloc[0]
-        click.echo(
-            f"Choice GLMM (logit, (1 | participant) + (1 | pair), Laplace): OR = "
-            f"{row['estimate']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}], log OR = "
-            f"{row['log_odds']:+.3f} (SE {row['se']:.3f}), z = {row['z']:.3f}, "
-            f"p {format_p(row['p_val'])}; -2 log L {row['deviance']:.2f}, max|grad| "
-            f"{row['max_grad']:.1e} (glmer's check: < 0.002); "
-            + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
-        )
-    elif results.meta.get("choice_glmm", "").startswith("not reported"):
-        click.echo(f"Choice GLMM: {results.meta['choice_glmm']}")
-    if "wtp_model" in results.tables:
-        row = results.tables["wtp_model"].iloc[0]
-        test = (
-            f"t({row['df']:.1f}) = {row['statistic']:.3f}"
-            if row["df"] == row["df"]
-            else f"z = {row['statistic']:.3f}"
-        )
-        click.echo(
-            f"WTP ({row['model']}, {row['optimizer']}): {row['estimate']:+.3f} "
-            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], {test}, p {format_p(row['p_val'])}; "
-            + ("SINGULAR fit (a variance at the boundary)" if row["singular"] else "not singular")
-        )
-    elif "wtp_model_failed" in results.meta:
-        click.echo(f"WTP model: not reported ({results.meta['wtp_model_failed']})")
-    if "wtp_slopes" in results.tables:
-        row = results.tables["wtp_slopes"].iloc[0]
-        test = (
-            f"its slopes: chi2({row['lrt_df']}) = {row['lrt_chisq']:.2f}, p "
-            f"{format_p(row['lrt_p'])}"
-            if row["lrt_df"]
-            else "no slope variance left to test"
-        )
-        click.echo(
-            f"WTP with random slopes, final model {row['formula']}: {row['estimate']:+.3f} "
-            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], t({row['df']:.1f}) = "
-            f"{row['statistic']:.3f}, p {format_p(row['p_val'])}; {test}; "
-            + ("SINGULAR fit" if row["singular"] else "not singular")
-        )
-        if row.get("simplified"):
-            click.echo(
-                f"  simplified from the singular maximal model (maximal: "
-                f"{row['maximal_estimate']:+.3f}, SE {row['maximal_se']:.3f}); steps: "
-                f"{row['simplification']}"
-            )
-        click.echo(f"  {row['dummy']}")
-    elif "wtp_slopes_failed" in results.meta:
-        click.echo(f"WTP with random slopes: not reported ({results.meta['wtp_slopes_failed']})")
-    if "covariate_adjusted" in results.tables:
-        adj = results.tables["covariate_adjusted"]
-        for _, row in adj[adj["term"].str.startswith("format[")].iterrows():
-            click.echo(
-                f"{row['model']} adjusted for {covariates}: {row['estimate']:+.3f} "
-                f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], p {format_p(row['p_val'])} "
-                f"({int(row['n_rows_dropped'])} rows without covariates left out)"
-            )
-        for note in sorted(set(adj.get("notes", [])) - {""}):
-            click.echo(f"adjusted models: {note}")
-    elif "covariate_adjusted_failed" in results.meta:
-        click.echo(
-            f"covariate-adjusted models: not reported ({results.meta['covariate_adjusted_failed']})"
-        )
-    if join_summary is not None:
-        click.echo(
-            f"demographics: {join_summary['n_matched']} of {join_summary['n_participants']} "
-            f"participants matched ({join_summary['n_consent_revoked']} consent revoked, "
-            f"{join_summary['n_data_expired']} data expired, {join_summary['n_unmatched']} not "
-            "in the demographic export)"
-        )
+    for line in choice_lines(results, covariates=covariates, join_summary=join_summary):
+        click.echo(line)
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 
@@ -411,6 +336,28 @@ def _prereg(path: str, rules, levels, wtp_log: bool):
     except (PreregError, PlanError) as exc:
         raise click.ClickException(str(exc)) from None
     return record, plan
+
+
+def _estimated_minutes(path: str) -> float:
+    """The study YAML's ``estimated_minutes``, or a clear refusal naming the file."""
+    import math
+
+    import yaml
+
+    name = Path(path).name
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"cannot read {name}: {exc}", param_hint="--study") from None
+    value = raw.get("estimated_minutes") if isinstance(raw, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        value = None
+    if value is None or value <= 0:
+        raise click.BadParameter(
+            f"{name} gives no estimated_minutes (a positive number of minutes)",
+            param_hint="--study",
+        )
+    return float(value)
 
 
 def _same_study(data, record) -> None:

@@ -1,26 +1,30 @@
 """APA-style results sentences (APA 7, section 6.43-6.46) with every number the reader needs.
 
 Each function takes the rows the statistics functions return and gives one paragraph; nothing
-is computed here except rounding. Conventions: statistics to two decimals, proportions and
-correlations bounded by 1 without the leading zero (``.17``), ``p`` to three decimals or
-``p < .001``, intervals as ``95% CI [low, high]``. :func:`model_sentence` writes any model row
-with ``estimate, se, statistic, p_val`` (and optionally ``df``, ``ci_low``, ``ci_high``), so a
-new model's table gets its sentence without code here.
+is computed here except rounding, by the rule of :mod:`analysis.report.numbers`: statistics to
+two decimals, proportions and correlations bounded by 1 without the leading zero (``.17``),
+``p`` to three decimals, ``p < .001`` or ``p > .999``, intervals as ``95% CI [low, high]``.
+:func:`model_sentence` writes any model row with ``estimate, se, statistic, p_val`` (and
+optionally ``df``, ``ci_low``, ``ci_high``), so a new model's table gets its sentence without
+code here.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
+
+from analysis.report.numbers import fmt_bounded, fmt_count, fmt_number, fmt_p, is_missing
 
 __all__ = [
     "agreement_sentence",
     "chi2_sentence",
+    "count",
     "correlation_sentence",
     "gee_sentence",
     "glmm_sentence",
     "model_sentence",
     "p_apa",
+    "rates_sentence",
     "slopes_sentence",
     "within_sentence",
     "wtp_sentence",
@@ -28,61 +32,53 @@ __all__ = [
 
 
 def _finite(v: object) -> bool:
-    try:
-        return math.isfinite(float(v))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
+    return not is_missing(v) and not isinstance(v, str)
 
 
 def num(v: object, digits: int = 2) -> str:
-    """``12.35``; ``NA`` for a missing value."""
-    return f"{float(v):.{digits}f}" if _finite(v) else "NA"  # type: ignore[arg-type]
+    """``12.35``, ``−0.53``, ``1,234.00``; ``NA`` for a missing value (the report's rule)."""
+    return fmt_number(v, digits, missing="NA")
 
 
 def bounded(v: object, digits: int = 2) -> str:
-    """A number that cannot exceed 1 in size, without the leading zero: ``.17``, ``-.05``."""
-    if not _finite(v):
-        return "NA"
-    text = f"{float(v):.{digits}f}"  # type: ignore[arg-type]
-    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+    """A number that cannot exceed 1 in size, without the leading zero: ``.17``, ``−.05``."""
+    return fmt_bounded(v, digits, missing="NA")
+
+
+def count(v: object) -> str:
+    """A count with thousands separators: ``1,234``; ``NA`` when missing."""
+    return fmt_count(v, missing="NA")
 
 
 def p_apa(p: object) -> str:
-    """``p = .032``, ``p < .001`` or ``p = NA`` (APA: exact to three decimals, no leading zero).
+    """``p = .032``, ``p < .001``, ``p > .999`` or ``p = NA`` (the report's rule for p).
 
     Examples
     --------
-    >>> p_apa(0.0321), p_apa(2e-9), p_apa(1.0)
-    ('p = .032', 'p < .001', 'p = 1.000')
+    >>> p_apa(0.0321), p_apa(2e-9), p_apa(1.0), p_apa(0.05)
+    ('p = .032', 'p < .001', 'p > .999', 'p = .050')
     """
-    if not _finite(p):
-        return "p = NA"
-    v = float(p)  # type: ignore[arg-type]
-    if v < 0.001:
-        return "p < .001"
-    return "p = " + bounded(v, 3)
+    text = fmt_p(p, missing="NA")
+    return f"p {text}" if text[0] in "<>" else f"p = {text}"
 
 
-def ci(low: object, high: object, digits: int = 2, *, bound: bool = False) -> str:
-    """``95% CI [low, high]``."""
+def ci(
+    low: object, high: object, digits: int = 2, *, bound: bool = False, level: str = "95%"
+) -> str:
+    """``95% CI [low, high]`` (``level`` for another confidence level)."""
     f = bounded if bound else num
-    return f"95% CI [{f(low, digits)}, {f(high, digits)}]"
+    return f"{level} CI [{f(low, digits)}, {f(high, digits)}]"
 
 
 def _more_or_less(estimate: object, more: str = "higher", less: str = "lower") -> str:
     return more if _finite(estimate) and float(estimate) > 0 else less  # type: ignore[arg-type]
 
 
-def chi2_sentence(
-    chi: Mapping[str, object], rates: Mapping[str, Mapping[str, object]], ref: str, trt: str
-) -> str:
-    """The primary chi-square test with both rates, the risk difference and its CI.
+def rates_sentence(rates: Mapping[str, Mapping[str, object]], ref: str, trt: str) -> str:
+    """How often the target was chosen under each format, with the counts.
 
     Parameters
     ----------
-    chi : mapping
-        The primary row of ``chi2`` (``chi2, dof, n, p_val, cramer_v, estimate, ci_low,
-        ci_high``; estimate = risk difference treatment - reference).
     rates : mapping
         ``{level: selection_rates row}`` (``estimate, n, n_chose``).
     ref, trt : str
@@ -90,15 +86,31 @@ def chi2_sentence(
     """
     r_t, r_r = rates[trt], rates[ref]
     return (
-        f"The target was chosen {_more_or_less(chi['estimate'], 'more', 'less')} often with "
-        f"{trt} ({float(r_t['estimate']):.1%}, {int(r_t['n_chose'])}/{int(r_t['n'])}) than with "
-        f"{ref} ({float(r_r['estimate']):.1%}, {int(r_r['n_chose'])}/{int(r_r['n'])}), "
-        f"χ²({int(chi['dof'])}, N = {int(chi['n'])}) = {num(chi['chi2'])}, {p_apa(chi['p_val'])} "
-        f"(Pearson's test with Yates' continuity correction), Cramér's V = "
-        f"{bounded(chi['cramer_v'])}; risk difference ({trt} − {ref}) RD = "
+        f"The target was chosen in {float(r_t['estimate']):.1%} of the {trt} trials "
+        f"({count(r_t['n_chose'])}/{count(r_t['n'])}) and in {float(r_r['estimate']):.1%} of the "
+        f"{ref} trials ({count(r_r['n_chose'])}/{count(r_r['n'])})."
+    )
+
+
+def chi2_sentence(chi: Mapping[str, object], ref: str, trt: str) -> str:
+    """The seed study's test: Yates' chi-square of the 2 x 2 table, given for comparison.
+
+    Parameters
+    ----------
+    chi : mapping
+        The primary row of ``chi2`` (``chi2, dof, n, p_val, cramer_v, estimate, ci_low,
+        ci_high``; estimate = risk difference treatment - reference).
+    ref, trt : str
+        Reference and treatment level.
+    """
+    return (
+        "For comparison with the seed study, which compared the choice rates by a chi-square "
+        f"test: χ²({count(chi['dof'])}, N = {count(chi['n'])}) = {num(chi['chi2'])}, "
+        f"{p_apa(chi['p_val'])} (Pearson's test with Yates' continuity correction), Cramér's "
+        f"V = {bounded(chi['cramer_v'])}; risk difference ({trt} − {ref}) RD = "
         f"{bounded(chi['estimate'])}, {ci(chi['ci_low'], chi['ci_high'], bound=True)} (Newcombe). "
-        "This test treats every trial as independent although each participant made several "
-        "choices; the clustered model below does not."
+        "This test treats every choice as independent although each participant made several; "
+        "the clustering-aware models do not."
     )
 
 
@@ -106,8 +118,8 @@ def gee_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
     """The GEE odds ratio, clustered by participant."""
     return (
         f"Accounting for the repeated choices of each participant (GEE logistic regression, "
-        f"exchangeable working correlation, robust SEs; {int(row['n_obs'])} trials of "
-        f"{int(row['n_clusters'])} participants), the odds of choosing the target were "
+        f"exchangeable working correlation, robust SEs; {count(row['n_obs'])} trials of "
+        f"{count(row['n_clusters'])} participants), the odds of choosing the target were "
         f"OR = {num(row['estimate'])} times as high with {trt} as with {ref}, "
         f"{ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, {p_apa(row['p_val'])} "
         f"(log OR = {num(row['log_odds'])}, SE = {num(row['se'])})."
@@ -118,7 +130,7 @@ def glmm_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
     """The logistic GLMM's conditional odds ratio (crossed random intercepts, Laplace)."""
     text = (
         "In a logistic mixed model with crossed random intercepts for participants and pairs "
-        f"(Laplace approximation, as lme4::glmer; {row.get('n_obs', 'NA')} trials), the "
+        f"(Laplace approximation, as lme4::glmer; {count(row.get('n_obs'))} trials), the "
         "conditional "
         f"odds of choosing the target were OR = {num(row['estimate'])} times as high with {trt} "
         f"as with {ref}, {ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, "
@@ -130,7 +142,7 @@ def glmm_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
     if _finite(row.get("max_grad")):
         grad = float(row["max_grad"])  # type: ignore[arg-type]
         text += (
-            f" Convergence: largest scaled gradient {grad:.1e}, "
+            f" Convergence: largest scaled gradient {num(grad)}, "
             + ("below" if grad <= 0.002 else "above")
             + " glmer's 0.002 check."
         )
@@ -160,8 +172,8 @@ def wtp_sentence(row: Mapping[str, object], unit: str) -> str:
         f"{ci(row['intercept_ci_low'], row['intercept_ci_high'])}; "
         f"SDs: participant {num(row['sd_subject'])}, pair {num(row['sd_item'])}, residual "
         f"{num(row['sd_residual'])}; ICC participant = {bounded(row['icc_subject'])}, "
-        f"pair = {bounded(row['icc_item'])}; N = {int(row['n_obs'])} ratings of "
-        f"{int(row['n_subjects'])} participants and {int(row['n_items'])} pairs."
+        f"pair = {bounded(row['icc_item'])}; N = {count(row['n_obs'])} ratings of "
+        f"{count(row['n_subjects'])} participants and {count(row['n_items'])} pairs."
     )
     if bool(row.get("singular")):
         text += (
@@ -217,7 +229,7 @@ def slopes_sentence(row: Mapping[str, object], unit: str) -> str:
 def within_sentence(row: Mapping[str, object], unit: str) -> str:
     """Participants' mean within-person difference."""
     return (
-        f"Within participants ({int(row['n_subjects'])} who saw both formats), the mean "
+        f"Within participants ({count(row['n_subjects'])} who saw both formats), the mean "
         f"difference {row['treatment']} − {row['reference']} was M = {num(row['estimate'])} "
         f"{unit}, SD = {num(row['sd'])}, {ci(row['ci_low'], row['ci_high'])} (t interval over "
         "participants; pairs not modelled)."

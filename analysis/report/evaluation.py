@@ -304,7 +304,7 @@ def figures(results: Results, out: Path) -> list[tuple[str, str, object, tuple[f
     return jobs
 
 
-def sections(results: Results, figs: dict[str, str], table_html) -> list[dict[str, object]]:
+def sections(results: Results, figs: dict[str, str], table) -> list[dict[str, object]]:
     """Report sections of a ratings/preferences report.
 
     Parameters
@@ -313,8 +313,8 @@ def sections(results: Results, figs: dict[str, str], table_html) -> list[dict[st
         Output of :func:`analyze_ratings` or :func:`analyze_preferences`.
     figs : dict of str to str
         Drawn figures, file name to caption.
-    table_html : callable
-        The writer's DataFrame-to-HTML function.
+    table : callable
+        :func:`analysis.report.tables.report_table`: a result table as the report typesets it.
 
     Returns
     -------
@@ -338,11 +338,21 @@ def sections(results: Results, figs: dict[str, str], table_html) -> list[dict[st
                 "title": "Ratings",
                 "text": text,
                 "tables": [
-                    ("Mean rating: system x dimension", table_html(t["rating_table"])),
-                    ("Means with CIs", table_html(t["rating_means"])),
+                    (
+                        "Mean rating: system x dimension",
+                        table(t["rating_table"], name="rating_table"),
+                    ),
+                    ("Means with CIs", table(t["rating_means"], name="rating_means")),
                 ]
                 + (
-                    [("By perspective", table_html(t["rating_means_by_perspective"]))]
+                    [
+                        (
+                            "By perspective",
+                            table(
+                                t["rating_means_by_perspective"], name="rating_means_by_perspective"
+                            ),
+                        )
+                    ]
                     if "rating_means_by_perspective" in t
                     else []
                 ),
@@ -352,8 +362,8 @@ def sections(results: Results, figs: dict[str, str], table_html) -> list[dict[st
                 "title": "Rater agreement",
                 "text": "",
                 "tables": [
-                    ("Intraclass correlation (pingouin)", table_html(t["icc"])),
-                    ("Krippendorff's alpha, ordinal", table_html(t["alpha"])),
+                    ("Intraclass correlation (pingouin)", table(t["icc"], name="icc")),
+                    ("Krippendorff's alpha, ordinal", table(t["alpha"], name="alpha")),
                 ],
                 "figures": [],
             },
@@ -363,7 +373,9 @@ def sections(results: Results, figs: dict[str, str], table_html) -> list[dict[st
                 {
                     "title": "Automatic metrics vs human ratings",
                     "text": "",
-                    "tables": [("Kendall's tau per summary", table_html(t["metric_tau"]))],
+                    "tables": [
+                        ("Kendall's tau per summary", table(t["metric_tau"], name="metric_tau"))
+                    ],
                     "figures": fig("metric_tau.png"),
                 }
             )
@@ -378,19 +390,26 @@ def sections(results: Results, figs: dict[str, str], table_html) -> list[dict[st
         {
             "title": "Human preference",
             "text": text,
-            "tables": [("Preference by similarity bin", table_html(t["preference_by_bin"]))],
+            "tables": [
+                (
+                    "Preference by similarity bin",
+                    table(t["preference_by_bin"], name="preference_by_bin"),
+                )
+            ],
             "figures": fig("preference_by_bin.png"),
         },
         {
             "title": "Humans and LLM judges",
             "text": f"LLM judges: {judges}.",
-            "tables": [("Outcome shares by bin", table_html(t["outcome_shares"]))],
+            "tables": [
+                ("Outcome shares by bin", table(t["outcome_shares"], name="outcome_shares"))
+            ],
             "figures": fig("outcomes_by_bin.png"),
         },
         {
             "title": "Order consistency",
             "text": "",
-            "tables": [("Per rater", table_html(t["order_consistency"]))],
+            "tables": [("Per rater", table(t["order_consistency"], name="order_consistency"))],
             "figures": fig("order_consistency.png"),
         },
     ]

@@ -60,6 +60,13 @@ def library_versions() -> dict[str, str]:
 
 
 CHOICE_SPECS = {
+    "speed": (
+        "per participant: duration_s (consent to completion) and the median choice-page time "
+        "(rt_ms); the floor the speed rules applied (the larger of min_duration_s and "
+        "min_duration_frac_median x the median completion time); suggested min_duration_s = "
+        "the relative rule's fraction (0.3 by default) x the study's estimated_minutes, or x "
+        "the observed median without an estimate, rounded down to whole seconds"
+    ),
     "selection_rates": "share of trials choosing the target per format; Wilson score 95% CI",
     "chi2": (
         "Pearson chi-square test of the 2x2 table format x chose_target, with Yates' continuity "
@@ -140,6 +147,7 @@ CHOICE_SPECS = {
 CHOICE_TABLE_ORDER = (
     "exclusions",
     "exclusion_rules",
+    "speed",
     "selection_rates",
     "chi2",
     "effects",
@@ -170,6 +178,7 @@ def analyze_choice(
     covariates: Sequence[str] = (),
     glmm: bool = True,
     on_stage: Callable[[Results, str], None] | None = None,
+    estimated_minutes: float | None = None,
 ) -> Results:
     """Run the whole choice analysis on trial-level data.
 
@@ -207,18 +216,23 @@ def analyze_choice(
         ``on_stage(results, stage)`` is called with the partial results when a stage's tables are
         final: ``"wtp"`` (WTP tables and figure data), then ``"choice"`` (the choice tables and
         models). The CLI hands them to its figure worker, which draws meanwhile.
+    estimated_minutes : float, optional
+        The study's estimated duration (its YAML's ``estimated_minutes``): the basis of the
+        suggested absolute speed floor in table ``speed``
+        (:func:`analysis.report.rules.speed_check`; without it, the observed median).
 
     Returns
     -------
     Results
         Tables ``exclusions``, ``selection_rates``, ``chi2``, ``effects``, ``by_pair``,
-        ``clustered``, ``choice_glmm``, ``wtp_by_format``, ``wtp_model``; ``meta`` with counts,
+        ``clustered``, ``choice_glmm``, ``wtp_by_format``, ``wtp_model``, ``speed`` (when the
+        data carry durations); ``meta`` with counts,
         rules, specifications, versions and per-step timings.
     """
     import numpy as np
 
     from analysis.exclusions import exclude_choice, exclusion_summary
-    from analysis.report.rules import rule_status
+    from analysis.report.rules import rule_status, speed_check
     from analysis.stats import choice, wtp
 
     timings: dict[str, float] = {}
@@ -247,6 +261,9 @@ def analyze_choice(
     res = Results(kind="choice")
     res.tables["exclusions"] = exclusion_summary(data, excluded)
     res.tables["exclusion_rules"] = rule_status(data, excluded, rules)
+    speed = speed_check(data, kept, rules, estimated_minutes=estimated_minutes)
+    if speed is not None:
+        res.tables["speed"] = speed
     wtp_failure = None
     slopes_failure = None
     covariates_failure = None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.report.tables import html_table
+from analysis.report.apa import ci, count, num, p_apa
+from analysis.report.tables import report_table
 
 if TYPE_CHECKING:
     from analysis.report.pipeline import Results
@@ -19,8 +20,6 @@ __all__ = ["primary_section", "primary_sentence"]
 
 def primary_sentence(results: Results) -> str:
     """The primary result in words (also printed by ``framelab analyze choice --prereg``)."""
-    from analysis.report.writer import format_p
-
     m, t = results.meta, results.tables
     prereg = m["preregistration"]
     head = (
@@ -33,7 +32,7 @@ def primary_sentence(results: Results) -> str:
     r = t["primary"].iloc[0]
     look = int(r["look"])
     n_looks = int(r["n_looks"])
-    where = f"look {look} of {n_looks} ({int(r['n_analysed'])} participants, z = {r['z']:.3f})"
+    where = f"look {look} of {n_looks} ({count(r['n_analysed'])} participants, z = {num(r['z'])})"
     stopped = {
         "efficacy": f"The pre-registered rule stopped the study at {where}: the efficacy "
         "bound was crossed and the null hypothesis is rejected.",
@@ -44,16 +43,16 @@ def primary_sentence(results: Results) -> str:
         "primary result is not final.",
     }[str(r["stopped"])]
     scale = "log odds ratio" if r["test"] == "choice_glmm" else "difference"
+    level = f"{r['confidence']:.0%}"
     adjusted = (
-        f"Adjusted for the stopping rule (stage-wise ordering): {scale} {r['estimate']:.3f} "
-        f"(median unbiased), {r['confidence']:.0%} CI [{r['ci_low']:.3f}, {r['ci_high']:.3f}], "
-        f"p {format_p(r['p_val'])}; without the adjustment {r['estimate_naive']:.3f}, "
-        f"p {format_p(r['p_naive'])}."
+        f"Adjusted for the stopping rule (stage-wise ordering): {scale} {num(r['estimate'])} "
+        f"(median unbiased), {ci(r['ci_low'], r['ci_high'], level=level)}, "
+        f"{p_apa(r['p_val'])}; without the adjustment {num(r['estimate_naive'])}, "
+        f"{p_apa(r['p_naive'])}."
     )
     if r["test"] == "choice_glmm":
-        adjusted += (
-            f" Odds ratio {r['odds_ratio']:.3f} [{r['or_ci_low']:.3f}, {r['or_ci_high']:.3f}]."
-        )
+        odds = ci(r["or_ci_low"], r["or_ci_high"], level=level)
+        adjusted += f" Odds ratio {num(r['odds_ratio'])}, {odds}."
     later = ""
     if int(r["later_looks"]):
         later = (
@@ -72,14 +71,14 @@ def primary_section(results: Results) -> dict[str, object] | None:
         tables.append(
             (
                 "Primary result (pre-registered)",
-                html_table(results.tables["primary"], name="primary"),
+                report_table(results.tables["primary"], name="primary"),
             )
         )
     if "looks" in results.tables:
         tables.append(
             (
                 "Looks: the pre-registered test at each look against its bounds",
-                html_table(results.tables["looks"], name="looks"),
+                report_table(results.tables["looks"], name="looks"),
             )
         )
     return {

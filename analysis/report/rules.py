@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from analysis.exclusions import AnnotationRules, ChoiceRules
 
-__all__ = ["rule_status", "rules_sentence"]
+__all__ = ["rule_status", "rules_sentence", "speed_check", "speed_sentence"]
 
 # Rule -> (the column it reads, the exclusion reason it gives) for choice data.
 _CHOICE = {
@@ -127,3 +127,126 @@ def rules_sentence(status: pd.DataFrame) -> str:
     if len(off):
         parts.append(f"Switched off: {', '.join(off['rule'])}.")
     return " ".join(parts)
+
+
+def speed_check(
+    data: pd.DataFrame,
+    kept: pd.DataFrame,
+    rules: ChoiceRules,
+    *,
+    estimated_minutes: float | None = None,
+) -> pd.DataFrame | None:
+    """What the speed rules let through, and an absolute floor the study could set.
+
+    The relative rule (faster than a fraction of the median completion time) moves with the
+    sample: when many fast bots arrive, the median falls and so does the floor, and bots that
+    take a second per page pass. An absolute ``min_duration_s`` written into the study before
+    data come in does not move. It is suggested from the study's own estimate of its duration
+    (``estimated_minutes`` of the study YAML) at the relative rule's fraction, or, without an
+    estimate, from the observed median completion time (for the next study or the next look:
+    these data are already screened by the rules as configured).
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        All trials before exclusion (``participant_id``, ``duration_s``; ``rt_ms`` if recorded).
+    kept : pandas.DataFrame
+        The trials analysed.
+    rules : analysis.exclusions.ChoiceRules
+        The rules as configured.
+    estimated_minutes : float, optional
+        The study's estimated duration (its YAML's ``estimated_minutes``).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        One row: ``min_duration_s``, ``min_duration_frac_median`` (as configured),
+        ``median_duration_s`` (of everyone with a duration), ``floor_s`` (the floor the rules
+        applied; NaN for none), ``fastest_analysed_s``, ``fastest_page_s`` (the smallest median
+        choice-page time, ``rt_ms``, of an analysed participant), ``estimated_minutes``,
+        ``suggested_min_duration_s``, ``suggestion_basis``, ``n_below_suggestion`` (analysed
+        participants faster than the suggestion). ``None`` when the data carry no durations.
+    """
+    import math
+
+    import pandas as pd
+
+    if "duration_s" not in data.columns or data["duration_s"].isna().all():
+        return None
+    every = data.groupby("participant_id")["duration_s"].first().astype(float).dropna()
+    analysed = kept.groupby("participant_id")["duration_s"].first().astype(float).dropna()
+    median = float(every.median())
+    frac = rules.min_duration_frac_median
+    limits = [v for v in (rules.min_duration_s, frac * median if frac else None) if v is not None]
+    share = frac or 0.3
+    if estimated_minutes is not None:
+        suggested = math.floor(share * 60 * estimated_minutes)
+        basis = f"{share:g} × the study's estimated {estimated_minutes:g} minutes"
+    else:
+        suggested = math.floor(share * median)
+        basis = f"{share:g} × the observed median completion time of {median:,.0f} s"
+    pages = float("nan")
+    if "rt_ms" in kept.columns and kept["rt_ms"].notna().any():
+        pages = float(kept.groupby("participant_id")["rt_ms"].median().min()) / 1000
+    row = {
+        "min_duration_s": rules.min_duration_s,
+        "min_duration_frac_median": frac,
+        "median_duration_s": median,
+        "floor_s": max(limits) if limits else float("nan"),
+        "fastest_analysed_s": float(analysed.min()) if len(analysed) else float("nan"),
+        "fastest_page_s": pages,
+        "estimated_minutes": estimated_minutes,
+        "suggested_min_duration_s": suggested,
+        "suggestion_basis": basis,
+        "n_below_suggestion": int((analysed < suggested).sum()),
+    }
+    return pd.DataFrame([row])
+
+
+def speed_sentence(speed: pd.DataFrame) -> str:
+    """The speed paragraph: the floor applied, what it let through, the suggested absolute floor.
+
+    Parameters
+    ----------
+    speed : pandas.DataFrame
+        Output of :func:`speed_check`.
+
+    Returns
+    -------
+    str
+    """
+    from analysis.report.numbers import fmt_count, fmt_number, is_missing
+
+    r = speed.iloc[0]
+    absolute, frac, floor = r["min_duration_s"], r["min_duration_frac_median"], r["floor_s"]
+    relative = f"{frac:g} × the median completion time ({fmt_count(r['median_duration_s'])} s)"
+    if not is_missing(absolute) and not is_missing(frac):
+        text = (
+            f"Participants faster than {fmt_count(floor)} s were excluded: the larger of "
+            f"min_duration_s ({fmt_count(absolute)} s) and {relative}."
+        )
+    elif not is_missing(absolute):
+        text = f"Participants faster than {fmt_count(floor)} s were excluded (min_duration_s)."
+    elif not is_missing(frac):
+        text = (
+            "The absolute rule min_duration_s is not set, so only the relative rule screened for "
+            "speed: "
+            f"participants faster than {relative}, i.e. {fmt_count(floor)} s, were excluded."
+        )
+    else:
+        text = "No speed rule is set: nobody was screened for speed."
+    text += f" The fastest analysed participant took {fmt_count(r['fastest_analysed_s'])} s"
+    if not is_missing(r["fastest_page_s"]):
+        page = fmt_number(r["fastest_page_s"], 1)
+        text += f"; the fastest median time on a choice page was {page} s"
+    text += "."
+    if is_missing(absolute):
+        n = int(r["n_below_suggestion"])
+        text += (
+            f" Suggested min_duration_s: {fmt_count(r['suggested_min_duration_s'])} "
+            f"({r['suggestion_basis']}), an absolute floor that does not fall when fast bots "
+            "lower the median; set it in the study's analysis: exclusions (or --min-duration-s) "
+            f"before data come in. On these data it would exclude {n} more of the analysed "
+            f"participant{'' if n == 1 else 's'}."
+        )
+    return text

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from analysis.report import apa
 from analysis.report.pipeline import CHOICE_TABLE_ORDER
 from analysis.report.prereg_section import primary_section
-from analysis.report.rules import rules_sentence
-from analysis.report.tables import html_table, split_columns
+from analysis.report.rules import rules_sentence, speed_sentence
+from analysis.report.tables import report_table, split_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -220,12 +220,12 @@ def _model_tables(
     name: str, df: pd.DataFrame, caption: str, main: tuple[str, ...] | None = None, **ctx: str
 ) -> list[tuple[str, str]]:
     main, details = split_columns(df) if main is None else split_columns(df, main=main)
-    out = [(caption, html_table(df, name=name, columns=main, **ctx))]
+    out = [(caption, report_table(df, name=name, columns=main, **ctx))]
     if details:
         out.append(
             (
                 f"{caption}: details",
-                html_table(df, name=name, columns=details, **ctx),
+                report_table(df, name=name, columns=details, **ctx),
             )
         )
     return out
@@ -233,41 +233,84 @@ def _model_tables(
 
 def _exclusions_section(t: dict[str, pd.DataFrame], caption: str) -> dict[str, object]:
     """Which rules were applied, which could not be checked (and why), and the counts."""
-    tables = [(caption, html_table(t["exclusions"], name="exclusions"))]
+    tables = [(caption, report_table(t["exclusions"], name="exclusions"))]
     text = ""
     if "exclusion_rules" in t:
         text = rules_sentence(t["exclusion_rules"])
         tables.append(
             (
                 "Exclusion rules: applied, not checked (the data lack what the rule reads) or off",
-                html_table(t["exclusion_rules"], name="exclusion_rules"),
+                report_table(t["exclusion_rules"], name="exclusion_rules"),
+            )
+        )
+    if "speed" in t:
+        text += " " + speed_sentence(t["speed"])
+        tables.append(
+            (
+                "Speed: the floor applied, what it let through, and the suggested absolute floor",
+                report_table(t["speed"], name="speed"),
             )
         )
     return {"title": "Exclusions", "text": text, "figures": [], "tables": tables}
 
 
+def _lead(results: Results, ref: str, trt: str) -> str:
+    """The report's first paragraph: the clustering-aware test first, the seed study's after.
+
+    Each participant made several choices, so the headline is the logistic GLMM (random
+    intercepts of participant and pair), or the GEE when the GLMM is missing; the trial-level
+    chi-square follows as the comparison with the seed study, which used it.
+    """
+    t, m = results.tables, results.meta
+    rates = {r["format"]: r for r in t["selection_rates"].to_dict("records")}
+    parts = [
+        f"{apa.count(m['n_participants_analysed'])} participants made "
+        f"{apa.count(m['n_rows_analysed'])} choices between the products of "
+        f"{apa.count(m['n_pairs'])} pairs (after exclusions).",
+        apa.rates_sentence(rates, ref, trt),
+    ]
+    if "choice_glmm" in t:
+        parts.append(apa.glmm_sentence(t["choice_glmm"].iloc[0], ref, trt))
+    elif "clustered" in t:
+        parts.append(
+            f"Logistic GLMM {m.get('choice_glmm', 'not requested')}. "
+            + apa.gee_sentence(t["clustered"].iloc[0], ref, trt)
+        )
+    else:
+        parts.append(
+            f"No clustering-aware model of the choices is reported (logistic GLMM "
+            f"{m.get('choice_glmm', 'not requested')}; GEE "
+            f"{m.get('clustered_model', 'not requested')}), so the only test of the choices is "
+            "the chi-square test below, which overstates the evidence when participants differ."
+        )
+    parts.append(apa.chi2_sentence(t["chi2"].iloc[0], ref, trt))
+    return " ".join(parts)
+
+
 def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, object]]:
-    """Sections of a choice-study report."""
+    """Sections of a choice-study report; the first paragraph reports the clustered test.
+
+    With a pre-registration the first section is the pre-registered primary result, followed by
+    the same choice paragraph; without one it is "Main result".
+    """
     t, m = results.tables, results.meta
     ref, trt = _levels(results)
     unit = wtp_unit(results)
     ctx = {"ref": ref, "trt": trt, "unit": unit, "padjust": str(m.get("padjust", "holm"))}
-    chi = t["chi2"].iloc[0]
-    rates = {r["format"]: r for r in t["selection_rates"].to_dict("records")}
-    text = (
-        f"{m['n_participants_analysed']} participants, {m['n_rows_analysed']} choices, "
-        f"{m['n_pairs']} pairs after exclusions. " + apa.chi2_sentence(chi, rates, ref, trt)
-    )
-    if "clustered" in t:
-        text += " " + apa.gee_sentence(t["clustered"].iloc[0], ref, trt)
-    elif str(m.get("clustered_model", "")).startswith("not reported"):
-        text += f" Clustered model (GEE) {m['clustered_model']}."
-    if "choice_glmm" in t:
-        text += " " + apa.glmm_sentence(t["choice_glmm"].iloc[0], ref, trt)
-    elif str(m.get("choice_glmm", "")).startswith("not reported"):
-        text += f" Logistic GLMM {m['choice_glmm']}."
+    lead = _lead(results, ref, trt)
+    # The GLMM leads the report; the GEE (population-averaged odds ratio) is its robustness check.
+    text = ""
+    if "clustered" in t and "choice_glmm" in t:
+        text = apa.gee_sentence(t["clustered"].iloc[0], ref, trt)
+    elif "choice_glmm" in t and str(m.get("clustered_model", "")).startswith("not reported"):
+        text = f"Clustered model (GEE) {m['clustered_model']}."
     primary = primary_section(results)
-    sections: list[dict[str, object]] = [primary] if primary else []
+    if primary is not None:
+        # Two paragraphs: the pre-registered result at its stopping look, then all the data.
+        primary["text"] = [primary["text"], lead]
+    else:
+        primary = {"title": "Main result", "text": lead, "tables": [], "figures": []}
+    sections: list[dict[str, object]] = [primary]
     sections.append(_exclusions_section(t, "Excluded rows and participants by reason"))
     if "demographics" in t:
         join = m.get("demographics_join", {})
@@ -283,7 +326,7 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
                     "export. The table describes the participants analysed (after exclusions)."
                 ),
                 "tables": [
-                    ("Analysed participants", html_table(t["demographics"], name="demographics"))
+                    ("Analysed participants", report_table(t["demographics"], name="demographics"))
                 ],
                 "figures": [],
             }
@@ -295,20 +338,20 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
             "tables": [
                 (
                     "Selection rates",
-                    html_table(t["selection_rates"], name="selection_rates", **ctx),
+                    report_table(t["selection_rates"], name="selection_rates", **ctx),
                 ),
                 (
                     "Chi-square tests of format x choice (first row: primary); the estimate and "
                     f"CI columns are the risk difference {trt} − {ref} (proportion)",
-                    html_table(t["chi2"], name="chi2", **ctx),
+                    report_table(t["chi2"], name="chi2", **ctx),
                 ),
-                ("Effect sizes", html_table(t["effects"], name="effects", **ctx)),
+                ("Effect sizes", report_table(t["effects"], name="effects", **ctx)),
             ]
             + (
                 [
                     (
                         "Clustered model (GEE, participants as clusters)",
-                        html_table(t["clustered"], name="clustered", **ctx),
+                        report_table(t["clustered"], name="clustered", **ctx),
                     )
                 ]
                 if "clustered" in t
@@ -373,7 +416,7 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
             f"Model that ran: {row['model']}; why: {row['reason']}. Optimizer: "
             f"{row['optimizer']}."
             + ("" if bool(row["singular"]) else " Not singular (no variance at the boundary).")
-            + (f" Notes: {row['notes']}" if row["notes"] else "")
+            + (f" Notes: {str(row['notes']).rstrip('.')}." if row["notes"] else "")
         )
         tables += _model_tables(
             "wtp_model", t["wtp_model"], f"Mixed-model format effect ({unit})", **ctx
@@ -388,7 +431,7 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
         tables.append(
             (
                 "Within-participant differences",
-                html_table(t["wtp_differences"], name="wtp_differences", **ctx),
+                report_table(t["wtp_differences"], name="wtp_differences", **ctx),
             )
         )
     if "wtp_slopes" in t:
@@ -412,7 +455,7 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
         tables.append(
             (
                 "WTP by format (descriptive)",
-                html_table(t["wtp_by_format"], name="wtp_by_format", **ctx),
+                report_table(t["wtp_by_format"], name="wtp_by_format", **ctx),
             )
         )
     sections = [
@@ -440,12 +483,19 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
     return sections
 
 
+def _per_item(k: dict[str, int]) -> str:
+    if k["min"] == k["max"]:
+        return f"{k['min']} per item"
+    return f"{k['min']} to {k['max']} per item, most often {k['mode']}"
+
+
 def annotation_sections(results: Results, figs: dict[str, str]) -> list[dict[str, object]]:
     """Sections of an annotation-study report."""
     t, m = results.tables, results.meta
     text = (
-        f"{m['n_items']} items, {m['n_annotators']} annotators, {m['n_labels_analysed']} labels "
-        f"(labels per item: {m['labels_per_item']}). Agreement: "
+        f"{apa.count(m['n_items'])} items, {apa.count(m['n_annotators'])} annotators, "
+        f"{apa.count(m['n_labels_analysed'])} labels ({_per_item(m['labels_per_item'])}). "
+        "Agreement: "
         + "; ".join(apa.agreement_sentence(r) for r in t["agreement"].to_dict("records"))
         + "."
     )
@@ -455,7 +505,7 @@ def annotation_sections(results: Results, figs: dict[str, str]) -> list[dict[str
             "title": "Human shifts",
             "text": text,
             "tables": [
-                (name, html_table(t[key], name=key))
+                (name, report_table(t[key], name=key))
                 for key, name in (
                     ("shift_distribution", "Shift-count distribution"),
                     ("majority_shift", "Majority-shift rate by base sentiment"),
@@ -481,15 +531,15 @@ def annotation_sections(results: Results, figs: dict[str, str]) -> list[dict[str
                 + " (see the label table)."
             )
         tables = [
-            ("Human-model correlation", html_table(t["human_model"], name="human_model")),
-            ("Model shift rates", html_table(t["model_shift_rates"], name="model_shift_rates")),
-            ("Model x model correlations", html_table(t["model_matrix"], name="model_matrix")),
+            ("Human-model correlation", report_table(t["human_model"], name="human_model")),
+            ("Model shift rates", report_table(t["model_shift_rates"], name="model_shift_rates")),
+            ("Model x model correlations", report_table(t["model_matrix"], name="model_matrix")),
         ]
         if "label_mapping" in t:
             tables.append(
                 (
                     "How the models' labels were read",
-                    html_table(t["label_mapping"], name="label_mapping"),
+                    report_table(t["label_mapping"], name="label_mapping"),
                 )
             )
         sections.append(

@@ -1,21 +1,33 @@
-"""Report tables for people: human column names with units, and wide tables split in two.
+"""Report tables for people: human column names with units, numbers rounded by one rule.
 
-The CSV files and ``results.json`` keep the machine names (``ci_low``, ``p_val``); only the HTML
-report renames. A column without a label keeps its name, so a new table (a new model's results)
-renders without changes here; :func:`split_columns` gives any wide table a main and a details
-part.
+The CSV files and ``results.json`` keep the machine names (``ci_low``, ``p_val``) at full
+precision; only the report renames and rounds. :func:`report_table` turns any result table into
+a :class:`~analysis.report.typeset.ReportTable` (the one path of every table of every report to
+HTML and LaTeX): each column's kind of number (:func:`column_kind`) picks its rounding
+(:mod:`analysis.report.numbers`), machine values such as ``fisher_exact`` are named, columns
+empty in every row are left out, and a one-row table too wide to read across is turned on its
+side. A column without a label keeps its name, so a new table (a new model's results) renders
+without changes here; :func:`split_columns` gives any wide table a main and a details part.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import TYPE_CHECKING
+
+from analysis.report.numbers import DASH, format_value, is_missing
+from analysis.report.typeset import ReportTable
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MAIN_STAT_COLUMNS", "column_label", "html_table", "split_columns"]
+__all__ = [
+    "MAIN_STAT_COLUMNS",
+    "column_kind",
+    "column_label",
+    "report_table",
+    "split_columns",
+]
 
 # Any table: the usual statistics columns.
 GENERIC = {
@@ -64,6 +76,18 @@ TABLES: dict[str, dict[str, str]] = {
         "reason": "Reason it gives",
         "n_rows": "Rows excluded",
         "n_participants": "Participants excluded",
+    },
+    "speed": {
+        "min_duration_s": "min_duration_s (s)",
+        "min_duration_frac_median": "min_duration_frac_median",
+        "median_duration_s": "Median completion time (s)",
+        "floor_s": "Floor applied (s)",
+        "fastest_analysed_s": "Fastest analysed participant (s)",
+        "fastest_page_s": "Fastest median choice-page time (s)",
+        "estimated_minutes": "Study's estimated duration (min)",
+        "suggested_min_duration_s": "Suggested min_duration_s (s)",
+        "suggestion_basis": "Basis of the suggestion",
+        "n_below_suggestion": "Analysed participants under the suggestion",
     },
     "selection_rates": {
         "format": "Format",
@@ -207,6 +231,42 @@ TABLES: dict[str, dict[str, str]] = {
         "how": "How",
         "n": "Judgments",
     },
+    "software": {"library": "Library", "version": "Version"},
+    "primary": {
+        "test": "Pre-registered test",
+        "direction": "Direction",
+        "alpha": "α (pre-registered)",
+        "look": "Stopping look",
+        "n_looks": "Looks planned",
+        "stopped": "Stopped",
+        "n_analysed": "Participants analysed",
+        "p_val": "p (stage-wise adjusted)",
+        "p_naive": "p (fixed design)",
+        "estimate": "Estimate (median unbiased)",
+        "estimate_naive": "Estimate (fixed design)",
+        "ci_low": "Adjusted CI lower",
+        "ci_high": "Adjusted CI upper",
+        "confidence": "Confidence level",
+        "reject": "Null hypothesis rejected",
+        "later_looks": "Looks after the stopping look",
+        "odds_ratio": "Odds ratio (median unbiased)",
+        "or_ci_low": "OR adjusted CI lower",
+        "or_ci_high": "OR adjusted CI upper",
+    },
+    "looks": {
+        "look": "Look",
+        "n_planned": "Participants planned",
+        "reached": "Reached",
+        "n_analysed": "Participants analysed",
+        "se_z": "SE (normal scale)",
+        "p_val": "p (fixed design)",
+        "n_participants": "Participants in the model",
+        "fraction": "Information fraction",
+        "efficacy_z": "Efficacy bound (z)",
+        "futility_z": "Futility bound (z)",
+        "decision": "Decision",
+        "crossed": "Bound crossed",
+    },
     "demographics": {
         "variable": "Variable",
         "level": "Level",
@@ -338,73 +398,233 @@ def split_columns(
     return head, details
 
 
-def _fmt(value: object) -> str:
-    if isinstance(value, bool) or value is None:
-        return "" if value is None else ("yes" if value else "no")
-    if isinstance(value, (int, float)):
-        v = float(value)
-        if not math.isfinite(v):
-            return ""
-        if isinstance(value, int):
-            return str(value)
-        if v != 0 and abs(v) < 1e-4:
-            return f"{v:.3e}"
-        return f"{v:.4g}"
-    return str(value)
+# --- Kinds of number -------------------------------------------------------------------------
+# Columns that hold p-values (the report's p rule: ".032", "< .001", "> .999").
+_P_NAMES = {"lrt_p", "p_naive", "p_val_z"}
+# Quantities bounded by 1 in size, printed without the leading zero, wherever they appear.
+_BOUNDED_NAMES = {
+    "cramer_v",
+    "share",
+    "share_rows",
+    "share_first",
+    "flip_rate",
+    "agreement_with_majority",
+    "order_consistency",
+    "repeat_consistency",
+    "pref_reference_first",
+    "pref_reference_second",
+    "spearman_rho",
+    "model_shift_rate",
+    "similarity",
+    "bleu1",
+    "bleu4",
+    "rouge1",
+    "rouge2",
+    "bin_low",
+    "bin_high",
+    "confidence",
+    "fraction",
+}
+# Significance levels and what a design spends of them: three decimals (.025), as pre-registered.
+_LEVEL_NAMES = {"alpha", "alpha_spent", "nominal_p"}
+_BOUNDED_PREFIXES = ("rate_", "icc_", "corr_", "ci_low_", "ci_high_")
+# Tables whose estimate and its interval are a proportion, correlation or agreement coefficient.
+_BOUNDED_ESTIMATE_TABLES = {
+    "selection_rates",
+    "chi2",
+    "by_pair",
+    "shift_distribution",
+    "majority_shift",
+    "model_shift_rates",
+    "human_model",
+    "model_matrix",
+    "agreement",
+    "icc",
+    "alpha",
+    "preference_by_bin",
+    "order_consistency",
+    "metric_tau",
+}
+# Rows of a mixed table (``effects``) whose estimate is bounded, by their effect's name.
+_BOUNDED_EFFECTS = {"risk_difference", "fleiss_kappa", "krippendorff_alpha_nominal"}
+_ESTIMATE_COLUMNS = {"estimate", "ci_low", "ci_high"}
+_DF_NAMES = {"df", "dof", "df1", "df2", "lrt_df"}
+_COUNT_NAMES = {"n", "look", "n_looks", "later_looks", "shift_count", "n_shift"}
+
+# Machine values of the columns that name a test, an effect or a method, as a reader names them.
+VALUE_LABELS = {
+    "pearson_yates": "Pearson χ², Yates' correction",
+    "pearson": "Pearson χ²",
+    "fisher_exact": "Fisher's exact",
+    "risk_difference": "Risk difference",
+    "odds_ratio": "Odds ratio",
+    "wilson": "Wilson",
+    "newcombe": "Newcombe",
+    "woolf": "Woolf (logit)",
+    "fleiss_kappa": "Fleiss' κ",
+    "krippendorff_alpha_nominal": "Krippendorff's α (nominal)",
+}
+_VALUE_LABEL_COLUMNS = {"test", "effect", "method", "statistic"}
+# One-row tables with more columns than this are shown on their side (a quantity per line).
+MAX_ACROSS = 6
 
 
-def _is_p_column(name: object) -> bool:
-    return isinstance(name, str) and (
-        name.startswith(("p_val", "p_adj")) or name.endswith("_p_val") or name == "lrt_p"
-    )
+def column_kind(table: str | None, column: str, dtype: object = None) -> str:
+    """Which rounding rule a column's numbers follow.
+
+    Parameters
+    ----------
+    table : str, optional
+        Table name (``chi2``, ``icc``...): some tables' ``estimate`` is a proportion.
+    column : str
+        Column name in the CSV.
+    dtype : numpy dtype, optional
+        The column's dtype: integer columns are counts, text columns stay text.
+
+    Returns
+    -------
+    {"p", "level", "bounded", "count", "df", "number", "text"}
+
+    Examples
+    --------
+    >>> column_kind("selection_rates", "estimate"), column_kind("clustered", "estimate")
+    ('bounded', 'number')
+    >>> column_kind(None, "p_adj"), column_kind(None, "dof"), column_kind(None, "pair_id")
+    ('p', 'df', 'text')
+    """
+    import pandas as pd
+
+    if column == "id" or column.endswith("_id"):
+        return "text"
+    if column.startswith(("p_val", "p_adj")) or column.endswith("_p_val") or column in _P_NAMES:
+        return "p"
+    if column in _DF_NAMES:
+        return "df"
+    if column in _LEVEL_NAMES:
+        return "level"
+    if column in _ESTIMATE_COLUMNS and table in _BOUNDED_ESTIMATE_TABLES:
+        return "bounded"
+    if column in _BOUNDED_NAMES or column.startswith(_BOUNDED_PREFIXES):
+        return "bounded"
+    if column in _COUNT_NAMES or column.startswith("n_"):
+        return "count"
+    if dtype is not None and pd.api.types.is_integer_dtype(dtype):
+        return "count"
+    # Text columns are "number" too: a text cell prints as it is, and a column that mixes
+    # flags, numbers and text (an exclusion rule's setting) prints each cell by its own type.
+    return "number"
 
 
-def _fmt_cell(col: object, value: object) -> str:
-    if _is_p_column(col) and isinstance(value, float) and value == 0.0:
-        return "< 1e-300"
-    return _fmt(value)
+def _blank(value: object) -> bool:
+    return is_missing(value) or (isinstance(value, str) and not value.strip())
 
 
-def html_table(
+def _cell(table: str | None, column: str, kind: str, value: object, row: dict) -> str:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if _blank(value):
+        return DASH
+    if kind == "number" and column in _ESTIMATE_COLUMNS:
+        key = row.get("effect", row.get("statistic"))
+        if isinstance(key, str) and key in _BOUNDED_EFFECTS:
+            kind = "bounded"
+    if isinstance(value, str) and column in _VALUE_LABEL_COLUMNS:
+        return VALUE_LABELS.get(value, value)
+    return format_value(value, kind)
+
+
+def _name_tests(cells: pd.DataFrame, raw: pd.DataFrame) -> pd.DataFrame:
+    """Per-pair tests: "χ²(1) = 1.71 (Yates)" or "Fisher's exact", in one column.
+
+    A Fisher row has no χ² statistic; a separate statistic column would be blank there, so the
+    test column says which test each row ran and carries its statistic.
+    """
+    if not {"test", "statistic"} <= set(cells.columns):
+        return cells
+    named = []
+    for test, statistic in zip(raw["test"], cells["statistic"], strict=True):
+        if test in ("pearson_yates", "pearson") and statistic != DASH:
+            fix = " (Yates)" if test == "pearson_yates" else ""
+            named.append(f"χ²(1) = {statistic}{fix}")
+        else:
+            named.append(VALUE_LABELS.get(test, str(test)))
+    return cells.assign(test=named).drop(columns="statistic")
+
+
+def report_table(
     df: pd.DataFrame,
     max_rows: int = 60,
     *,
     name: str | None = None,
     columns: list[str] | None = None,
+    notes: tuple[str, ...] = (),
     **context: str,
-) -> str:
-    """HTML of a table with human column names, rounded numbers and a row limit.
+) -> ReportTable:
+    """A result table as the report shows it: labelled, rounded, typeset as HTML and LaTeX.
 
     Parameters
     ----------
     df : pandas.DataFrame
-        The table (machine column names).
+        The table (machine column names, full precision).
     max_rows : int
-        Rows shown; a note points to the CSV for the rest.
+        Rows shown; the note points to the CSV for the rest.
     name : str, optional
-        Table name, for its column labels.
+        Table name, for its column labels and kinds of number (also the CSV's name).
     columns : list of str, optional
         Only these columns, in this order.
+    notes : tuple of str
+        Sentences for the table's note.
     **context : str
         ``unit``, ``ref``, ``trt``, ``padjust`` for the labels.
 
     Returns
     -------
-    str
+    ReportTable
+        Columns empty in every row are left out (the CSV keeps them); a missing cell is an
+        em dash, which the note explains; a one-row table of more than :data:`MAX_ACROSS`
+        columns has one line per quantity.
     """
-    import numpy as np
+    import pandas as pd
 
     shown = df.head(max_rows)
     if columns is not None:
         shown = shown[[c for c in columns if c in shown.columns]]
-    shown = shown.copy()
-    for col in shown.columns:
-        shown[col] = [
-            _fmt_cell(col, v.item() if isinstance(v, np.generic) else v)
-            for v in shown[col].tolist()
-        ]
-    shown.columns = [column_label(name, str(c), **context) for c in shown.columns]
-    html = '<div class="tw">' + shown.to_html(index=False, escape=True, border=0) + "</div>"
+    if len(shown):
+        shown = shown[[c for c in shown.columns if not shown[c].map(_blank).all()]]
+    rows = shown.to_dict("records")
+    cells = pd.DataFrame(
+        {
+            str(c): [
+                _cell(name, str(c), column_kind(name, str(c), shown[c].dtype), r[c], r)
+                for r in rows
+            ]
+            for c in shown.columns
+        },
+        index=range(len(rows)),
+    )
+    cells = _name_tests(cells, shown) if name == "by_pair" else cells
+    labels = {c: column_label(name, c, **context) for c in cells.columns}
+    numeric = re.compile(r"^[<>]?\s?−?[\d.,]+(e−?\d+)?$")
+    notes_out = list(notes)
+    label_column = None
+    if len(cells) == 1 and len(cells.columns) > MAX_ACROSS:
+        cells = pd.DataFrame(
+            {"quantity": [labels[c] for c in cells.columns], "value": cells.iloc[0].tolist()}
+        )
+        labels = {"quantity": "Quantity", "value": "Value"}
+        label_column = "quantity"
+    right = {
+        c
+        for c in cells.columns
+        if any(v != DASH for v in cells[c]) and all(v == DASH or numeric.match(v) for v in cells[c])
+    }
+    if (cells == DASH).any().any():
+        notes_out.append(f"{DASH} = not applicable or not estimated.")
     if len(df) > max_rows:
-        html += f"<p class='note'>First {max_rows} of {len(df)} rows; all rows in the CSV.</p>"
-    return html
+        where = f"{name}.csv" if name else "the CSV"
+        notes_out.append(f"First {max_rows} of {len(df):,} rows; all rows in {where}.")
+    return ReportTable(
+        cells=cells, labels=labels, right=right, notes=notes_out, label_column=label_column
+    )

@@ -13,11 +13,11 @@ if TYPE_CHECKING:
     from analysis.report.figure_worker import FigureWorker
     from analysis.report.pipeline import Results
 
-from analysis.report.tables import _fmt
-from analysis.report.tables import html_table as _html_table
+from analysis.report.tables import report_table
+from analysis.report.typeset import latex_file
 from analysis.safecsv import write_csv
 
-__all__ = ["draw_figures", "format_p", "render_pngs", "to_jsonable", "write_results"]
+__all__ = ["draw_figures", "render_pngs", "to_jsonable", "write_results"]
 
 
 def to_jsonable(value: object) -> object:
@@ -54,20 +54,6 @@ def to_jsonable(value: object) -> object:
     if isinstance(value, (int, str)):
         return value
     return str(value)
-
-
-def format_p(p: object) -> str:
-    """Return ``"= 0.0123"`` or, for a p that underflowed to 0, ``"< 1e-300"``.
-
-    A double underflows below about 2e-308, so an exact 0 only says the p is smaller than any
-    printed number; "p = 0" would claim certainty no test gives.
-    """
-    v = float(p)  # type: ignore[arg-type]
-    if not math.isfinite(v):
-        return "= NA"
-    if v == 0.0:
-        return "< 1e-300"
-    return "= " + _fmt(v)
 
 
 # Resolution of the report's PNGs. The figures are created at this dpi, not matplotlib's 100: the
@@ -145,6 +131,32 @@ def render_pngs(results: Results, names: Collection[str] | None = None) -> dict[
     return pngs
 
 
+def _typeset(
+    sections: list[dict[str, object]], versions: dict[str, str]
+) -> tuple[list[dict[str, object]], list[str]]:
+    """Number every table in reading order; return the sections with HTML tables, and the LaTeX.
+
+    The library versions are the last table (a paper's software statement) and the last
+    section returned.
+    """
+    import pandas as pd
+
+    software = pd.DataFrame({"library": list(versions), "version": list(versions.values())})
+    last = {"title": "Library versions", "text": "", "figures": []}
+    last["tables"] = [
+        ("Software that computed the numbers", report_table(software, name="software"))
+    ]
+    typeset, latex, number = [], [], 0
+    for section in [*sections, last]:
+        tables = []
+        for caption, table in section["tables"]:  # type: ignore[attr-defined]
+            number += 1
+            tables.append(table.html(number, caption))
+            latex.append(table.latex(number, caption))
+        typeset.append({**section, "tables": tables})
+    return typeset, latex
+
+
 def write_results(
     results: Results,
     out_dir: str | Path,
@@ -154,7 +166,7 @@ def write_results(
     figures: bool = True,
     worker: FigureWorker | None = None,
 ) -> dict[str, Path]:
-    """Write ``results.json``, one CSV per table, the PNG figures and ``report.html``.
+    """Write ``results.json``, one CSV per table, the PNG figures, ``report.html``, ``tables.tex``.
 
     Parameters
     ----------
@@ -176,7 +188,8 @@ def write_results(
     Returns
     -------
     dict of str to Path
-        Every written file by name.
+        Every written file by name. ``tables.tex`` holds every table of ``report.html`` as
+        LaTeX, numbered and rounded alike.
     """
     from importlib.resources import files
 
@@ -208,7 +221,7 @@ def write_results(
     if results.kind in ("ratings", "preferences"):
         from analysis.report.evaluation import sections as evaluation_sections
 
-        sections = evaluation_sections(results, figs, _html_table)
+        sections = evaluation_sections(results, figs, report_table)
     else:
         from analysis.report import study_sections
 
@@ -217,18 +230,25 @@ def write_results(
             if results.kind == "choice"
             else study_sections.annotation_sections(results, figs)
         )
+    generated = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    typeset, latex = _typeset(sections, results.meta.get("versions", {}))
     template = jinja2.Environment(autoescape=True).from_string(
         files("analysis.report").joinpath("templates/report.html.j2").read_text("utf-8")
     )
     html = template.render(
         title=title,
-        generated=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        generated=generated,
         command=command,
-        sections=sections,
+        sections=typeset[:-1],
         specifications=results.meta.get("specifications", {}),
         rules=json.dumps(to_jsonable(results.meta.get("exclusion_rules", {}))),
-        versions=results.meta.get("versions", {}),
+        versions=typeset[-1]["tables"][0],
     )
+    path = out / "tables.tex"
+    path.write_text(
+        latex_file(latex, title=title, generated=generated, command=command), encoding="utf-8"
+    )
+    written["tables.tex"] = path
     if drawing:
         pngs = worker.collect()  # type: ignore[union-attr]
         if pngs is not None and set(pngs) == set(figs):

@@ -361,8 +361,8 @@ def wtp_mixed(
             chosen = "crossed_sparse"
             reason = (
                 "crossed random intercepts by profiled REML in a sparse formulation "
-                "(crossed_lmm: lme4's criterion, Satterthwaite df as lmerTest; matches both to "
-                "1e-6, tests/analysis/stats/test_wtp_lme4.py)"
+                "(crossed_lmm: lme4's criterion, Satterthwaite df as lmerTest; checked against "
+                "both to 1e-6)"
             )
         else:
             chosen = "pair_fixed"

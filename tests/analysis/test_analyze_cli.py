@@ -338,12 +338,15 @@ def test_singular_wtp_fit_is_said_on_the_cli_line_and_in_the_report(runner, tmp_
 
 
 def test_underflowed_p_is_printed_as_a_bound_not_zero():
-    from analysis.report.writer import _html_table, format_p
+    from analysis.report.console import format_p
+    from analysis.report.tables import report_table
 
     assert format_p(0.0) == "< 1e-300"
     assert format_p(0.0123) == "= 0.0123"
-    html = _html_table(pd.DataFrame({"p_val": [0.0, 0.5], "estimate": [0.0, 1.0]}))
-    assert "&lt; 1e-300" in html and "<td>0</td>" in html  # the estimate 0 stays 0
+    table = report_table(pd.DataFrame({"p_val": [0.0, 0.5], "estimate": [0.0, 1.0]}))
+    # The report prints p by APA's rule: an underflowed p is "< .001"; the estimate 0 stays 0.
+    assert table.cells["p_val"].tolist() == ["< .001", ".500"]
+    assert table.cells["estimate"].tolist() == ["0.00", "1.00"]
 
 
 def test_levels_option_sets_the_reference_explicitly(runner, choice_export, tmp_path):

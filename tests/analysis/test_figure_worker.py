@@ -49,7 +49,7 @@ def test_stage_order_leaves_the_tables_in_report_order(staged):
     # The pipeline's one list of table order (WTP fitted first must not reorder the report).
     assert list(final.tables) == [t for t in CHOICE_TABLE_ORDER if t in final.tables]
     assert len(final.tables) >= 9
-    assert list(final.tables)[:3] == ["exclusions", "exclusion_rules", "selection_rates"]
+    assert list(final.tables)[:4] == ["exclusions", "exclusion_rules", "speed", "selection_rates"]
 
 
 @pytest.fixture(autouse=True)
@@ -161,12 +161,14 @@ def test_the_command_with_and_without_the_worker_writes_the_same_files(tmp_path)
     names = sorted(p.name for p in outs["0"].iterdir())
     assert names == sorted(p.name for p in outs["1"].iterdir())
     assert {"format_rates.png", "pair_rates.png", "wtp_differences.png"} <= set(names)
-    # The report names its time and command line (with its --out folder).
+    # The report and its LaTeX tables name their time and command line (with its --out folder).
     generated = re.compile(rb"Generated \S+ by <code>.*?</code>")
     for name in names:
         a, b = ((outs[s] / name).read_bytes() for s in ("0", "1"))
         if name == "report.html":
             a, b = generated.sub(b"", a), generated.sub(b"", b)
+        if name == "tables.tex":
+            a, b = a.split(b"\n", 1)[1], b.split(b"\n", 1)[1]
         if name == "results.json":
             continue  # its timings differ
         assert a == b, name

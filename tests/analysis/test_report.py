@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html as htmllib
-import re
 
 import matplotlib
 
@@ -14,7 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis.report import apa
-from analysis.report.tables import column_label, html_table, split_columns
+from analysis.report.tables import column_label, report_table, split_columns
 from analysis.simulate import simulate_choice_study
 
 
@@ -25,13 +24,13 @@ def choice_results():
     return analyze_choice(simulate_choice_study(n_participants=40, n_pairs=10, seed=8))
 
 
-def _headers(html: str) -> list[str]:
-    return [htmllib.unescape(h) for h in re.findall(r"<th>(.*?)</th>", html)]
+def _headers(table) -> list[str]:
+    return [table.labels[c] for c in table.cells.columns]
 
 
 def test_chi2_table_says_its_estimate_is_the_risk_difference(choice_results):
     headers = _headers(
-        html_table(choice_results.tables["chi2"], name="chi2", ref="original", trt="summary")
+        report_table(choice_results.tables["chi2"], name="chi2", ref="original", trt="summary")
     )
     assert "Risk difference (summary − original)" in headers
     assert "RD 95% CI lower (Newcombe)" in headers
@@ -46,17 +45,26 @@ def test_wide_wtp_table_is_split_into_main_and_details(choice_results):
     assert len(main) <= 13 and main[:3] == ["effect", "estimate", "se"]
     assert set(main) | set(details) == set(table.columns)
     assert details[0] == "effect"  # the row key is repeated in the details table
-    headers = _headers(html_table(table, name="wtp_model", columns=main, unit="percentage points"))
-    assert "Format effect b (percentage points)" in headers and "df (Satterthwaite)" in headers
+    shown = report_table(table, name="wtp_model", columns=main, unit="percentage points")
+    # One row of more columns than fit across: one line per quantity, labelled.
+    assert list(shown.cells.columns) == ["quantity", "value"]
+    quantities = shown.cells["quantity"].tolist()
+    assert (
+        "Format effect b (percentage points)" in quantities and "df (Satterthwaite)" in quantities
+    )
 
 
 def test_apa_numbers_match_the_tables(choice_results):
     t = choice_results.tables
     chi = t["chi2"].iloc[0]
     rates = {r["format"]: r for r in t["selection_rates"].to_dict("records")}
-    text = apa.chi2_sentence(chi, rates, "original", "summary")
+    text = apa.chi2_sentence(chi, "original", "summary")
     assert f"χ²(1, N = {int(chi['n'])}) = {chi['chi2']:.2f}" in text
     assert f"RD = {apa.bounded(chi['estimate'])}, 95% CI [" in text
+    assert "For comparison with the seed study" in text
+    text = apa.rates_sentence(rates, "original", "summary")
+    n_chose, n = int(rates["summary"]["n_chose"]), int(rates["summary"]["n"])
+    assert f"{rates['summary']['estimate']:.1%} of the summary trials ({n_chose}/{n})" in text
     row = t["wtp_model"].iloc[0]
     text = apa.wtp_sentence(row, "percentage points")
     assert f"b = {row['estimate']:.2f} percentage points, SE = {row['se']:.2f}" in text
@@ -71,10 +79,10 @@ def test_apa_p_and_bounded_numbers():
         "p = .032",
         "p < .001",
         "p < .001",
-        "p = 1.000",
+        "p > .999",
         "p = NA",
     ]
-    assert (apa.bounded(0.171), apa.bounded(-0.05), apa.bounded(1.0)) == (".17", "-.05", "1.00")
+    assert (apa.bounded(0.171), apa.bounded(-0.05), apa.bounded(1.0)) == (".17", "−.05", "1.00")
 
 
 def test_a_new_model_table_slots_in_with_a_sentence(choice_results, tmp_path):
@@ -216,7 +224,7 @@ def test_a_choice_glmm_table_gets_its_sentence_and_sets_the_stars(choice_results
         meta=choice_results.meta,
         plot_data=choice_results.plot_data,
     )
-    text = next(s["text"] for s in choice_sections(results, {}) if s["title"] == "Choice")
+    text = next(s["text"] for s in choice_sections(results, {}) if s["title"] == "Main result")
     assert "OR = 3.10 times as high with summary as with original, 95% CI [2.00, 4.80]" in text
     assert "z = 5.10, p = .200" in text and "Singular fit" in text
     caption = {n: c for n, c, *_ in figure_jobs(results)}["format_rates.png"]

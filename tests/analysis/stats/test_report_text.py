@@ -104,7 +104,7 @@ def test_the_glmm_sentence_labels_its_deviance_and_states_convergence():
     text = apa.glmm_sentence(row, "original", "summary")
     label = "what summary(glmer) prints as deviance"
     assert f"−2 log-likelihood {row['deviance']:.2f}, {label}" in text
-    assert re.search(r"largest scaled gradient \d\.\de-\d\d, below glmer's 0\.002 check", text)
+    assert re.search(r"largest scaled gradient \d\.\de−\d\d, below glmer's 0\.002 check", text)
 
 
 def test_the_selection_rate_figure_names_its_intervals():
