@@ -83,7 +83,10 @@ def test_worker_writes_the_writers_bytes(staged, tmp_path):
     for name in written:
         if name == "report.html":
             continue  # its "Generated" time differs
-        assert (tmp_path / "worker" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()
+        a, b = ((tmp_path / where / name).read_bytes() for where in ("worker", "here"))
+        if name == "tables.tex":
+            a, b = a.split(b"\n", 1)[1], b.split(b"\n", 1)[1]  # after the header's time
+        assert a == b, name
 
 
 def test_a_dead_worker_costs_no_figure(staged, tmp_path):
