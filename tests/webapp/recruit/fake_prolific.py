@@ -114,14 +114,15 @@ class FakeProlific:
                     sub["bonus_payments"].append(round(amount * 100, 2))
         self.pending.clear()
 
-    def _publishing_done(self) -> None:
+    def publishing_done(self) -> None:
+        """Prolific has processed every publish: PUBLISHING studies are ACTIVE."""
         for study in self.studies.values():
             if study["status"] == "PUBLISHING":
                 study["status"] = "ACTIVE"
 
     def arrive(self, study_id: str, participant_id: str) -> str:
         """A participant starts the study: a new ACTIVE submission; return the URL they open."""
-        self._publishing_done()
+        self.publishing_done()
         study = self.studies[study_id]
         assert study["status"] == "ACTIVE", "only a published study can be taken"
         sid = _oid()
@@ -164,7 +165,7 @@ class FakeProlific:
     def dispatch(self, req: Request) -> Response:
         auth = req.headers.get("Authorization", "")
         self.calls.append((req.method, req.path, auth))
-        self._publishing_done()  # a publish is processed by the time the next request comes
+        self.publishing_done()  # a publish is processed by the time the next request comes
         for fault in self.faults:
             method, pattern, status, times, after, detail = fault
             if times > 0 and method == req.method and pattern.search(req.path):

@@ -34,6 +34,8 @@ def test_strong_effect_stops_at_look_one_and_pauses_prolific_only_when_confirmed
     in_app(app, lambda r: r.create("http://localhost"))
     in_app(app, lambda r: r.publish())
     (listing,) = fake.studies.values()
+    assert listing["status"] == "PUBLISHING"  # Prolific publishes asynchronously
+    fake.publishing_done()
     assert listing["status"] == "ACTIVE"
 
     runner = app.test_cli_runner()

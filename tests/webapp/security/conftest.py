@@ -10,6 +10,7 @@ from werkzeug.routing import Rule
 
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 SLUG = "product-choice-demo"
+_INT_ARG_RE = re.compile(r"<int:(\w+)>")
 _TOKEN_RE = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
 
 
@@ -28,10 +29,23 @@ def rules(app: Any) -> Iterator[Rule]:
         yield rule
 
 
+def int_arguments(rule: Rule) -> set[str]:
+    """The ``<int:…>`` arguments of ``rule``: the URL map builds only digits there."""
+    return set(_INT_ARG_RE.findall(rule.rule))
+
+
 def build(app: Any, rule: Rule, **values: str) -> str:
-    """A concrete URL for ``rule``: known arguments get plausible values, others ``x``."""
+    """A concrete URL for ``rule``: known arguments get plausible values, others ``x``.
+
+    An ``<int:…>`` argument gets ``1`` unless the value given is digits: the URL map cannot
+    build anything else there, and the int converter answers 404 to any other segment itself.
+    """
     defaults = {"slug": SLUG, "fmt": "long", "ext": "csv", "token": "x", "code": "x"}
+    int_args = int_arguments(rule)
     args = {a: values.get(a, defaults.get(a, "x")) for a in rule.arguments}
+    for name in int_args & set(args):
+        if not str(args[name]).isdigit():
+            args[name] = "1"
     with app.test_request_context():
         adapter = app.url_map.bind("localhost")
         return adapter.build(rule.endpoint, args, force_external=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ..conftest import load_demo
-from .conftest import STATE_CHANGING, build, csrf_token, login, rules
+from .conftest import STATE_CHANGING, build, csrf_token, int_arguments, login, rules
 
 CODE = 'data-error-code="E400-CHARACTERS"'
 NASTY = ["\x00", "\x01", "\x1b", "\x7f", "\x85"]
@@ -44,7 +44,8 @@ def test_nul_in_every_path_argument_of_every_route_is_a_friendly_400(any_app):
     token = csrf_token(client.get("/researcher/").get_data(as_text=True))
     checked = []
     for rule in rules(any_app):
-        for arg in sorted(rule.arguments):
+        # An int argument cannot carry NUL: its converter answers 404 to anything but digits.
+        for arg in sorted(rule.arguments - int_arguments(rule)):
             url = build(any_app, rule, **{arg: "a\x00b"})
             assert "%00" in url, url
             for method in _methods(rule):

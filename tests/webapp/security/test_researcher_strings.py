@@ -366,6 +366,7 @@ def test_a_task_type_that_passes_a_string_through_unchecked_is_caught_before_sto
         raw = yaml.safe_load((STIMULI / "studies" / "product-choice-demo.yaml").read_text())
         raw["tasks"][3] = {"type": "careless_test_type", "notes": ["fine", "not\x00fine"]}
         raw["payment"]["bonus"]["rule"] = "none"
+        raw.pop("analysis")  # its choice test needs the product-choice block replaced above
         path = tmp_path / "careless.yaml"
         path.write_text(yaml.safe_dump(raw))
         err = _refused(path)
