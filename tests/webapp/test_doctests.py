@@ -25,7 +25,7 @@ def test_docstring_examples(name):
     assert result.failed == 0
 
 
-def test_parse_premium_accepts_plain_amounts_only():
+def test_parse_premium_accepts_plain_amounts_and_a_decimal_comma_only():
     from webapp.tasks.product_choice import parse_premium
 
     assert parse_premium("0", 10) == 0.0
@@ -34,7 +34,9 @@ def test_parse_premium_accepts_plain_amounts_only():
     for other_script in ("١٢", "１２", "²"):  # typed as 12 or 2 nowhere else: refused
         with pytest.raises(ValueError, match="digits 0 to 9"):
             parse_premium(other_script, 100)
-    for bad in ("1e3", "nan", "inf", "10,5", "--1", "1.2.3", "0x10"):
+    assert parse_premium("10,5", 100) == 10.5  # a decimal comma
+    assert parse_premium("$0,75", 100) == 0.75
+    for bad in ("1e3", "nan", "inf", ",", "1,2,3", "1,234,5", "--1", "1.2.3", "0x10"):
         with pytest.raises(ValueError, match="number of dollars"):
             parse_premium(bad, 1000)
     with pytest.raises(ValueError, match="at most"):

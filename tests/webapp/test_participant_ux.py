@@ -235,6 +235,23 @@ def test_amounts_get_a_decimal_keyboard_and_commas_a_clear_message(make_bot):
     assert "without commas" in refused.text
 
 
+def test_a_decimal_comma_is_saved_as_the_amount_it_means(app, make_bot):
+    from webapp.extensions import db
+    from webapp.models import ChoiceResponse
+
+    bot = make_bot(platform="link")
+    _walk_to(bot, "wtp")
+    page = bot.post({**bot.answer(), "premium": "12,50"})
+    assert page.kind != "wtp" and not page.invalid
+    with app.app_context():
+        saved = db.session.scalars(
+            db.select(ChoiceResponse.wtp_premium_usd).where(
+                ChoiceResponse.wtp_premium_usd.is_not(None)
+            )
+        ).all()
+    assert saved == [12.5]
+
+
 def test_a_decimal_age_gets_a_whole_number_message(make_bot):
     bot = make_bot(platform="link")
     page = _walk_to(bot, "demographics")

@@ -88,6 +88,9 @@ def _chose_target_query() -> Any:
 _AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$", re.ASCII)
 # "1,000" or "1,000.50": thousands separators, refused with their own message.
 _THOUSANDS_RE = re.compile(r"^\d{1,3}(,\d{3})+(\.\d{0,2})?$", re.ASCII)
+# "12,50" or "0,5": a decimal comma, as samples from much of Europe type it. One or two digits
+# after the comma cannot be a thousands separator, so the amount is unambiguous.
+_DECIMAL_COMMA_RE = re.compile(r"^\d*,\d{1,2}$", re.ASCII)
 
 
 class ChoiceForm(PageForm):
@@ -121,7 +124,10 @@ class WtpForm(PageForm):
 
 
 def parse_premium(text: str, max_usd: float) -> float:
-    """Parse a typed dollar amount such as ``"12.50"`` or ``"$3"``.
+    """Parse a typed dollar amount such as ``"12.50"``, ``"$3"`` or ``"12,50"``.
+
+    A comma followed by one or two digits is a decimal comma; ``"1,000"`` (a thousands
+    separator, which could also be a mistyped decimal) is refused with its own message.
 
     Parameters
     ----------
@@ -144,6 +150,8 @@ def parse_premium(text: str, max_usd: float) -> float:
     --------
     >>> parse_premium(" $12.5 ", 100)
     12.5
+    >>> parse_premium("12,50", 100)
+    12.5
     """
     cleaned = text.strip().removeprefix("$").strip().replace(" ", "")
     if any(ch.isdigit() or ch.isnumeric() for ch in cleaned if not ch.isascii()):
@@ -155,6 +163,8 @@ def parse_premium(text: str, max_usd: float) -> float:
             "Please type the amount without commas, for example 1000 or 12.50 "
             "(use a point for cents)."
         )
+    if _DECIMAL_COMMA_RE.match(cleaned):
+        cleaned = cleaned.replace(",", ".")
     if not _AMOUNT_RE.match(cleaned):
         raise ValueError("Please enter a number of dollars, for example 5 or 12.50.")
     value = float(cleaned)
