@@ -33,8 +33,10 @@ from webapp.validation import (
     ID_RE,
     PLATFORMS,
     SLUG_RE,
+    Collector,
     HardenedLoader,
     StudyDefinitionError,
+    StudyDefinitionErrors,
     Where,
     check_keys,
     check_strings,
@@ -144,6 +146,52 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
     }
 
 
+def _block(
+    block: Any, i: int, tasks_where: Where, blocks: list[dict[str, Any]], seen: set[str]
+) -> dict[str, Any]:
+    """Validate block ``i`` (``blocks`` and ``seen``: the valid blocks before it, their ids)."""
+    from webapp.tasks import get_task_type, task_type_names
+
+    bw = tasks_where.at(i)
+    block = get_mapping(block, bw)
+    type_name = get_line(block, "type", bw)
+    task_type = get_task_type(type_name)
+    if task_type is None:
+        raise bw.at("type").error(f"unknown task type {type_name!r}; known: {task_type_names()}")
+    block_id = get_id(block, "id", bw) if "id" in block else f"{type_name}{i}"
+    if block_id in seen:
+        raise bw.at("id").error(f"duplicate block id {block_id!r}")
+    seen.add(block_id)
+    if task_type.once_per_study and any(b["type"] == type_name for b in blocks):
+        raise bw.at("type").error(
+            f"a study may have only one {type_name!r} block; put all its items in that one"
+        )
+    body = {k: v for k, v in block.items() if k not in {"type", "id"}}
+    return {"id": block_id, "type": type_name, **task_type.validate(body, bw)}
+
+
+def _block_order(blocks: list[dict[str, Any]], tasks_where: Where) -> None:
+    if blocks[0]["type"] != "consent":
+        raise tasks_where.at(0).error("the first block must be of type 'consent'")
+    if blocks[-1]["type"] != "debrief":
+        raise tasks_where.at(len(blocks) - 1).error("the last block must be of type 'debrief'")
+
+
+def _study_full_code(
+    blocks: list[dict[str, Any]], recruitment: dict[str, Any], where: Where
+) -> None:
+    from webapp.tasks import get_task_type
+
+    if any(get_task_type(b["type"]).limits_slots for b in blocks) and (
+        "study_full" not in recruitment["completion_codes"]
+    ):
+        codes_where = where.at("recruitment").at("completion_codes")
+        raise codes_where.error(
+            "a study with limited slots (sentiment_annotation) needs a 'study_full' code for "
+            "the participants it turns away"
+        )
+
+
 def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     """Validate a parsed study definition and return its normalised form.
 
@@ -164,10 +212,10 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     Raises
     ------
     StudyDefinitionError
-        With file, path and reason.
+        With file, path and reason; :class:`~webapp.validation.StudyDefinitionErrors` when
+        several blocks or sections are wrong (each is reported, up to a bound).
     """
     from webapp.models import Study
-    from webapp.tasks import get_task_type, task_type_names
 
     if raw is None:
         raise where.error("the file is empty; a study needs at least slug, title and tasks")
@@ -193,49 +241,32 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     if not SLUG_RE.match(slug):
         raise where.at("slug").error(f"{slug!r} must be lower-case letters, digits and dashes")
     tasks_where = where.at("tasks")
-    blocks = []
+    # Blocks and the top-level sections are independent: their errors are gathered and
+    # reported together (the checks across blocks run once every block is valid).
+    found = Collector()
+    blocks: list[dict[str, Any]] = []
     seen: set[str] = set()
     for i, block in enumerate(get_list(raw.get("tasks"), tasks_where, min_len=1)):
-        bw = tasks_where.at(i)
-        block = get_mapping(block, bw)
-        type_name = get_line(block, "type", bw)
-        task_type = get_task_type(type_name)
-        if task_type is None:
-            raise bw.at("type").error(
-                f"unknown task type {type_name!r}; known: {task_type_names()}"
-            )
-        block_id = get_id(block, "id", bw) if "id" in block else f"{type_name}{i}"
-        if block_id in seen:
-            raise bw.at("id").error(f"duplicate block id {block_id!r}")
-        seen.add(block_id)
-        if task_type.once_per_study and any(b["type"] == type_name for b in blocks):
-            raise bw.at("type").error(
-                f"a study may have only one {type_name!r} block; put all its items in that one"
-            )
-        body = {k: v for k, v in block.items() if k not in {"type", "id"}}
-        blocks.append({"id": block_id, "type": type_name, **task_type.validate(body, bw)})
-    if blocks[0]["type"] != "consent":
-        raise tasks_where.at(0).error("the first block must be of type 'consent'")
-    if blocks[-1]["type"] != "debrief":
-        raise tasks_where.at(len(blocks) - 1).error("the last block must be of type 'debrief'")
-    recruitment = _recruitment(raw.get("recruitment"), where.at("recruitment"))
-    if any(get_task_type(b["type"]).limits_slots for b in blocks) and (
-        "study_full" not in recruitment["completion_codes"]
-    ):
-        codes_where = where.at("recruitment").at("completion_codes")
-        raise codes_where.error(
-            "a study with limited slots (sentiment_annotation) needs a 'study_full' code for "
-            "the participants it turns away"
-        )
+        checked = found.run(_block, block, i, tasks_where, blocks, seen)
+        if checked is not None:
+            blocks.append(checked)
+    if not found.errors:
+        found.run(_block_order, blocks, tasks_where)
+    recruitment = found.run(_recruitment, raw.get("recruitment"), where.at("recruitment"))
+    if recruitment is not None and not found.errors:
+        found.run(_study_full_code, blocks, recruitment, where)
     definition = {
         "slug": slug,
-        "title": get_line(raw, "title", where, max_len=column_length(Study.title)),
-        "description": get_str(raw, "description", where, default=""),
-        "estimated_minutes": get_number(raw, "estimated_minutes", where, default=10.0, minimum=0),
+        "title": found.run(get_line, raw, "title", where, max_len=column_length(Study.title)),
+        "description": found.run(get_str, raw, "description", where, default=""),
+        "estimated_minutes": found.run(
+            get_number, raw, "estimated_minutes", where, default=10.0, minimum=0
+        ),
         "recruitment": recruitment,
-        "payment": _payment(raw.get("payment"), where.at("payment")),
+        "payment": found.run(_payment, raw.get("payment"), where.at("payment")),
         "tasks": blocks,
     }
+    found.check()
     if raw.get("recruiter") is not None:  # stored only when given: older hashes stay
         from webapp.recruit.settings import validate_recruiter
 
@@ -320,6 +351,8 @@ def load_bundle(bundle: Bundle) -> dict[str, Any]:
         except ValueError:
             raise where.error("a number is not finite (NaN or infinity)") from None
         return definition
+    except StudyDefinitionErrors as exc:
+        raise StudyDefinitionErrors([_with_line(e) for e in exc.errors], exc.more) from None
     except StudyDefinitionError as exc:
         raise _with_line(exc) from None
 

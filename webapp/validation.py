@@ -31,6 +31,9 @@ PLATFORMS = ("prolific", "mturk", "link")
 TEXT_MAX = 20_000  # a text of paragraphs (a consent sheet is a few thousand characters)
 LINE_MAX = 500  # a one-line label: heading, button, option, name
 REASON_MAX = 500  # characters of a reason kept in messages
+# Errors reported for one definition: a mistake repeated in every pair is shown each time, up to
+# this many, so one upload shows the researcher what to fix; the rest are counted.
+ERRORS_MAX = 20
 MAX_YAML_DEPTH = 40  # nesting of YAML collections (a study needs about 8)
 
 
@@ -59,6 +62,77 @@ class StudyDefinitionError(ValueError):
         self.locate = path if locate is None else locate
         at = f" (line {line})" if line else ""
         super().__init__(f"{file}: {path or '(top level)'}: {reason}{at}")
+
+
+class StudyDefinitionErrors(StudyDefinitionError):
+    """Several independent errors of one definition, in file order (at most :data:`ERRORS_MAX`).
+
+    The file, path, reason and line are the first error's, so code that shows one error keeps
+    working; ``errors`` holds them all and ``more`` counts those left out. ``str()`` is one line
+    per error.
+    """
+
+    def __init__(self, errors: list[StudyDefinitionError], more: int = 0) -> None:
+        first = errors[0]
+        super().__init__(
+            first.file,
+            first.path,
+            first.reason,
+            line=first.line,
+            source=first.source,
+            locate=first.locate,
+        )
+        self.errors, self.more = list(errors), more
+        lines = [str(e) for e in self.errors]
+        if more:
+            lines.append(f"… and {more} more error(s) of the same file(s)")
+        self.args = (f"{len(errors) + more} errors:\n" + "\n".join(lines),)
+
+    def lines(self) -> list[str]:
+        """One message per error (and one counting those left out)."""
+        extra = [f"… and {self.more} more error(s)"] if self.more else []
+        return [str(e) for e in self.errors] + extra
+
+
+def error_lines(exc: StudyDefinitionError) -> list[str]:
+    """The messages of ``exc``: one per error it carries."""
+    return exc.lines() if isinstance(exc, StudyDefinitionErrors) else [str(exc)]
+
+
+class Collector:
+    """Gather the errors of independent parts of a definition instead of stopping at the first.
+
+    ``collector.run(fn, ...)`` returns ``fn``'s result, or ``None`` after recording its error;
+    :meth:`check` raises what was gathered (one error as itself, several together).
+    """
+
+    def __init__(self) -> None:
+        self.errors: list[StudyDefinitionError] = []
+        self.more = 0
+
+    def add(self, exc: StudyDefinitionError) -> None:
+        """Record ``exc`` (each of several)."""
+        found = exc.errors if isinstance(exc, StudyDefinitionErrors) else [exc]
+        room = max(0, ERRORS_MAX - len(self.errors))
+        self.errors.extend(found[:room])
+        self.more += len(found) - min(len(found), room)
+        if isinstance(exc, StudyDefinitionErrors):
+            self.more += exc.more
+
+    def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn``; on a definition error record it and return ``None``."""
+        try:
+            return fn(*args, **kwargs)
+        except StudyDefinitionError as exc:
+            self.add(exc)
+            return None
+
+    def check(self) -> None:
+        """Raise the gathered errors, if any."""
+        if len(self.errors) == 1 and not self.more:
+            raise self.errors[0]
+        if self.errors:
+            raise StudyDefinitionErrors(self.errors, self.more)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from webapp.services import export as export_service
 from webapp.services import researchers as console
 from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
 from webapp.services.studies import StudyLoadError, bundle_zip, get_study, status_counts
-from webapp.validation import StudyDefinitionError
+from webapp.validation import StudyDefinitionError, error_lines
 
 _EXPORT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
 ITEMS_PER_PAGE = 100
@@ -210,7 +210,10 @@ def upload() -> Any:
         db.session.rollback()
         form.slug.data = exc.suggestion
         return _index(form, [str(exc)])
-    except (StudyDefinitionError, StudyLoadError, ConsoleError) as exc:
+    except StudyDefinitionError as exc:
+        db.session.rollback()
+        return _index(form, error_lines(exc))
+    except (StudyLoadError, ConsoleError) as exc:
         db.session.rollback()
         return _index(form, [str(exc)])
     flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")
@@ -232,7 +235,10 @@ def load() -> Any:
         db.session.rollback()
         form.slug.data = exc.suggestion
         return _index(errors=[str(exc)], load=form)
-    except (StudyDefinitionError, StudyLoadError, ConsoleError) as exc:
+    except StudyDefinitionError as exc:
+        db.session.rollback()
+        return _index(errors=error_lines(exc), load=form)
+    except (StudyLoadError, ConsoleError) as exc:
         db.session.rollback()
         return _index(errors=[str(exc)], load=form)
     flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")

@@ -23,6 +23,7 @@ from webapp.tasks.questions import NUMBER_MAX_CHARS
 from webapp.tasks.widgets import RadioField, StringField
 from webapp.text_rules import fill
 from webapp.validation import (
+    Collector,
     Where,
     check_keys,
     get_id,
@@ -184,27 +185,31 @@ def _product(raw: Any, where: Where) -> dict[str, Any]:
     }
 
 
+def _pair(item: Any, w: Where) -> dict[str, Any]:
+    pair = get_mapping(item, w)
+    check_keys(pair, {"id", "product_type", "target", "control"}, w)
+    found = Collector()  # the two products' errors are reported together
+    target = found.run(_product, pair.get("target"), w.at("target"))
+    control = found.run(_product, pair.get("control"), w.at("control"))
+    pair_id = found.run(get_id, pair, "id", w)
+    product_type = found.run(get_line, pair, "product_type", w)
+    found.check()
+    if target["manufacturer"] == control["manufacturer"]:
+        raise w.error("target and control need different manufacturers")
+    return {"id": pair_id, "product_type": product_type, "target": target, "control": control}
+
+
 def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Validate a list of product pairs (see ``stimuli/studies/product_pairs/demo.yaml``)."""
-    pairs = []
-    for i, item in enumerate(get_list(raw, where, min_len=2)):
-        w = where.at(i)
-        pair = get_mapping(item, w)
-        check_keys(pair, {"id", "product_type", "target", "control"}, w)
-        target, control = (
-            _product(pair.get("target"), w.at("target")),
-            _product(pair.get("control"), w.at("control")),
-        )
-        if target["manufacturer"] == control["manufacturer"]:
-            raise w.error("target and control need different manufacturers")
-        pairs.append(
-            {
-                "id": get_id(pair, "id", w),
-                "product_type": get_line(pair, "product_type", w),
-                "target": target,
-                "control": control,
-            }
-        )
+    """Validate a list of product pairs (see ``stimuli/studies/product_pairs/demo.yaml``).
+
+    Every pair is checked: the errors of all of them are reported together.
+    """
+    found = Collector()
+    pairs = [
+        found.run(_pair, item, where.at(i))
+        for i, item in enumerate(get_list(raw, where, min_len=2))
+    ]
+    found.check()
     ids = [p["id"] for p in pairs]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
