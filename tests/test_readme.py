@@ -1,4 +1,4 @@
-"""The construct tables (README and docs/constructs.md) name real functions: each dotted name resolves."""
+"""The construct tables (README, docs/constructs.md) name real functions: each name resolves."""
 
 from __future__ import annotations
 
