@@ -16,8 +16,18 @@ PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 # marked; tests asking for the PostgreSQL or Chromium fixture are marked by tests/conftest.py).
 FAST_MARKERS := not postgres and not browser and not gpu and not slow
 
-.PHONY: install install-dev run test test-fast test-newest constraints lint format loadtest \
+.PHONY: help install install-dev run test test-fast test-newest constraints lint format loadtest \
 	peer-bench audit clean axe screenshots
+
+# The first target, so a bare `make` lists the others (docs/development.md says more).
+help:
+	@echo "make run         serve the demo studies on http://127.0.0.1:\$$PORT (default 5000)"
+	@echo "make test        lint, import contracts and the whole test suite"
+	@echo "make test-fast   the everyday tier: no PostgreSQL, browser, GPU, real model or slow test"
+	@echo "make lint        ruff check, ruff format --check, import-linter, bandit"
+	@echo "make format      ruff format the tree"
+	@echo "other targets:   install install-dev test-newest constraints loadtest peer-bench audit"
+	@echo "                 axe screenshots clean (docs/development.md)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +58,9 @@ run: install
 	$(BIN)/flask --app webapp db upgrade
 	$(BIN)/framelab study load stimuli/studies/*.yaml
 	PORT=$(PORT) $(BIN)/framelab serve --host 127.0.0.1 --port $(PORT)
+
+format: install-dev
+	$(BIN)/ruff format .
 
 lint: install-dev
 	$(BIN)/ruff check .

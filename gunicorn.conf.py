@@ -13,7 +13,7 @@ importing and building it (about 114,000 objects: Flask, SQLAlchemy's mappers, W
 rest of what the app imports) out of the cyclic garbage collector's reach with
 :func:`gc.freeze`. Those objects live as long as the worker; without the freeze every full
 collection walks all of them again (57 ms each, six per 10,600 participant requests on the
-benchmark machine: 1.7 % of the worker's CPU, issue 21). Objects are still freed when their
+benchmark machine: 1.7 % of the worker's CPU). Objects are still freed when their
 reference count drops; only cycles among the frozen ones would never be collected, and those
 are the app's own long-lived structures. What is built on the first requests (compiled
 templates, SQLAlchemy's statement cache, the study definitions) is made later and stays with

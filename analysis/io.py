@@ -91,7 +91,7 @@ ITEMS_COLUMNS: dict[str, object] = {
     "needed": "int",
     "shift_count": "int",
 }
-# Summary-rating and pairwise-preference studies (docs/export.md, issue 9).
+# Summary-rating and pairwise-preference studies (docs/export.md).
 PLATFORMS = ("prolific", "mturk", "link")
 RATING_LONG_COLUMNS: dict[str, object] = {
     "study_slug": "str",

@@ -58,7 +58,8 @@ from loadtest import (  # noqa: E402
 )
 
 MIB = 1024 * 1024
-# The outside review's body: 15 MiB of urlencoded "k=v" fields (1.4 million of them here).
+# The body of the outside review's attack (docs/security.md): 15 MiB of urlencoded "k=v"
+# fields (1.4 million of them here).
 FLOOD_BODY = b"k=v&" * (15 * MIB // 4)
 SLOW_DECLARED = 100_000  # bytes a slow body announces, then sends one a second
 

@@ -1,4 +1,4 @@
-"""Time the choice GLMM (Laplace, as glmer) against statsmodels' baselines (issue 15, finding 4).
+"""Time the choice GLMM (Laplace, as glmer) against statsmodels' baselines.
 
 Usage::
 

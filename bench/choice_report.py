@@ -7,7 +7,7 @@ Usage::
 Simulates a study in the platform's long export format (``analysis.simulate``), writes it as CSV,
 then runs the real command in a subprocess (imports, loading, validation, exclusions, every test
 and model, figures, report) and prints the wall time, plus the per-step timings the report records.
-Goal (issue 10): under 30 s for 10,000 participants x 10 pairs on the 2-core VM.
+Goal: under 30 s for 10,000 participants x 10 pairs on the 2-core VM.
 """
 
 from __future__ import annotations

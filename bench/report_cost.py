@@ -22,8 +22,8 @@ leaves them 5 % of each second), which gives the wall time of an idle machine; s
 reporting such numbers.
 
 ``--check`` also compares the first baseline and candidate report folders
-(``bench/compare_reports.py``: same tables, JSON and HTML; figures present) and checks issue
-15's goal for the design, end to end and figures included: 70 x 10 under 3 s, 3,000 x 20 under
+(``bench/compare_reports.py``: same tables, JSON and HTML; figures present) and checks the
+goal for the design, end to end and figures included: 70 x 10 under 3 s, 3,000 x 20 under
 10 s of wall time (the candidate's median). It exits 1 if the outputs differ or the goal is
 missed, and prints the load average beside the verdict: a goal missed at a load above the
 machine's core count says more about the other jobs than about the command (``--realtime``
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Issue 15's end-to-end goals (wall seconds, figures included) by (participants, pairs).
+# The end-to-end goals (wall seconds, figures included) by (participants, pairs).
 GOALS_S = {(70, 10): 3.0, (3000, 20): 10.0}
 
 
@@ -153,7 +153,7 @@ def main() -> None:
             median = statistics.median(times["candidate"])
             met = median < goal
             print(
-                f"goal (issue 15): {args.participants} x {args.pairs} end to end < {goal:g} s: "
+                f"goal: {args.participants} x {args.pairs} end to end < {goal:g} s: "
                 f"{'met' if met else 'NOT met'} (candidate median {median:.2f} s, best "
                 f"{min(times['candidate']):.2f} s, load {load_end:.1f} on {os.cpu_count()} CPUs)"
             )

@@ -1,4 +1,4 @@
-"""Time the WTP mixed model: the default sparse fit against statsmodels' dense fit (issue 15).
+"""Time the WTP mixed model: the default sparse fit against statsmodels' dense fit.
 
 Usage::
 
@@ -13,7 +13,7 @@ For each design (participants x pairs, simulated with ``analysis.simulate``):
    call, and their ratio. The dense fit is skipped above ``--dense-max-rows`` (its design is
    ``n_obs x (participants + pairs)`` doubles: 60,000 x 3,020 is 1.4 GB and minutes).
 
-Goals (issue 15): 70 x 10 end to end under 3 s, 3,000 x 20 under 10 s on the 2-core VM.
+Goals: 70 x 10 end to end under 3 s, 3,000 x 20 under 10 s on the 2-core VM.
 """
 
 from __future__ import annotations

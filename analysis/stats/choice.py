@@ -56,7 +56,7 @@ def wilson_ci(count, nobs, confidence: float = 0.95):
     return low, high
 
 
-# Which test each effect's p comes from, said in the table (issue 15: "score test" was ambiguous
+# Which test each effect's p comes from, said in the table ("score test" alone would be ambiguous
 # beside the chi-square p of the same 2x2 table).
 P_METHODS = ["Miettinen-Nurminen score test", "Wald test of log odds ratio"]
 

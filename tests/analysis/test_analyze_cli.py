@@ -41,7 +41,7 @@ def test_choice_report_from_long_export(runner, choice_export, tmp_path):
     result = runner.invoke(main, ["analyze", "choice", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "chi2 (Yates)" in result.output and "WTP (crossed_sparse" in result.output
-    # Satterthwaite t and the singular verdict are on the CLI line (issue 15, findings 2, 5).
+    # Satterthwaite t and the singular verdict are on the CLI line.
     assert "t(" in result.output and "not singular" in result.output
     for name in (
         "results.json",
@@ -297,8 +297,8 @@ def test_failed_robustness_model_is_reported_not_fatal(monkeypatch):
 def test_failed_wtp_model_is_reported_and_the_rest_written(
     runner, choice_export, tmp_path, monkeypatch
 ):
-    # Finding 6 of issue 15: a WTP convergence failure used to abort everything (no folder,
-    # the valid choice results lost). Now its section says why and the rest is written.
+    # A WTP convergence failure must not abort everything (no folder, the valid choice results
+    # lost): its section says why and the rest is written.
     from analysis.stats import wtp
 
     def never_converges(*args, **kwargs):

@@ -1,7 +1,7 @@
 """The forked figure worker draws the same PNGs as the writer, and never costs a figure.
 
 ``framelab analyze`` forks a worker that draws a report's figures while the statistics run
-(``analysis.report.figure_worker``; issue 15's < 3 s goal for the 70 x 10 design). What must
+(``analysis.report.figure_worker``, for the < 3 s goal of the 70 x 10 design). What must
 hold: every figure handed over at a stage of ``analyze_choice`` is final then (the same bytes as
 drawn from the finished results), the worker's PNGs are the writer's bytes, and a worker that
 fails or dies only means the writer draws itself.

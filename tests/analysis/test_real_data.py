@@ -1,5 +1,5 @@
 """Files shaped like the ones researchers bring: MTurk batch results, Prolific demographics,
-model judgments with a label vocabulary nobody here chose (issue 15, "Real data").
+model judgments with a label vocabulary nobody here chose.
 
 The MTurk and Prolific files are written in the published formats (column set, order, value
 spellings, empty cells) with invented content.
@@ -145,7 +145,7 @@ def test_label_map_parsing_and_errors():
 
 
 def test_predictions_with_an_unknown_vocabulary_load_and_are_reported(tmp_path):
-    # Before issue 15 a single "mixed" label refused the whole file.
+    # One unknown label such as "mixed" must not refuse the whole file.
     path = tmp_path / "judgments.csv"
     path.write_text(
         "item_id,model,label\n1,m,Positive\n2,m,MIXED\n3,m,sarcastic\n4,m,negative\n",

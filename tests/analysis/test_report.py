@@ -1,4 +1,4 @@
-"""The report a reviewer reads: labelled tables, APA paragraphs, honest figures (issue 15)."""
+"""The report a reviewer reads: labelled tables, APA paragraphs, honest figures."""
 
 from __future__ import annotations
 
@@ -198,8 +198,8 @@ def test_long_model_names_are_horizontal_bars_and_heatmap_labels_contrast():
 
 
 def test_a_choice_glmm_table_gets_its_sentence_and_sets_the_stars(choice_results):
-    # The logistic GLMM (issue 15, finding 4) is fitted on another branch; its table's shape
-    # (analysis.stats.choice.choice_glmm) is what the report must show.
+    # The report gets the logistic GLMM's table as analysis.stats.choice.choice_glmm shapes it;
+    # here that table is built by hand so the report's handling is tested on its own.
     from analysis.report.study_sections import choice_sections, figure_jobs
 
     glmm = pd.DataFrame(

@@ -1,5 +1,5 @@
-"""Issue 17 in Chromium: axe-core on every participant page type, a keyboard-only run of the
-product-choice study, and the defects only a browser shows (Back after an error, focus on the
+"""Participant pages in Chromium: axe-core on every participant page type, a keyboard-only run of
+the product-choice study, and what only a browser shows (Back after an error, focus on the
 error summary, the Likert grid with the passages in view, the layout at 375 px)."""
 
 from __future__ import annotations
@@ -203,9 +203,9 @@ def test_back_after_an_error_never_lands_on_a_post_and_focus_goes_to_the_summary
     page.locator("#premium").fill("twelve")
     with page.expect_navigation() as nav:
         page.get_by_role("button", name="Continue").click()
-    # Post/redirect/get: what the browser shows is a GET (defect 2) ...
+    # Post/redirect/get: what the browser shows is a GET ...
     assert nav.value.request.method == "GET" and _kind(page) == "wtp"
-    # ... with the error summary focused and linking to the field (defect 4).
+    # ... with the error summary focused and linking to the field.
     assert page.evaluate("document.activeElement.id") == "error-summary"
     assert page.locator("#premium").input_value() == "twelve"
     page.locator("#error-summary a").click()
@@ -223,7 +223,7 @@ def test_phone_layout_headings_buttons_and_the_rating_grid(demo_server, chromium
     demos = load_demos(app)
     page = _page(chromium)
     page.goto(f"{base}/s/product-choice-demo?participant=phone-1")
-    # The page title is larger than the section heading under it (defect 9).
+    # The page title is larger than the section heading under it.
     sizes = page.evaluate(
         "['h1', 'h2'].map(t => parseFloat(getComputedStyle(document.querySelector(t)).fontSize))"
     )

@@ -1,7 +1,7 @@
 """The whole path through the real console scripts: migrate → load → bots → export → analysis.
 
-This is the issue's Done-when check run as a user would (``framelab bots … --n 40`` then
-``framelab export … --format long``), followed by the analysis package reading the export and
+This is the acceptance check of the whole pipeline, run as a user would (``framelab bots … --n 40``
+then ``framelab export … --format long``), followed by the analysis package reading the export and
 recovering the simulated effect.
 """
 

@@ -75,7 +75,7 @@ def tour(app, base: str, page, visit: Callable[[str], None]) -> list[str]:
                 break
             p = bot.step()
         if slug == "product-choice-demo":
-            # A finished participant back through their link: the code again (defect 3).
+            # A finished participant back through their link: the code again.
             show("completed (returning)", bot.entry_url())
     product = demos["product-choice-demo"]
     # Error states, made in the browser: an empty choice and a bad amount.

@@ -1,4 +1,4 @@
-"""An answer without a transaction or row lock (PostgreSQL; issue 21): exactly once, or nothing.
+"""An answer without a transaction or row lock (PostgreSQL): exactly once, or nothing.
 
 A task whose rows go through ``PageContext.write`` (product choice, the text pages) is answered
 by one statement in autocommit (``webapp.services.flow_sql.answer``): it moves the participant

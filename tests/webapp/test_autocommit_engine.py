@@ -1,5 +1,5 @@
 """PostgreSQL's second engine: requests that need no transaction run on connections that stay
-in autocommit (webapp.extensions.Session, webapp.services.flow.read_in_autocommit; issue 21).
+in autocommit (webapp.extensions.Session, webapp.services.flow.read_in_autocommit).
 
 What must hold: such a request's statements run on the autocommit engine, in autocommit; a
 transaction it then needs (a row lock) runs on the app's engine, in a transaction; the app

@@ -57,7 +57,7 @@ def test_changing_tasks_of_a_study_with_participants_needs_force(runner, make_bo
 
 @pytest.mark.slow
 def test_done_when_40_bots_give_400_balanced_rows(runner, study, tmp_path):
-    """The issue's criterion: 40 bots → 400 rows, every pair 20x summary and 20x original."""
+    """Acceptance check: 40 bots → 400 rows, every pair 20x summary and 20x original."""
     result = runner.invoke(args=["bots", "product-choice-demo", "--n", "40"])
     assert result.exit_code == 0, result.output
     assert "completed 40" in result.output

@@ -1,5 +1,5 @@
 """The gunicorn settings FrameLab ships (``gunicorn.conf.py``): gunicorn takes them, and the
-worker hook freezes what the app allocated while loading (issue 21)."""
+worker hook freezes what the app allocated while loading."""
 
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ def test_repeat_participation_shows_the_code_again(make_bot, study, query):
     assert make_bot(platform="link", external_id="once").run().outcome == "completed"
     n_pages = query(lambda: db.session.scalar(select(func.count()).select_from(PageVisit)))
     page = make_bot(platform="link", external_id="once").open()
-    # Not a second run (issue 17, defect 3): the outcome page again, with the code.
+    # Not a second run: the outcome page again, with the code.
     assert page.status == 200 and page.kind == "completed" and page.main["data-returning"] == "1"
     code = study["recruitment"]["completion_codes"]["completed"]
     assert f'data-completion-code="{code}"' in page.text and "already finished" in page.text

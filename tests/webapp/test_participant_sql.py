@@ -3,8 +3,8 @@
 The page's lookup reads the participant with the study in one statement (under the row lock on
 a POST, with when the page was shown); on PostgreSQL a GET's visit record moves
 ``last_seen_at`` in the same statement, and a POST's visit stamp and answer row ride in the
-statement that moves the participant (issue 21, docs/benchmarks.md "Optimisation toward the
-floor"). These tests hold those budgets and check that the merged statements still write
+statement that moves the participant (docs/benchmarks.md, "Participant path vs oTree"). These
+tests hold those budgets and check that the merged statements still write
 every value.
 """
 
@@ -182,7 +182,7 @@ def _flushes_and_rollbacks(app):
 
 @pytest.mark.postgres
 def test_a_trial_costs_no_orm_flush_and_no_second_transaction_on_postgres(pg_app):
-    # Issue 21: a choice and its WTP answer are Core statements; the participant's move is
+    # A choice and its WTP answer are Core statements; the participant's move is
     # written by one statement, so the ORM has nothing to flush; the WTP page reads its
     # choice inside the visit's transaction (no transaction opened after the commit).
     bot = _bot_on_first_choice(pg_app, load_demo(pg_app))

@@ -1,8 +1,7 @@
-"""Issue 17, participant half: each defect as an HTTP test through the in-process bots.
-
-Every test here fails on the code before the fix (the PRG redirect, the returning code page,
-the error summary, the progress bar, the shuffled qualification and the wording items did not
-exist); the browser-only parts (focus, Back, axe, the keyboard run) are in
+"""What a participant sees around errors, returns and progress, as HTTP tests through the
+in-process bots: the post/redirect/get after a refused answer, the code page for a returning
+finished participant, the error summary, the progress bar, the shuffled qualification and the
+wording of small items; the browser-only parts (focus, Back, axe, the keyboard run) are in
 ``tests/e2e/test_participant_pages.py``.
 """
 
@@ -31,7 +30,7 @@ def _h1(page) -> str:
     return unescape(re.search(r"<h1>(.*?)</h1>", page.text, re.S).group(1)).strip()
 
 
-# -- defect 2: post/redirect/get for refused submissions -----------------------------------------
+# -- post/redirect/get for refused submissions -----------------------------------------
 def test_a_refused_submission_redirects_and_keeps_what_was_typed(make_bot):
     bot = make_bot(platform="link")
     page = _walk_to(bot, "wtp")
@@ -60,7 +59,7 @@ def test_a_kept_refusal_is_never_shown_on_another_page(make_bot):
     assert bot.page.kind == "wtp" and not bot.page.invalid
 
 
-# -- defect 3: a finished participant gets their code again ------------------------------------
+# -- a finished participant gets their code again ------------------------------------
 def test_a_finished_prolific_participant_reopening_the_link_gets_code_and_link(make_bot, study):
     bot = make_bot(platform="prolific")
     assert bot.run().outcome == "completed"
@@ -80,7 +79,7 @@ def test_a_screened_out_participant_reopening_the_link_gets_the_screening_code(m
     assert f'data-completion-code="{code}"' in page.text and "?cc=" + code in page.text
 
 
-# -- defect 4: the error summary and the fields' ARIA ------------------------------------------
+# -- the error summary and the fields' ARIA ------------------------------------------
 def test_errors_are_summarised_at_the_top_and_marked_on_the_fields(make_bot):
     bot = make_bot(platform="link")
     _walk_to(bot, "wtp")
@@ -134,7 +133,7 @@ def test_an_empty_rating_grid_names_each_summary_and_point_in_the_summary(app, b
     assert "Please rate every summary on this point. (Summary 2, Stance)" in links
 
 
-# -- defect 7: a real progress bar, even steps, never full before the end ----------------------
+# -- a real progress bar, even steps, never full before the end ----------------------
 def test_progress_bar_moves_one_page_at_a_time_and_is_never_full(make_bot):
     bot = make_bot(platform="link")
     page = bot.open()
@@ -155,7 +154,7 @@ def test_progress_bar_moves_one_page_at_a_time_and_is_never_full(make_bot):
     assert sum(k in {"choice", "wtp"} for _, _, k in seen) == 20
 
 
-# -- defect 8: the qualification is shuffled per participant, from the recorded seed -----------
+# -- the qualification is shuffled per participant, from the recorded seed -----------
 def test_qualification_items_are_shuffled_per_participant_and_reproducible(app, bot_for):  # noqa: F811  (the imported fixture)
     from tests.webapp.sentiment.conftest import DEMO, load
     from webapp.tasks.base import PageContext
@@ -212,7 +211,7 @@ def test_the_qualification_screen_out_page_names_the_qualification(app, bot_for)
     assert "comprehension questions" not in page.text
 
 
-# -- defect 9: the smaller items ---------------------------------------------------------------
+# -- the smaller items ---------------------------------------------------------------
 def test_product_names_keep_their_capitals_and_the_prompt_appears_once(make_bot):
     bot = make_bot(platform="link")
     page = bot.open()

@@ -1,6 +1,6 @@
 """oTree settings of the peer benchmark: the FrameLab product-choice demo as an oTree project.
 
-Written for bench/peer (issue 21). Participants arrive through a room link carrying their
+Written for bench/peer. Participants arrive through a room link carrying their
 Prolific ID as ``participant_label``, the way oTree's documentation connects Prolific.
 """
 

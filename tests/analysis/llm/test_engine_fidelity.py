@@ -1,6 +1,5 @@
-"""Engine defects of issue 16 on the tiny Llama: the resume key carries every output-changing
-setting (7), sampled runs reproduce across a resume (8), and checkpoints without a chat template
-get their BOS token (12)."""
+"""The engine on the tiny Llama: the resume key carries every output-changing setting, sampled
+runs reproduce across a resume, and checkpoints without a chat template get their BOS token."""
 
 from __future__ import annotations
 

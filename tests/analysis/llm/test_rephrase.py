@@ -1,6 +1,6 @@
 """The overlap paper's rephrase step, through the engine: judge-pair items -> summarize with the
 ``rephrase`` template -> ``rephrased-pairs`` -> judge-pair -> the metrics keep the rephrased
-pairs apart and show the wider similarity range (issue 16, item 5)."""
+pairs apart and show the wider similarity range."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""BERTScore of perspective summaries with ``bert-score`` from a local checkpoint (issue 16,
-item 5: PoliSum, Deas & McKeown 2025, scores summaries with BERTScore)."""
+"""BERTScore of perspective summaries with ``bert-score`` from a local checkpoint
+(PoliSum, Deas & McKeown 2025, scores summaries with BERTScore)."""
 
 from __future__ import annotations
 

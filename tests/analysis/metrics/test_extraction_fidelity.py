@@ -1,4 +1,4 @@
-"""PoliSum extraction analyses as Deas & McKeown (COLING 2025) define them (issue 16, item 5).
+"""PoliSum extraction analyses as Deas & McKeown (COLING 2025) define them.
 
 Arousal as the density of highly arousing terms (beside the mean arousal kept before), and
 coverage by perspective: each perspective's summaries on passages of its own and the opposite

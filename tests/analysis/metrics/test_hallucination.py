@@ -86,8 +86,8 @@ def test_parse_truth_refuses_garbage():
         parse_truth("maybe")
 
 
-# Defect 1: two templates (or methods) in one file were pooled into one group, so a pair's
-# true item answered under one template met its negation answered under the other.
+# Two templates (or methods) in one file must not be pooled into one group, or a pair's true
+# item answered under one template would meet its negation answered under the other.
 def _two_templates():
     rows = []
     # Template "a": every true item rejected, every negation accepted: strict 0.
@@ -102,7 +102,7 @@ def _two_templates():
 
 def test_templates_are_scored_apart():
     """Seed study: strict accuracy s_TH = share of (true, negated) pairs with both answered
-    correctly, per model; here per model x method x template, as the issue's defect 1 asks."""
+    correctly, per model; here per model x method x template."""
     scores = hallucination_scores(_two_templates()).set_index("template")
     assert scores.loc["a", "strict_acc"] == 0.0
     assert scores.loc["b", "strict_acc"] == 0.25
@@ -121,7 +121,7 @@ def test_methods_are_scored_apart_and_gap_is_per_group():
     assert gap.loc["baseline", "delta_h"] == 0.0
 
 
-# Defect 2: an item without a date was compared NaT <= cutoff -> False -> "post".
+# An item without a date must not be compared NaT <= cutoff -> False -> "post".
 @pytest.mark.parametrize("missing", [None, "", float("nan")])
 def test_undated_items_are_reported_as_undated_not_post(missing):
     df = _answers()
@@ -145,7 +145,7 @@ def test_undated_items_can_be_refused_naming_one():
     assert hallucination_scores(df, undated="refuse")["period"].tolist() == ["all"]
 
 
-# Defect 4: the confidence breakdown before and after the cutoff.
+# The confidence breakdown before and after the cutoff.
 def test_confidence_breakdown_before_and_after_the_cutoff():
     table = confidence_breakdown(_answers(), cutoffs={"m": "2024-06-01"})
     table = table.set_index(["period", "truth", "confidence"])
@@ -155,7 +155,7 @@ def test_confidence_breakdown_before_and_after_the_cutoff():
     assert table.loc[("all", True, "high"), "n"] == 2
 
 
-# Defect 4: mean of means, each model counting once (as φframe's mean over model-dataset pairs).
+# Mean of means, each model counting once (as φframe's mean over model-dataset pairs).
 def test_mean_of_means_weights_models_equally():
     """Seed study: delta_H = |s_pre - s_post|; headline numbers are means over models."""
     big = _answers().assign(model="big")

@@ -112,7 +112,7 @@ def test_empty_bin_share_is_nan():
 
 
 def test_length_filter_is_on_the_human_reference():
-    # The overlap paper keeps items whose *human reference* has 95-105 words. The case:
+    # The overlap paper keeps items whose *human reference* has 95-105 words. The case to guard:
     # ten references of exactly 100 words; filtering the generated summaries kept 1 of 10.
     generated = [" ".join(["w"] * n) for n in (20, 50, 80, 94, 100, 106, 120, 150, 200, 300)]
     data = pd.DataFrame({"generated": generated, "reference": [" ".join(["w"] * 100)] * 10})

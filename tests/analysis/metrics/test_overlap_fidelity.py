@@ -1,4 +1,4 @@
-"""Judge overlap as Fang et al. ("Blind to the Human Touch", 2026) report it (issue 16, item 5).
+"""Judge overlap as Fang et al. ("Blind to the Human Touch", 2026) report it.
 
 Outcomes per summarizer model, and rephrased generated summaries (lower overlap with the human
 summary) kept apart from the originals so the similarity range they add is visible.

@@ -1,4 +1,4 @@
-"""Position bias as Chhabra, Askari & Mohapatra (NAACL 2024) report it (issue 16, item 5).
+"""Position bias as Chhabra, Askari & Mohapatra (NAACL 2024) report it.
 
 Top-2/top-3 sentence mapping, summaries sampled to the required sentence count, and the Spearman
 correlation of the position bias W with ROUGE. The paper's equation numbers could not be checked

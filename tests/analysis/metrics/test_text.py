@@ -18,7 +18,7 @@ from analysis.metrics.text import (
 
 
 def test_segment_bounds_worked_example_n10_k3():
-    # The worked example: N = 10, K = 3 gives sizes 4, 3, 3.
+    # A worked example: N = 10, K = 3 gives sizes 4, 3, 3.
     bounds = segment_bounds(10, 3)
     assert bounds == [(0, 3), (4, 6), (7, 9)]
     assert [b - a + 1 for a, b in bounds] == [4, 3, 3]
@@ -45,8 +45,8 @@ def test_segments_partition_and_closed_form_agree(n, k):
         assert segment_of(a, n, k) == j and segment_of(b, n, k) == j
 
 
-# Hard cases with the split a reader expects. The first three are the issue's: "The U.S.",
-# "Sen." and "Mr." ended a summary's first sentence under the old hand-written rules.
+# Hard cases with the split a reader expects. The first three, "The U.S.", "Sen." and "Mr.",
+# are abbreviations that naive rules take for the end of a summary's first sentence.
 HARD_CASES = [
     pytest.param(
         "The U.S. Senate voted on Tuesday. Mr. Obama signed it.",

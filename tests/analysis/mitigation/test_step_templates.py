@@ -1,6 +1,6 @@
 """The mitigation methods' own prompts are named, hashed template files a researcher can replace.
 
-Issue 16, item 13: every prompt, the mitigation steps' included (chain-of-thought, cloze, the
+Every prompt, the mitigation steps' included (chain-of-thought, cloze, the
 self-help rewrite, the explanation step of the Local-Explanation Guard, Self-Debias's prefix …),
 is a file; ``--template STEP=PATH`` on ``framelab mitigate`` replaces one without code changes,
 and the replacement's text enters the resume key and the manifest.

@@ -83,8 +83,8 @@ PSYCH_ICC = {
 
 @pytest.mark.parametrize("confidence", [0.95, 0.90])
 def test_icc_intervals_full_precision_and_coverage_match_psych(confidence):
-    # Issue 15, finding 7: the two-way intervals came from pingouin, rounded to two decimals
-    # and always 95% whatever `confidence` said.
+    # The two-way intervals are computed here, not taken from pingouin, which rounds them to two
+    # decimals and always gives 95% whatever `confidence` says.
     res = rating_icc(shrout_fleiss_long(), confidence=confidence).set_index("type")
     for name, (low, high) in PSYCH_ICC[confidence].items():
         assert res.loc[name, "ci_low"] == pytest.approx(low, rel=1e-9, abs=1e-12), name
@@ -155,7 +155,7 @@ def test_kendall_tau_matches_r_cor_test():
 
 
 def test_kendall_tau_exact_p_for_34_to_49_like_r():
-    # Issue 15, finding 7: scipy's default uses the normal approximation from n = 34 while R
+    # scipy's default uses the normal approximation from n = 34 while R
     # uses the exact distribution below 50 without ties.
     # R 4.2.2> x <- 1:40; y <- (7 * x) %% 41; cor.test(x, y, method = "kendall")
     # tau = 0.1923077, p-value = 0.08254121 (exact = FALSE would give 0.08052375)

@@ -110,8 +110,8 @@ def test_levels_are_validated():
 
 
 def test_other_format_coding_needs_an_explicit_reference():
-    # Issue 15, finding 7: a coding other than original/summary used to take the alphabetical
-    # first level as the reference, silently setting the sign of the effect.
+    # A coding other than original/summary must not take the alphabetical first level as the
+    # reference, which would silently set the sign of the effect.
     data = table_to_long([[30, 70], [60, 40]], ["plain", "ai"], between="format", dv="chose_target")
     with pytest.raises(ValueError, match="name the reference and treatment levels"):
         choice_effects(data)
@@ -123,8 +123,8 @@ def test_other_format_coding_needs_an_explicit_reference():
 
 
 def test_each_effect_says_which_test_gave_its_p():
-    # Issue 15, finding 7: the risk-difference p was labelled "score test" beside the
-    # chi-square p of the same table; it is the Miettinen-Nurminen score test.
+    # The risk-difference p is the Miettinen-Nurminen score test, named as such so that it
+    # cannot be taken for the chi-square p of the same table.
     res = choice_effects(PHS, dv="mi", between="group", levels=("aspirin", "placebo"))
     methods = res.set_index("effect")["p_method"]
     assert methods["risk_difference"] == "Miettinen-Nurminen score test"

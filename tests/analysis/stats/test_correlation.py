@@ -36,7 +36,7 @@ def test_pearson_matches_r_cor_test():
 def test_spearman_matches_r_cor_test():
     # R> cor.test(x, y, method = "spearman")   # S = 48, p-value = 0.0968, rho 0.6
     res = spearman(pd.DataFrame({"x": X, "y": Y}), x="x", y="y").iloc[0]
-    assert res["p_method"] == "exact permutation"  # said, not implied (issue 15, finding 7)
+    assert res["p_method"] == "exact permutation"  # said, not implied
     assert res["estimate"] == pytest.approx(0.6)
     # R's exact permutation p; the t approximation gave 0.0876.
     assert res["p_val"] == pytest.approx(0.09679783950617284, rel=1e-12)

@@ -1,6 +1,6 @@
 """A simulated study with known built-in effects: the analysis must recover them.
 
-Coverage criterion (issue 10, point 9): the true effect lies inside the reported 95% interval in
+Coverage criterion: the true effect lies inside the reported 95% interval in
 at least 90% of 50 seeds.
 """
 

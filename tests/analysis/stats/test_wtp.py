@@ -107,8 +107,8 @@ def test_penicillin_crossed_matches_lme4():
 
 
 def test_wtp_auto_uses_the_sparse_lme4_fit_at_every_size():
-    # Finding 1 of issue 15: small data used to go to statsmodels' dense fit (slower, stops near
-    # the boundary, no df). The sparse profiled-REML fit is now the default at every size.
+    # The sparse profiled-REML fit is the default at every size: statsmodels' dense fit is
+    # slower, stops near the boundary and gives no df.
     small = simulate_choice_study(n_participants=40, n_pairs=10, seed=3)
     res = wtp_mixed(small)
     assert res.loc[0, "model"] == "crossed_sparse"
@@ -193,7 +193,7 @@ def test_auto_uses_sparse_crossed_fit_for_large_data():
 
 
 def test_wtp_under_one_format_is_refused_with_the_reason():
-    # Issue 15, finding 6: the model used to fail with "LinAlgError: Singular matrix".
+    # Such data must not fail with "LinAlgError: Singular matrix".
     from analysis.report.pipeline import analyze_choice
 
     data = simulate_choice_study(n_participants=20, n_pairs=6, seed=1)

@@ -1,4 +1,4 @@
-"""The default WTP model against lme4 / lmerTest at their optimum (issue 15, findings 1, 2, 5).
+"""The default WTP model against lme4 / lmerTest at their optimum.
 
 Reference numbers: ``tests/analysis/r/lme4_reference.csv``, written by
 ``Rscript tests/analysis/r/lme4_reference.R`` (R 4.2.2, lme4 1.1-31, lmerTest 3.1-3) from the
@@ -132,7 +132,7 @@ def test_t_interval_uses_satterthwaite_df(fitted):
 
 
 def test_statsmodels_dense_fit_is_flagged_singular_where_lme4_is():
-    # Finding 2: the statsmodels path said converged=True and buried the boundary in notes.
+    # A fit at the boundary must say so, not report converged=True with the boundary in notes.
     data = load("singular_pair")
     dense = wtp_mixed(data, model="crossed").iloc[0]
     assert dense["model"] == "crossed"
@@ -141,7 +141,7 @@ def test_statsmodels_dense_fit_is_flagged_singular_where_lme4_is():
     assert dense["estimate"] == pytest.approx(reference("singular_pair")["format_estimate"])
 
 
-# Random slopes (finding 3). R call, same control as above:
+# Random slopes. R call, same control as above:
 #   lmerTest::lmer(wtp_premium_pct ~ format + (1 + format | participant_id)
 #                  + (1 + format | pair_id), data = d, REML = TRUE, control = ctrl)
 #   anova(m_intercepts, m_slopes)   # refits both by ML: Chisq, Df = 4, Pr(>Chisq)
@@ -206,7 +206,7 @@ def test_random_slopes_match_lmer_with_the_same_formula(dataset):
 
 
 def test_slopes_widen_the_interval_when_the_effect_varies_by_pair():
-    # The point of finding 3: intercept-only SE 0.40 vs 1.05 with slopes on these data.
+    # Why slopes matter: intercept-only SE 0.40 vs 1.05 with slopes on these data.
     from analysis.stats.wtp import wtp_slopes
 
     data = load("slopes_70x10")

@@ -49,7 +49,7 @@ def test_rating_in_chromium(app, rating_demo, serve_app, browser_page):
     page.locator("form").evaluate("f => f.noValidate = true")
     _submit(page)
     assert _kind(page) == "summary_rating"
-    # The error summary at the top links to the row (issue 17, defect 4).
+    # The error summary at the top links to the row.
     link = page.locator("[data-error-summary] a")
     assert link.count() == 1 and link.inner_text() == "Please rate every summary on this point."
     assert link.get_attribute("href") == "#r3_reasoning-0"

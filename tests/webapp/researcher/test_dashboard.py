@@ -142,7 +142,7 @@ def test_other_task_types_get_their_own_counts_and_formats(app, make_researcher)
     page = ana.get(f"/researcher/studies/{slug}").get_data(as_text=True)
     assert 'data-export="items-csv"' in page and 'data-export="pairs-csv"' not in page
     assert ana.get(f"/researcher/studies/{slug}/export/pairs.csv").status_code == 404
-    # Issue 17: no A/B format-sequence columns where formats are not counterbalanced.
+    # No A/B format-sequence columns where formats are not counterbalanced.
     assert data["has_sequences"] is False and 'data-sequences="no"' in page
     assert 'data-seq="started-A"' not in page and 'data-seq="started-total"' in page
     listing = ana.get("/researcher/").get_data(as_text=True)

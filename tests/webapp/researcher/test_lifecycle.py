@@ -91,7 +91,7 @@ def test_lifecycle_gates_participants(app, make_researcher):
         return Bot(FlaskTransport(app), study, external_id=f"LIFE{i}")
 
     page = bot(0).open()
-    # A draft is not open yet (issue 17: it used to say "could not find this study").
+    # A draft is not open yet, which is not the same as "could not find this study".
     assert page.status == 403 and page.error_code == "E403-NOT-OPEN"
     assert set_state(ana, "product-choice-demo", "live").status_code == 302
     assert _state(app) == "live"
@@ -109,7 +109,7 @@ def test_lifecycle_gates_participants(app, make_researcher):
     set_state(ana, "product-choice-demo", "closed", confirm="close")
     page = bot(3).open()
     assert page.status == 410 and page.error_code == "E410-CLOSED"
-    # A closed study can reopen (issue 17); a draft can never be closed.
+    # A closed study can reopen; a draft can never be closed.
     set_state(ana, "product-choice-demo", "live")
     assert _state(app) == "live"
 

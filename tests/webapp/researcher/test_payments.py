@@ -150,7 +150,7 @@ def test_bonus_from_the_console_downloads_the_file(app, study, make_researcher, 
     )
     assert again.status_code == 302
     refused = ana.get(again.headers["Location"]).get_data(as_text=True)
-    # Issue 17: the console names its own checkbox, not the command line's --force.
+    # The console names its own checkbox, not the command line's --force.
     assert "no new bonuses" in refused and "--force" not in refused
     assert "Write earlier bonuses again" in refused
 

@@ -1,4 +1,4 @@
-"""The issue's concurrency test: 100 items x 5 annotators, batches of 10, 30 concurrent bots over
+"""Allocation under concurrency: 100 items x 5 annotators, batches of 10, 30 concurrent bots over
 HTTP against gunicorn with several worker processes, 20% abandoning mid-batch, a short
 reservation timeout; on a SQLite file and on PostgreSQL.
 

@@ -1,4 +1,4 @@
-"""The FrameLab product-choice demo written as an oTree app, for the peer benchmark (issue 21).
+"""The FrameLab product-choice demo written as an oTree app, for the peer benchmark.
 
 Same pages, texts and form fields as ``stimuli/studies/product-choice-demo.yaml``: consent,
 instructions, a three-question quiz (two attempts, then screened out), ten pairs each with a

@@ -1,7 +1,7 @@
-"""Issue 17 in Chromium, console half: a researcher created as the README says loads the demo
-under a slug of their own (defect 5), watches bots fill the funnel and the per-pair shares live,
-finds a participant by Prolific ID (defect 6), closes through a confirmation and reopens
-(defect 1), previews with the banner and page list; axe-core checks every console page.
+"""The console in Chromium: a researcher created as the README says loads the demo under a slug
+of their own, watches bots fill the funnel and the per-pair shares live, finds a participant by
+Prolific ID, closes through a confirmation and reopens, previews with the banner and page list;
+axe-core checks every console page.
 
 axe-core is the npm package, pinned and installed by the shared ``axe_source`` fixture
 (tests/e2e/conftest.py, or ``make axe``).
@@ -47,7 +47,7 @@ def platform(tmp_path: Path):
     from webapp.services.researchers import set_researcher
     from webapp.services.studies import load_study
 
-    app = make_app(f"sqlite:///{tmp_path / 'issue17.sqlite'}")
+    app = make_app(f"sqlite:///{tmp_path / 'console.sqlite'}")
     with app.app_context():
         load_study(DEMO)
         set_researcher("alice", PASSWORD)
@@ -72,7 +72,7 @@ def desk(chromium_path: str):
         browser.close()
 
 
-def test_console_issue17_end_to_end(platform, desk, axe_source):
+def test_console_researcher_journey_end_to_end(platform, desk, axe_source):
     from playwright.sync_api import expect
 
     from webapp.bots import BotBehaviour, run_bots
@@ -88,7 +88,7 @@ def test_console_issue17_end_to_end(platform, desk, axe_source):
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
 
-    # Defect 5: the demo's slug is taken (loaded unowned by `make run`); the form offers one.
+    # The demo's slug is taken (loaded unowned by `make run`); the form offers one.
     page.get_by_label("Study file").select_option("product-choice-demo.yaml")
     page.get_by_role("button", name="Load as a draft").click()
     expect(page.locator("[data-upload-error]")).to_contain_text("taken by another researcher")
@@ -168,7 +168,7 @@ def test_console_issue17_end_to_end(platform, desk, axe_source):
             expect(row.locator(f'[data-k="{fmt}"]')).to_have_text(want, timeout=15_000)
     check_axe(page, axe_source, "study overview")
 
-    # Defect 6: the Prolific ID as the researcher has it, typed into the search box.
+    # The Prolific ID as the researcher has it, typed into the search box.
     page.get_by_label("Participant or Prolific/MTurk ID").first.fill(a_pid.upper())
     page.get_by_role("button", name="Show").click()
     rows = page.locator("tbody[data-participants] tr")
@@ -179,7 +179,7 @@ def test_console_issue17_end_to_end(platform, desk, axe_source):
     check_axe(page, axe_source, "participant page")
     page.get_by_role("link", name=f"← {definition['title']}").click()
 
-    # Defect 1: closing asks first and names the consequence; a closed study reopens.
+    # Closing asks first and names the consequence; a closed study reopens.
     expect(page.locator("form button[data-transition=closed]")).to_have_count(0)
     page.get_by_role("link", name="Close the study…").click()
     expect(page.locator("[data-consequence]")).to_contain_text("cannot finish")

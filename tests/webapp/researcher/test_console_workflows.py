@@ -1,6 +1,6 @@
-"""Issue 17, console half: confirmed close and reopen/duplicate (defect 1), loading a demo under
-one's own slug (defect 5), finding participants by recruiter ID (defect 6), the overview's
-funnel and shares, automatic time-outs and the preview's page list."""
+"""Console workflows: confirmed close and reopen/duplicate, loading a demo under one's own
+slug, finding participants by recruiter ID, the overview's funnel and shares, automatic
+time-outs and the preview's page list."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _state(app, slug=SLUG):
         return get_study(slug).state.value
 
 
-# -- defect 1: close needs a confirmation; reopen; duplicate ---------------------------------
+# -- close needs a confirmation; reopen; duplicate ---------------------------------
 
 
 def test_close_asks_first_naming_who_is_cut_off_and_a_closed_study_reopens(
@@ -111,7 +111,7 @@ def test_duplicate_copies_the_version_into_a_new_empty_draft(app, study, make_re
     assert "already used" in ana.get(resp.headers["Location"]).get_data(as_text=True)
 
 
-# -- defect 5: a fresh researcher loads a demo someone else loaded -------------------------
+# -- a fresh researcher loads a demo someone else loaded -------------------------
 
 
 def test_a_fresh_researcher_loads_the_demo_under_a_slug_of_their_own(app, study, make_researcher):
@@ -147,7 +147,7 @@ def test_a_fresh_researcher_loads_the_demo_under_a_slug_of_their_own(app, study,
     assert bad.status_code == 422 and "is not a usable slug" in bad.get_data(as_text=True)
 
 
-# -- defect 6: find participants by their recruiter ID -------------------------------------
+# -- find participants by their recruiter ID -------------------------------------
 
 
 def test_participants_are_found_by_prolific_and_mturk_id(app, study, make_researcher, make_bot):
