@@ -146,6 +146,15 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
     }
 
 
+def _slug(raw: Mapping[str, Any], where: Where) -> str:
+    # SLUG_RE bounds the length to Study.slug's (a test holds them together); checking the
+    # pattern first keeps the reason about the pattern, with the value quoted.
+    slug = get_str(raw, "slug", where, one_line=True)
+    if not SLUG_RE.match(slug):
+        raise where.at("slug").error(f"{slug!r} must be lower-case letters, digits and dashes")
+    return slug
+
+
 def _block(
     block: Any, i: int, tasks_where: Where, blocks: list[dict[str, Any]], seen: set[str]
 ) -> dict[str, Any]:
@@ -220,7 +229,11 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     if raw is None:
         raise where.error("the file is empty; a study needs at least slug, title and tasks")
     raw = get_mapping(raw, where)
-    check_keys(
+    # Blocks and the top-level keys and sections are independent: their errors are gathered
+    # and reported together (the checks across blocks run once every block is valid).
+    found = Collector()
+    found.run(
+        check_keys,
         raw,
         {
             "slug",
@@ -235,22 +248,15 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         },
         where,
     )
-    # SLUG_RE bounds the length to Study.slug's (a test holds them together); checking the
-    # pattern first keeps the reason about the pattern, with the value quoted.
-    slug = get_str(raw, "slug", where, one_line=True)
-    if not SLUG_RE.match(slug):
-        raise where.at("slug").error(f"{slug!r} must be lower-case letters, digits and dashes")
+    slug = found.run(_slug, raw, where)
     tasks_where = where.at("tasks")
-    # Blocks and the top-level sections are independent: their errors are gathered and
-    # reported together (the checks across blocks run once every block is valid).
-    found = Collector()
     blocks: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for i, block in enumerate(get_list(raw.get("tasks"), tasks_where, min_len=1)):
+    for i, block in enumerate(found.run(get_list, raw.get("tasks"), tasks_where, min_len=1) or []):
         checked = found.run(_block, block, i, tasks_where, blocks, seen)
         if checked is not None:
             blocks.append(checked)
-    if not found.errors:
+    if blocks and not found.errors:
         found.run(_block_order, blocks, tasks_where)
     recruitment = found.run(_recruitment, raw.get("recruitment"), where.at("recruitment"))
     if recruitment is not None and not found.errors:

@@ -531,5 +531,23 @@ def parse_yaml(text: str, where: Where) -> Any:
         line = min(line, n_lines(text))  # "end of stream" is after the last line
         reason = str(getattr(exc, "problem", None) or exc).splitlines()[0]
         raise Where(where.file, "", where.bundle, line).error(
-            f"invalid YAML at line {line}: {reason}"
+            f"invalid YAML at line {line}: {reason}{_quote_hint(text, line, reason)}"
         ) from None
+
+
+def _quote_hint(text: str, line: int, reason: str) -> str:
+    """A hint for the commonest YAML slip in a study: a text with ``?``, ``: `` or `` #`` that
+    is not quoted (PyYAML names only the grammar, e.g. "mapping values are not allowed here")."""
+    lines = text.splitlines()
+    source = lines[line - 1] if 0 < line <= len(lines) else ""
+    _, _, value = source.partition(": ")
+    if not any(w in reason for w in ("mapping values", "mapping keys", "got '?'")):
+        return ""
+    if value.lstrip()[:1] in ('"', "'"):
+        return ""
+    marks = [m for m in ("?", ": ", " #") if m in value or (m == "?" and "?" in source)]
+    named = " and ".join(f"'{m.strip()}'" for m in marks) or "a special character"
+    return (
+        f"; the text on that line contains {named}: put the whole text in double quotes, "
+        'e.g. text: "Would you buy it? Yes: maybe"'
+    )

@@ -111,3 +111,61 @@ def test_invalid_yaml_reports_the_line(tmp_path):
     path.write_text("slug: x\ntitle: [unclosed\n")
     with pytest.raises(StudyDefinitionError, match=r"bad.yaml: .*invalid YAML at line"):
         load_study_file(path)
+
+
+def _pairs_with_bad_prices(tmp_path: Path, n_bad: int) -> Path:
+    """The demo's pairs, repeated to 30, with the target price of the first ``n_bad`` made text."""
+    pairs = yaml.safe_load((DEMO.parent / "product_pairs" / "demo.yaml").read_text())["pairs"]
+    pairs = [{**copy.deepcopy(pairs[i % len(pairs)]), "id": f"p{i}"} for i in range(30)]
+    for pair in pairs[:n_bad]:
+        pair["target"]["price_usd"] = "cheap"
+    return _write(tmp_path, lambda r: r["tasks"][3].update(pairs=pairs))
+
+
+def test_a_mistake_repeated_in_eight_pairs_is_reported_eight_times_each_with_its_line(tmp_path):
+    from webapp.validation import StudyDefinitionErrors, error_lines
+
+    path = _pairs_with_bad_prices(tmp_path, 8)
+    with pytest.raises(StudyDefinitionErrors) as info:
+        load_study_file(path)
+    err = info.value
+    assert [e.path for e in err.errors] == [
+        f"tasks[3].pairs[{i}].target.price_usd" for i in range(8)
+    ]
+    lines = [e.line for e in err.errors]
+    assert len(set(lines)) == 8 and lines == sorted(lines)
+    text = path.read_text().splitlines()
+    assert all("cheap" in text[line - 1] for line in lines)
+    # The first error is the exception's own, so code that shows one error still works.
+    assert err.path == "tasks[3].pairs[0].target.price_usd" and "expected a number" in err.reason
+    assert len(error_lines(err)) == 8 and str(err).startswith("8 errors:\n")
+
+
+def test_errors_of_blocks_and_sections_come_together_and_are_bounded(tmp_path):
+    from webapp.validation import ERRORS_MAX, StudyDefinitionErrors, error_lines
+
+    def mutate(raw):
+        raw["colour"] = "blue"
+        raw["tasks"][2]["questions"][0]["correct"] = "7"
+        raw["payment"]["base_usd"] = "two"
+
+    with pytest.raises(StudyDefinitionErrors) as info:
+        load_study_file(_write(tmp_path, mutate))
+    assert [e.path for e in info.value.errors] == [
+        "",
+        "tasks[2].questions[0].correct",
+        "payment.base_usd",
+    ]
+
+    with pytest.raises(StudyDefinitionErrors) as info:
+        load_study_file(_pairs_with_bad_prices(tmp_path, 30))
+    assert len(info.value.errors) == ERRORS_MAX and info.value.more == 30 - ERRORS_MAX
+    assert error_lines(info.value)[-1] == f"… and {30 - ERRORS_MAX} more error(s)"
+
+
+def test_an_unquoted_question_mark_gets_a_hint_to_quote_the_text(tmp_path):
+    path = tmp_path / "q.yaml"
+    path.write_text("slug: q-study\ntitle: Would you buy it? Yes: maybe\n")
+    with pytest.raises(StudyDefinitionError) as info:
+        load_study_file(path)
+    assert "line 2" in str(info.value) and "put the whole text in double quotes" in str(info.value)

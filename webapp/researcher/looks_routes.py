@@ -43,13 +43,13 @@ def pause_for_look(slug: str, look: int) -> Any:
     back = url_for("researcher.study", slug=slug) + "#looks"
     form = PauseForm()
     if not form.validate_on_submit():
-        flash("That form had expired or was not valid; please try again.", "warning")
+        flash("That form had expired or was not valid; please try again.", "warning:looks")
         return redirect(back)
     row = db.session.scalar(
         db.select(InterimLook).where(InterimLook.study_id == s.id, InterimLook.look == look)
     )
     if row is None or not row.crossed:
-        flash(f"Look {look} crossed no bound: there is nothing to pause for.", "warning")
+        flash(f"Look {look} crossed no bound: there is nothing to pause for.", "warning:looks")
         return redirect(back)
     if form.confirm.data != "yes":
         return render_template(
@@ -63,8 +63,8 @@ def pause_for_look(slug: str, look: int) -> Any:
     try:
         done = looks_service.pause_for_look(s, look, g.researcher)
     except looks_service.LookError as exc:
-        flash(str(exc), "warning")
+        flash(str(exc), "warning:looks")
         return redirect(back)
     for line in done:
-        flash(line, "info")
+        flash(line, "info:looks")
     return redirect(back)

@@ -93,7 +93,7 @@ def recruit_action(slug: str, action: str) -> Any:
     back = url_for("researcher.study", slug=slug) + "#recruit"
     form = RecruitForm()
     if action not in BUTTONS or not form.validate_on_submit():
-        flash("That form had expired or was not valid; please try again.", "warning")
+        flash("That form had expired or was not valid; please try again.", "warning:recruit")
         return redirect(back)
     try:
         r = get_recruiter(s, actor=g.researcher)
@@ -130,10 +130,10 @@ def recruit_action(slug: str, action: str) -> Any:
         else:
             report = getattr(r, action)()
     except RecruitError as exc:
-        flash(safe_text(exc, FLASH_MAX), "warning")
+        flash(safe_text(exc, FLASH_MAX), "warning:recruit")
         return redirect(back)
     for line in report.lines:
-        flash(safe_text(line, FLASH_MAX), "info")
+        flash(safe_text(line, FLASH_MAX), "info:recruit")
     return redirect(back)
 
 

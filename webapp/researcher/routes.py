@@ -93,8 +93,8 @@ def _study(slug: str) -> Study:
 
 
 def _back(slug: str, section: str, warning: str) -> Response:
-    """Return to a section of the study page with a warning."""
-    flash(warning, "warning")
+    """Return to a section of the study page with a warning shown in that section."""
+    flash(warning, f"warning:{section}")
     return redirect(url_for("researcher.study", slug=slug) + f"#{section}")
 
 
@@ -272,6 +272,8 @@ def study(slug: str) -> str:
             None if export_service.parquet_available() else export_service.PARQUET_MISSING
         ),
         study=None,
+        # Messages of actions that came back to a section are shown there (macros.html).
+        section_flashes_shown=True,
     )
 
 
@@ -357,9 +359,9 @@ def change_state(slug: str) -> Response:
             return redirect(url_for("researcher.confirm_close", slug=slug))
         try:
             console.change_state(s, StudyState(form.state.data), g.researcher)
-            flash(f"{s.slug} is now {s.state.value}.", "info")
+            flash(f"{s.slug} is now {s.state.value}.", "info:lifecycle")
         except (ValueError, ConsoleError) as exc:
-            flash(str(exc), "warning")
+            flash(str(exc), "warning:lifecycle")
     return redirect(url_for("researcher.study", slug=slug))
 
 
@@ -398,12 +400,14 @@ def participant_action(slug: str) -> Response:
     s = _study(slug)
     form = ParticipantActionForm()
     back = url_for("researcher.study", slug=slug) + "#participants"
+    where = ":participants"  # the study page shows the message in that section
     if form.validate_on_submit():
         found = find_participant(s, form.participant.data or "")
         # A pseudonym or a recruiter ID: the latter is matched through the same salted hash.
         code, action = (found.code if found else form.participant.data), form.action.data
         if form.back.data == "participant" and found is not None:
             back = url_for("researcher.participant", slug=slug, code=found.code)
+            where = ""
         try:
             if action in ("returned", "timed_out"):
                 console.mark_participant(s, code, ParticipantStatus(action), g.researcher)
@@ -411,11 +415,11 @@ def participant_action(slug: str) -> Response:
                 console.exclude_participant(
                     s, code, form.reason.data or "", g.researcher, excluded=action == "exclude"
                 )
-            flash(f"{code}: {action.replace('_', ' ')}", "info")
+            flash(f"{code}: {action.replace('_', ' ')}", f"info{where}")
         except ConsoleError as exc:
-            flash(str(exc), "warning")
+            flash(str(exc), f"warning{where}")
     else:
-        flash("The action was incomplete.", "warning")
+        flash("The action was incomplete.", f"warning{where}")
     return redirect(back)
 
 
@@ -494,7 +498,7 @@ def bonus(slug: str) -> Any:
         return _back(slug, "payments", f"{exc}; {hint}")
     if issue.excluded:
         left_out = "; ".join(f"{code}: {why}" for code, why in issue.excluded)
-        flash(f"Bonuses left out on {platform.value}: {left_out}", "warning")
+        flash(f"Bonuses left out on {platform.value}: {left_out}", "warning:payments")
     out = io.StringIO()
     payments.write_bonus_file(issue.lines, platform, out)
     return Response(

@@ -42,13 +42,13 @@ def duplicate(slug: str) -> Any:
     s = _study(slug)
     form = DuplicateForm()
     if not form.validate_on_submit():
-        flash("Give the copy a slug.", "warning")
+        flash("Give the copy a slug.", "warning:lifecycle")
         return redirect(url_for("researcher.study", slug=slug) + "#lifecycle")
     try:
         result = console.duplicate_study(s, form.slug.data or "", g.researcher)
     except ConsoleError as exc:
         db.session.rollback()
-        flash(str(exc), "warning")
+        flash(str(exc), "warning:lifecycle")
         return redirect(url_for("researcher.study", slug=slug) + "#lifecycle")
     flash(f"Copied {s.slug} (version {s.version}) to {result.study.slug} as a draft.", "info")
     return redirect(url_for("researcher.study", slug=result.study.slug))
@@ -81,7 +81,7 @@ def find(slug: str) -> Any:
     text = request.args.get("q", "")[:128]
     p = monitor.find_participant(s, text)
     if p is None:
-        flash("No participant of this study has that ID.", "warning")
+        flash("No participant of this study has that ID.", "warning:participants")
         return redirect(url_for("researcher.study", slug=slug) + "#participants")
     return redirect(url_for("researcher.participant", slug=slug, code=p.code))
 
