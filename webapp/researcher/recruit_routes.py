@@ -3,10 +3,9 @@ confirmation page that states what the action costs before anything is sent."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from flask import current_app, flash, g, redirect, render_template, request, url_for
+from flask import flash, g, redirect, render_template, url_for
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, SelectField, StringField, TextAreaField
 from wtforms.validators import Length
@@ -14,7 +13,7 @@ from wtforms.validators import Length
 from webapp.models import Study
 from webapp.recruit.prolific import REJECTION_CATEGORIES
 from webapp.researcher import bp
-from webapp.researcher.routes import _study, login_required
+from webapp.researcher.routes import _study, login_required, public_base_url
 
 # Button labels. Everything that writes to the platform goes through a confirmation page;
 # status only reads and reconciles, and settle only reads the platform to resolve what an
@@ -75,15 +74,6 @@ def _recruit_panel() -> dict[str, Any]:
     return {"recruit_panel": panel}
 
 
-def _base_url() -> str:
-    """The study's public address: FRAMELAB_PUBLIC_URL (as for the CLI), else this request's."""
-    return (
-        current_app.config.get("PUBLIC_URL")
-        or os.environ.get("FRAMELAB_PUBLIC_URL")
-        or request.host_url
-    )
-
-
 def recruit_action(slug: str, action: str) -> Any:
     """Show what a recruiter action costs; do it once confirmed."""
     from webapp.recruit import get_recruiter
@@ -120,7 +110,7 @@ def recruit_action(slug: str, action: str) -> Any:
                 study=None,
             )
         if action == "create":
-            report = r.create(_base_url())
+            report = r.create(public_base_url())
         elif action == "status":
             report = r.status()[0]
         elif action == "settle":

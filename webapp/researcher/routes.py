@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import secrets
 from collections.abc import Callable
 from datetime import timedelta
@@ -90,6 +91,19 @@ def _study(slug: str) -> Study:
     if study is None or not accounts.can_access(g.researcher, study):
         abort(404)
     return study
+
+
+def public_base_url() -> str:
+    """The platform's public address: FRAMELAB_PUBLIC_URL (as for the CLI), else this request's.
+
+    The study page's links and the recruiters' listings use it, so what the console shows is
+    what a listing would carry.
+    """
+    return (
+        current_app.config.get("PUBLIC_URL")
+        or os.environ.get("FRAMELAB_PUBLIC_URL")
+        or request.host_url
+    )
 
 
 def _back(slug: str, section: str, warning: str) -> Response:
@@ -257,7 +271,7 @@ def study(slug: str) -> str:
         s=s,
         dash=overview,
         table=_table(s),
-        links=console.recruitment_links(s, request.host_url),
+        links=console.recruitment_links(s, public_base_url()),
         transitions=sorted(t.value for t in console.TRANSITIONS[s.state]),
         duplicate_form=DuplicateForm(data={"slug": console.free_slug(s.slug, g.researcher)}),
         ledger=payments.ledger_rows(s),

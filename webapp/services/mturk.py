@@ -245,7 +245,14 @@ def external_question_xml(study: Study, base_url: str, frame_height: int = 0) ->
     parts = urlsplit(base_url.strip())
     if parts.scheme != "https" or not parts.netloc:
         raise MTurkError(
-            f"--url must be an https:// address (MTurk frames only HTTPS): {base_url!r}"
+            "the platform's public address must start with https:// (MTurk frames only HTTPS "
+            f"pages; set FRAMELAB_PUBLIC_URL, or give --url on the command line): {base_url!r}"
+        )
+    if parts.query or parts.fragment:
+        # The participant's URL is ADDRESS/s/SLUG: a query or fragment here would be lost.
+        raise MTurkError(
+            "the platform's public address must not have a query string or #fragment "
+            f"(the study's page is ADDRESS/s/SLUG): {base_url!r}"
         )
     if "mturk" not in study.definition["recruitment"]["platforms"]:
         raise MTurkError(f"study {study.slug!r} does not list mturk in recruitment.platforms")

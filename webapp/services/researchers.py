@@ -522,7 +522,8 @@ def recruitment_links(study: Study, base_url: str) -> dict[str, str]:
     Returns
     -------
     dict
-        ``prolific``, ``mturk_xml`` and ``link`` (only platforms the study accepts).
+        ``prolific``, ``mturk_xml`` and ``link`` (only platforms the study accepts);
+        ``mturk_error`` instead of ``mturk_xml`` when the address is not one MTurk frames.
 
     Examples
     --------
@@ -531,7 +532,6 @@ def recruitment_links(study: Study, base_url: str) -> dict[str, str]:
     >>> recruitment_links(s, "https://x.org")["prolific"]
     'https://x.org/s/demo?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}'
     """
-    from xml.sax.saxutils import escape
 
     url = f"{base_url.rstrip('/')}/s/{study.slug}"
     platforms = study.definition["recruitment"]["platforms"]
@@ -539,15 +539,13 @@ def recruitment_links(study: Study, base_url: str) -> dict[str, str]:
     if "prolific" in platforms:
         links["prolific"] = f"{url}?{PROLIFIC_PLACEHOLDERS}"
     if "mturk" in platforms:
-        # MTurk appends assignmentId, hitId, workerId and turkSubmitTo to ExternalURL itself.
-        links["mturk_xml"] = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            '<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/'
-            'AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd">\n'
-            f"  <ExternalURL>{escape(url)}</ExternalURL>\n"
-            "  <FrameHeight>0</FrameHeight>\n"
-            "</ExternalQuestion>\n"
-        )
+        from webapp.services.mturk import MTurkError, external_question_xml
+
+        # The same document `framelab mturk external-question` prints, or why there is none.
+        try:
+            links["mturk_xml"] = external_question_xml(study, base_url)
+        except MTurkError as exc:
+            links["mturk_error"] = str(exc)
     if "link" in platforms:
         links["link"] = f"{url}?participant=PARTICIPANT_ID"
     return links

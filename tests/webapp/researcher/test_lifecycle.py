@@ -139,16 +139,32 @@ def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researc
     assert live["counts"]["arrivals"] == 0
 
 
-def test_recruitment_links(app, make_researcher):
+def test_recruitment_links(app, make_researcher, monkeypatch):
     ana = make_researcher("ana")
     upload(ana, DEMO.read_text(), "demo.yaml")
+    monkeypatch.delenv("FRAMELAB_PUBLIC_URL", raising=False)
     html = ana.get("/researcher/studies/product-choice-demo").get_data(as_text=True)
     assert (
         'value="http://localhost/s/product-choice-demo?PROLIFIC_PID={{%PROLIFIC_PID%}}'
         "&amp;STUDY_ID={{%STUDY_ID%}}&amp;SESSION_ID={{%SESSION_ID%}}" in html
     )
-    assert "&lt;ExternalURL&gt;http://localhost/s/product-choice-demo&lt;/ExternalURL&gt;" in html
     assert "product-choice-demo?participant=PARTICIPANT_ID" in html
+    # MTurk frames only https pages: no ExternalQuestion the CLI would refuse, but the reason
+    # in the console's own terms (the setting, not a command-line flag).
+    assert "ExternalURL" not in html
+    error = html.split('data-link-error="mturk">', 1)[1].split("</p>", 1)[0]
+    assert "https://" in error and "FRAMELAB_PUBLIC_URL" in error
+    assert not error.startswith("--url")
+
+    # With the public address set, the links and the XML use it, as a listing would.
+    monkeypatch.setenv("FRAMELAB_PUBLIC_URL", "https://lab.example.org")
+    html = ana.get("/researcher/studies/product-choice-demo").get_data(as_text=True)
+    assert (
+        "&lt;ExternalURL&gt;https://lab.example.org/s/product-choice-demo&lt;/ExternalURL&gt;"
+        in html
+    )
+    assert 'value="https://lab.example.org/s/product-choice-demo?PROLIFIC_PID=' in html
+    assert "data-link-error" not in html
 
 
 def test_mturk_external_question_is_valid_xml():

@@ -48,6 +48,11 @@ def test_external_question_points_at_the_study(runner):
         args=["mturk", "external-question", "sentiment-demo", "--url", "http://lab.example.org"]
     )
     assert refused.exit_code != 0 and "https://" in refused.output
+    # A query string would be dropped from the participant's URL: refused, not lost silently.
+    query = runner.invoke(
+        args=["mturk", "external-question", "sentiment-demo", "--url", "https://lab.org/?x=1"]
+    )
+    assert query.exit_code != 0 and "query string" in query.output
 
 
 def test_an_external_question_hit_runs_the_study_and_submits_to_mturk(app, demo, bot_for):
