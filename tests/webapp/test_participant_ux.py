@@ -336,3 +336,12 @@ def test_a_refusal_too_large_for_the_session_cookie_is_shown_in_place(app, tmp_p
     assert page.status == 422 and page.invalid and page.kind == "demographics"
     assert long_text.strip() in unescape(page.text)
     assert '<a href="#q_age">' in page.text
+
+
+def test_the_bare_address_says_who_the_server_is_for_and_names_no_study(app, client):
+    resp = client.get("/")
+    text = resp.get_data(as_text=True)
+    assert resp.status_code == 200 and "E404" not in text
+    assert "study link" in text and 'href="/researcher/login"' in text
+    assert "product-choice-demo" not in text  # which studies run here is not public
+    assert client.post("/").status_code == 405

@@ -4,4 +4,4 @@ from flask import Blueprint
 
 bp = Blueprint("participant", __name__, template_folder="templates")
 
-from webapp.participant import routes  # noqa: E402,F401  (registers the views)
+from webapp.participant import home, routes  # noqa: E402,F401  (registers the views)
