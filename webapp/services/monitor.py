@@ -334,21 +334,25 @@ def participant_table(
         .limit(per_page)
         .offset((page - 1) * per_page)
     )
-    n_blocks = max(1, len(study.definition["tasks"]) - 1)
+    n_blocks = len(study.definition["tasks"])
     rows = [row_of(p, n_blocks) for p in people]
     return TablePage(rows, total, page, pages, status, sort, query.strip())
 
 
 def row_of(p: Participant, n_blocks: int) -> dict[str, Any]:
-    """One participant as a table row (JSON-serialisable)."""
-    done = p.status is not ParticipantStatus.started
+    """One participant as a table row (JSON-serialisable); ``n_blocks``: the study's blocks.
+
+    Progress is 100 % only for a completed participant: someone who stopped on the debrief
+    (or returned, timed out, was screened out) shows the share of blocks they got through.
+    """
+    completed = p.status is ParticipantStatus.completed
     end = p.finished_at if p.finished_at is not None else p.last_seen_at
     return {
         "participant_id": p.code,
         "platform": p.platform.value,
         "status": p.status.value,
         "sequence": p.sequence,
-        "progress_pct": 100 if done else round(100 * p.block_index / n_blocks),
+        "progress_pct": 100 if completed else min(99, round(100 * p.block_index / n_blocks)),
         "started_at": p.started_at.strftime("%Y-%m-%d %H:%M:%S"),
         "last_seen_at": p.last_seen_at.strftime("%Y-%m-%d %H:%M:%S"),
         "duration_s": round((end - p.started_at).total_seconds()),
@@ -432,7 +436,7 @@ def participant_record(study: Study, p: Participant) -> dict[str, Any]:
         .where(Annotation.participant_id == p.id, Annotation.label.is_not(None))
         .order_by(Annotation.id)
     ).all()
-    n_blocks = max(1, len(study.definition["tasks"]) - 1)
+    n_blocks = len(study.definition["tasks"])
     return {
         "row": row_of(p, n_blocks),
         "platform_id": identity.external_id if identity else None,

@@ -155,3 +155,30 @@ def test_other_task_types_get_their_own_counts_and_formats(app, make_researcher)
     assert ana.get(f"/researcher/studies/{SLUG}/export/items.csv").status_code == 404
     choice_page = ana.get(f"/researcher/studies/{SLUG}").get_data(as_text=True)
     assert 'data-sequences="yes"' in choice_page and 'data-seq="started-A"' in choice_page
+
+
+def test_progress_is_full_only_for_completed_participants(app, study, make_researcher, make_bot):
+    from webapp.extensions import db
+    from webapp.models import Participant
+
+    ana = _owned(app, make_researcher)
+    make_bot().run()
+    n_blocks = len(study["tasks"])
+    on_debrief = make_bot(abandon_at=10**6)
+    page = on_debrief.open()
+    while page.kind != "completed":  # stop on the debrief, before its last submit
+        with app.app_context():
+            p = db.session.scalars(db.select(Participant).order_by(Participant.id.desc())).first()
+            at_debrief = p.block_index == n_blocks - 1
+        if at_debrief:
+            break
+        page = on_debrief.step()
+    assert at_debrief
+    make_bot(abandon_at=3).run()
+    rows = ana.get(f"/researcher/studies/{SLUG}/live.json").get_json()["participants"]
+    by_status = sorted((r["status"], r["progress_pct"]) for r in rows)
+    assert by_status[0] == ("completed", 100)
+    started = sorted(pct for status, pct in by_status if status == "started")
+    # three submissions: consent, instructions and quiz done, on the choices (block 3)
+    assert started == [round(100 * 3 / n_blocks), round(100 * (n_blocks - 1) / n_blocks)]
+    assert max(started) < 100
