@@ -62,9 +62,9 @@ def _check_double_start(app, url: str, definition) -> None:
     assert bot.page.kind == "consent"
     data = bot.answer()
     action = bot.page.forms[0].action
-    # Every copy carries the cookie the consent page set, as a double click does. (One shared
-    # client would send a later copy with the cookie an earlier reply already replaced, when a
-    # loaded machine starts that thread late: a form whose CSRF token is gone, not a double click.)
+    # Every copy carries the cookie the consent page set: copies that race inside the server.
+    # A copy sent with the cookie an earlier reply emptied is the other half of a double click,
+    # test_participant_ux.py::test_a_double_clicked_consent_sent_with_the_first_replys_cookie_resumes.
     cookies = dict(transport.client.cookies)
     transport.close()
 

@@ -345,3 +345,50 @@ def test_the_bare_address_says_who_the_server_is_for_and_names_no_study(app, cli
     assert "study link" in text and 'href="/researcher/login"' in text
     assert "product-choice-demo" not in text  # which studies run here is not public
     assert client.post("/").status_code == 405
+
+
+def _consent(client, pid: str) -> tuple[str, dict[str, str]]:
+    page = client.get(f"/s/product-choice-demo?PROLIFIC_PID={pid}&STUDY_ID=s1&SESSION_ID=x1")
+    html = page.get_data(as_text=True)
+    token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', html).group(1)
+    data = {
+        "csrf_token": token,
+        "PROLIFIC_PID": pid,
+        "STUDY_ID": "s1",
+        "SESSION_ID": "x1",
+        "agree": "y",
+    }
+    return "/s/product-choice-demo/start", data
+
+
+def test_a_double_clicked_consent_sent_with_the_first_replys_cookie_resumes(app, study, client):
+    from webapp.extensions import db
+    from webapp.models import Participant
+
+    pid = "a" * 24
+    action, data = _consent(client, pid)
+    first = client.post(action, data=data)
+    # The test client keeps the cookie the first reply set, as the browser does before the
+    # second click's POST leaves: the consent token is no longer in it.
+    second = client.post(action, data=data)
+    assert first.status_code == second.status_code == 302
+    assert second.headers["Location"] == first.headers["Location"]
+    assert "E400" not in client.get(second.headers["Location"]).get_data(as_text=True)
+    with app.app_context():
+        assert db.session.scalar(db.select(db.func.count()).select_from(Participant)) == 1
+
+
+def test_a_consent_without_a_usable_token_records_nothing_and_asks_again(app, study, client):
+    from webapp.extensions import db
+    from webapp.models import Participant
+
+    pid = "b" * 24
+    action, data = _consent(client, pid)
+    stranger = app.test_client()  # no cookie: the token cannot be checked
+    resp = stranger.post(action, data=data)
+    assert resp.status_code == 302
+    assert resp.headers["Location"].startswith(f"/s/product-choice-demo?PROLIFIC_PID={pid}")
+    again = stranger.get(resp.headers["Location"]).get_data(as_text=True)
+    assert "confirm once more" in again and 'name="csrf_token"' in again
+    with app.app_context():
+        assert db.session.scalar(db.select(db.func.count()).select_from(Participant)) == 0

@@ -15,6 +15,7 @@ from flask import (
     session,
     url_for,
 )
+from flask_wtf.csrf import CSRFError
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
@@ -194,9 +195,14 @@ def entry(slug: str) -> Response | str:
 
 
 @bp.post("/s/<slug>/start")
+@csrf.exempt  # checked here, so that a copy without a usable token is answered kindly
 def start(slug: str) -> Response | str:
     """Enrol a consenting participant (or record nothing when they decline)."""
     study = _study_or_404(slug)
+    try:
+        csrf.protect()
+    except CSRFError:
+        return _start_without_token(study)
     form = ConsentForm()
     if not form.validate_on_submit():
         raise ParticipantError("E400-PARAMS", "The consent form was incomplete.", 400)
@@ -227,6 +233,24 @@ def start(slug: str) -> Response | str:
         is_preview=is_preview,
     )
     return _go(participant, entry)
+
+
+def _start_without_token(study: Study) -> Response | str:
+    """Answer a consent POST whose CSRF token cannot be checked, without "form expired".
+
+    The commonest cause is a double click: the first copy's reply empties the session cookie
+    (see :func:`start`), and a browser that received it sends the second copy with the emptied
+    cookie. A participant the entry parameters already name is resumed exactly as their study
+    link would resume them (so this shows nothing the link does not); anyone else goes back to
+    the consent page with a fresh form. Nothing is recorded without a valid token.
+    """
+    form = ConsentForm(meta={"csrf": False})
+    entry = _entry(study, form.entry_params())
+    existing = entry_service.find_participant(study, entry)
+    if existing is not None:
+        return _resume_or_refuse(existing, entry)
+    flash("Please confirm once more that you agree to take part.", "warning")
+    return redirect(url_for("participant.entry", slug=study.slug, **entry.params()))
 
 
 def _admit(study: Study) -> None:

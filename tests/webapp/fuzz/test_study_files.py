@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webapp.studydef import load_study_file
-from webapp.validation import StudyDefinitionError
+from webapp.validation import StudyDefinitionError, StudyDefinitionErrors
 
 from ..conftest import DEMO, ROOT
 
@@ -85,14 +85,20 @@ def _setup(tmp_path: Path) -> tuple[Path, Path]:
     return studies / "fuzzed.yaml", pairs / "demo.yaml"
 
 
+def _each(exc: StudyDefinitionError) -> list[StudyDefinitionError]:
+    """The errors ``exc`` reports: itself, or each of several found together."""
+    return exc.errors if isinstance(exc, StudyDefinitionErrors) else [exc]
+
+
 def _load_or_refuse(path: Path, culprit: Path) -> None:
     try:
         load_study_file(path)
     except StudyDefinitionError as exc:
-        message = str(exc)
-        assert message.startswith(f"{culprit.name}: "), message
-        assert exc.reason and len(message) < 2_000, message
-        assert "Traceback" not in message
+        for one in _each(exc):
+            message = str(one)
+            assert message.startswith(f"{culprit.name}: "), message
+            assert one.reason and len(message) < 2_000, message
+            assert "Traceback" not in message
 
 
 def _edit(doc: Any, data: Any) -> Any:
@@ -125,7 +131,8 @@ def test_mutated_stimulus_files_are_refused_naming_the_stimulus_file(tmp_path, d
     try:
         load_study_file(study)
     except StudyDefinitionError as exc:
-        assert str(exc).startswith(("product_pairs/demo.yaml: ", "fuzzed.yaml: ")), str(exc)
+        for one in _each(exc):
+            assert str(one).startswith(("product_pairs/demo.yaml: ", "fuzzed.yaml: ")), str(one)
 
 
 @SETTINGS
@@ -215,8 +222,9 @@ def test_mutated_annotation_item_files_are_refused_naming_the_csv(
     try:
         load_study_file(studies / SENTIMENT.name)
     except StudyDefinitionError as exc:
-        assert str(exc).startswith((f"sentiment/{name}: ", f"{SENTIMENT.name}: ")), str(exc)
-        assert exc.reason
+        for one in _each(exc):
+            assert str(one).startswith((f"sentiment/{name}: ", f"{SENTIMENT.name}: ")), str(one)
+            assert one.reason
 
 
 # -- Every refusal carries a line --------------------------------------------------------------
@@ -368,12 +376,13 @@ def test_mutated_studies_and_stimulus_files_are_refused_with_file_line_and_reaso
         }
         try:
             load_study_file(stimuli_copy / study)
-        except StudyDefinitionError as exc:
-            _assert_located(exc, files)
-            row = re.match(r"row (\d+)", exc.path)
-            if starts is not None and exc.file == rel and row:
-                # header = row 1; the line is where the row starts, not where it ends
-                assert exc.line == starts[int(row.group(1)) - 1], str(exc)
+        except StudyDefinitionError as found:
+            for exc in _each(found):
+                _assert_located(exc, files)
+                row = re.match(r"row (\d+)", exc.path)
+                if starts is not None and exc.file == rel and row:
+                    # header = row 1; the line is where the row starts, not where it ends
+                    assert exc.line == starts[int(row.group(1)) - 1], str(exc)
     finally:
         target.write_bytes(original)
 

@@ -18,12 +18,27 @@ def _state_changing(app):
 # The one view without Flask-WTF's session token: a participant's page, whose form carries its
 # own anti-forgery token (the page token, webapp.tasks.base.PageForm; docs/security.md).
 PAGE_TOKEN_ROUTES = {"participant.page"}
+# The consent POST checks Flask-WTF's token itself (``csrf.protect()``): without a usable one it
+# records nothing and sends the visitor back to the consent page (or, when the entry already
+# names a participant, where their study link would take them), never "form expired".
+SELF_CHECKED_ROUTES = {"participant.start"}
+
+
+def _participants(app) -> int:
+    from webapp.extensions import db
+    from webapp.models import Participant
+
+    with app.app_context():
+        return db.session.scalar(db.select(db.func.count()).select_from(Participant))
 
 
 def test_the_url_map_has_state_changing_routes_and_only_the_page_is_exempt(app):
     endpoints = {r.endpoint for r in _state_changing(app)}
     assert {"participant.start", "participant.page", "researcher.login"} <= endpoints
-    assert csrf._exempt_views == {"webapp.participant.routes.page"}
+    assert csrf._exempt_views == {
+        "webapp.participant.routes.page",
+        "webapp.participant.routes.start",
+    }
     assert not csrf._exempt_blueprints
 
 
@@ -39,8 +54,14 @@ def test_every_state_changing_route_refuses_a_post_without_csrf_token(app, clien
         url = build(app, rule)
         for method in sorted((rule.methods or set()) & STATE_CHANGING):
             for data in ({}, {"csrf_token": "forged"}):
+                before = _participants(app)
                 resp = client.open(url, method=method, data=data)
                 body = resp.get_data(as_text=True)
+                if rule.endpoint in SELF_CHECKED_ROUTES:  # no entry parameters: a clear 400
+                    assert resp.status_code == 400, (method, url, resp.status_code)
+                    assert 'data-error-code="E400-PARAMS"' in body, (method, url)
+                    assert _participants(app) == before
+                    continue
                 assert resp.status_code == 400, (method, url, resp.status_code)
                 assert 'data-error-code="E400-CSRF"' in body, (method, url)
             checked.append(f"{method} {rule.rule}")
@@ -89,7 +110,10 @@ def test_a_csrf_token_from_another_session_is_refused(app, study):
     resp = alice.post(
         f"/s/{study['slug']}/start", data={"csrf_token": token, "participant": "alice"}
     )
-    assert resp.status_code == 400 and b"E400-CSRF" in resp.data
+    # Not enrolled: back to alice's own consent page with a fresh form.
+    assert resp.status_code == 302
+    assert resp.headers["Location"] == f"/s/{study['slug']}?participant=alice"
+    assert _participants(app) == 0
 
 
 def test_every_researcher_route_requires_login(app, client, study):
