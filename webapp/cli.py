@@ -265,7 +265,12 @@ def bots(
     p_shift: float,
     seed: int | None,
 ) -> None:
-    """Run simulated participants through the real pages (in-process or over HTTP)."""
+    """Run simulated participants through the real pages (in-process or over HTTP).
+
+    Bots are always test participants (IDs ``test-…``): they are left out of counts, bonuses,
+    payment files and exports unless asked for; `framelab clear-test-data` removes them. Over
+    HTTP the server must share this configuration's SECRET_KEY, which signs their entry.
+    """
     from webapp.bots import BotBehaviour, run_bots
     from webapp.extensions import db
     from webapp.services.studies import get_study
@@ -297,6 +302,7 @@ def bots(
         fail_quiz_share=fail_quiz,
         abandon_share=abandon,
         seed=seed,
+        test_secret=current_app.config["SECRET_KEY"],
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     click.echo(f"ran {n} bots on {slug} ({'HTTP ' + url if url else 'in-process'}): {counts}")

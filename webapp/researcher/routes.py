@@ -370,7 +370,7 @@ def preview(slug: str) -> Response:
     if not form.block.data or (form.block.data == first["id"] and first["type"] == "consent"):
         # The consent block is the study link's own page: a preview from the start.
         audit.record(g.researcher, "study.preview", study=s)
-        return redirect(console.preview_url(s, token))
+        return redirect(console.preview_url(s, token, _secret()))
     from webapp.services.flow import participant_token
     from webapp.services.preview import preview_at
 
