@@ -39,6 +39,7 @@ from webapp.models import ParticipantStatus, Platform, Researcher, Study, StudyS
 from webapp.researcher import bp
 from webapp.researcher.forms import (
     BonusForm,
+    ClearTestDataForm,
     DuplicateForm,
     LoadForm,
     LoginForm,
@@ -48,7 +49,7 @@ from webapp.researcher.forms import (
     StateForm,
     UploadForm,
 )
-from webapp.services import accounts, audit, payments, reconcile
+from webapp.services import accounts, audit, payments, reconcile, testdata
 from webapp.services import export as export_service
 from webapp.services import researchers as console
 from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
@@ -261,6 +262,8 @@ def study(slug: str) -> str:
         preview_form=PreviewForm(),
         bonus_form=BonusForm(),
         reconcile_form=ReconcileForm(),
+        clear_form=ClearTestDataForm(),
+        test_counts=testdata.count_test_participants(s),
         formats=export_service.formats_for(s),
         parquet_missing=(
             None if export_service.parquet_available() else export_service.PARQUET_MISSING
@@ -424,7 +427,7 @@ def export(slug: str, fmt: str, ext: str) -> Response:
     if fmt not in export_service.formats_for(s) or ext not in _EXPORT_TYPES:
         abort(404)
     options = {
-        "include_preview": request.args.get("include_preview") == "1",
+        "include_test": request.args.get("include_test") == "1",
         "include_excluded": request.args.get("include_excluded") == "1",
     }
     if ext == "parquet" and not export_service.parquet_available():

@@ -295,21 +295,24 @@ def is_excluded(study: Study, entry: Entry) -> bool:
 UNANSWERED_WINDOW = timedelta(minutes=5)
 
 
-def balance_counts(study: Study, now: datetime, active_window: timedelta) -> dict[str, int]:
+def balance_counts(
+    study: Study, now: datetime, active_window: timedelta, *, test: bool = False
+) -> dict[str, int]:
     """Participants per sequence that count towards balance.
 
     Completed participants count, and so do started ones seen within ``active_window`` who
     have answered a page since consent or enrolled within :data:`UNANSWERED_WINDOW`;
     screened-out, returned, timed-out, long-idle (abandoned) and never-answering ones do
-    not, so dropouts are refilled. Test participants (bots, researcher previews) never count:
-    they are given a sequence as usual, but a pilot run does not steer real arrivals.
+    not, so dropouts are refilled. Test participants (bots, researcher previews) are balanced
+    among themselves (``test``): a pilot run is balanced as a real one would be, and never
+    steers the sequences of real arrivals.
     """
     since = now - active_window
     rows = db.session.execute(
         select(Participant.sequence, func.count())
         .where(
             Participant.study_id == study.id,
-            Participant.is_test.is_(False),
+            Participant.is_test.is_(test),
             or_(
                 Participant.status == ParticipantStatus.completed,
                 (Participant.status == ParticipantStatus.started)
@@ -443,7 +446,8 @@ def enroll(
     blocks = study.definition["tasks"]
     first_block = 1 if get_task_type(blocks[0]["type"]).name == "consent" else 0
     db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
-    sequence = choose_sequence(balance_counts(study, now, active_window), rng)
+    counts = balance_counts(study, now, active_window, test=is_test or is_preview)
+    sequence = choose_sequence(counts, rng)
     try:
         participant = add_participant(
             study,

@@ -224,7 +224,7 @@ def test_previews_do_not_use_up_slots(app, small, bot_for):
     bot.open()
     bot.step()  # consent: the participant exists now
     with app.app_context():  # as if a logged-in researcher had started it (a preview)
-        db.session.execute(update(Participant).values(is_preview=True))
+        db.session.execute(update(Participant).values(is_preview=True, is_test=True))
         db.session.commit()
     assert bot.run().outcome == "completed" and len(bot.labels) == 2
     assert _status(app, "sent-small") == {"i000": (0, 0, 1), "i001": (0, 0, 1)}
