@@ -524,11 +524,11 @@ def build_table(
         return page_time_rows(study, **scope), columns
     if fmt == "codebook":
         tables = {
-            "long": list(LONG_CHOICE_COLUMNS),
+            "long": with_test_column(list(LONG_CHOICE_COLUMNS), include_test),
             **(_sentiment_codebook_tables(study) if annotation else {}),
             **_evaluation_codebook_tables(study),
             "wide": wide_rows(study, **scope)[1],
-            "page-times": list(PAGE_TIME_COLUMNS),
+            "page-times": with_test_column(list(PAGE_TIME_COLUMNS), include_test),
         }
         rows = []
         for table, cols in tables.items():
