@@ -13,9 +13,8 @@ Create Date: 2026-11-27 10:00:00
 
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = "0013_test_participants"
