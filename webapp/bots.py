@@ -4,6 +4,8 @@ A bot reads each page's HTML, finds the form and the page kind (``data-page`` on
 answers by its script and posts the form back, CSRF token and page token included. It knows the
 study definition (to find the target manufacturer and the quiz answers) but nothing the server
 does not send it. Tests use :meth:`Bot.must_fail` for submissions that must be refused.
+A bot given the server's ``SECRET_KEY`` (``framelab bots`` always gives it) arrives as a test
+participant (:mod:`webapp.services.testmark`); without it, as a real one would (for tests).
 
 The HTML is read with the standard library's parser: the pages are ours and simple, and a
 browser-automation stack would make in-process bots slow and the base install heavy.
@@ -299,7 +301,9 @@ class Bot:
     rng : random.Random
         The bot's own randomness (choices, premiums, response times).
     external_id : str
-        The platform ID the bot arrives with.
+        The platform ID the bot arrives with (a name is mapped to a valid ID).
+    test_secret : str, optional
+        The server's ``SECRET_KEY``: the bot arrives as a test participant.
     """
 
     def __init__(
@@ -310,12 +314,17 @@ class Bot:
         *,
         rng: random.Random | None = None,
         external_id: str | None = None,
+        test_secret: str | None = None,
     ) -> None:
+        from webapp.services.testmark import reserved_id
+
         self.transport = transport
         self.definition = definition
         self.behaviour = behaviour or BotBehaviour()
         self.rng = rng or random.Random()
-        self.external_id = platform_id(
+        self.test_secret = test_secret
+        mapped = platform_id if test_secret is None else reserved_id
+        self.external_id = mapped(
             self.behaviour.platform, external_id or f"BOT{secrets.token_hex(6)}"
         )
         self.page: Page | None = None
@@ -328,22 +337,28 @@ class Bot:
     # -- navigation -------------------------------------------------------------------------
     def entry_url(self, extra: Mapping[str, str] | None = None) -> str:
         """The study link for the bot's platform."""
+        from webapp.services.testmark import entry_params
+
         slug = self.definition["slug"]
+        plain_id = self.external_id.replace("-", "")  # session IDs: letters and digits only
         if self.behaviour.platform == "prolific":
             params = {
                 "PROLIFIC_PID": self.external_id,
                 "STUDY_ID": "BOTSTUDY",
-                "SESSION_ID": f"S{self.external_id}",
+                "SESSION_ID": f"S{plain_id}",
             }
         elif self.behaviour.platform == "mturk":
             params = {
                 "workerId": self.external_id,
                 "hitId": "BOTHIT",
-                "assignmentId": f"A{self.external_id}",
+                "assignmentId": f"A{plain_id}",
                 "turkSubmitTo": "https://workersandbox.mturk.com",
             }
         else:
             params = {"participant": self.external_id}
+        params.update(
+            entry_params(self.test_secret, slug, self.behaviour.platform, self.external_id)
+        )
         params.update(extra or {})
         return f"/s/{slug}?{urlencode(params)}"
 
@@ -626,6 +641,7 @@ def run_bots(
     fail_quiz_share: float = 0.0,
     abandon_share: float = 0.0,
     seed: int | None = None,
+    test_secret: str | None = None,
 ) -> BotRunSummary:
     """Run ``n`` bots, in-process on ``app`` or over HTTP against ``url``.
 
@@ -647,6 +663,8 @@ def run_bots(
         Shares of bots that fail the quiz or abandon at a random page.
     seed : int, optional
         Makes the bots' own choices reproducible.
+    test_secret : str, optional
+        As for :class:`Bot`.
 
     Returns
     -------
@@ -676,6 +694,7 @@ def run_bots(
             script,
             rng=random.Random(seeds[i]),
             external_id=f"BOT{run_id}x{i:05d}",
+            test_secret=test_secret,
         )
         try:
             return bot.run()

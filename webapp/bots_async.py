@@ -105,7 +105,7 @@ class AsyncBot(Bot):
     Parameters
     ----------
     transport : AsyncHttpTransport
-    definition, behaviour, rng, external_id
+    definition, behaviour, rng, external_id, test_secret
         As for :class:`Bot`.
     think_s : float
         Mean think time before each submission (exponential); 0 for none.
@@ -121,10 +121,18 @@ class AsyncBot(Bot):
         *,
         rng: random.Random | None = None,
         external_id: str | None = None,
+        test_secret: str | None = None,
         think_s: float = 0.0,
         retries: int = 30,
     ) -> None:
-        super().__init__(transport, definition, behaviour, rng=rng, external_id=external_id)  # type: ignore[arg-type]
+        super().__init__(  # type: ignore[arg-type]
+            transport,
+            definition,
+            behaviour,
+            rng=rng,
+            external_id=external_id,
+            test_secret=test_secret,
+        )
         self.atransport = transport
         self.think_s = think_s
         self.retries = retries

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "study": "webapp.cli:study",
     "export": "webapp.cli:export",
     "bots": "webapp.cli:bots",
+    "clear-test-data": "webapp.cli:clear_test_data",
     "serve": "webapp.cli:serve",
     "create-researcher": "webapp.cli:create_researcher",
     "bonus": "webapp.cli:bonus",
@@ -152,7 +153,13 @@ def study_timeouts(slugs: tuple[str, ...]) -> None:
     help="FILE.csv, or FILE.parquet for Parquet.",
 )
 @click.option("--include-platform-ids", is_flag=True, help="Add raw Prolific/MTurk IDs (long).")
-@click.option("--include-preview", is_flag=True, help="Keep researcher preview sessions.")
+@click.option(
+    "--include-test",
+    "--include-preview",
+    "include_test",
+    is_flag=True,
+    help="Keep test participants (bots, researcher previews), with an is_test column.",
+)
 @click.option("--include-excluded", is_flag=True, help="Keep participants a researcher excluded.")
 @with_appcontext
 def export(
@@ -160,7 +167,7 @@ def export(
     fmt: str,
     out: Path,
     include_platform_ids: bool,
-    include_preview: bool,
+    include_test: bool,
     include_excluded: bool,
 ) -> None:
     """Export a study's responses (see docs/export.md)."""
@@ -173,7 +180,7 @@ def export(
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
     options = {
         "include_platform_ids": include_platform_ids,
-        "include_preview": include_preview,
+        "include_test": include_test,
         "include_excluded": include_excluded,
     }
     try:
@@ -265,7 +272,12 @@ def bots(
     p_shift: float,
     seed: int | None,
 ) -> None:
-    """Run simulated participants through the real pages (in-process or over HTTP)."""
+    """Run simulated participants through the real pages (in-process or over HTTP).
+
+    Bots are always test participants (IDs ``test-…``): they are left out of counts, bonuses,
+    payment files and exports unless asked for; `framelab clear-test-data` removes them. Over
+    HTTP the server must share this configuration's SECRET_KEY, which signs their entry.
+    """
     from webapp.bots import BotBehaviour, run_bots
     from webapp.extensions import db
     from webapp.services.studies import get_study
@@ -297,6 +309,7 @@ def bots(
         fail_quiz_share=fail_quiz,
         abandon_share=abandon,
         seed=seed,
+        test_secret=current_app.config["SECRET_KEY"],
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     click.echo(f"ran {n} bots on {slug} ({'HTTP ' + url if url else 'in-process'}): {counts}")
@@ -304,6 +317,40 @@ def bots(
         for err in summary.errors[:10]:
             click.echo(f"error: {err}", err=True)
         raise SystemExit(1)
+
+
+@click.command("clear-test-data")
+@click.argument("slug")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@with_appcontext
+def clear_test_data(slug: str, yes: bool) -> None:
+    """Delete a study's test participants (bots, previews) and all their rows; audited.
+
+    Real participants and their rows are never touched.
+    """
+    from webapp.models import utcnow
+    from webapp.services import testdata
+    from webapp.services.studies import get_study
+
+    s = get_study(slug)
+    if s is None:
+        raise click.ClickException(f"no study {slug!r}; see `framelab study list`")
+    n = testdata.count_test_participants(s)
+    if n["participants"] == 0:
+        click.echo(f"{slug} has no test participants; nothing to clear")
+        return
+    if not yes:
+        click.confirm(
+            f"Delete {n['participants']} test participant(s) of {slug} "
+            f"({n['previews']} preview(s)) and all their answers?",
+            abort=True,
+        )
+    try:
+        counts = testdata.clear_test_data(s, actor="cli", now=utcnow())
+    except testdata.ClearRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    rows = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
+    click.echo(f"cleared the test data of {slug}: {rows}")
 
 
 @click.command("create-researcher")
@@ -572,6 +619,7 @@ def register_commands(app: Flask) -> None:
         study,
         export,
         bots,
+        clear_test_data,
         serve,
         create_researcher,
         bonus,

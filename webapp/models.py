@@ -174,6 +174,8 @@ class Participant(db.Model):
         Index("ix_participant_study_status", "study_id", "status"),
         Index("ix_participant_study_started", "study_id", "started_at"),
         Index("ix_participant_study_last_seen", "study_id", "last_seen_at"),
+        # Clearing a study's test data finds its few test rows among the real ones.
+        Index("ix_participant_study_test", "study_id", "is_test"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -196,6 +198,12 @@ class Participant(db.Model):
     quiz_passed: Mapped[bool | None] = mapped_column(Boolean)
     attention_passed: Mapped[bool | None] = mapped_column(Boolean)
     is_preview: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_test: Mapped[bool] = mapped_column(
+        Boolean,
+        default=False,
+        server_default=false(),
+        comment="a bot or a researcher preview: left out of counts, payments and exports",
+    )
     study_version: Mapped[int] = mapped_column(Integer, default=1)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

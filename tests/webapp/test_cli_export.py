@@ -57,17 +57,22 @@ def test_changing_tasks_of_a_study_with_participants_needs_force(runner, make_bo
 
 @pytest.mark.slow
 def test_done_when_40_bots_give_400_balanced_rows(runner, study, tmp_path):
-    """Acceptance check: 40 bots → 400 rows, every pair 20x summary and 20x original."""
+    """40 bots → 400 rows, every pair 20x summary and 20x original, balanced among the bots.
+
+    Bots are test participants: the default export leaves them out, ``--include-test`` brings
+    them in, each row marked ``is_test = 1``.
+    """
     result = runner.invoke(args=["bots", "product-choice-demo", "--n", "40"])
     assert result.exit_code == 0, result.output
     assert "completed 40" in result.output
     out = tmp_path / "x.csv"
-    result = runner.invoke(
-        args=["export", "product-choice-demo", "--format", "long", "--out", str(out)]
-    )
+    args = ["export", "product-choice-demo", "--format", "long", "--out", str(out)]
+    result = runner.invoke(args=args)
+    assert result.exit_code == 0 and "wrote 0 rows" in result.output
+    result = runner.invoke(args=[*args, "--include-test"])
     assert result.exit_code == 0 and "wrote 400 rows" in result.output
     rows = _read(out)
-    assert len(rows) == 400
+    assert len(rows) == 400 and {r["is_test"] for r in rows} == {"1"}
     per_pair = Counter((r["pair_id"], r["format"]) for r in rows)
     assert len(per_pair) == 20 and set(per_pair.values()) == {20}
     assert len({(r["participant_id"], r["pair_id"]) for r in rows}) == 400

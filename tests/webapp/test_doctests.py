@@ -14,6 +14,7 @@ MODULES = [
     "webapp.recruit.errors",
     "webapp.services.design",
     "webapp.services.entry",
+    "webapp.services.testmark",
     "webapp.tasks.product_choice",
 ]
 

@@ -61,4 +61,4 @@ def test_researcher_sessions_are_previews_left_out_of_exports(app, client, study
         from webapp.services.export import choice_rows
 
         assert choice_rows(p.study) == []
-        assert len(choice_rows(p.study, include_preview=True)) == 10
+        assert len(choice_rows(p.study, include_test=True)) == 10

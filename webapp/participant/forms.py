@@ -17,6 +17,7 @@ class ConsentForm(FlaskForm):
     assignmentId = HiddenField()  # noqa: N815
     turkSubmitTo = HiddenField()  # noqa: N815
     participant = HiddenField()
+    test_key = HiddenField()  # a bot's test entry key (webapp.services.testmark)
     agree = SubmitField()
     decline = SubmitField()
 
@@ -31,5 +32,6 @@ class ConsentForm(FlaskForm):
             "assignmentId",
             "turkSubmitTo",
             "participant",
+            "test_key",
         )
         return {n: self[n].data for n in names if self[n].data}

@@ -60,7 +60,7 @@ def _study_or_404(slug: str) -> Study:
 
 def _entry(study: Study, params: dict[str, str]) -> Entry:
     try:
-        entry = entry_service.parse_entry(params)
+        entry = entry_service.parse_entry(params, slug=study.slug, secret=_secret())
     except EntryError as exc:
         raise ParticipantError(exc.code, exc.message, exc.status) from None
     if entry.platform is Platform.mturk:
@@ -222,7 +222,7 @@ def start(slug: str) -> Response | str:
     if allocation.study_is_full(study, utcnow()):
         return _study_full(study, entry.platform.value)
     is_preview = console_researcher() is not None
-    if not is_preview:
+    if not (is_preview or entry.test):  # only real arrivals use up a network's allowance
         _admit(study)
     participant = entry_service.enroll(
         study,
@@ -231,6 +231,7 @@ def start(slug: str) -> Response | str:
         now=utcnow(),
         active_window=timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"]),
         is_preview=is_preview,
+        is_test=entry.test,
     )
     return _go(participant, entry)
 

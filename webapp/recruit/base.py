@@ -443,7 +443,7 @@ class Recruiter(BonusActions, ABC):
         return report, subs
 
     def _completed_here(self) -> dict[str, Participant]:
-        """Canonical platform ID → participant who completed here (not excluded, no preview)."""
+        """Canonical platform ID → participant who completed here (not excluded, not a test)."""
         rows = db.session.execute(
             select(Participant, PlatformIdentity.external_id)
             .join(PlatformIdentity, PlatformIdentity.participant_id == Participant.id)
@@ -451,7 +451,7 @@ class Recruiter(BonusActions, ABC):
                 Participant.study_id == self.study.id,
                 Participant.platform == self.platform,
                 Participant.status == ParticipantStatus.completed,
-                Participant.is_preview.is_(False),
+                Participant.is_test.is_(False),
                 Participant.excluded.is_(False),
             )
         )

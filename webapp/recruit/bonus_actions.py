@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from webapp.extensions import db
-from webapp.models import BonusPayment, PlatformIdentity, utcnow
+from webapp.models import BonusPayment, Participant, PlatformIdentity, utcnow
 from webapp.recruit import ledger
 from webapp.recruit.errors import RecruitError
 from webapp.recruit.results import Report, cents
@@ -42,11 +42,20 @@ class BonusActions:
     unsettled_note = "ask the platform's support; FrameLab never sends it again"
 
     def _ledger(self: Recruiter, *, open_only: bool = True) -> list[Row]:
-        """This study's ledger rows on this platform (``open_only``: not yet paid)."""
+        """This study's ledger rows on this platform (``open_only``: not yet paid).
+
+        Rows of test participants are never listed, so never paid: the rule issues none, and a
+        row that reached the ledger some other way still moves no money.
+        """
         query = (
             select(BonusPayment, PlatformIdentity)
             .join(PlatformIdentity, PlatformIdentity.participant_id == BonusPayment.participant_id)
-            .where(BonusPayment.study_id == self.study.id, BonusPayment.platform == self.platform)
+            .join(Participant, Participant.id == BonusPayment.participant_id)
+            .where(
+                BonusPayment.study_id == self.study.id,
+                BonusPayment.platform == self.platform,
+                Participant.is_test.is_(False),
+            )
             .order_by(BonusPayment.id)
         )
         if open_only:

@@ -71,6 +71,15 @@ class ParticipantActionForm(FlaskForm):
     reason = StringField("Reason", validators=[Length(max=500)])
 
 
+class ClearTestDataForm(FlaskForm):
+    """Delete a study's test participants (bots, previews); refused without the confirmation."""
+
+    confirm = BooleanField(
+        "I understand: every test participant of this study and all their answers are deleted",
+        validators=[InputRequired()],
+    )
+
+
 class BonusForm(FlaskForm):
     """Issue bonuses and download the payment file."""
 

@@ -6,7 +6,7 @@ console; the participant views stay unaware of it.
 
 from __future__ import annotations
 
-from flask import g, request
+from flask import current_app, g, request
 
 from webapp.errors import ParticipantError
 from webapp.models import Study, StudyState
@@ -47,7 +47,7 @@ def _returning(study: Study) -> bool:
     source = request.args if request.method == "GET" else request.form
     params = {k: v for k, v in source.items() if v}  # the consent form sends empty fields
     try:
-        entry = parse_entry(params)
+        entry = parse_entry(params, slug=study.slug, secret=current_app.config["SECRET_KEY"])
     except EntryError:
         return False  # the participant view explains what is wrong with the link
     return not entry.preview and find_participant(study, entry) is not None

@@ -40,6 +40,7 @@ from webapp.models import ParticipantStatus, Platform, Researcher, Study, StudyS
 from webapp.researcher import bp
 from webapp.researcher.forms import (
     BonusForm,
+    ClearTestDataForm,
     DuplicateForm,
     LoadForm,
     LoginForm,
@@ -49,7 +50,7 @@ from webapp.researcher.forms import (
     StateForm,
     UploadForm,
 )
-from webapp.services import accounts, audit, payments, reconcile
+from webapp.services import accounts, audit, payments, reconcile, testdata
 from webapp.services import export as export_service
 from webapp.services import researchers as console
 from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
@@ -281,6 +282,8 @@ def study(slug: str) -> str:
         preview_form=PreviewForm(),
         bonus_form=BonusForm(),
         reconcile_form=ReconcileForm(),
+        clear_form=ClearTestDataForm(),
+        test_counts=testdata.count_test_participants(s),
         formats=export_service.formats_for(s),
         parquet_missing=(
             None if export_service.parquet_available() else export_service.PARQUET_MISSING
@@ -392,7 +395,7 @@ def preview(slug: str) -> Response:
     if not form.block.data or (form.block.data == first["id"] and first["type"] == "consent"):
         # The consent block is the study link's own page: a preview from the start.
         audit.record(g.researcher, "study.preview", study=s)
-        return redirect(console.preview_url(s, token))
+        return redirect(console.preview_url(s, token, _secret()))
     from webapp.services.flow import participant_token
     from webapp.services.preview import preview_at
 
@@ -448,7 +451,7 @@ def export(slug: str, fmt: str, ext: str) -> Response:
     if fmt not in export_service.formats_for(s) or ext not in _EXPORT_TYPES:
         abort(404)
     options = {
-        "include_preview": request.args.get("include_preview") == "1",
+        "include_test": request.args.get("include_test") == "1",
         "include_excluded": request.args.get("include_excluded") == "1",
     }
     if ext == "parquet" and not export_service.parquet_available():

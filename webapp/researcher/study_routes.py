@@ -10,9 +10,14 @@ from flask import abort, flash, g, redirect, render_template, request, url_for
 from webapp.extensions import db
 from webapp.models import Participant, Study, StudyState, utcnow
 from webapp.researcher import bp
-from webapp.researcher.forms import DuplicateForm, ParticipantActionForm, StateForm
+from webapp.researcher.forms import (
+    ClearTestDataForm,
+    DuplicateForm,
+    ParticipantActionForm,
+    StateForm,
+)
 from webapp.researcher.routes import _active_window, _study, login_required
-from webapp.services import monitor
+from webapp.services import monitor, testdata
 from webapp.services import researchers as console
 from webapp.services.researchers import ConsoleError
 
@@ -52,6 +57,29 @@ def duplicate(slug: str) -> Any:
         return redirect(url_for("researcher.study", slug=slug) + "#lifecycle")
     flash(f"Copied {s.slug} (version {s.version}) to {result.study.slug} as a draft.", "info")
     return redirect(url_for("researcher.study", slug=result.study.slug))
+
+
+@bp.post("/studies/<slug>/test-data/clear")
+@login_required
+def clear_test_data(slug: str) -> Any:
+    """Delete the study's test participants (bots, previews) and their rows; audited."""
+    s = _study(slug)
+    back = url_for("researcher.study", slug=slug) + "#test-data"
+    form = ClearTestDataForm()
+    if not form.validate_on_submit():
+        flash("Tick the box to confirm that the test data should be deleted.", "warning")
+        return redirect(back)
+    try:
+        counts = testdata.clear_test_data(s, actor=g.researcher, now=utcnow())
+    except testdata.ClearRefused as exc:
+        flash(str(exc), "warning")
+        return redirect(back)
+    flash(
+        f"Deleted {counts['participants']} test participant(s) and their answers; real "
+        "participants were not touched.",
+        "info",
+    )
+    return redirect(back)
 
 
 @bp.get("/studies/<slug>/participants/<code>")

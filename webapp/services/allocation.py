@@ -148,7 +148,8 @@ def _has_labelled(participant_id: Any) -> Any:
 def _live(now: datetime, *, firm: bool = False) -> Any:
     """SQL condition: the annotation holds a slot (confirmed, or reserved and alive).
 
-    Researcher previews never hold slots, so trying a study does not use up its items. With
+    Test participants (bots, researcher previews) never hold slots: they are given items as
+    usual, but a pilot run or a preview does not use up the items real people need. With
     ``firm``, a reservation counts only when its holder has labelled something: the slots a
     newcomer holds tentatively (:func:`first_label_minutes`) do not make a study full.
     """
@@ -164,7 +165,7 @@ def _live(now: datetime, *, firm: bool = False) -> Any:
         select(holder.id)
         .where(
             holder.id == Annotation.participant_id,
-            holder.is_preview.is_(False),
+            holder.is_test.is_(False),
             or_(Annotation.state == AnnotationState.confirmed, reserved),
         )
         .exists()
@@ -248,7 +249,7 @@ def _free_and_recount(item_pks: list[int], now: datetime) -> dict[int, int]:
         .where(
             Annotation.item_pk.in_(item_pks),
             Annotation.state.in_([AnnotationState.confirmed, AnnotationState.reserved]),
-            Participant.is_preview.is_(False),
+            Participant.is_test.is_(False),
         )
         .group_by(Annotation.item_pk)
     )

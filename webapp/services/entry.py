@@ -7,7 +7,7 @@ import hmac
 import random
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
+from webapp.services import testmark
 from webapp.services.design import SEQUENCES, choose_sequence
 from webapp.tasks import get_task_type
 
@@ -48,14 +49,23 @@ class Entry:
     external_session_id: str | None = None
     return_url: str | None = None
     preview: bool = False
+    # A test participant's entry key (webapp.services.testmark): set only once it was checked.
+    test_key: str | None = None
+
+    @property
+    def test(self) -> bool:
+        """True for a bot's (or other test participant's) checked test entry."""
+        return self.test_key is not None
 
     def params(self) -> dict[str, str]:
         """The query parameters that reproduce this entry (for the consent form)."""
+        extra = {testmark.TEST_KEY_PARAM: self.test_key} if self.test_key else {}
         if self.platform is Platform.prolific:
             return {
                 "PROLIFIC_PID": self.external_id,
                 "STUDY_ID": self.external_study_id or "",
                 "SESSION_ID": self.external_session_id or "",
+                **extra,
             }
         if self.platform is Platform.mturk:
             return {
@@ -63,8 +73,9 @@ class Entry:
                 "hitId": self.external_study_id or "",
                 "assignmentId": self.external_session_id or "",
                 "turkSubmitTo": self.return_url or "",
+                **extra,
             }
-        return {"participant": self.external_id}
+        return {"participant": self.external_id, **extra}
 
     @property
     def sandbox(self) -> bool:
@@ -134,6 +145,8 @@ def _need(args: Mapping[str, str], name: str, platform: Platform = Platform.link
     raw = (args.get(name) or "").strip()
     if not raw:
         raise EntryError("E400-PARAMS", f"The study link is missing the parameter {name}." + _AGAIN)
+    if testmark.is_test_id(raw) and testmark.valid_test_id(raw):
+        return canonical_spelling(platform, raw)  # parse_entry checks it against its key
     value = canonical_id(platform, raw)
     if value is None:
         if raw.startswith("{{%") and raw.endswith("%}}") and len(raw) < 40:
@@ -142,13 +155,20 @@ def _need(args: Mapping[str, str], name: str, platform: Platform = Platform.link
     return value
 
 
-def parse_entry(args: Mapping[str, str]) -> Entry:
+def parse_entry(args: Mapping[str, str], *, slug: str = "", secret: str = "") -> Entry:
     """Recognise the recruitment platform from the query parameters and validate them.
+
+    A participant ID in the reserved test form (:mod:`webapp.services.testmark`) is accepted
+    only with its ``test_key`` for this study under ``secret``; the entry is then a test entry.
 
     Parameters
     ----------
     args : Mapping
         Query (or form) parameters.
+    slug : str
+        The study the link is for (test entry keys are per study).
+    secret : str
+        The server's ``SECRET_KEY`` (empty: no test entry is accepted).
 
     Returns
     -------
@@ -157,13 +177,28 @@ def parse_entry(args: Mapping[str, str]) -> Entry:
     Raises
     ------
     EntryError
-        ``E400-PARAMS`` when parameters are missing or malformed.
+        ``E400-PARAMS`` when parameters are missing or malformed, or a test ID comes without
+        its key.
 
     Examples
     --------
     >>> parse_entry({"participant": "abc"}).platform.value
     'link'
     """
+    entry = _parse_platform(args)
+    if entry.preview or not testmark.is_test_id(entry.external_id):
+        return entry  # a key beside a real ID changes nothing: real stays real
+    key = args.get(testmark.TEST_KEY_PARAM) or ""
+    if not testmark.entry_key_matches(key, secret, slug, entry.platform.value, entry.external_id):
+        raise EntryError(
+            "E400-PARAMS",
+            "This participant ID is reserved for test runs of the study, and the link does "
+            "not carry a valid test key for it." + _AGAIN,
+        )
+    return replace(entry, test_key=key)
+
+
+def _parse_platform(args: Mapping[str, str]) -> Entry:
     if "PROLIFIC_PID" in args:
         return Entry(
             Platform.prolific,
@@ -260,20 +295,24 @@ def is_excluded(study: Study, entry: Entry) -> bool:
 UNANSWERED_WINDOW = timedelta(minutes=5)
 
 
-def balance_counts(study: Study, now: datetime, active_window: timedelta) -> dict[str, int]:
+def balance_counts(
+    study: Study, now: datetime, active_window: timedelta, *, test: bool = False
+) -> dict[str, int]:
     """Participants per sequence that count towards balance.
 
     Completed participants count, and so do started ones seen within ``active_window`` who
     have answered a page since consent or enrolled within :data:`UNANSWERED_WINDOW`;
     screened-out, returned, timed-out, long-idle (abandoned) and never-answering ones do
-    not, so dropouts are refilled. Researcher previews never count.
+    not, so dropouts are refilled. Test participants (bots, researcher previews) are balanced
+    among themselves (``test``): a pilot run is balanced as a real one would be, and never
+    steers the sequences of real arrivals.
     """
     since = now - active_window
     rows = db.session.execute(
         select(Participant.sequence, func.count())
         .where(
             Participant.study_id == study.id,
-            Participant.is_preview.is_(False),
+            Participant.is_test.is_(test),
             or_(
                 Participant.status == ParticipantStatus.completed,
                 (Participant.status == ParticipantStatus.started)
@@ -302,6 +341,7 @@ def add_participant(
     block_index: int = 0,
     finished_at: datetime | None = None,
     is_preview: bool = False,
+    is_test: bool = False,
     external_study_id: str | None = None,
     external_session_id: str | None = None,
     return_url: str | None = None,
@@ -309,7 +349,8 @@ def add_participant(
     """Add a participant and its platform identity (kept apart from responses); flush, no commit.
 
     The one place a participant row is created, for link entries and for imported MTurk batch
-    workers alike, so the pseudonym and the identity row can never drift apart.
+    workers alike, so the pseudonym and the identity row can never drift apart. A preview is
+    always a test participant.
     """
     participant = Participant(
         study_id=study.id,
@@ -323,6 +364,7 @@ def add_participant(
         page_seq=0,
         quiz_attempts=0,
         is_preview=is_preview,
+        is_test=is_test or is_preview,
         study_version=study.version,
         started_at=now,
         last_seen_at=now,
@@ -364,6 +406,7 @@ def enroll(
     now: datetime,
     active_window: timedelta,
     is_preview: bool = False,
+    is_test: bool = False,
 ) -> Participant:
     """Create the participant for a consenting arrival, choosing a balanced sequence.
 
@@ -389,7 +432,10 @@ def enroll(
     active_window : timedelta
         How long after their last page view a started participant still counts as active.
     is_preview : bool
-        A researcher trying the study; excluded from balance and exports.
+        A researcher trying the study (always a test participant).
+    is_test : bool
+        A test participant: left out of balance, counts, payments and exports. Set from a
+        checked test entry (``entry.test``) or for a preview, never from anything else in a link.
 
     Returns
     -------
@@ -400,7 +446,8 @@ def enroll(
     blocks = study.definition["tasks"]
     first_block = 1 if get_task_type(blocks[0]["type"]).name == "consent" else 0
     db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
-    sequence = choose_sequence(balance_counts(study, now, active_window), rng)
+    counts = balance_counts(study, now, active_window, test=is_test or is_preview)
+    sequence = choose_sequence(counts, rng)
     try:
         participant = add_participant(
             study,
@@ -411,6 +458,7 @@ def enroll(
             sequence=sequence,
             block_index=first_block,
             is_preview=is_preview,
+            is_test=is_test,
             external_study_id=entry.external_study_id,
             external_session_id=entry.external_session_id,
             return_url=entry.return_url,

@@ -51,6 +51,8 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "finished_at",
 )
 PLATFORM_ID_COLUMNS = ("platform_participant_id", "platform_study_id", "platform_session_id")
+# Only in exports that include test participants (bots, researcher previews), last.
+TEST_COLUMN = "is_test"
 # OWASP "CSV injection": a cell starting with one of these runs as a formula in spreadsheets,
 # also after leading spaces (Excel and LibreOffice skip them) and in the full-width forms that
 # Japanese and Chinese input methods type (＝＋－＠, normalised to =+-@ by spreadsheets).
@@ -75,7 +77,7 @@ def choice_rows(
     study: Study,
     *,
     include_platform_ids: bool = False,
-    include_preview: bool = False,
+    include_test: bool = False,
     include_excluded: bool = False,
 ) -> list[dict[str, Any]]:
     """Return one row per product-choice trial (the ``long`` export).
@@ -85,16 +87,16 @@ def choice_rows(
     study : Study
     include_platform_ids : bool
         Add the raw recruiter IDs (for payments); off by default.
-    include_preview : bool
-        Keep researcher preview sessions.
+    include_test : bool
+        Keep test participants (bots, researcher previews); rows then carry ``is_test``.
     include_excluded : bool
         Keep participants a researcher excluded (left out by default).
 
     Returns
     -------
     list of dict
-        Keys :data:`LONG_CHOICE_COLUMNS` (plus :data:`PLATFORM_ID_COLUMNS` on request),
-        ordered by participant and ``trial_index``.
+        Keys :data:`LONG_CHOICE_COLUMNS` and ``is_test`` (plus :data:`PLATFORM_ID_COLUMNS` on
+        request), ordered by participant and ``trial_index``.
     """
     product_types = {
         p["id"]: p["product_type"]
@@ -109,7 +111,7 @@ def choice_rows(
         .options(selectinload(Participant.choices), selectinload(Participant.identity))
         .order_by(Participant.id)
     )
-    query = _scope(query, include_preview, include_excluded)
+    query = _scope(query, include_test, include_excluded)
     rows: list[dict[str, Any]] = []
     for p in db.session.scalars(query):
         base = _participant_cells(study, p, with_attention)
@@ -141,13 +143,19 @@ def _participant_cells(study: Study, p: Participant, with_attention: bool) -> di
         "duration_s": duration,
         # When the participant completed: the order in which interim looks count participants.
         "finished_at": _iso(p.finished_at) if duration is not None else None,
+        TEST_COLUMN: int(p.is_test),
     }
 
 
-def _scope(query: Any, include_preview: bool, include_excluded: bool) -> Any:
-    """Leave out previews and excluded participants unless asked to keep them."""
-    if not include_preview:
-        query = query.where(Participant.is_preview.is_(False))
+def with_test_column(columns: list[str], include_test: bool) -> list[str]:
+    """Add ``is_test`` to a table's columns when it may hold test participants."""
+    return [*columns, TEST_COLUMN] if include_test else columns
+
+
+def _scope(query: Any, include_test: bool, include_excluded: bool) -> Any:
+    """Leave out test participants and excluded ones unless asked to keep them."""
+    if not include_test:
+        query = query.where(Participant.is_test.is_(False))
     if not include_excluded:
         query = query.where(Participant.excluded.is_(False))
     return query
@@ -219,7 +227,7 @@ def export_long(
     out_path: str | Path,
     *,
     include_platform_ids: bool = False,
-    include_preview: bool = False,
+    include_test: bool = False,
     include_excluded: bool = False,
 ) -> int:
     """Write the ``long`` export of a product-choice study to a CSV file.
@@ -232,12 +240,13 @@ def export_long(
     rows = choice_rows(
         study,
         include_platform_ids=include_platform_ids,
-        include_preview=include_preview,
+        include_test=include_test,
         include_excluded=include_excluded,
     )
     columns = list(LONG_CHOICE_COLUMNS)
     if include_platform_ids:
         columns += PLATFORM_ID_COLUMNS
+    columns = with_test_column(columns, include_test)
     with Path(out_path).open("w", newline="", encoding="utf-8") as fh:
         return write_csv(rows, columns, fh)
 
@@ -299,6 +308,7 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
     "duration_s": ("float", "seconds from consent to completion; empty unless completed", ">= 0"),
     "finished_at": ("str", "when the participant completed (ISO 8601, UTC); else empty", ""),
     "excluded": ("int", "1 if a researcher excluded the participant", "0|1"),
+    TEST_COLUMN: ("int", "1 for a test participant (a bot or a researcher preview)", "0|1"),
     "n_choices": ("int", "choice trials answered", ">= 0"),
     "n_chose_target": ("int", "trials on which the target manufacturer was chosen", ">= 0"),
     "page_seq": ("int", "0-based page number within the participant's session", ">= 0"),
@@ -364,7 +374,7 @@ def describe_column(column: str) -> tuple[str, str, str]:
 
 
 def wide_rows(
-    study: Study, *, include_preview: bool = False, include_excluded: bool = False
+    study: Study, *, include_test: bool = False, include_excluded: bool = False
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Return one row per participant (the ``wide`` export) and its columns.
 
@@ -388,6 +398,7 @@ def wide_rows(
         name = column_name(pair)
         columns += [f"format__{name}", f"chose_target__{name}", f"wtp_premium_pct__{name}"]
     columns += [f"demo_{column_name(q)}" for q in questions]
+    columns = with_test_column(columns, include_test)
     answers: dict[int, dict[str, Any]] = {}
     demo_rows = db.session.execute(
         select(TaskResponse.participant_id, TaskResponse.payload)
@@ -404,7 +415,7 @@ def wide_rows(
     )
     with_attention = _has_attention_check(study)
     rows = []
-    for p in db.session.scalars(_scope(query, include_preview, include_excluded)):
+    for p in db.session.scalars(_scope(query, include_test, include_excluded)):
         row: dict[str, Any] = {
             **_participant_cells(study, p, with_attention),
             "excluded": int(p.excluded),
@@ -423,7 +434,7 @@ def wide_rows(
 
 
 def page_time_rows(
-    study: Study, *, include_preview: bool = False, include_excluded: bool = False
+    study: Study, *, include_test: bool = False, include_excluded: bool = False
 ) -> list[dict[str, Any]]:
     """Return one row per page shown (the ``page-times`` export), by participant and page.
 
@@ -433,13 +444,13 @@ def page_time_rows(
         Keys :data:`PAGE_TIME_COLUMNS`; ``server_ms`` is empty for pages never submitted.
     """
     query = (
-        select(PageVisit, Participant.code)
+        select(PageVisit, Participant.code, Participant.is_test)
         .join(Participant, Participant.id == PageVisit.participant_id)
         .where(Participant.study_id == study.id)
         .order_by(Participant.id, PageVisit.page_seq)
     )
     rows = []
-    for visit, code in db.session.execute(_scope(query, include_preview, include_excluded)):
+    for visit, code, is_test in db.session.execute(_scope(query, include_test, include_excluded)):
         server_ms = None
         if visit.submitted_at is not None:
             server_ms = round((visit.submitted_at - visit.shown_at).total_seconds() * 1000)
@@ -453,6 +464,7 @@ def page_time_rows(
                 "submitted_at": _iso(visit.submitted_at),
                 "server_ms": server_ms,
                 "rt_ms": visit.rt_ms,
+                TEST_COLUMN: int(is_test),
             }
         )
     return rows
@@ -469,7 +481,7 @@ def build_table(
     study: Study,
     fmt: str,
     *,
-    include_preview: bool = False,
+    include_test: bool = False,
     include_excluded: bool = False,
     include_platform_ids: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
@@ -485,7 +497,7 @@ def build_table(
     """
     if include_platform_ids and fmt != "long":
         raise ValueError("raw platform IDs are only available in the long export")
-    scope = {"include_preview": include_preview, "include_excluded": include_excluded}
+    scope = {"include_test": include_test, "include_excluded": include_excluded}
     from webapp.tasks.rating_export import evaluation_blocks, evaluation_table
 
     if evaluation_blocks(study) and fmt in {"long", "pairs"}:
@@ -503,18 +515,20 @@ def build_table(
         columns = list(LONG_CHOICE_COLUMNS)
         if include_platform_ids:
             columns += PLATFORM_ID_COLUMNS
+        columns = with_test_column(columns, include_test)
         return choice_rows(study, include_platform_ids=include_platform_ids, **scope), columns
     if fmt == "wide":
         return wide_rows(study, **scope)
     if fmt == "page-times":
-        return page_time_rows(study, **scope), list(PAGE_TIME_COLUMNS)
+        columns = with_test_column(list(PAGE_TIME_COLUMNS), include_test)
+        return page_time_rows(study, **scope), columns
     if fmt == "codebook":
         tables = {
-            "long": list(LONG_CHOICE_COLUMNS),
+            "long": with_test_column(list(LONG_CHOICE_COLUMNS), include_test),
             **(_sentiment_codebook_tables(study) if annotation else {}),
             **_evaluation_codebook_tables(study),
             "wide": wide_rows(study, **scope)[1],
-            "page-times": list(PAGE_TIME_COLUMNS),
+            "page-times": with_test_column(list(PAGE_TIME_COLUMNS), include_test),
         }
         rows = []
         for table, cols in tables.items():
@@ -592,7 +606,7 @@ def export_table(
         One of :data:`FORMATS`.
     out_path : str or Path
     **options
-        ``include_preview``, ``include_excluded``, ``include_platform_ids``
+        ``include_test``, ``include_excluded``, ``include_platform_ids``
         (see :func:`build_table`).
 
     Returns

@@ -1,10 +1,10 @@
 """What the console shows of a running study: progress toward the target, the dropout funnel,
 time per page, choice shares, the paged participant table and one participant's record.
 
-Every function here reads; none changes a row. Previews are always left out of the numbers
-(they are shown in the table, flagged). Queries are aggregated in the database and the table
-is paged there too, so a study with thousands of participants costs a handful of indexed
-queries per refresh, never one per participant.
+Every function here reads; none changes a row. Test participants (bots, previews) are always
+left out of the numbers (they are shown in the table, flagged). Queries are aggregated in the
+database and the table is paged there too, so a study with thousands of participants costs a
+handful of indexed queries per refresh, never one per participant.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ STATUS_FILTERS = ("all", *(s.value for s in ParticipantStatus), "excluded")
 
 
 def _real(study: Study) -> Any:
-    return and_(Participant.study_id == study.id, Participant.is_preview.is_(False))
+    return and_(Participant.study_id == study.id, Participant.is_test.is_(False))
 
 
 # -- overview -----------------------------------------------------------------------------
@@ -361,6 +361,7 @@ def row_of(p: Participant, n_blocks: int) -> dict[str, Any]:
         "platform_status": p.platform_status,
         "reconcile_note": p.reconcile_note,
         "is_preview": p.is_preview,
+        "is_test": p.is_test,
     }
 
 

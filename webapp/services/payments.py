@@ -2,8 +2,8 @@
 
 The product-choice rule (``majority_choice``) pays ``payment.bonus.usd`` for every choice that
 matches the majority choice for that pair and format among the study's completed, non-excluded,
-non-preview participants (the published study paid a base of $3 plus such a bonus). On an exact
-tie both choices count as matching, so nobody loses a bonus to a coin flip.
+real (not test) participants (the published study paid a base of $3 plus such a bonus). On an
+exact tie both choices count as matching, so nobody loses a bonus to a coin flip.
 
 The ledger (:class:`~webapp.models.BonusPayment`) holds one row per participant and rule; an
 issued bonus is never issued again. Amounts are kept in integer cents so sums are exact.
@@ -121,14 +121,14 @@ def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
 
 
 def _reference(study: Study) -> list[Participant]:
-    """Completed, non-excluded, non-preview participants with their choices loaded."""
+    """Completed, non-excluded, real (not test) participants with their choices loaded."""
     return list(
         db.session.scalars(
             select(Participant)
             .where(
                 Participant.study_id == study.id,
                 Participant.status == ParticipantStatus.completed,
-                Participant.is_preview.is_(False),
+                Participant.is_test.is_(False),
                 Participant.excluded.is_(False),
             )
             .options(selectinload(Participant.choices), selectinload(Participant.identity))
@@ -191,7 +191,7 @@ def _why_not_paid(p: Participant, platform: Platform, reconciled: bool) -> str |
 def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
     """Compute every eligible participant's bonus and who is left out, and why (nothing stored).
 
-    Eligible: completed, non-excluded, non-preview participants of ``platform`` with a
+    Eligible: completed, non-excluded, real (not test) participants of ``platform`` with a
     platform ID; one per canonical ID (:func:`normalise_platform_id`, the earliest session
     wins); and, once a reconciliation file of ``platform`` was imported, only those the
     latest file lists with a status in :data:`PAYABLE_STATUSES`.

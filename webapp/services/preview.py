@@ -7,14 +7,17 @@ from datetime import datetime
 
 from webapp.extensions import db
 from webapp.models import Participant, Platform, Study
+from webapp.services.testmark import reserved_id
 
 
 def preview_at(study: Study, block_index: int, token: str, now: datetime) -> Participant:
     """Create a preview participant placed at the start of one block and commit.
 
-    Previews never count (balance, slots, exports, bonuses), so skipping the blocks before
-    (consent, the quiz) changes nothing for real participants. The sequence is A and the seed
-    fixed by the token, so the same page list link shows the same trials.
+    A preview is a test participant with an ID in the reserved test form
+    (:mod:`webapp.services.testmark`): it never counts (balance, slots, exports, bonuses), so
+    skipping the blocks before (consent, the quiz) changes nothing for real participants.
+    The sequence is A and the seed fixed by the token, so the same page list link shows the
+    same trials.
 
     Raises
     ------
@@ -27,10 +30,10 @@ def preview_at(study: Study, block_index: int, token: str, now: datetime) -> Par
     if not 0 <= block_index < len(blocks):
         raise ValueError(f"the study has no block {block_index}")
     platforms = study.definition["recruitment"]["platforms"]
-    # A plain link when the study takes one; else a Prolific-shaped ID (24 hex digits), so
-    # the preview never needs an MTurk assignment to finish.
+    # A plain link when the study takes one; else Prolific, so the preview never needs an
+    # MTurk assignment to finish.
     platform = Platform.link if "link" in platforms else Platform.prolific
-    external = f"PREVIEW{token}" if platform is Platform.link else f"{token:0>24}"[-24:]
+    external = reserved_id(platform.value, f"preview:{token}")
     participant = add_participant(
         study,
         platform=platform,

@@ -206,7 +206,7 @@ def reconcile(
         .where(
             Participant.study_id == study.id,
             Participant.platform == platform,
-            Participant.is_preview.is_(False),
+            Participant.is_test.is_(False),
         )
         .options(selectinload(Participant.identity))
     )

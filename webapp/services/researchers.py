@@ -340,7 +340,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
     from webapp.services import slot_report
 
     since = now - active_window
-    real = (Participant.study_id == study.id, Participant.is_preview.is_(False))
+    real = (Participant.study_id == study.id, Participant.is_test.is_(False))
     counts = dict.fromkeys(
         ("arrivals", "in_progress", "idle", *[s.value for s in ParticipantStatus][1:]), 0
     )
@@ -372,7 +372,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
     rows = db.session.execute(
         select(ChoiceResponse.pair_id, ChoiceResponse.format, func.count())
         .join(Participant, Participant.id == ChoiceResponse.participant_id)
-        .where(Participant.study_id == study.id, Participant.is_preview.is_(False))
+        .where(Participant.study_id == study.id, Participant.is_test.is_(False))
         .group_by(ChoiceResponse.pair_id, ChoiceResponse.format)
     )
     for pair_id, fmt, n in rows:
@@ -551,17 +551,30 @@ def recruitment_links(study: Study, base_url: str) -> dict[str, str]:
     return links
 
 
-def preview_url(study: Study, token: str) -> str:
-    """Return a participant URL for a researcher preview on a platform the study accepts."""
+def preview_url(study: Study, token: str, secret: str) -> str:
+    """Return a participant URL for a researcher preview on a platform the study accepts.
+
+    The preview arrives as a test participant (:mod:`webapp.services.testmark`): an ID in
+    the reserved test form with its entry key under ``secret`` (the server's ``SECRET_KEY``).
+    """
+    from urllib.parse import urlencode
+
+    from webapp.services.testmark import entry_params, reserved_id
+
     platforms = study.definition["recruitment"]["platforms"]
     pid = f"PREVIEW{token}"
-    if "link" in platforms:
-        return f"/s/{study.slug}?participant={pid}"
-    if "prolific" in platforms:
-        # Prolific IDs are 24 hex digits (the entry page refuses others): pad the token.
-        hex_id = f"{token:0>24}"[-24:]
-        return f"/s/{study.slug}?PROLIFIC_PID={hex_id}&STUDY_ID=PREVIEW&SESSION_ID={pid}"
-    return (
-        f"/s/{study.slug}?workerId={pid}&hitId=PREVIEW&assignmentId={pid}"
-        "&turkSubmitTo=https%3A%2F%2Fworkersandbox.mturk.com"
-    )
+    kind = next((p for p in ("link", "prolific") if p in platforms), "mturk")
+    test_id = reserved_id(kind, f"preview:{token}")
+    if kind == "link":
+        params = {"participant": test_id}
+    elif kind == "prolific":
+        params = {"PROLIFIC_PID": test_id, "STUDY_ID": "PREVIEW", "SESSION_ID": pid}
+    else:
+        params = {
+            "workerId": test_id,
+            "hitId": "PREVIEW",
+            "assignmentId": pid,
+            "turkSubmitTo": "https://workersandbox.mturk.com",
+        }
+    params.update(entry_params(secret, study.slug, kind, test_id))
+    return f"/s/{study.slug}?{urlencode(params)}"

@@ -4,7 +4,7 @@ Every figure is aggregated in the database, in a fixed number of statements what
 number of items, and the per-item table is read a page at a time (``offset``/``limit``): the
 console's overview of a study of 63,000 items reads no more rows than one of 60. The counts are
 the allocation's (:mod:`webapp.services.allocation`): a label counts when it is ``confirmed``
-and its participant is not a researcher preview; a reservation is open while it has not
+and its participant is not a test participant; a reservation is open while it has not
 expired and its holder is still ``started``.
 """
 
@@ -46,7 +46,7 @@ def _counts(now: datetime) -> tuple[Any, Any, Any, Any, Any]:
     """Per-item aggregates over ``Annotation`` joined to its holder (returned as ``holder``):
     confirmed, surplus, reserved, shifted (confirmed against the base sentiment)."""
     holder = aliased(Participant)
-    counted = holder.is_preview.is_(False)
+    counted = holder.is_test.is_(False)
     confirmed = and_(Annotation.state == AnnotationState.confirmed, counted)
     reserved = and_(
         Annotation.state == AnnotationState.reserved,
@@ -244,7 +244,7 @@ def idle_holds(study: Study, now: datetime) -> IdleHolds:
     Such holders are either just starting or never meant to label (made-up recruiter IDs
     entering to make the study look full); their holds are tentative and short
     (:func:`webapp.services.allocation.first_label_minutes`) and never make the study full.
-    Previews, expired reservations and holders no longer ``started`` do not count.
+    Test participants, expired reservations and holders no longer ``started`` do not count.
     """
     labelled = (
         select(Annotation.id)
@@ -266,7 +266,7 @@ def idle_holds(study: Study, now: datetime) -> IdleHolds:
             Annotation.state == AnnotationState.reserved,
             Annotation.expires_at > now,
             Participant.status == ParticipantStatus.started,
-            Participant.is_preview.is_(False),
+            Participant.is_test.is_(False),
             ~labelled,
         )
     ).one()

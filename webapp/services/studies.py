@@ -218,7 +218,7 @@ def _attach_definition(study: Study) -> None:
     set_committed_value(study, "definition", definition)
 
 
-def status_counts(study: Study, *, include_preview: bool = False) -> dict[str, dict[str, int]]:
+def status_counts(study: Study, *, include_test: bool = False) -> dict[str, dict[str, int]]:
     """Count participants by status and sequence.
 
     Returns
@@ -231,8 +231,8 @@ def status_counts(study: Study, *, include_preview: bool = False) -> dict[str, d
         .where(Participant.study_id == study.id)
         .group_by(Participant.status, Participant.sequence)
     )
-    if not include_preview:
-        query = query.where(Participant.is_preview.is_(False))
+    if not include_test:
+        query = query.where(Participant.is_test.is_(False))
     counts = {s.value: {"A": 0, "B": 0, "total": 0} for s in ParticipantStatus}
     for status, sequence, n in db.session.execute(query):
         counts[status.value][sequence] = n

@@ -44,7 +44,7 @@ def time_limit(study: Study) -> timedelta:
 def sweep(study: Study, now: datetime, actor: str = SYSTEM_ACTOR) -> list[str]:
     """Time out every started participant not seen within the study's limit; commit.
 
-    Previews are left alone (a researcher's abandoned preview counts for nothing). Rows are
+    Test participants are left alone (an abandoned bot or preview counts for nothing). Rows are
     locked (``FOR UPDATE``) so a participant submitting a page at this moment is either
     marked before their submission (which then finds them timed out) or after it (and their
     fresh ``last_seen_at`` keeps them in).
@@ -63,7 +63,7 @@ def sweep(study: Study, now: datetime, actor: str = SYSTEM_ACTOR) -> list[str]:
             .where(
                 Participant.study_id == study.id,
                 Participant.status == ParticipantStatus.started,
-                Participant.is_preview.is_(False),
+                Participant.is_test.is_(False),
                 Participant.last_seen_at < cutoff,
             )
             .order_by(Participant.id)

@@ -123,7 +123,7 @@ def balanced_order(annotation: Annotation, block_id: str, now: Any, rng: Any) ->
             TaskResponse.block_id == block_id,
             Annotation.item_pk == annotation.item_pk,
             Annotation.id != annotation.id,
-            Participant.is_preview.is_(False),  # previews hold no slots, so they do not count
+            Participant.is_test.is_(False),  # test participants hold no slots
             holding,
         )
     )

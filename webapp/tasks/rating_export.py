@@ -113,6 +113,7 @@ def _base(study: Study, a: Annotation, p: Any) -> dict[str, Any]:
         "surplus": int(a.surplus),
         "rt_ms": a.rt_ms,
         "answered_at": _iso(a.answered_at),
+        "is_test": int(p.is_test),
     }
 
 
@@ -132,7 +133,7 @@ def rating_rows(study: Study, block: dict[str, Any], **scope: bool) -> list[dict
     block : dict
         The normalised block.
     **scope : bool
-        ``include_preview``, ``include_excluded``, ``include_platform_ids``.
+        ``include_test``, ``include_excluded``, ``include_platform_ids``.
 
     Returns
     -------
@@ -146,7 +147,7 @@ def rating_rows(study: Study, block: dict[str, Any], **scope: bool) -> list[dict
     found = slots.answered_rows(
         study,
         block["id"],
-        scope.get("include_preview", False),
+        scope.get("include_test", False),
         scope.get("include_excluded", False),
     )
     for a, item_row, p, response in found:
@@ -189,7 +190,7 @@ def preference_rows(study: Study, block: dict[str, Any], **scope: bool) -> list[
     found = slots.answered_rows(
         study,
         block["id"],
-        scope.get("include_preview", False),
+        scope.get("include_test", False),
         scope.get("include_excluded", False),
     )
     for a, item_row, p, response in found:
@@ -218,7 +219,7 @@ def preference_rows(study: Study, block: dict[str, Any], **scope: bool) -> list[
 def pair_rows(study: Study, block: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per pair of a ``pairwise_preference`` block, with texts and order counts.
 
-    Counts are of confirmed verdicts by non-preview participants (what the allocation counts).
+    Counts are of confirmed verdicts by real (not test) participants (what the allocation counts).
     """
     counts: dict[str, dict[str, int]] = {
         it["item_id"]: {"a_first": 0, "b_first": 0} for it in block["items"]
@@ -253,7 +254,7 @@ def evaluation_table(
     fmt: str,
     *,
     include_platform_ids: bool = False,
-    include_preview: bool = False,
+    include_test: bool = False,
     include_excluded: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows and columns of the ``long`` or ``pairs`` table of a rating or preference study.
@@ -263,12 +264,12 @@ def evaluation_table(
     ValueError
         ``pairs`` asked of a study without a preference block.
     """
-    from webapp.services.export import PLATFORM_ID_COLUMNS
+    from webapp.services.export import PLATFORM_ID_COLUMNS, TEST_COLUMN
 
     blocks = evaluation_blocks(study)
     scope = {
         "include_platform_ids": include_platform_ids,
-        "include_preview": include_preview,
+        "include_test": include_test,
         "include_excluded": include_excluded,
     }
     preference = [b for b in blocks if b["type"] == PREFERENCE_TASK]
@@ -277,6 +278,7 @@ def evaluation_table(
             raise ValueError("the pairs export is for studies with a pairwise_preference block")
         return [r for b in preference for r in pair_rows(study, b)], list(PAIRS_COLUMNS)
     extra = list(PLATFORM_ID_COLUMNS) if include_platform_ids else []
+    extra += [TEST_COLUMN] if include_test else []
     # One long table per study kind: a rating block makes it a rating study.
     if any(b["type"] == RATING_TASK for b in blocks):
         rows = [

@@ -213,7 +213,7 @@ def item_of(block: dict[str, Any], annotation: Annotation) -> dict[str, Any]:
     return next(it for it in block["items"] if it["item_id"] == item_id)
 
 
-def answered_rows(study: Study, block_id: str, include_preview: bool, include_excluded: bool):
+def answered_rows(study: Study, block_id: str, include_test: bool, include_excluded: bool):
     """(annotation, item row, participant, response) of every answered page of a block."""
     from sqlalchemy import and_
     from sqlalchemy.orm import selectinload
@@ -240,4 +240,4 @@ def answered_rows(study: Study, block_id: str, include_preview: bool, include_ex
         .options(selectinload(Participant.identity))
         .order_by(Participant.id, Annotation.trial_index)
     )
-    return db.session.execute(_scope(query, include_preview, include_excluded))
+    return db.session.execute(_scope(query, include_test, include_excluded))

@@ -124,7 +124,7 @@ def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researc
     upload(ana, DEMO.read_text(), "demo.yaml")
     token = page_token(ana, "/researcher/studies/product-choice-demo")
     resp = ana.post("/researcher/studies/product-choice-demo/preview", data={"csrf_token": token})
-    assert resp.status_code == 302 and "participant=PREVIEW" in resp.headers["Location"]
+    assert resp.status_code == 302 and "participant=test-" in resp.headers["Location"]
     with app.app_context():
         definition = get_study("product-choice-demo").definition
     bot = Bot(FlaskTransport(app), definition)
@@ -134,7 +134,7 @@ def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researc
         p = db.session.scalars(db.select(Participant)).one()
         assert p.is_preview
         assert choice_rows(p.study) == []
-        assert len(choice_rows(p.study, include_preview=True)) == 10
+        assert len(choice_rows(p.study, include_test=True)) == 10
     live = ana.get("/researcher/studies/product-choice-demo/live.json").get_json()
     assert live["counts"]["arrivals"] == 0
 

@@ -51,6 +51,7 @@ def _study(app, folder: Path, slug: str, n_items: int) -> None:
                 "page_seq": 4,
                 "quiz_attempts": 0,
                 "is_preview": i % 10 == 9,
+                "is_test": i % 10 == 9,
                 "study_version": study.version,
                 "started_at": now,
                 "last_seen_at": now,

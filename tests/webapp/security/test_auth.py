@@ -178,7 +178,7 @@ def test_preview_is_a_post_with_csrf(app, make_researcher):
     assert "study.preview" not in actions
     token = page_token(ana, "/researcher/studies/product-choice-demo")
     resp = ana.post(url, data={"csrf_token": token})
-    assert resp.status_code == 302 and "participant=PREVIEW" in resp.headers["Location"]
+    assert resp.status_code == 302 and "participant=test-" in resp.headers["Location"]
     with app.app_context():
         actions = db.session.scalars(db.select(AuditEvent.action)).all()
     assert actions.count("study.preview") == 1

@@ -224,9 +224,32 @@ def test_previews_do_not_use_up_slots(app, small, bot_for):
     bot.open()
     bot.step()  # consent: the participant exists now
     with app.app_context():  # as if a logged-in researcher had started it (a preview)
-        db.session.execute(update(Participant).values(is_preview=True))
+        db.session.execute(update(Participant).values(is_preview=True, is_test=True))
         db.session.commit()
     assert bot.run().outcome == "completed" and len(bot.labels) == 2
     assert _status(app, "sent-small") == {"i000": (0, 0, 1), "i001": (0, 0, 1)}
     assert bot_for(definition, "real").run().outcome == "completed"
+    assert _status(app, "sent-small") == {"i000": (1, 0, 0), "i001": (1, 0, 0)}
+
+
+def test_pilot_bots_label_as_usual_but_never_take_a_real_participants_slot(app, small):
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport
+
+    definition = small(n_items=2, k=1, batch=2)
+
+    def pilot(name: str) -> Bot:
+        behaviour = BotBehaviour(platform="link")
+        secret = app.config["SECRET_KEY"]
+        return Bot(FlaskTransport(app), definition, behaviour, external_id=name, test_secret=secret)
+
+    # Each pilot bot gets the whole batch, as the first real participant would: they hold and
+    # fill no slot, so the study is never full for real people because of a pilot.
+    for name in ("pilot1", "pilot2"):
+        result = pilot(name).run()
+        assert result.outcome == "completed" and len(result.labels) == 2
+    assert _status(app, "sent-small") == {"i000": (0, 0, 1), "i001": (0, 0, 1)}
+    pending = to_first_label(pilot("pilot3"))  # holds its reservations right now
+    assert pending.page.kind == "sentiment"
+    real = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="r1")
+    assert real.run().outcome == "completed" and len(real.labels) == 2
     assert _status(app, "sent-small") == {"i000": (1, 0, 0), "i001": (1, 0, 0)}

@@ -124,6 +124,7 @@
             a.textContent = p.participant_id;
             td.appendChild(a);
             if (p.is_preview) { td.appendChild(document.createTextNode(" (preview)")); }
+            else if (p.is_test) { td.appendChild(document.createTextNode(" (test)")); }
           } else {
             td.textContent = String(v);
           }

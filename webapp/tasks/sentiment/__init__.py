@@ -207,7 +207,7 @@ class SentimentQualificationTask(TaskType):
             )
         )
         ident = p.identity
-        if ident is not None and not p.is_preview and self._result(ctx) is None:
+        if ident is not None and not p.is_test and self._result(ctx) is None:
             db.session.add(
                 QualificationResult(
                     scope=qualification_scope(ctx.study.owner_id),

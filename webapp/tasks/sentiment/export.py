@@ -61,7 +61,7 @@ def annotation_rows(
     study: Study,
     *,
     include_platform_ids: bool = False,
-    include_preview: bool = False,
+    include_test: bool = False,
     include_excluded: bool = False,
 ) -> list[dict[str, Any]]:
     """Return one row per label (the sentiment study's ``long`` export).
@@ -73,8 +73,8 @@ def annotation_rows(
     study : Study
     include_platform_ids : bool
         Add the raw recruiter IDs (``platform_participant_id`` etc.).
-    include_preview, include_excluded : bool
-        Keep researcher previews / participants a researcher excluded.
+    include_test, include_excluded : bool
+        Keep test participants (bots, previews) / participants a researcher excluded.
 
     Returns
     -------
@@ -92,8 +92,8 @@ def annotation_rows(
         .options(selectinload(Participant.identity))
         .order_by(Participant.id, AnnotationItem.block_id, Annotation.trial_index)
     )
-    if not include_preview:
-        query = query.where(Participant.is_preview.is_(False))
+    if not include_test:
+        query = query.where(Participant.is_test.is_(False))
     if not include_excluded:
         query = query.where(Participant.excluded.is_(False))
     rows = []
@@ -112,6 +112,7 @@ def annotation_rows(
             "trial_index": a.trial_index,
             "rt_ms": a.rt_ms,
             "answered_at": _iso(a.answered_at),
+            "is_test": int(p.is_test),
         }
         if include_platform_ids:
             ident = p.identity
@@ -125,7 +126,7 @@ def annotation_rows(
 def item_rows(study: Study) -> tuple[list[dict[str, Any]], list[str]]:
     """Return one row per (non-gold) item (the ``items`` export) and its columns.
 
-    Counts are those the allocation uses: confirmed labels of non-preview participants.
+    Counts are those the allocation uses: confirmed labels of real (not test) participants.
     Extra item CSV columns follow as ``item_<column>``.
 
     Returns
@@ -166,21 +167,22 @@ def sentiment_table(
     fmt: str,
     *,
     include_platform_ids: bool = False,
-    include_preview: bool = False,
+    include_test: bool = False,
     include_excluded: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows and columns of the sentiment study's ``long`` or ``items`` table."""
-    from webapp.services.export import PLATFORM_ID_COLUMNS
+    from webapp.services.export import PLATFORM_ID_COLUMNS, with_test_column
 
     if fmt == "items":
         return item_rows(study)
     columns = list(ANNOTATION_LONG_COLUMNS)
     if include_platform_ids:
         columns += PLATFORM_ID_COLUMNS
+    columns = with_test_column(columns, include_test)
     rows = annotation_rows(
         study,
         include_platform_ids=include_platform_ids,
-        include_preview=include_preview,
+        include_test=include_test,
         include_excluded=include_excluded,
     )
     return rows, columns
