@@ -67,17 +67,17 @@ def clear_test_data(slug: str) -> Any:
     back = url_for("researcher.study", slug=slug) + "#test-data"
     form = ClearTestDataForm()
     if not form.validate_on_submit():
-        flash("Tick the box to confirm that the test data should be deleted.", "warning")
+        flash("Tick the box to confirm that the test data should be deleted.", "warning:test-data")
         return redirect(back)
     try:
         counts = testdata.clear_test_data(s, actor=g.researcher, now=utcnow())
     except testdata.ClearRefused as exc:
-        flash(str(exc), "warning")
+        flash(str(exc), "warning:test-data")
         return redirect(back)
     flash(
         f"Deleted {counts['participants']} test participant(s) and their answers; real "
         "participants were not touched.",
-        "info",
+        "info:test-data",
     )
     return redirect(back)
 
