@@ -63,8 +63,8 @@ def _check_double_start(app, url: str, definition) -> None:
     data = bot.answer()
     action = bot.page.forms[0].action
     # Every copy carries the cookie the consent page set: copies that race inside the server.
-    # A copy sent with the cookie an earlier reply emptied is the other half of a double click,
-    # test_participant_ux.py::test_a_double_clicked_consent_sent_with_the_first_replys_cookie_resumes.
+    # A copy sent with the cookie an earlier reply emptied is the other half of a double click
+    # (test_participant_ux.py, test_a_double_clicked_consent_sent_with_the_first_replys_cookie…).
     cookies = dict(transport.client.cookies)
     transport.close()
 
