@@ -68,11 +68,16 @@ def test_paused_or_closed_study_page_is_framed_for_mturk_and_says_return_the_hit
 
 
 def test_csrf_failure_of_an_mturk_consent_form_is_framed_for_mturk(app, client):
+    # A consent form whose token cannot be checked records nothing and goes back to the
+    # worker's consent page (no "form expired"): both answers stay inside MTurk's frame.
     definition = _mturk_study(app, None)
     resp = client.post(f"/s/{definition['slug']}/start", data={**MTURK, "csrf_token": "forged"})
-    body = resp.get_data(as_text=True)
-    assert resp.status_code == 400 and 'data-error-code="E400-CSRF"' in body
-    assert _framed_by_mturk(resp) and "return the HIT" in body
+    assert resp.status_code == 302 and _framed_by_mturk(resp)
+    assert resp.headers["Location"].startswith(f"/s/{definition['slug']}?")
+    again = client.get(resp.headers["Location"])
+    body = again.get_data(as_text=True)
+    assert again.status_code == 200 and _framed_by_mturk(again)
+    assert "confirm once more" in body and 'name="csrf_token"' in body
 
 
 def test_malformed_mturk_link_is_framed_for_mturk(app, client):
