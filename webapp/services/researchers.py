@@ -98,16 +98,6 @@ TRANSITIONS: dict[StudyState, frozenset[StudyState]] = {
 }
 
 
-def set_admin(username: str, is_admin: bool) -> Researcher:
-    """Grant or revoke the admin role (admins see and manage every study) and commit."""
-    researcher = db.session.scalar(select(Researcher).where(Researcher.username == username))
-    if researcher is None:
-        raise ValueError(f"no researcher {username!r}")
-    researcher.is_admin = is_admin
-    db.session.commit()
-    return researcher
-
-
 def change_state(study: Study, target: StudyState, actor: Researcher | str) -> None:
     """Move a study along draft → live → paused → closed and commit (audited).
 
