@@ -180,3 +180,45 @@ def test_an_explicit_pool_setting_wins():
         }
     )
     assert app.config["SQLALCHEMY_ENGINE_OPTIONS"]["pool_pre_ping"] is False
+
+
+@pytest.mark.postgres
+def test_an_answer_holds_the_row_lock_even_after_its_lookups_transaction_ended(pg_app):
+    # A POST's lookup takes the participant's row lock; lock() relies on it only while the
+    # lookup's transaction lasts. After a commit it takes the lock again.
+    from sqlalchemy.exc import OperationalError
+
+    from webapp.services.participant_data import participant_data
+
+    definition = load_demo(pg_app)
+    _bot_on_first_choice(pg_app, definition)
+    pid = _pid(pg_app)
+
+    def locked_elsewhere() -> bool:
+        with pg_app.app_context(), db.engine.connect() as other:
+            try:
+                other.execute(
+                    text("SELECT id FROM participant WHERE id = :i FOR UPDATE NOWAIT"), {"i": pid}
+                )
+            except OperationalError:
+                return True
+            finally:
+                other.rollback()
+            return False
+
+    with pg_app.test_request_context():
+        data = participant_data()
+        assert data.page(pid, definition["slug"], lock=True) is not None
+        assert locked_elsewhere()
+        assert data.lock(pid) is not None and locked_elsewhere()
+        db.session.commit()
+        assert not locked_elsewhere()
+        locked = data.lock(pid)
+        assert locked is not None and locked.participant.id == pid and locked_elsewhere()
+        data.release()
+        assert not locked_elsewhere()
+
+
+def _pid(app) -> int:
+    with app.app_context():
+        return db.session.scalars(select(Participant.id)).one()

@@ -28,11 +28,13 @@ def request_study(slug: str) -> Study | None:
 
 def request_page_rows(slug: str, token: str) -> flow.PageRows | None:
     """The participant of a page URL in the study ``slug`` with the study (``None``: not ours,
-    or not there), read once per request in one statement, without a lock (an answer takes
-    its own, :func:`webapp.services.flow.submit`)."""
+    or not there), read once per request in one statement; on a POST under the participant's
+    row lock, which the answer's transaction holds (:func:`webapp.services.flow.submit`)."""
     memo: dict[tuple[str, str], flow.PageRows | None] = g.setdefault("framelab_page_rows", {})
     if (slug, token) not in memo:
-        memo[slug, token] = flow.participant_in_study(token, current_app.config["SECRET_KEY"], slug)
+        memo[slug, token] = flow.participant_in_study(
+            token, current_app.config["SECRET_KEY"], slug, lock=request.method == "POST"
+        )
     return memo[slug, token]
 
 
@@ -41,8 +43,9 @@ def page_url_is_known(slug: str, token: str) -> bool:
 
     This is the page's own lookup (:func:`request_page_rows`), made earlier and kept for the
     gate and the view, so it costs no statement; a made-up token is refused by its signature
-    without one. It takes no row lock. On SQLite every transaction holds the database's write
-    lock (``BEGIN IMMEDIATE``), so the body, at most a page's bound, is read under it;
-    production runs on PostgreSQL behind a proxy that passes bodies on whole.
+    without one. A POST's lookup takes the participant's row lock (PostgreSQL) and every SQLite
+    transaction the database's write lock (``BEGIN IMMEDIATE``), so the body, at most a page's
+    bound, is read under it; production runs on PostgreSQL behind a proxy that passes bodies
+    on whole.
     """
     return request_page_rows(slug, token) is not None

@@ -103,19 +103,23 @@ class PageRows:
     study: Study
 
 
-def participant_in_study(token: str, secret: str, slug: str) -> PageRows | None:
+def participant_in_study(
+    token: str, secret: str, slug: str, *, lock: bool = False
+) -> PageRows | None:
     """Return the participant of a URL token and their study, read in one statement.
 
     ``None`` when the token does not verify or its participant is not in the study ``slug``
-    (the caller then looks the study up alone, to say why). The study's definition comes from
-    the per-process cache (:func:`webapp.services.studies.with_cached_definition`).
+    (the caller then looks the study up alone, to say why). ``lock=True`` (a submission)
+    begins the answer's transaction with the participant's row lock, which :func:`submit`
+    then holds. The study's definition comes from the per-process cache
+    (:func:`webapp.services.studies.with_cached_definition`).
     """
     from webapp.services.studies import with_cached_definition
 
     ids = _token_ids(token, secret)
     if ids is None:
         return None
-    found = participant_data().page(ids[0], slug)
+    found = participant_data().page(ids[0], slug, lock=lock)
     if found is None:
         return None
     participant, study = found
@@ -241,9 +245,10 @@ def submit(
     """Save a validated page and move the participant on, atomically, exactly once.
 
     One transaction under the participant's row lock (:meth:`ParticipantData.lock
-    <webapp.services.participant_data.ParticipantData.lock>`): the token is checked again on
-    the row read under the lock, so of concurrent copies of the same POST exactly one saves and
-    the others find the page answered. Unique constraints are the last line of defence (a
+    <webapp.services.participant_data.ParticipantData.lock>`, taken by the page's lookup when
+    it read with ``lock=True``): the token is checked again on the row read under the lock, so
+    of concurrent copies of the same POST exactly one saves and the others find the page
+    answered. Unique constraints are the last line of defence (a
     duplicate row is a replay).
 
     Returns

@@ -8,11 +8,12 @@ request), on the request's session, so that a task's own writes share the answer
 transaction. :func:`webapp.create_app` chooses the implementation once (:func:`install`) and
 :func:`participant_data` hands it to :mod:`webapp.services.flow`.
 
-An answer is one transaction that holds the participant's row lock from its first statement
-(:meth:`ParticipantData.lock`): ``SELECT ... FOR UPDATE OF participant`` on PostgreSQL; on
-SQLite every transaction begins ``IMMEDIATE`` (:func:`webapp.create_app`) and so holds the
-database's write lock, and SQLAlchemy renders no ``FOR UPDATE``. Concurrent copies of one
-answer therefore queue, and each reads the position the previous one left.
+An answer is one transaction that holds the participant's row lock from its first statement,
+the page's lookup (``page(..., lock=True)``, or :meth:`ParticipantData.lock`):
+``SELECT ... FOR UPDATE OF participant`` on PostgreSQL; on SQLite every transaction begins
+``IMMEDIATE`` (:func:`webapp.create_app`) and so holds the database's write lock, and
+SQLAlchemy renders no ``FOR UPDATE``. Concurrent copies of one answer therefore queue, and
+each reads the position the previous one left.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from webapp.tasks.base import RowWrite
 
 EXTENSION = "framelab_participant_data"
+_HELD = "framelab_participant_lock"  # Session.info: the lock this session's transaction holds
 
 _PARTICIPANT = Participant.__table__
 _VISIT = PageVisit.__table__
@@ -87,15 +89,20 @@ class Locked:
 class ParticipantData(Protocol):
     """The participant path's data access (see the module docstring)."""
 
-    def page(self, participant_id: int, slug: str) -> tuple[Participant, Study] | None:
-        """The participant with their study ``slug`` (``None``: no such participant there)."""
+    def page(
+        self, participant_id: int, slug: str, *, lock: bool = False
+    ) -> tuple[Participant, Study] | None:
+        """The participant with their study ``slug`` (``None``: no such participant there).
+
+        ``lock``: begin an answer, taking the participant's row lock in the same statement
+        (:meth:`lock` then reads nothing more in this transaction)."""
 
     def record_visit(self, participant: Participant, page: str, now: datetime) -> None:
         """Note that the participant's current page was shown (the first time is kept), move
         their ``last_seen_at``, and commit."""
 
     def lock(self, participant_id: int) -> Locked | None:
-        """Begin an answer: the participant re-read under their row lock."""
+        """Begin an answer: the participant read under their row lock (``None``: gone)."""
 
     def save_answer(self, participant: Participant, answer: Answer) -> None:
         """Write the answer and the move under the lock taken by :meth:`lock`, and commit.
@@ -143,6 +150,12 @@ _SHOWN_AT = (
     select(PageVisit.shown_at)
     .where(PageVisit.participant_id == Participant.id, PageVisit.page_seq == Participant.page_seq)
     .scalar_subquery()
+)
+
+_PAGE_LOCKED = (
+    _PAGE.add_columns(_SHOWN_AT)
+    .with_for_update(of=Participant)
+    .execution_options(populate_existing=True)
 )
 
 _LOCK = (
@@ -206,9 +219,16 @@ class SqlParticipantData:
     def __init__(self, dialect: str) -> None:
         self._visit = _visit_insert(dialect)
 
-    def page(self, participant_id: int, slug: str) -> tuple[Participant, Study] | None:
-        row = db.session.execute(_PAGE, {"participant_id": participant_id, "slug": slug}).first()
-        return None if row is None else (row[0], row[1])
+    def page(
+        self, participant_id: int, slug: str, *, lock: bool = False
+    ) -> tuple[Participant, Study] | None:
+        params = {"participant_id": participant_id, "slug": slug}
+        row = db.session.execute(_PAGE_LOCKED if lock else _PAGE, params).first()
+        if row is None:
+            return None
+        if lock:
+            self._hold(Locked(row[0], row[2]))
+        return row[0], row[1]
 
     def record_visit(self, participant: Participant, page: str, now: datetime) -> None:
         session = db.session
@@ -226,8 +246,23 @@ class SqlParticipantData:
         session.commit()
 
     def lock(self, participant_id: int) -> Locked | None:
-        row = db.session.execute(_LOCK, {"participant_id": participant_id}).first()
-        return None if row is None else Locked(row[0], row[1])
+        session = db.session()
+        transaction, held = session.info.get(_HELD, (None, None))
+        current = transaction is not None and transaction is session.get_transaction()
+        if current and held.participant.id == participant_id:
+            return held
+        row = session.execute(_LOCK, {"participant_id": participant_id}).first()
+        if row is None:
+            return None
+        return self._hold(Locked(row[0], row[1]))
+
+    @staticmethod
+    def _hold(locked: Locked) -> Locked:
+        """Remember the lock with the transaction that holds it: a commit or rollback ends
+        that transaction, and the next :meth:`lock` then reads under a new lock."""
+        session = db.session()
+        session.info[_HELD] = (session.get_transaction(), locked)
+        return locked
 
     def save_answer(self, participant: Participant, answer: Answer) -> None:
         session = db.session
