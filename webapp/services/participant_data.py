@@ -79,7 +79,7 @@ class Answer:
 
 @dataclass(frozen=True)
 class Locked:
-    """The participant re-read under their row lock, with when their current page was shown
+    """The participant read under their row lock, with when their current page was shown
     (``None``: no visit recorded for it)."""
 
     participant: Participant
