@@ -92,7 +92,7 @@ TRANSITIONS: dict[StudyState, frozenset[StudyState]] = {
     StudyState.draft: frozenset({StudyState.live}),
     StudyState.live: frozenset({StudyState.paused, StudyState.closed}),
     StudyState.paused: frozenset({StudyState.live, StudyState.closed}),
-    # Reopening is allowed (issue 17): closing by mistake must not end a paid study for good.
+    # Reopening is allowed: closing by mistake must not end a paid study for good.
     # It is audited like every transition, with ``reopen`` in the detail.
     StudyState.closed: frozenset({StudyState.live, StudyState.paused}),
 }

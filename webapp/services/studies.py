@@ -173,8 +173,8 @@ _BY_SLUG = select(Study).where(Study.slug == bindparam("slug")).options(defer(St
 def get_study(slug: str) -> Study | None:
     """Return the study with this slug, or ``None``.
 
-    The definition (about 12 kB of JSON for the demo study; a fifth of a participant page's
-    database time when it was read and parsed on every request) comes from a per-process cache
+    The definition (about 12 kB of JSON for the demo study, otherwise read and parsed on every
+    participant request) comes from a per-process cache
     keyed by the row's id and ``definition_hash``, which the row itself carries, so a changed
     definition is never served from the cache.
     """

@@ -220,8 +220,8 @@ WTP_QUESTION = (
 )
 
 
-# A participant's trials, re-derived once per process (each choice and WTP page asked for them
-# two or three times: a fiftieth of a page's CPU). derive_sequence is pure, and the definition
+# A participant's trials, re-derived once per process (each choice and WTP page asks for them
+# two or three times). derive_sequence is pure, and the definition
 # hash names the definition, so the key says everything the trials depend on; cleared when full.
 _TRIALS: dict[tuple[str, int, str, str], tuple[Trial, ...]] = {}
 _TRIALS_MAX = 20_000
