@@ -146,7 +146,7 @@ def _measure(url: str, args: argparse.Namespace) -> int:
     definition = load_study_file(STUDY)
     meter = _Meter(app.wsgi_app, by_page=args.by_page)
     app.wsgi_app = meter  # type: ignore[method-assign]
-    with app.app_context():  # every engine (PostgreSQL: the app's and the autocommit one)
+    with app.app_context():  # every engine (older checkouts had a second one on PostgreSQL)
         engines = list(db.engines.values())  # (as db.engines, so that --code takes any checkout)
     for engine in engines:
         event.listen(engine, "before_cursor_execute", meter.count)
@@ -171,7 +171,7 @@ def _measure(url: str, args: argparse.Namespace) -> int:
 
 def _driver_statements_counted(meter: _Meter) -> contextlib.AbstractContextManager[Any]:
     """Count the statements the app sends through the driver directly too (the page lookup,
-    ``webapp.services.driver_sql``; absent from checkouts before it, measured with ``--code``)."""
+    ``webapp.services.driver_sql`` of older checkouts, measured with ``--code``)."""
     try:
         from webapp.services import driver_sql
     except ImportError:

@@ -30,6 +30,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapp.participant import bp as participant_bp
     from webapp.request_guard import register as guard_requests
     from webapp.researcher import bp as researcher_bp
+    from webapp.services import participant_data
     from webapp.tasks import bp as tasks_bp
 
     app = Flask(__name__, instance_relative_config=True)
@@ -51,8 +52,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(migrations), render_as_batch=True)
     csrf.init_app(app)
     with app.app_context():
-        for engine in db.engines.values():  # the app's, and PostgreSQL's autocommit engine
-            _configure_engine(app, engine)
+        _configure_engine(app, db.engine)
+        # The one place that decides how the participant path reaches the database.
+        participant_data.install(app, participant_data.SqlParticipantData(db.engine.dialect.name))
     _release_session_safely(app, db)
 
     app.register_blueprint(tasks_bp)
@@ -65,8 +67,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
 
 def _configure_engine(app: Flask, engine: Any) -> None:
-    """PostgreSQL: a pooled connection's liveness checked without a round trip. SQLite: WAL,
-    busy timeout, foreign keys, and ``BEGIN IMMEDIATE`` transactions.
+    """SQLite: WAL, busy timeout, foreign keys, and ``BEGIN IMMEDIATE`` transactions.
 
     pysqlite starts transactions lazily and as ``DEFERRED``; a deferred transaction that
     reads and then writes fails at once with "database is locked" when another writer got
@@ -76,11 +77,6 @@ def _configure_engine(app: Flask, engine: Any) -> None:
     """
     from sqlalchemy import event
 
-    if engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
-        from webapp.db_liveness import check_on_checkout
-
-        event.listen(engine, "checkout", check_on_checkout)
-        return
     if engine.dialect.name != "sqlite":
         return
 

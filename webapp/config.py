@@ -36,19 +36,14 @@ class ConfigError(RuntimeError):
     """The configuration cannot be used (e.g. production without ``SECRET_KEY``)."""
 
 
-# The bind (SQLALCHEMY_BINDS) of a PostgreSQL database's second engine, whose connections are
-# in autocommit for good (webapp.extensions.Session routes requests that need no transaction).
-AUTOCOMMIT_BIND = "autocommit"
-
-
 class BaseConfig:
     """Settings shared by every environment."""
 
     ENV_NAME = "base"
     SECRET_KEY: str | None = None
     SQLALCHEMY_DATABASE_URI: str | None = None  # None: SQLite file in the instance folder
-    # Filled in by resolve_config: a pooled connection's liveness is checked when it leaves the
-    # pool (psycopg: a poll of its socket, webapp.db_liveness; other drivers: pre-ping).
+    # Filled in by resolve_config: a pooled connection is pinged when it leaves the pool, so a
+    # connection the server ended (a restart) is replaced instead of failing a request.
     SQLALCHEMY_ENGINE_OPTIONS: dict[str, Any] = {}
     WTF_CSRF_TIME_LIMIT: int | None = None  # a participant may read a page for hours
     SESSION_COOKIE_HTTPONLY = True
@@ -331,18 +326,8 @@ def resolve_config(
         str(settings["SQLALCHEMY_DATABASE_URI"])
     )
     options = dict(settings.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
-    uri = settings["SQLALCHEMY_DATABASE_URI"]
-    options.setdefault("pool_pre_ping", not uri.startswith("postgresql+psycopg:"))
+    options.setdefault("pool_pre_ping", True)
     settings["SQLALCHEMY_ENGINE_OPTIONS"] = options
-    if uri.startswith("postgresql+psycopg:"):
-        # A second engine on the same database for requests that need no transaction
-        # (webapp.extensions.Session): its connections stay in autocommit.
-        binds = dict(settings.get("SQLALCHEMY_BINDS") or {})
-        binds.setdefault(
-            AUTOCOMMIT_BIND,
-            {**options, "url": uri, "isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None},
-        )
-        settings["SQLALCHEMY_BINDS"] = binds
     if not settings.get("SECRET_KEY"):
         if env_name == "production":
             raise ConfigError("SECRET_KEY must be set in production (FRAMELAB_ENV=production)")

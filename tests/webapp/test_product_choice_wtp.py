@@ -159,8 +159,7 @@ def test_the_trials_memo_follows_the_definition_and_the_participant():
 
 def test_a_task_may_set_only_its_own_participant_columns():
     # PageContext.set_participant carries quiz/attention columns with the answer; the position
-    # (page_seq, status, ...) is the flow's. Refused at the call, on every database (the check
-    # used to run only where PostgreSQL built the answer's statement).
+    # (page_seq, status, ...) is the flow's. Refused at the call.
     from webapp.tasks.base import PageContext
 
     ctx = PageContext(study=None, participant=None, block={}, block_index=0, step=0, now=None)

@@ -1,11 +1,10 @@
 """The study (and participant) of a participant URL, looked up once per request.
 
-The participant gate (:mod:`webapp.researcher.gate`) and the participant views both need the
-study named by the URL; on the load test's pages the second identical query was a tenth of the
-app's time. A page URL (``/s/<slug>/p/<token>``) also names the participant: the gate's lookup
-reads both rows in one statement (a POST with what :func:`webapp.services.flow.submit`
-needs), and the view takes the participant from the memo.
-The memo lives in ``flask.g`` so the services stay free of request state.
+The request guard (:mod:`webapp.request_guard`, before a page's body is read), the participant
+gate (:mod:`webapp.researcher.gate`) and the participant views all need the study named by the
+URL; a page URL (``/s/<slug>/p/<token>``) also names the participant, and the page's lookup
+reads both rows in one statement. The memo lives in ``flask.g`` so the services stay free of
+request state.
 """
 
 from __future__ import annotations
@@ -29,20 +28,12 @@ def request_study(slug: str) -> Study | None:
 
 def request_page_rows(slug: str, token: str) -> flow.PageRows | None:
     """The participant of a page URL in the study ``slug`` with the study (``None``: not ours,
-    or not there), read in one statement; on a POST with when the page was shown, and under
-    the row lock where the request cannot run in autocommit (not PostgreSQL)."""
+    or not there), read once per request in one statement; on a POST under the participant's
+    row lock, which the answer's transaction holds (:func:`webapp.services.flow.submit`)."""
     memo: dict[tuple[str, str], flow.PageRows | None] = g.setdefault("framelab_page_rows", {})
     if (slug, token) not in memo:
-        # No transaction until one is needed (PostgreSQL): showing a page, and answering one
-        # whose task only writes rows (flow.submit), are each one statement.
-        unlocked = flow.read_in_autocommit()
-        posting = request.method == "POST"
         memo[slug, token] = flow.participant_in_study(
-            token,
-            current_app.config["SECRET_KEY"],
-            slug,
-            lock=posting and not unlocked,
-            shown=posting,
+            token, current_app.config["SECRET_KEY"], slug, lock=request.method == "POST"
         )
     return memo[slug, token]
 
@@ -52,8 +43,9 @@ def page_url_is_known(slug: str, token: str) -> bool:
 
     This is the page's own lookup (:func:`request_page_rows`), made earlier and kept for the
     gate and the view, so it costs no statement; a made-up token is refused by its signature
-    without one. On PostgreSQL it takes no lock. On SQLite every transaction holds the
-    database's write lock (``BEGIN IMMEDIATE``), so the body, at most a page's bound, is read
-    under it; production runs on PostgreSQL behind a proxy that passes bodies on whole.
+    without one. A POST's lookup takes the participant's row lock (PostgreSQL) and every SQLite
+    transaction the database's write lock (``BEGIN IMMEDIATE``), so the body, at most a page's
+    bound, is read under it; production runs on PostgreSQL behind a proxy that passes bodies
+    on whole.
     """
     return request_page_rows(slug, token) is not None

@@ -286,7 +286,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
     participant = rows.participant
     if participant.platform is Platform.mturk:
         allow_mturk_framing()
-    ctx = flow.current_page(participant, study, utcnow(), rows.prefetched)
+    ctx = flow.current_page(participant, study, utcnow())
     if ctx is None:
         return _finished(participant, study, token)
     task = flow.task_of(ctx)
@@ -312,7 +312,6 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                 token=form.page.data,
                 secret=_secret(),
                 rt_ms=flow.parse_rt_ms(form.rt_ms.data),
-                shown_at=rows.shown_at,
             )
             if (
                 result.accepted

@@ -11,17 +11,14 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm.attributes import set_committed_value
 
-from webapp.config import AUTOCOMMIT_BIND
-from webapp.extensions import IN_AUTOCOMMIT, db
+from webapp.extensions import db
 from webapp.models import (
     MTurkAssignment,
     Participant,
@@ -29,8 +26,8 @@ from webapp.models import (
     Platform,
     Study,
 )
-from webapp.services import flow_driver, flow_sql
-from webapp.tasks import get_task_type, prefetching_task_types
+from webapp.services.participant_data import Answer, Position, participant_data
+from webapp.tasks import get_task_type
 from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
 
 MAX_RT_MS = 24 * 3600 * 1000
@@ -58,9 +55,9 @@ def participant_token(participant_id: int, secret: str, assignment: int | None =
 
 
 # Verified URL tokens -> their ids. A token is a pure function of its ids and the secret, and a
-# participant sends the same one with every page (itsdangerous' key derivation, HMAC and JSON
-# parsing were 3 % of a page's CPU). Only tokens that verified are kept: they are ours, so short,
-# and a flood of made-up ones cannot grow the cache; at the bound it starts again.
+# participant sends the same one with every page, so its key derivation, HMAC and JSON parsing
+# need not be repeated. Only tokens that verified are kept: they are ours, so short, and a
+# flood of made-up ones cannot grow the cache; at the bound it starts again.
 _VERIFIED: dict[tuple[str, str], tuple[int, int | None]] = {}
 _VERIFIED_MAX = 16384
 
@@ -90,138 +87,43 @@ def _verify_token(token: str, secret: str) -> tuple[int, int | None] | None:
     return None
 
 
-def participant_from_token(token: str, secret: str, *, lock: bool = False) -> Participant | None:
-    """Return the participant of a URL token, or ``None`` if it does not verify.
-
-    ``lock=True`` reads the row under the lock :func:`submit` needs, so a submitted page reads
-    its participant once.
-    """
+def participant_from_token(token: str, secret: str) -> Participant | None:
+    """Return the participant of a URL token, or ``None`` if it does not verify."""
     ids = _token_ids(token, secret)
     if ids is None:
         return None
-    if lock:
-        return _lock_participant(ids[0])
     return db.session.get(Participant, ids[0])
-
-
-class Unread(enum.Enum):
-    """Marks a value that was not read (``None`` is a value: a page never shown)."""
-
-    UNREAD = "unread"
-
-
-UNREAD = Unread.UNREAD
 
 
 @dataclass(frozen=True)
 class PageRows:
-    """What a page URL names: the participant and their study (see :func:`participant_in_study`).
-
-    ``shown_at``: when the participant's current page was shown, read with the row lock
-    (``UNREAD`` without it); :func:`submit` takes it instead of reading it again.
-    """
+    """What a page URL names: the participant and their study (:func:`participant_in_study`)."""
 
     participant: Participant
     study: Study
-    shown_at: datetime | None | Unread = UNREAD
-    prefetched: dict[str, Any] = field(default_factory=dict)  # task type name -> value
-
-
-def read_in_autocommit() -> bool:
-    """PostgreSQL: run this request's statements without a transaction, until one needs it.
-
-    For showing a page: its lookup is one read and its visit record one statement (atomic by
-    itself), so a transaction only cost two round trips more (``BEGIN`` and ``COMMIT``, about
-    a twentieth of a page's CPU). Reads see committed data either way (PostgreSQL's default
-    isolation, READ COMMITTED, gives each statement its own snapshot too). A page whose task
-    acts on entry takes its row lock in a transaction again (:func:`enter`). Call it before
-    the request's first statement; otherwise, and on other databases, it does nothing and
-    returns False. An answer of a task with ``answers_by_write`` is one statement in
-    autocommit too (:func:`submit`).
-
-    The statements run on the autocommit engine (:class:`webapp.extensions.Session`), whose
-    connections never leave autocommit; the app has one on PostgreSQL through psycopg
-    (:func:`webapp.config.resolve_config`), the driver :mod:`webapp.services.flow_driver`
-    sends statements through. Without it (SQLite, another driver) requests keep their
-    transaction.
-    """
-    session = db.session()
-    if session.info.get(IN_AUTOCOMMIT):
-        return True
-    if session.in_transaction() or AUTOCOMMIT_BIND not in db.engines:
-        return False
-    session.info[IN_AUTOCOMMIT] = True
-    session.connection()
-    return True
-
-
-def end_autocommit() -> None:
-    """Leave :func:`read_in_autocommit`: the session's next statement begins a transaction.
-
-    Before a row lock (:func:`enter`, :func:`submit`) or writes that must land together (an
-    MTurk settlement after an answer); it does nothing outside autocommit.
-    """
-    session = db.session()
-    if session.info.pop(IN_AUTOCOMMIT, False):
-        session.commit()  # nothing to commit: it hands the connection back
-
-
-def _commit() -> None:
-    """Commit; in autocommit with nothing pending, leave the connection to the teardown.
-
-    Each statement of an autocommit request committed itself, so ``Session.commit`` would only
-    hand the connection back, which the request's teardown does anyway (the commit was 2.7 % of
-    a sampled profile; skipping it measured 1.01x in process, issue 21). The session stays in
-    autocommit: a lazy load while the page renders is one more read.
-    """
-    session = db.session()
-    if _in_autocommit() and not (session.new or session.dirty or session.deleted):
-        return
-    session.commit()
 
 
 def participant_in_study(
-    token: str, secret: str, slug: str, *, lock: bool = False, shown: bool = False
+    token: str, secret: str, slug: str, *, lock: bool = False
 ) -> PageRows | None:
     """Return the participant of a URL token and their study, read in one statement.
 
     ``None`` when the token does not verify or its participant is not in the study ``slug``
-    (the caller then looks the study up alone, to say why). ``shown=True`` (a submission)
-    reads when the current page was shown too; ``lock=True`` takes the participant's row lock
-    (``FOR UPDATE OF participant``: locking the study row would serialise every answer of the
-    study), which :func:`submit` needs outside autocommit. Without ``shown`` the task types'
-    prefetched values are read. The study's definition comes from the per-process cache
-    (:func:`webapp.services.studies.with_cached_definition`). In autocommit (PostgreSQL) the
-    statement goes through the driver (:func:`webapp.services.flow_driver.page_rows`).
+    (the caller then looks the study up alone, to say why). ``lock=True`` (a submission)
+    begins the answer's transaction with the participant's row lock, which :func:`submit`
+    then holds. The study's definition comes from the per-process cache
+    (:func:`webapp.services.studies.with_cached_definition`).
     """
     from webapp.services.studies import with_cached_definition
 
     ids = _token_ids(token, secret)
     if ids is None:
         return None
-    prefetch = () if shown else prefetching_task_types()
-    if not lock and _in_autocommit():
-        found = flow_driver.page_rows(ids[0], slug, shown=shown, prefetch=prefetch)
-        if found is None:
-            return None
-        if found is not flow_driver.HELD:
-            participant, study, extra = found
-            if shown:
-                return PageRows(participant, study, extra[0])
-            prefetched = {t.name: v for t, v in zip(prefetch, extra, strict=True)}
-            return PageRows(participant, study, prefetched=prefetched)
-    row = db.session.execute(
-        flow_sql.page_rows(lock=lock, shown=shown, prefetch=prefetch),
-        {"participant_id": ids[0], "slug": slug},
-    ).one_or_none()
-    if row is None:
+    found = participant_data().page(ids[0], slug, lock=lock)
+    if found is None:
         return None
-    study = with_cached_definition(row[1])
-    if shown:
-        return PageRows(row[0], study, row[2])
-    return PageRows(
-        row[0], study, prefetched={t.name: v for t, v in zip(prefetch, row[2:], strict=True)}
-    )
+    participant, study = found
+    return PageRows(participant, with_cached_definition(study))
 
 
 def assignment_from_token(token: str, secret: str) -> MTurkAssignment | None:
@@ -271,16 +173,8 @@ def _ascii_int(text: str, max_digits: int = 12) -> int | None:
     return int(text)
 
 
-def current_page(
-    participant: Participant,
-    study: Study,
-    now: datetime,
-    prefetched: dict[str, Any] | None = None,
-) -> PageContext | None:
-    """Return the page the participant is on, or ``None`` once they have finished.
-
-    ``prefetched``: :attr:`PageRows.prefetched` (each task type reads its own name).
-    """
+def current_page(participant: Participant, study: Study, now: datetime) -> PageContext | None:
+    """Return the page the participant is on, or ``None`` once they have finished."""
     if participant.status is not ParticipantStatus.started:
         return None
     blocks = study.definition["tasks"]
@@ -294,7 +188,6 @@ def current_page(
         block_index=participant.block_index,
         step=participant.step,
         now=now,
-        prefetched=prefetched or {},
     )
 
 
@@ -307,31 +200,9 @@ def task_of(ctx: PageContext) -> TaskType:
 
 
 def record_visit(ctx: PageContext) -> None:
-    """Note when this page was first shown (reloads keep the first time) and commit.
-
-    One ``INSERT ... ON CONFLICT DO NOTHING`` on the unique (participant, page) pair, so a
-    reload, or two concurrent loads of the page, keep the first time without a read first.
-    On PostgreSQL the participant's ``last_seen_at`` is moved by the same statement (the
-    insert rides in a ``WITH`` clause of the ``UPDATE``; PostgreSQL runs a data-modifying
-    ``WITH`` to completion whether or not the main statement reads it), sent through the driver
-    (:func:`webapp.services.flow_driver.send`); SQLite has no such clause and takes the two
-    statements.
-    """
-    p = ctx.participant
-    visit = {
-        "v_participant": p.id,
-        "v_seq": p.page_seq,
-        "v_page": task_of(ctx).page_name(ctx.block, ctx.step),
-        "v_shown": ctx.now,
-    }
-    dialect = db.session.get_bind().dialect.name
-    if dialect == "postgresql":
-        flow_driver.send(flow_sql.visit_and_last_seen(), {**visit, "p_id": p.id, "p_seen": ctx.now})
-        set_committed_value(p, "last_seen_at", ctx.now)  # written: nothing left to flush
-    else:
-        db.session.execute(flow_sql.visit_insert(dialect), visit)
-        p.last_seen_at = ctx.now
-    _commit()
+    """Note when this page was first shown (reloads keep the first time) and commit."""
+    page = task_of(ctx).page_name(ctx.block, ctx.step)
+    participant_data().record_visit(ctx.participant, page, ctx.now)
 
 
 @dataclass(frozen=True)
@@ -343,34 +214,7 @@ class SubmitResult:
     message: str | None = None
 
 
-@dataclass
-class _Position:
-    """Where a participant is, as plain values: a submission moves this, not the ORM row.
-
-    On PostgreSQL the new position is written by one Core statement (:func:`submit`)
-    and only then set on the loaded row as already written; moving the row's attributes
-    directly would mark it changed and cost a (fruitless) ORM flush on every answer.
-    """
-
-    page_seq: int
-    last_seen_at: datetime | None
-    block_index: int
-    step: int
-    status: ParticipantStatus
-    finished_at: datetime | None
-
-    @classmethod
-    def of(cls, p: Participant) -> _Position:
-        return cls(*(getattr(p, name) for name in _POSITION))
-
-    def values(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _POSITION}
-
-
-_POSITION = tuple(f.name for f in fields(_Position))  # the participant's columns it holds
-
-
-def _advance(participant: Participant | _Position, study: Study, now: datetime) -> None:
+def _advance(participant: Participant | Position, study: Study, now: datetime) -> None:
     blocks = study.definition["tasks"]
     participant.step += 1
     while participant.block_index < len(blocks):
@@ -381,20 +225,6 @@ def _advance(participant: Participant | _Position, study: Study, now: datetime) 
         participant.step = 0
     participant.status = ParticipantStatus.completed
     participant.finished_at = now
-
-
-def _lock_participant(participant_id: int) -> Participant | None:
-    """Re-read the participant under a row lock (``FOR UPDATE``; SQLite: immediate tx)."""
-    return db.session.scalars(
-        select(Participant)
-        .where(Participant.id == participant_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).one_or_none()
-
-
-def _in_autocommit() -> bool:
-    return bool(db.session().info.get(IN_AUTOCOMMIT))
 
 
 def _refused(p: Participant, token: str | None, secret: str) -> bool:
@@ -411,143 +241,44 @@ def submit(
     token: str | None,
     secret: str,
     rt_ms: int | None,
-    shown_at: datetime | None | Unread = UNREAD,
 ) -> SubmitResult:
     """Save a validated page and move the participant on, atomically, exactly once.
 
-    ``shown_at``: when the page was shown, if it was read with the participant
-    (:attr:`PageRows.shown_at`); otherwise it is read where the visit is stamped.
-
-    Two ways, one guarantee (of concurrent copies of the same POST, exactly one saves):
-
-    - **PostgreSQL, read in autocommit** (:func:`read_in_autocommit`), a task with
-      ``answers_by_write``: the answer is one statement without a transaction
-      (:func:`webapp.services.flow_sql.answer`), which moves the participant only if they are
-      still on the page they were read at and writes the task's rows only if it moved them.
-    - **Otherwise** a transaction under the participant's row lock (``FOR UPDATE`` on
-      PostgreSQL, taken here if the lookup did not; SQLite transactions are immediate), with
-      the token checked again under the lock. On PostgreSQL the visit's stamp and the task's
-      ``PageContext.write`` rows ride in the statement that moves the participant.
-
-    Unique constraints are the last line of defence either way (a duplicate is a replay).
+    One transaction under the participant's row lock (:meth:`ParticipantData.lock
+    <webapp.services.participant_data.ParticipantData.lock>`, taken by the page's lookup when
+    it read with ``lock=True``): the token is checked again on the row read under the lock, so
+    of concurrent copies of the same POST exactly one saves and the others find the page
+    answered. Unique constraints are the last line of defence (a
+    duplicate row is a replay).
 
     Returns
     -------
     SubmitResult
         ``accepted`` false for replays; otherwise the outcome and an optional message.
     """
+    data = participant_data()
     p = ctx.participant
-    if _refused(p, token, secret):
-        db.session.rollback()
+    locked = None if _refused(p, token, secret) else data.lock(p.id)
+    if locked is None or _refused(locked.participant, token, secret):
+        data.release()
         return SubmitResult(accepted=False)
+    ctx.shown_at = locked.shown_at
     task = task_of(ctx)
-    if _in_autocommit():
-        if task.answers_by_write and shown_at is not UNREAD:
-            return _answer_unlocked(ctx, task, form, rt_ms, shown_at)
-        end_autocommit()  # the lock below needs a transaction
-        row = db.session.execute(
-            flow_sql.locked_participant(), {"participant_id": p.id}
-        ).one_or_none()
-        if row is None or _refused(p, token, secret):  # gone or moved on since the read
-            db.session.rollback()
-            return SubmitResult(accepted=False)
-        shown_at = row[1]  # when the page was shown, read under the lock
-    stamp = _stamp(p, ctx, rt_ms)
-    together = shown_at is not UNREAD and db.session.get_bind().dialect.name == "postgresql"
-    if together:
-        ctx.shown_at = shown_at  # type: ignore[assignment]  (not UNREAD here)
-    else:  # stamp the page's visit and read when it was shown, in one statement
-        ctx.shown_at = db.session.scalar(flow_sql.stamp_visit(), stamp)
     try:  # a duplicate answer raises here (unique constraints), at a write or the commit
         result = task.save(ctx, form, rt_ms)
-        moved = _moved(p, ctx, result.outcome)
-        if together:  # the task's rows ride in the statement that moves the participant
-            statement = flow_sql.position_stamp_and(*_shape(ctx))
-            db.session.execute(statement, _answer_params(p, moved, stamp, ctx))
-            for name, value in _written(moved, ctx).items():
-                set_committed_value(p, name, value)
-        else:  # the task's rows, then the move through the ORM (the commit's flush)
-            for build, params in ctx.writes:
-                db.session.execute(build(None), params)
-            for name, value in _written(moved, ctx).items():
-                setattr(p, name, value)
-        db.session.commit()
+        moved = Position.of(p)
+        moved.page_seq += 1
+        moved.last_seen_at = ctx.now
+        _apply(moved, ctx, result.outcome)
+        answer = Answer(ctx.now, rt_ms, tuple(ctx.writes), dict(ctx.participant_values), moved)
+        data.save_answer(p, answer)
     except IntegrityError:
-        db.session.rollback()
+        data.release()
         return SubmitResult(accepted=False)
     return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
 
 
-def _answer_unlocked(
-    ctx: PageContext, task: TaskType, form: PageForm, rt_ms: int | None, shown_at: datetime | None
-) -> SubmitResult:
-    """:func:`submit` in one statement without a transaction (PostgreSQL, autocommit), sent
-    through the driver (:func:`webapp.services.flow_driver.send`)."""
-    p = ctx.participant
-    ctx.shown_at = shown_at
-    result = task.save(ctx, form, rt_ms)
-    moved = _moved(p, ctx, result.outcome)
-    params = _answer_params(p, moved, _stamp(p, ctx, rt_ms), ctx)
-    params.update(r_seq=p.page_seq, r_status=ParticipantStatus.started)
-    try:
-        row = flow_driver.send(flow_sql.answer(*_shape(ctx)), params)
-    except IntegrityError:  # a duplicate: nothing of the statement was written
-        db.session.rollback()
-        end_autocommit()  # the rollback ended the autocommit connection's use
-        return SubmitResult(accepted=False)
-    if row is None:  # a concurrent copy of this answer moved them first
-        return SubmitResult(accepted=False)
-    for name, value in _written(moved, ctx).items():
-        set_committed_value(p, name, value)
-    return SubmitResult(accepted=True, outcome=result.outcome, message=result.message)
-
-
-def _stamp(p: Participant, ctx: PageContext, rt_ms: int | None) -> dict[str, Any]:
-    """The visit's stamp's parameters (:func:`webapp.services.flow_sql.stamp_visit`)."""
-    return {"s_participant": p.id, "s_seq": p.page_seq, "submitted": ctx.now, "rt": rt_ms}
-
-
-def _moved(p: Participant, ctx: PageContext, outcome: Outcome) -> _Position:
-    """Where a saved page's outcome takes the participant (one page further at least)."""
-    moved = _Position.of(p)
-    moved.page_seq += 1
-    moved.last_seen_at = ctx.now
-    _apply(moved, ctx, outcome)
-    return moved
-
-
-def _shape(ctx: PageContext) -> tuple[tuple[Any, ...], tuple[str, ...]]:
-    """What the answer's statement is built from: the task's writes and the participant's
-    columns it sets (the statement is built once per shape)."""
-    return tuple(w for w, _ in ctx.writes), tuple(sorted(ctx.participant_values))
-
-
-def _written(moved: _Position, ctx: PageContext) -> dict[str, Any]:
-    """The participant's columns the answer writes: its new position and the task's."""
-    return {**ctx.participant_values, **moved.values()}
-
-
-def _answer_params(
-    p: Participant, moved: _Position, stamp: dict[str, Any], ctx: PageContext
-) -> dict[str, Any]:
-    """Parameters of the statement that moves the participant, stamps the visit and writes
-    the task's rows (the rows' own parameters first: the flow's names win)."""
-    values = moved.values()
-    return {
-        **{k: v for _, params in ctx.writes for k, v in params.items()},
-        **stamp,
-        "p_id": p.id,
-        "n_page_seq": values["page_seq"],
-        "n_last_seen": values["last_seen_at"],
-        "n_block": values["block_index"],
-        "n_step": values["step"],
-        "n_status": values["status"],
-        "n_finished": values["finished_at"],
-        **{f"n_{name}": value for name, value in ctx.participant_values.items()},
-    }
-
-
-def _apply(p: Participant | _Position, ctx: PageContext, outcome: Outcome) -> None:
+def _apply(p: Participant | Position, ctx: PageContext, outcome: Outcome) -> None:
     """Move the participant as a saved page's outcome says (retry stays on the page)."""
     if outcome is Outcome.end_block:
         p.step = task_of(ctx).n_steps(ctx.block) - 1
@@ -570,21 +301,24 @@ def enter(ctx: PageContext) -> bool:
     task = task_of(ctx)
     if not task.acts_on_entry:
         return False
-    end_autocommit()  # the lock below needs a transaction
-    p = _lock_participant(ctx.participant.id)
+    data = participant_data()
+    locked = data.lock(ctx.participant.id)
+    p = None if locked is None else locked.participant
     if (
         p is None
         or p.status is not ParticipantStatus.started
         or (p.block_index, p.step) != (ctx.block_index, ctx.step)
     ):
-        db.session.rollback()  # moved on concurrently: the caller re-reads the position
+        data.release()  # moved on concurrently: the caller re-reads the position
         return True
     result = task.enter(ctx)
+    moved = None
     if result is not None:
-        p.page_seq += 1
-        p.last_seen_at = ctx.now
-        _apply(p, ctx, result.outcome)
-    db.session.commit()
+        moved = Position.of(p)
+        moved.page_seq += 1
+        moved.last_seen_at = ctx.now
+        _apply(moved, ctx, result.outcome)
+    data.save_entry(p, moved)
     return result is not None
 
 

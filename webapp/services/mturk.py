@@ -141,12 +141,8 @@ def settle_assignment(
     assignment becomes the identity's (bonus files, exports and reconciliation read it there)
     and is marked in the history. Only the first completion settles it: a visit through
     another (possibly planted) assignment afterwards shows its own form but changes nothing.
-    The two rows it writes are written together: a request that answered its page in
-    autocommit (:func:`webapp.services.flow.read_in_autocommit`) leaves it first.
+    The two rows it writes are committed together.
     """
-    from webapp.services.flow import end_autocommit  # flow imports this module lazily too
-
-    end_autocommit()
     ident = participant.identity
     if ident is None:
         return

@@ -92,20 +92,10 @@ TRANSITIONS: dict[StudyState, frozenset[StudyState]] = {
     StudyState.draft: frozenset({StudyState.live}),
     StudyState.live: frozenset({StudyState.paused, StudyState.closed}),
     StudyState.paused: frozenset({StudyState.live, StudyState.closed}),
-    # Reopening is allowed (issue 17): closing by mistake must not end a paid study for good.
+    # Reopening is allowed: closing by mistake must not end a paid study for good.
     # It is audited like every transition, with ``reopen`` in the detail.
     StudyState.closed: frozenset({StudyState.live, StudyState.paused}),
 }
-
-
-def set_admin(username: str, is_admin: bool) -> Researcher:
-    """Grant or revoke the admin role (admins see and manage every study) and commit."""
-    researcher = db.session.scalar(select(Researcher).where(Researcher.username == username))
-    if researcher is None:
-        raise ValueError(f"no researcher {username!r}")
-    researcher.is_admin = is_admin
-    db.session.commit()
-    return researcher
 
 
 def change_state(study: Study, target: StudyState, actor: Researcher | str) -> None:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.orm import defer
 from sqlalchemy.orm.attributes import set_committed_value
 
 from webapp.bundle import BundleFile
@@ -24,7 +25,6 @@ from webapp.models import (
     StudyState,
     definition_hash,
 )
-from webapp.services.flow_sql import study_by_slug
 from webapp.studydef import folder_bundle, load_bundle
 
 
@@ -166,15 +166,19 @@ def bundle_zip(study: Study) -> bytes | None:
     return buffer.getvalue()
 
 
+# A study by slug without its definition (that comes from the per-process cache below).
+_BY_SLUG = select(Study).where(Study.slug == bindparam("slug")).options(defer(Study.definition))
+
+
 def get_study(slug: str) -> Study | None:
     """Return the study with this slug, or ``None``.
 
-    The definition (about 12 kB of JSON for the demo study; a fifth of a participant page's
-    database time when it was read and parsed on every request) comes from a per-process cache
+    The definition (about 12 kB of JSON for the demo study, otherwise read and parsed on every
+    participant request) comes from a per-process cache
     keyed by the row's id and ``definition_hash``, which the row itself carries, so a changed
     definition is never served from the cache.
     """
-    study = db.session.scalar(study_by_slug(), {"slug": slug})
+    study = db.session.scalar(_BY_SLUG, {"slug": slug})
     if study is not None:
         with_cached_definition(study)
     return study

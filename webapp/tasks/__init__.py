@@ -8,8 +8,6 @@ class in ``_BUILTIN`` below.
 
 from __future__ import annotations
 
-from functools import cache
-
 from flask import Blueprint
 
 from webapp.tasks.base import TaskType
@@ -42,7 +40,6 @@ _REGISTRY: dict[str, TaskType] = {cls.name: cls() for cls in _BUILTIN}
 def register(task_type: TaskType) -> None:
     """Add a task type (used by extensions and tests)."""
     _REGISTRY[task_type.name] = task_type
-    prefetching_task_types.cache_clear()
 
 
 def get_task_type(name: str) -> TaskType | None:
@@ -53,9 +50,3 @@ def get_task_type(name: str) -> TaskType | None:
 def task_type_names() -> list[str]:
     """Return the registered task type names, sorted."""
     return sorted(_REGISTRY)
-
-
-@cache  # worked out once; register() starts it again
-def prefetching_task_types() -> tuple[TaskType, ...]:
-    """The task types that read a value with every page's lookup (``page_prefetch``)."""
-    return tuple(t for t in _REGISTRY.values() if t.page_prefetch() is not None)

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flask_wtf import FlaskForm
@@ -36,28 +34,22 @@ ENCODED_CHAR_BYTES = 12
 PAGE_FORM_OWN_BYTES = 4 * 1024
 PAGE_FORM_OWN_FIELDS = 8
 
-# A task's row write as a function of its gate (see PageContext.write).
-RowWrite = Callable[[Any], Any]
+# A row a task's ``save`` has written with the answer: a Core ``INSERT`` or ``UPDATE``
+# (see PageContext.write).
+RowWrite = Any
 
 
 def insert_row(table: Any, prefix: str, columns: tuple[str, ...] | None = None) -> RowWrite:
-    """A :data:`RowWrite` that inserts one row of ``table`` (``columns``: default all but the
-    primary key) from parameters ``:<prefix><column>``, built once per gate.
+    """A Core ``INSERT`` of one row of ``table`` (``columns``: default all but the primary key)
+    from parameters ``:<prefix><column>``, for :meth:`PageContext.write`.
 
-    ``INSERT ... SELECT`` of the values, so that a gate can condition it (no row when the gate
-    is false); every column must be given a value (a missing one is an error of
-    SQLAlchemy's, not a silent NULL or a Python-side default). Create it once, at import.
+    Every column must be given a value: a missing one is an error of SQLAlchemy's, not a
+    silent NULL or a Python-side default. Create it once, at import.
     """
-    from sqlalchemy import bindparam, insert, select
+    from sqlalchemy import bindparam, insert
 
     names = columns or tuple(c.name for c in table.c if not c.primary_key)
-
-    @cache
-    def build(gate: Any = None) -> Any:
-        row = select(*(bindparam(prefix + n, type_=table.c[n].type) for n in names))
-        return insert(table).from_select(names, row if gate is None else row.where(gate))
-
-    return build
+    return insert(table).values({n: bindparam(prefix + n, type_=table.c[n].type) for n in names})
 
 
 class PageForm(FlaskForm):
@@ -92,9 +84,6 @@ class PageContext:
     shown_at: datetime | None = None  # when this page was first served (server timing)
     # Rows a task's ``save`` asks to be written with the answer (see :meth:`write`).
     writes: list[tuple[RowWrite, dict[str, Any]]] = field(default_factory=list)
-    # What this page's task type asked to be read with the page's lookup
-    # (:meth:`TaskType.page_prefetch`); absent when the lookup did not read it (a POST).
-    prefetched: dict[str, Any] = field(default_factory=dict)
     # Columns of the participant's own row a task's ``save`` sets (see :meth:`set_participant`).
     participant_values: dict[str, Any] = field(default_factory=dict)
 
@@ -103,30 +92,22 @@ class PageContext:
         """The study's normalised definition."""
         return self.study.definition
 
-    def write(self, build: RowWrite, params: dict[str, Any]) -> None:
-        """Have a row written with the answer, in the statement that moves the participant.
+    def write(self, statement: RowWrite, params: dict[str, Any]) -> None:
+        """Have a row written with the answer, in the answer's transaction.
 
-        ``build(gate)`` returns a Core ``INSERT`` or ``UPDATE`` that acts only where ``gate``
-        (a boolean SQL expression, or ``None``: unconditionally) holds, and must return the
-        same object for the same gate (``functools.cache``). Its ``bindparam`` names are
-        prefixed so that they cannot collide with another write's or the flow's. On PostgreSQL
-        the statement rides as a ``WITH`` clause in the statement that moves the participant:
-        an answer of a task with :attr:`TaskType.answers_by_write` is then one statement in
-        autocommit, gated on the move having happened (the participant still on the page it
-        was read at), so a concurrent copy of the same answer writes nothing. Elsewhere it
-        runs on its own, ungated, in the submission's locked transaction. A task without
-        ``answers_by_write`` may also use the ORM (``db.session.add``): that is flushed at the
-        commit.
+        ``statement`` is a Core ``INSERT`` or ``UPDATE`` built once (at import), ``params``
+        its values. It runs after the visit's stamp and before the participant's move, under
+        the participant's row lock; a duplicate row refuses the whole answer. A task may also
+        use the ORM (``db.session.add``): that is flushed at the commit.
         """
-        self.writes.append((build, params))
+        self.writes.append((statement, params))
 
     def set_participant(self, **values: Any) -> None:
         """Have columns of the participant's row (e.g. ``quiz_passed``) written with the answer.
 
-        They are set in the statement that moves the participant (a statement may change a row
-        only once), so a task with :attr:`TaskType.answers_by_write` uses this instead of
-        assigning to ``ctx.participant``; the loaded row holds them afterwards. The position
-        columns (``page_seq``, ``block_index``, ...) are the flow's and cannot be set here.
+        They are written by the statement that moves the participant, and the loaded row holds
+        them afterwards. The position columns (``page_seq``, ``block_index``, ...) are the
+        flow's and cannot be set here.
         """
         if not SETTABLE_PARTICIPANT_COLUMNS.issuperset(values):
             wrong = sorted(set(values) - SETTABLE_PARTICIPANT_COLUMNS)
@@ -218,17 +199,6 @@ class TaskType:
         """A readable page name for timing records (``block_id/step``)."""
         return f"{block['id']}/{step}"
 
-    def page_prefetch(self) -> Any | None:
-        """A scalar subquery correlated with the participant's row, or ``None``.
-
-        Read in the same statement as the page's lookup (participant and study) when a page is
-        shown, so a page that needs one more value of the database costs no statement of its
-        own; the value reaches ``ctx.prefetched[name]`` for this task type's pages. It is read
-        on every page of every study, so it must be cheap (an index lookup), and the task must
-        still work without it (``ctx.prefetched`` is empty when it was not read).
-        """
-        return None
-
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
         """Return the page's form bound to ``formdata`` (``None`` on GET)."""
         return self.form(formdata=formdata)
@@ -249,11 +219,6 @@ class TaskType:
     # True for task types whose answers are keyed without their block (a second block of the
     # type would collide with the first's answers): a study may hold one such block.
     once_per_study: ClassVar[bool] = False
-    # True for task types whose ``save`` writes nothing itself: its rows, if any, go through
-    # ``PageContext.write``. On PostgreSQL their answers then need no transaction or row lock
-    # (one statement, conditional on the page the participant was read at; see
-    # webapp.services.flow.submit). Leave it False for a save that uses the session.
-    answers_by_write: ClassVar[bool] = False
 
     def enter(self, ctx: PageContext) -> SaveResult | None:
         """Act before the page is shown (inside the caller's transaction).

@@ -47,33 +47,27 @@ _CHOICE_COLUMNS = tuple(
 )
 
 
-# The choice's row (``:c_<column>``), a Core insert (no ORM unit of work on the hot path).
+# The choice's row (``:c_<column>``).
 _INSERT_CHOICE = insert_row(_CHOICES, "c_", _CHOICE_COLUMNS)
 
 
-@cache
-def _set_wtp(gate: Any = None) -> Any:
-    """The WTP answer written onto its choice's row in one statement (``:w_*`` parameters),
-    built once per gate (``ctx.write``).
-
-    ``wtp_premium_pct`` is computed by the database as ``100.0 * premium / other_price_usd``,
-    the same IEEE double operations in the same order as in Python.
-    """
-    premium = bindparam("w_usd", type_=Float())
-    statement = (
-        update(_CHOICES)
-        .where(
-            _CHOICES.c.participant_id == bindparam("w_participant"),
-            _CHOICES.c.trial_index == bindparam("w_trial"),
-        )
-        .values(
-            wtp_premium_usd=premium,
-            wtp_premium_pct=literal(100.0, Float()) * premium / _CHOICES.c.other_price_usd,
-            wtp_rt_ms=bindparam("w_rt"),
-            wtp_answered_at=bindparam("w_at"),
-        )
+# The WTP answer written onto its choice's row (``:w_*`` parameters). ``wtp_premium_pct`` is
+# computed by the database as ``100.0 * premium / other_price_usd``, the same IEEE double
+# operations in the same order as in Python.
+_W_PREMIUM = bindparam("w_usd", type_=Float())
+_SET_WTP = (
+    update(_CHOICES)
+    .where(
+        _CHOICES.c.participant_id == bindparam("w_participant"),
+        _CHOICES.c.trial_index == bindparam("w_trial"),
     )
-    return statement if gate is None else statement.where(gate)
+    .values(
+        wtp_premium_usd=_W_PREMIUM,
+        wtp_premium_pct=literal(100.0, Float()) * _W_PREMIUM / _CHOICES.c.other_price_usd,
+        wtp_rt_ms=bindparam("w_rt"),
+        wtp_answered_at=bindparam("w_at"),
+    )
+)
 
 
 @cache
@@ -226,8 +220,8 @@ WTP_QUESTION = (
 )
 
 
-# A participant's trials, re-derived once per process (each choice and WTP page asked for them
-# two or three times: a fiftieth of a page's CPU). derive_sequence is pure, and the definition
+# A participant's trials, re-derived once per process (each choice and WTP page asks for them
+# two or three times). derive_sequence is pure, and the definition
 # hash names the definition, so the key says everything the trials depend on; cleared when full.
 _TRIALS: dict[tuple[str, int, str, str], tuple[Trial, ...]] = {}
 _TRIALS_MAX = 20_000
@@ -241,8 +235,6 @@ class ProductChoiceTask(TaskType):
     # Choices are keyed by (participant, trial_index) and analysed by pair; a second block's
     # trial 0 would be "already answered" forever (put every pair in one block instead).
     once_per_study = True
-    # Its answers are ctx.write rows only (the choice's insert, the WTP's update).
-    answers_by_write = True
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"pairs", "labels", "prompt", "wtp"}, where)
@@ -301,25 +293,7 @@ class ProductChoiceTask(TaskType):
     def _pair(self, ctx: PageContext, pair_id: str) -> dict[str, Any]:
         return next(p for p in ctx.block["pairs"] if p["id"] == pair_id)
 
-    def page_prefetch(self) -> Any:
-        # A WTP page shows the product chosen on its trial's choice page: read that with the
-        # page's lookup (an index lookup on the participant's choices; ignored on other pages).
-        from webapp.models import Participant
-
-        return (
-            select(_CHOICES.c.chose_target)
-            .where(
-                _CHOICES.c.participant_id == Participant.id,
-                _CHOICES.c.trial_index == Participant.step // 2,
-            )
-            .scalar_subquery()
-        )
-
     def _chose_target(self, ctx: PageContext, trial_index: int) -> bool | None:
-        # The prefetch reads trial step // 2, which is this page's trial (trial_index is the
-        # trial's position in the sequence).
-        if ctx.prefetched.get(self.name) is not None:
-            return bool(ctx.prefetched[self.name])
         from webapp.extensions import db
 
         return db.session.scalar(
@@ -402,7 +376,7 @@ class ProductChoiceTask(TaskType):
         premium = parse_premium(form["premium"].data, ctx.block["wtp"]["max_premium_usd"])
         # The choice's row exists: the WTP page is only shown after it (its template reads it).
         ctx.write(
-            _set_wtp,
+            _SET_WTP,
             {
                 "w_participant": ctx.participant.id,
                 "w_trial": trial.trial_index,

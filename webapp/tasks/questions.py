@@ -209,7 +209,6 @@ class QuizTask(TaskType):
 
     name = "quiz"
     template = "tasks/questions.html"
-    answers_by_write = True  # its rows and participant columns go with the move
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions", "attempts", "on_fail"}, where)
@@ -277,7 +276,6 @@ class AttentionCheckTask(TaskType):
 
     name = "attention_check"
     template = "tasks/questions.html"
-    answers_by_write = True  # its rows and participant columns go with the move
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
@@ -307,7 +305,6 @@ class DemographicsTask(TaskType):
 
     name = "demographics"
     template = "tasks/questions.html"
-    answers_by_write = True  # its row goes with the move
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-
-from webapp.extensions import db
-from webapp.models import Annotation, AnnotationItem, AnnotationState, Study
+from webapp.models import Annotation, AnnotationState, Study
 from webapp.tasks import rating_slots as slots
 
 RATING_TASK = "summary_rating"
@@ -287,21 +284,3 @@ def evaluation_table(
         return rows, [*RATING_LONG_COLUMNS, *extra]
     rows = [r for b in preference for r in preference_rows(study, b, **scope)]
     return rows, [*PREFERENCE_LONG_COLUMNS, *extra]
-
-
-def slot_counts(study: Study) -> dict[str, int]:
-    """Confirmed slots per block (for status displays and tests)."""
-    out = {}
-    for block in evaluation_blocks(study):
-        out[block["id"]] = len(
-            db.session.scalars(
-                select(Annotation.id)
-                .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
-                .where(
-                    AnnotationItem.study_id == study.id,
-                    AnnotationItem.block_id == block["id"],
-                    Annotation.state == AnnotationState.confirmed,
-                )
-            ).all()
-        )
-    return out

@@ -18,7 +18,6 @@ class _TextTask(TaskType):
 
     default_heading: str = ""
     default_button: str = "Continue"
-    answers_by_write = True  # nothing to write: an answer only moves the participant
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "button"}, where)

@@ -1,12 +1,11 @@
-"""An answer without a transaction or row lock (PostgreSQL): exactly once, or nothing.
+"""An answer is saved exactly once, whole, or not at all.
 
-A task whose rows go through ``PageContext.write`` (product choice, the text pages) is answered
-by one statement in autocommit (``webapp.services.flow_sql.answer``): it moves the participant
-only if they are still on the page the POST read, and writes the task's rows only if it moved
-them. These tests put the other answer in each place it can be relative to that statement —
-already committed before the statement, still running (holding the row) during it, rolled back
-during it, an answer row already there — and check that what is saved is exactly one answer,
-with the visit's stamp and the participant's position consistent with it.
+Each answer is one transaction under the participant's row lock (``FOR UPDATE`` on PostgreSQL;
+SQLite transactions hold the database's write lock). These tests put another answer in each
+place it can be relative to this one — holding the row while this one waits, then committed or
+rolled back; an answer row already there; many copies at once — and check that
+what is saved is exactly one answer, with the visit's stamp and the participant's position
+consistent with it.
 """
 
 from __future__ import annotations
@@ -23,11 +22,28 @@ from webapp.bots import Bot, BotBehaviour, FlaskTransport, HttpTransport
 from webapp.extensions import db
 from webapp.models import ChoiceResponse, PageVisit, Participant
 
-from .conftest import load_demo
-
-pytestmark = pytest.mark.postgres
+from .conftest import load_demo, make_app, pg_schema
 
 ANSWERED = "That page was already answered"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def any_app(request, tmp_path):
+    """An app on SQLite, then on PostgreSQL (each with its schema built by the migrations)."""
+    from webapp.extensions import dispose_engines
+
+    if request.param == "sqlite":
+        app = make_app(f"sqlite:///{tmp_path / 'test.sqlite'}")
+        yield app
+    else:
+        with pg_schema(request.getfixturevalue("pg_url")) as url:
+            app = make_app(url)
+            yield app
+            with app.app_context():
+                dispose_engines()
+            return
+    with app.app_context():
+        dispose_engines()
 
 
 def _bot_on(app, definition, kind: str, transport=None) -> Bot:
@@ -60,11 +76,12 @@ def _post(bot: Bot, data: dict) -> str:
     return bot.transport.request("GET", location, None)[2]
 
 
-def _other_connection(app):
+def _pid(app) -> int:
     with app.app_context():
-        return db.engine.connect()
+        return db.session.scalars(select(Participant.id)).one()
 
 
+@pytest.mark.postgres
 def test_eight_copies_of_a_wtp_answer_with_different_values_save_one(pg_app, serve_app):
     # Eight different WTP answers to the same page at once (a participant's double clicks
     # with an edit in between): one is saved whole, the participant moves one page.
@@ -87,6 +104,7 @@ def test_eight_copies_of_a_wtp_answer_with_different_values_save_one(pg_app, ser
     assert len(after["choices"]) == 1
 
 
+@pytest.mark.postgres
 def test_eight_copies_of_a_text_page_move_the_participant_once(pg_app, serve_app):
     # The instructions page writes no row: the move itself is the answer.
     definition = load_demo(pg_app)
@@ -102,39 +120,6 @@ def test_eight_copies_of_a_text_page_move_the_participant_once(pg_app, serve_app
     assert after["stamped"] == before["stamped"] + 1
 
 
-def _pid(app) -> int:
-    with app.app_context():
-        return db.session.scalars(select(Participant.id)).one()
-
-
-def test_an_answer_committed_after_the_read_wins_and_the_late_one_writes_nothing(
-    pg_app, monkeypatch
-):
-    # The POST read the participant on the choice page; before its statement ran, another
-    # answer moved them (committed). The statement must move nothing and write nothing.
-    from webapp.tasks.product_choice import ProductChoiceTask
-
-    bot = _bot_on(pg_app, load_demo(pg_app), "choice")
-    before = _state(pg_app)
-    pid = _pid(pg_app)
-    save = ProductChoiceTask.save
-
-    def moved_meanwhile(self, ctx, form, rt_ms):
-        with _other_connection(pg_app) as conn:
-            conn.execute(
-                text("UPDATE participant SET page_seq = page_seq + 1 WHERE id = :i"), {"i": pid}
-            )
-            conn.commit()
-        return save(self, ctx, form, rt_ms)
-
-    monkeypatch.setattr(ProductChoiceTask, "save", moved_meanwhile)
-    page = _post(bot, bot.answer())
-    assert ANSWERED in page
-    after = _state(pg_app)
-    assert after["choices"] == [] and after["stamped"] == before["stamped"]
-    assert after["page_seq"] == before["page_seq"] + 1  # the other answer's move only
-
-
 def _blocked_post(app, bot: Bot, data: dict, holder) -> tuple[dict, str]:
     """POST while ``holder`` holds the participant's row; the POST must wait for it."""
     result: dict = {}
@@ -144,12 +129,12 @@ def _blocked_post(app, bot: Bot, data: dict, holder) -> tuple[dict, str]:
 
     thread = threading.Thread(target=send)
     thread.start()
-    with _other_connection(app) as watcher:  # until the POST's statement waits for the row
+    with app.app_context(), db.engine.connect() as watcher:  # until the POST waits for the row
         for _ in range(200):
             waiting = watcher.execute(
                 text(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE 'WITH moved AS%'"
+                    "AND query LIKE '%FOR UPDATE OF participant%'"
                 )
             ).scalar()
             watcher.rollback()
@@ -157,23 +142,23 @@ def _blocked_post(app, bot: Bot, data: dict, holder) -> tuple[dict, str]:
                 break
             time.sleep(0.05)
         else:
-            pytest.fail("the answer's statement never waited for the participant's row")
+            pytest.fail("the answer never waited for the participant's row")
     holder()
     thread.join(30)
     assert not thread.is_alive()
     return _state(app), result["page"]
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize("rival", ["commit", "rollback"])
-def test_an_answer_running_during_the_statement(pg_app, rival):
-    # The other answer holds the participant's row (moved, not yet committed) while this
-    # POST's statement runs: the statement waits. If the other commits, the statement
-    # re-checks the row, finds the page moved, and writes nothing (READ COMMITTED's re-check
-    # of an UPDATE's condition); if it rolls back, this answer is saved once, whole.
+def test_an_answer_waits_for_another_holding_the_participant(pg_app, rival):
+    # The other answer holds the participant's row (moved, not yet committed) when this POST's
+    # lookup takes the lock: it waits. If the other commits, this one reads the moved position
+    # and writes nothing; if the other rolls back, this answer is saved once, whole.
     bot = _bot_on(pg_app, load_demo(pg_app), "choice")
     before = _state(pg_app)
     pid, data = _pid(pg_app), bot.answer()
-    with _other_connection(pg_app) as conn:
+    with pg_app.app_context(), db.engine.connect() as conn:
         conn.execute(
             text("UPDATE participant SET page_seq = page_seq + 1 WHERE id = :i"), {"i": pid}
         )
@@ -188,14 +173,14 @@ def test_an_answer_running_during_the_statement(pg_app, rival):
         assert [(t, s) for t, s, _ in after["choices"]] == [(0, data["side"])]
 
 
-def test_a_duplicate_row_refuses_the_whole_answer(pg_app):
+def test_a_duplicate_row_refuses_the_whole_answer(any_app):
     # The last line of defence: an answer row already there (by any road) makes the unique
-    # constraint refuse the statement, and nothing of it stays: no move, no stamp.
+    # constraint refuse the answer, and nothing of it stays: no move, no stamp.
     from webapp.tasks.product_choice import _CHOICE_COLUMNS
 
-    bot = _bot_on(pg_app, load_demo(pg_app), "choice")
-    before = _state(pg_app)
-    pid, data = _pid(pg_app), bot.answer()
+    bot = _bot_on(any_app, load_demo(any_app), "choice")
+    before = _state(any_app)
+    pid, data = _pid(any_app), bot.answer()
     row = {c: None for c in _CHOICE_COLUMNS} | {
         "participant_id": pid,
         "block_id": "x",
@@ -208,24 +193,24 @@ def test_a_duplicate_row_refuses_the_whole_answer(pg_app):
         "other_price_usd": 1.0,
         "answered_at": datetime(2026, 1, 1, tzinfo=UTC),
     }
-    with _other_connection(pg_app) as conn:
-        conn.execute(ChoiceResponse.__table__.insert(), row)
-        conn.commit()
+    with any_app.app_context():
+        db.session.execute(ChoiceResponse.__table__.insert(), row)
+        db.session.commit()
     page = _post(bot, data)
     assert ANSWERED in page
-    after = _state(pg_app)
+    after = _state(any_app)
     assert after["page_seq"] == before["page_seq"] and after["stamped"] == before["stamped"]
     assert [(t, s) for t, s, _ in after["choices"]] == [(0, "left")]  # the one put there
 
 
-def test_the_quiz_and_attention_check_set_the_participant_with_their_answer(pg_app):
+def test_the_quiz_and_attention_check_set_the_participant_with_their_answer(any_app):
     # The question pages' participant columns (quiz_attempts, quiz_passed, attention_passed)
-    # ride in the statement that moves the participant (PageContext.set_participant): a retry,
-    # a pass, a screen-out and a failed attention check are stored as on the locked path.
+    # are written with the move (PageContext.set_participant): a retry, a pass, a screen-out
+    # and a failed attention check are stored as such.
     from webapp.models import ParticipantStatus, QuizAttempt, TaskResponse
 
-    definition = load_demo(pg_app)
-    bot = _bot_on(pg_app, definition, "quiz")
+    definition = load_demo(any_app)
+    bot = _bot_on(any_app, definition, "quiz")
     bot.behaviour = BotBehaviour(platform="link", fail_quiz=True)
     page = bot.step()
     assert page.kind == "quiz" and "Attempt 2 of 2" in page.text
@@ -234,15 +219,15 @@ def test_the_quiz_and_attention_check_set_the_participant_with_their_answer(pg_a
     while bot.page.kind != "attention_check":
         bot.step()
     data = bot.answer()
-    with pg_app.app_context():
+    with any_app.app_context():
         attention = next(b for b in definition["tasks"] if b["type"] == "attention_check")
         question = attention["questions"][0]
         other = next(o for o in question["options"] if o != question["correct"])
     data[f"q_{question['id']}"] = other
     assert _post(bot, data)
-    failed = Bot(FlaskTransport(pg_app), definition, BotBehaviour(platform="link", fail_quiz=True))
+    failed = Bot(FlaskTransport(any_app), definition, BotBehaviour(platform="link", fail_quiz=True))
     assert failed.run().outcome == "screened_out"
-    with pg_app.app_context():
+    with any_app.app_context():
         first, second = db.session.scalars(select(Participant).order_by(Participant.id)).all()
         assert (first.quiz_attempts, first.quiz_passed, first.attention_passed) == (2, True, False)
         assert second.status is ParticipantStatus.screened_out
