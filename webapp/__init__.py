@@ -23,7 +23,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Flask
         The app with extensions, blueprints, error handlers and CLI commands registered.
     """
-    from webapp import errors, security, sessions
+    from webapp import errors, health, security, sessions
     from webapp.cli import register_commands
     from webapp.config import private_sqlite_file, resolve_config
     from webapp.extensions import csrf, db, migrate
@@ -62,6 +62,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(researcher_bp)
     errors.register(app)
     security.register(app)
+    health.register(app)
     register_commands(app)
     return app
 

@@ -131,6 +131,14 @@ _INT_ENV = {
     "FRAMELAB_ENROLMENTS_PER_CLIENT": "ENROLMENTS_PER_CLIENT",
     "FRAMELAB_ENROLMENT_WINDOW_MINUTES": "ENROLMENT_WINDOW_MINUTES",
 }
+# Connection pool of each app process (SQLAlchemy's QueuePool arguments). The connections a
+# deployment needs add up over processes and hosts: workers x (pool_size + max_overflow) per
+# host, summed over hosts, must stay under the database's max_connections (docs/platform.md).
+_POOL_ENV = {
+    "FRAMELAB_DB_POOL_SIZE": ("pool_size", 1),
+    "FRAMELAB_DB_MAX_OVERFLOW": ("max_overflow", 0),
+    "FRAMELAB_DB_POOL_TIMEOUT": ("pool_timeout", 1),
+}
 
 
 def normalise_database_url(url: str) -> str:
@@ -327,6 +335,15 @@ def resolve_config(
     )
     options = dict(settings.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
     options.setdefault("pool_pre_ping", True)
+    for var, (option, minimum) in _POOL_ENV.items():
+        if env.get(var):
+            try:
+                value = int(env[var])
+            except ValueError:
+                raise ConfigError(f"{var}={env[var]!r} is not a whole number") from None
+            if value < minimum:
+                raise ConfigError(f"{var}={value} must be at least {minimum}")
+            options[option] = value
     settings["SQLALCHEMY_ENGINE_OPTIONS"] = options
     if not settings.get("SECRET_KEY"):
         if env_name == "production":
