@@ -32,7 +32,7 @@ _MESSAGES = {
         410,
     ),
     StudyState.draft: (
-        # Issue 17: someone with a real link to a study being prepared is told it is not open
+        # Someone with a real link to a study being prepared is told it is not open
         # yet, not that the link is wrong (they would re-check a correct link).
         "E403-NOT-OPEN",
         "This study is not open yet. Please try again later, or return the submission on the "

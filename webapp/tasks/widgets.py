@@ -3,7 +3,7 @@
 WTForms writes each attribute of an ``<input>`` as ``Markup('{k}="{v}"').format(k=..., v=...)``,
 and ``Markup.format`` runs ``string.Formatter`` in pure Python: on the product-choice study the
 inputs of the WTP page and the radio options of the quiz and questionnaires spent 7.5 % of a
-request's profiled CPU there (``bench/profile_pages.py --profile``, issue 21).
+request's profiled CPU there (``bench/profile_pages.py --profile``).
 ``Input.html_params`` is a static method that WTForms lets a widget subclass replace;
 :func:`html_params` returns the same string (a property test compares the two) with plain
 string operations. The fields below are WTForms' own with these widgets, so a task module
