@@ -344,6 +344,12 @@ def resolve_config(
             if value < minimum:
                 raise ConfigError(f"{var}={value} must be at least {minimum}")
             options[option] = value
+    if env.get("FRAMELAB_PGBOUNCER", "").strip().lower() in ("1", "true", "yes", "transaction"):
+        # Behind PgBouncer in transaction mode a transaction may run on any server connection,
+        # so a statement psycopg prepared on one is unknown on the next: prepare none.
+        connect_args = dict(options.get("connect_args") or {})
+        connect_args["prepare_threshold"] = None
+        options["connect_args"] = connect_args
     settings["SQLALCHEMY_ENGINE_OPTIONS"] = options
     if not settings.get("SECRET_KEY"):
         if env_name == "production":
