@@ -52,7 +52,7 @@ def study_load(files: tuple[Path, ...], force: bool, owner: str | None) -> None:
     from webapp.services import audit
     from webapp.services.accounts import get_researcher
     from webapp.services.studies import StudyLoadError, load_study
-    from webapp.validation import StudyDefinitionError
+    from webapp.validation import StudyDefinitionError, error_lines
 
     owner_row = get_researcher(owner) if owner else None
     if owner and owner_row is None:
@@ -61,7 +61,12 @@ def study_load(files: tuple[Path, ...], force: bool, owner: str | None) -> None:
     for path in files:
         try:
             result = load_study(path, force=force)
-        except (StudyDefinitionError, StudyLoadError) as exc:
+        except StudyDefinitionError as exc:
+            for line in error_lines(exc):  # each error of the file on its own line
+                click.echo(f"error: {line}", err=True)
+            failed = True
+            continue
+        except StudyLoadError as exc:
             click.echo(f"error: {exc}", err=True)
             failed = True
             continue

@@ -24,16 +24,18 @@ depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table("participant", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "is_test",
-                sa.Boolean(),
-                server_default=sa.false(),
-                nullable=False,
-                comment="a bot or a researcher preview: left out of counts, payments and exports",
-            )
-        )
+    # A plain ADD COLUMN on every database: batch mode would copy the participant table on
+    # SQLite and drop the original, which its foreign keys refuse once responses exist.
+    op.add_column(
+        "participant",
+        sa.Column(
+            "is_test",
+            sa.Boolean(),
+            server_default=sa.false(),
+            nullable=False,
+            comment="a bot or a researcher preview: left out of counts, payments and exports",
+        ),
+    )
     op.execute(sa.text("UPDATE participant SET is_test = is_preview"))
     op.create_index(
         "ix_participant_study_test", "participant", ["study_id", "is_test"], unique=False
@@ -42,5 +44,9 @@ def upgrade():
 
 def downgrade():
     op.drop_index("ix_participant_study_test", table_name="participant")
-    with op.batch_alter_table("participant", schema=None) as batch_op:
-        batch_op.drop_column("is_test")
+    if op.get_bind().dialect.name == "sqlite":
+        # SQLite (3.35+) drops the column in place. Batch mode would copy the table and drop
+        # the original, which its foreign keys refuse while responses point at participants.
+        op.execute(sa.text("ALTER TABLE participant DROP COLUMN is_test"))
+    else:
+        op.drop_column("participant", "is_test")
