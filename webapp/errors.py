@@ -123,11 +123,14 @@ def register(app: Flask) -> None:
         )
 
     from sqlalchemy.exc import InterfaceError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     @app.errorhandler(OperationalError)
     @app.errorhandler(InterfaceError)
+    @app.errorhandler(PoolTimeout)
     def database_unavailable(exc: Exception):
-        # The database is restarting, unreachable or (SQLite) locked past the busy timeout.
+        # The database is restarting, unreachable, (SQLite) locked past the busy timeout, or
+        # every pooled connection stayed busy past the pool's timeout (a flood of requests).
         # The request's transaction did not commit, so the page is safe to send again.
         app.logger.warning("database unavailable: %s", type(exc).__name__)
         from webapp.extensions import db
