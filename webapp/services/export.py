@@ -331,7 +331,7 @@ def _sentiment_codebook_tables(study: Study) -> dict[str, list[str]]:
 
 
 def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
-    from webapp.tasks.rating_export import evaluation_blocks, evaluation_table
+    from webapp.tasks.rating.export import evaluation_blocks, evaluation_table
 
     if not evaluation_blocks(study):
         return {}
@@ -343,7 +343,7 @@ def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
 
 def describe_column(column: str) -> tuple[str, str, str]:
     """Return ``(type, meaning, allowed values)`` of an export column for the codebook."""
-    from webapp.tasks.rating_export import CODEBOOK as EVALUATION_CODEBOOK
+    from webapp.tasks.rating.export import CODEBOOK as EVALUATION_CODEBOOK
     from webapp.tasks.sentiment.export import CODEBOOK as SENTIMENT_CODEBOOK
 
     if column in CODEBOOK:
@@ -485,7 +485,7 @@ def build_table(
     if include_platform_ids and fmt != "long":
         raise ValueError("raw platform IDs are only available in the long export")
     scope = {"include_test": include_test, "include_excluded": include_excluded}
-    from webapp.tasks.rating_export import evaluation_blocks, evaluation_table
+    from webapp.tasks.rating.export import evaluation_blocks, evaluation_table
 
     if evaluation_blocks(study) and fmt in {"long", "pairs"}:
         return evaluation_table(study, fmt, include_platform_ids=include_platform_ids, **scope)

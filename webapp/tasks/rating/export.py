@@ -12,7 +12,7 @@ from typing import Any
 
 from webapp.export_common import PLATFORM_ID_COLUMNS, TEST_COLUMN, iso_time
 from webapp.models import Annotation, AnnotationState, Study
-from webapp.tasks import rating_slots as slots
+from webapp.tasks import evaluation_slots as slots
 
 RATING_TASK = "summary_rating"
 PREFERENCE_TASK = "pairwise_preference"
