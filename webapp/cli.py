@@ -545,7 +545,7 @@ def mturk_assignments(slug: str) -> None:
     import csv
     import sys
 
-    from webapp.services.mturk import assignment_history
+    from webapp.services.assignments import assignment_history
 
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(

@@ -26,9 +26,8 @@ from webapp.participant import bp
 from webapp.participant.forms import ConsentForm
 from webapp.participant.lookup import request_page_rows, request_study
 from webapp.security import allow_mturk_framing
-from webapp.services import allocation, enrol_limit, flow
+from webapp.services import allocation, assignments, enrol_limit, flow
 from webapp.services import entry as entry_service
-from webapp.services import mturk as mturk_service
 from webapp.services.accounts import client_hash
 from webapp.services.entry import Entry, EntryError
 from webapp.sessions import console_researcher
@@ -318,7 +317,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                 and participant.platform is Platform.mturk
                 and participant.status is ParticipantStatus.completed
             ):
-                mturk_service.settle_assignment(
+                assignments.settle_assignment(
                     participant, flow.assignment_from_token(token, _secret()), utcnow()
                 )
             if not result.accepted:

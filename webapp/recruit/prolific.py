@@ -27,7 +27,6 @@ Every answer is checked at this boundary: a missing id or status is a clear
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,6 +45,7 @@ from webapp.recruit.base import (
     fee,
     safe_text,
 )
+from webapp.recruit.prolific_answers import answer_dict, prolific_id
 from webapp.services.entry import canonical_spelling
 
 DEFAULT_API_URL = "https://api.prolific.com"
@@ -75,8 +75,6 @@ _REACHED = {
     "pause": {"PAUSED"},
     "close": {"AWAITING REVIEW", "COMPLETED"},
 }
-# Prolific's ids go into URL paths: anything else in an answer is refused at the boundary.
-_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_PAGES = 10_000
 
 
@@ -99,26 +97,6 @@ def _error_text(resp: Any) -> str:
         detail = " ".join(map(str, detail))
     parts = [str(err.get("title") or ""), str(detail or "")]
     return safe_text("; ".join(p for p in parts if p) or err)
-
-
-def prolific_id(value: Any, what: str) -> str:
-    """``value`` as a Prolific id, or a clear error naming ``what`` answered without one."""
-    if isinstance(value, str) and _ID.match(value):
-        return value
-    raise RecruitError(
-        f"Prolific's answer to {what} has no usable id (got {safe_text(repr(value), 60)}); "
-        "nothing more was done"
-    )
-
-
-def answer_dict(data: Any, what: str) -> dict[str, Any]:
-    """``data`` if it is a JSON object, else a clear error naming the call."""
-    if isinstance(data, dict):
-        return data
-    raise RecruitError(
-        f"Prolific's answer to {what} is not an object (got {safe_text(repr(data), 60)}); "
-        "nothing more was done"
-    )
 
 
 class ProlificRecruiter(Recruiter):

@@ -34,6 +34,7 @@ from webapp.models import BonusPayment, Platform, PlatformIdentity
 from webapp.recruit import ledger
 from webapp.recruit.bonus_actions import payable
 from webapp.recruit.errors import NotSent, RecruitError, Refused
+from webapp.recruit.prolific_answers import answer_dict, prolific_id
 from webapp.recruit.results import Report, Submission, cents
 from webapp.services.entry import canonical_spelling
 
@@ -155,8 +156,6 @@ class ProlificPayments:
 
     def _set_up_group(self, group: list[Row], report: Report) -> list[list[Row]]:
         """One set-up call for ``group`` (held, ``claimed``); returns groups to try again."""
-        from webapp.recruit.prolific import answer_dict, prolific_id
-
         ids = _ids(group)
         asked = sum(b.amount_cents for b, _ in group)
         csv_bonuses = "\n".join(f"{worker(i)},{_dollars(b.amount_cents)}" for b, i in group)

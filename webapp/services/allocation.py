@@ -52,7 +52,7 @@ from webapp.models import (
 ANNOTATION_TASK = "sentiment_annotation"
 # Every task type that hands out slots with this module. Only the sentiment blocks are synced
 # here (sync_items); the rating and preference task types sync their own items
-# (webapp.tasks.rating_slots) and share the rest: reserve_batch, record_label, study_is_full.
+# (webapp.tasks.evaluation_slots) and share the rest: reserve_batch, record_label, study_is_full.
 # What the console and exports report of the slots is in webapp.services.slot_report.
 SLOT_TASKS = (ANNOTATION_TASK, "summary_rating", "pairwise_preference")
 # Candidates locked beyond the batch size: a few may turn out to be full when recounted.

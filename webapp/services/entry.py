@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
 from webapp.services import testmark
+from webapp.services.assignments import record_assignment
 from webapp.services.design import SEQUENCES, choose_sequence
 from webapp.tasks import get_task_type
 
@@ -269,8 +270,6 @@ def record_visit(participant: Participant, entry: Entry, now: datetime) -> int |
     """
     if entry.platform is not Platform.mturk or participant.platform is not Platform.mturk:
         return None
-    from webapp.services.mturk import record_assignment
-
     row = record_assignment(
         participant,
         assignment_id=entry.external_session_id or "",
@@ -385,8 +384,6 @@ def add_participant(
         )
     )
     if platform is Platform.mturk and external_session_id and external_study_id and return_url:
-        from webapp.services.mturk import record_assignment
-
         # The first visit's assignment starts the history in the same transaction.
         record_assignment(
             participant,

@@ -6,13 +6,19 @@ import csv
 import importlib.util
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from webapp.export_common import (
+    PLATFORM_ID_COLUMNS,
+    TEST_COLUMN,
+    iso_time,
+    scope_participants,
+    with_test_column,
+)
 from webapp.extensions import db
 from webapp.models import (
     ChoiceResponse,
@@ -50,19 +56,12 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "duration_s",
     "finished_at",
 )
-PLATFORM_ID_COLUMNS = ("platform_participant_id", "platform_study_id", "platform_session_id")
-# Only in exports that include test participants (bots, researcher previews), last.
-TEST_COLUMN = "is_test"
 # OWASP "CSV injection": a cell starting with one of these runs as a formula in spreadsheets,
 # also after leading spaces (Excel and LibreOffice skip them) and in the full-width forms that
 # Japanese and Chinese input methods type (＝＋－＠, normalised to =+-@ by spreadsheets).
 _FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 # Skipped before the check: every Unicode space (str.lstrip) and the zero-width characters.
 _INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
-
-
-def _iso(ts: datetime | None) -> str | None:
-    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _flag(value: bool | None) -> int | None:
@@ -111,7 +110,7 @@ def choice_rows(
         .options(selectinload(Participant.choices), selectinload(Participant.identity))
         .order_by(Participant.id)
     )
-    query = _scope(query, include_test, include_excluded)
+    query = scope_participants(query, include_test, include_excluded)
     rows: list[dict[str, Any]] = []
     for p in db.session.scalars(query):
         base = _participant_cells(study, p, with_attention)
@@ -142,23 +141,9 @@ def _participant_cells(study: Study, p: Participant, with_attention: bool) -> di
         "attention_passed": _flag(p.attention_passed) if with_attention else None,
         "duration_s": duration,
         # When the participant completed: the order in which interim looks count participants.
-        "finished_at": _iso(p.finished_at) if duration is not None else None,
+        "finished_at": iso_time(p.finished_at) if duration is not None else None,
         TEST_COLUMN: int(p.is_test),
     }
-
-
-def with_test_column(columns: list[str], include_test: bool) -> list[str]:
-    """Add ``is_test`` to a table's columns when it may hold test participants."""
-    return [*columns, TEST_COLUMN] if include_test else columns
-
-
-def _scope(query: Any, include_test: bool, include_excluded: bool) -> Any:
-    """Leave out test participants and excluded ones unless asked to keep them."""
-    if not include_test:
-        query = query.where(Participant.is_test.is_(False))
-    if not include_excluded:
-        query = query.where(Participant.excluded.is_(False))
-    return query
 
 
 def _choice_cells(c: ChoiceResponse, product_types: Mapping[str, str]) -> dict[str, Any]:
@@ -176,7 +161,7 @@ def _choice_cells(c: ChoiceResponse, product_types: Mapping[str, str]) -> dict[s
         "rt_ms": c.rt_ms,
         "wtp_rt_ms": c.wtp_rt_ms,
         "server_rt_ms": c.server_rt_ms,
-        "answered_at": _iso(c.answered_at),
+        "answered_at": iso_time(c.answered_at),
     }
 
 
@@ -346,7 +331,7 @@ def _sentiment_codebook_tables(study: Study) -> dict[str, list[str]]:
 
 
 def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
-    from webapp.tasks.rating_export import evaluation_blocks, evaluation_table
+    from webapp.tasks.rating.export import evaluation_blocks, evaluation_table
 
     if not evaluation_blocks(study):
         return {}
@@ -358,7 +343,7 @@ def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
 
 def describe_column(column: str) -> tuple[str, str, str]:
     """Return ``(type, meaning, allowed values)`` of an export column for the codebook."""
-    from webapp.tasks.rating_export import CODEBOOK as EVALUATION_CODEBOOK
+    from webapp.tasks.rating.export import CODEBOOK as EVALUATION_CODEBOOK
     from webapp.tasks.sentiment.export import CODEBOOK as SENTIMENT_CODEBOOK
 
     if column in CODEBOOK:
@@ -415,7 +400,7 @@ def wide_rows(
     )
     with_attention = _has_attention_check(study)
     rows = []
-    for p in db.session.scalars(_scope(query, include_test, include_excluded)):
+    for p in db.session.scalars(scope_participants(query, include_test, include_excluded)):
         row: dict[str, Any] = {
             **_participant_cells(study, p, with_attention),
             "excluded": int(p.excluded),
@@ -450,7 +435,9 @@ def page_time_rows(
         .order_by(Participant.id, PageVisit.page_seq)
     )
     rows = []
-    for visit, code, is_test in db.session.execute(_scope(query, include_test, include_excluded)):
+    for visit, code, is_test in db.session.execute(
+        scope_participants(query, include_test, include_excluded)
+    ):
         server_ms = None
         if visit.submitted_at is not None:
             server_ms = round((visit.submitted_at - visit.shown_at).total_seconds() * 1000)
@@ -460,8 +447,8 @@ def page_time_rows(
                 "participant_id": code,
                 "page_seq": visit.page_seq,
                 "page": visit.page,
-                "shown_at": _iso(visit.shown_at),
-                "submitted_at": _iso(visit.submitted_at),
+                "shown_at": iso_time(visit.shown_at),
+                "submitted_at": iso_time(visit.submitted_at),
                 "server_ms": server_ms,
                 "rt_ms": visit.rt_ms,
                 TEST_COLUMN: int(is_test),
@@ -498,7 +485,7 @@ def build_table(
     if include_platform_ids and fmt != "long":
         raise ValueError("raw platform IDs are only available in the long export")
     scope = {"include_test": include_test, "include_excluded": include_excluded}
-    from webapp.tasks.rating_export import evaluation_blocks, evaluation_table
+    from webapp.tasks.rating.export import evaluation_blocks, evaluation_table
 
     if evaluation_blocks(study) and fmt in {"long", "pairs"}:
         return evaluation_table(study, fmt, include_platform_ids=include_platform_ids, **scope)

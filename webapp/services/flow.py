@@ -26,6 +26,7 @@ from webapp.models import (
     Platform,
     Study,
 )
+from webapp.services.assignments import current_assignment
 from webapp.services.participant_data import Answer, Position, participant_data
 from webapp.tasks import get_task_type
 from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
@@ -362,8 +363,6 @@ def finish(
     if participant.platform is Platform.prolific and status is ParticipantStatus.completed:
         return Finish("prolific", code, f"{prolific_url}?cc={code}")
     if participant.platform is Platform.mturk and status is ParticipantStatus.completed:
-        from webapp.services.mturk import current_assignment
-
         target = assignment or current_assignment(participant)
         assert target is not None, "every MTurk session has the assignment it arrived with"
         return Finish(

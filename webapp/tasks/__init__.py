@@ -1,9 +1,12 @@
 """The registry of task types. A study block's ``type`` names one of these.
 
-To add a task type (e.g. ``sentiment_annotation``): write a module with a
-:class:`~webapp.tasks.base.TaskType` subclass (schema in ``validate``, form in ``build_form``,
-template name, storage in ``save``), add its template under ``templates/tasks/``, and list the
-class in ``_BUILTIN`` below.
+Each task type is one package here (``product_choice/``, ``rating/`` with its ``export``,
+``sentiment/`` with its ``items`` and ``export``, ...). To add one (e.g. ``sentiment_annotation``):
+write a package whose ``__init__`` holds a :class:`~webapp.tasks.base.TaskType` subclass (schema
+in ``validate``, form in ``build_form``, template name, storage in ``save``), add its template
+under ``templates/tasks/``, and list the class in ``_BUILTIN`` below. What several task types
+share sits beside them (``base``, ``widgets``, ``evaluation_slots``); a task type never imports
+another one.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ import wtforms
 from markupsafe import Markup, escape
 from wtforms.widgets.core import clean_key
 
+# The longest number or amount a participant can type or paste (``maxlength``): enough for any
+# sane answer, and small enough that a refused page always fits the session for its redirect.
+NUMBER_MAX_CHARS = 20
+
 
 def html_params(**kwargs: Any) -> Markup:
     """WTForms' ``html_params``: attributes sorted by name, ``True`` bare, ``False`` left out,

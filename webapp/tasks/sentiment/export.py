@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from webapp.export_common import PLATFORM_ID_COLUMNS, iso_time, with_test_column
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, utcnow
 
@@ -82,8 +83,6 @@ def annotation_rows(
         Keys :data:`ANNOTATION_LONG_COLUMNS` (plus the platform ID columns on request),
         ordered by participant and ``trial_index``.
     """
-    from webapp.services.export import _iso
-
     query = (
         select(Annotation, AnnotationItem, Participant)
         .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
@@ -111,7 +110,7 @@ def annotation_rows(
             "surplus": int(a.surplus),
             "trial_index": a.trial_index,
             "rt_ms": a.rt_ms,
-            "answered_at": _iso(a.answered_at),
+            "answered_at": iso_time(a.answered_at),
             "is_test": int(p.is_test),
         }
         if include_platform_ids:
@@ -171,8 +170,6 @@ def sentiment_table(
     include_excluded: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows and columns of the sentiment study's ``long`` or ``items`` table."""
-    from webapp.services.export import PLATFORM_ID_COLUMNS, with_test_column
-
     if fmt == "items":
         return item_rows(study)
     columns = list(ANNOTATION_LONG_COLUMNS)

@@ -19,8 +19,7 @@ from wtforms.validators import InputRequired
 from webapp.models import ChoiceResponse
 from webapp.services.design import Trial, derive_sequence
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType, insert_row
-from webapp.tasks.questions import NUMBER_MAX_CHARS
-from webapp.tasks.widgets import RadioField, StringField
+from webapp.tasks.widgets import NUMBER_MAX_CHARS, RadioField, StringField
 from webapp.text_rules import fill
 from webapp.validation import (
     Collector,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from webapp.export_common import PLATFORM_ID_COLUMNS, TEST_COLUMN, iso_time
 from webapp.models import Annotation, AnnotationState, Study
-from webapp.tasks import rating_slots as slots
+from webapp.tasks import evaluation_slots as slots
 
 RATING_TASK = "summary_rating"
 PREFERENCE_TASK = "pairwise_preference"
@@ -90,10 +91,6 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _iso(ts: Any) -> str | None:
-    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def evaluation_blocks(study: Study) -> list[dict[str, Any]]:
     """The study's rating and preference blocks, in order."""
     tasks = study.definition["tasks"]
@@ -109,7 +106,7 @@ def _base(study: Study, a: Annotation, p: Any) -> dict[str, Any]:
         "trial_index": a.trial_index,
         "surplus": int(a.surplus),
         "rt_ms": a.rt_ms,
-        "answered_at": _iso(a.answered_at),
+        "answered_at": iso_time(a.answered_at),
         "is_test": int(p.is_test),
     }
 
@@ -261,8 +258,6 @@ def evaluation_table(
     ValueError
         ``pairs`` asked of a study without a preference block.
     """
-    from webapp.services.export import PLATFORM_ID_COLUMNS, TEST_COLUMN
-
     blocks = evaluation_blocks(study)
     scope = {
         "include_platform_ids": include_platform_ids,

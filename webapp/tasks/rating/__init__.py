@@ -4,7 +4,7 @@ Each page shows one source — its passages, collapsible — and the N summaries
 drawn from the participant's seed, labelled "Summary 1…N" (system names never reach the page).
 Every summary gets one answer per dimension on a ``scale`` (default the five perspective
 dimensions on 1–4). Sources are allocated to ``raters_per_item`` raters each with the
-sentiment task's reserve → confirm / expire machinery (:mod:`webapp.tasks.rating_slots`).
+sentiment task's reserve → confirm / expire machinery (:mod:`webapp.tasks.evaluation_slots`).
 
 YAML keys: ``items`` (JSONL file), ``raters_per_item`` (3), ``items_per_participant`` (4),
 ``reservation_minutes`` (30), ``dimensions`` (list of ``id, name, question, definition``),
@@ -18,7 +18,7 @@ from typing import Any
 from wtforms.validators import InputRequired
 
 from webapp.models import TaskResponse
-from webapp.tasks import rating_slots as slots
+from webapp.tasks import evaluation_slots as slots
 from webapp.tasks.base import (
     NEXT,
     Outcome,

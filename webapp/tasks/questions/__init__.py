@@ -27,7 +27,7 @@ from webapp.tasks.base import (
     TaskType,
     insert_row,
 )
-from webapp.tasks.widgets import RadioField, StringField, TextInput
+from webapp.tasks.widgets import NUMBER_MAX_CHARS, RadioField, StringField, TextInput
 from webapp.validation import (
     LINE_MAX,
     Where,
@@ -48,9 +48,6 @@ TEXT_MAX_DEFAULT = 500
 TEXT_MAX_LIMIT = 5000
 DIGITS_ONLY = "Please type the number with the digits 0 to 9."
 WHOLE_NUMBER = "Please enter a whole number without a decimal point, for example 25."
-# The longest number or amount a participant can type or paste (``maxlength``): enough for any
-# sane answer, and small enough that a refused page always fits the session for its redirect.
-NUMBER_MAX_CHARS = 20
 
 
 def plural(n: int, one: str, many: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from webapp.export_common import scope_participants
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
 from webapp.tasks.base import Outcome, PageContext, SaveResult, reservation_keys
@@ -218,8 +219,6 @@ def answered_rows(study: Study, block_id: str, include_test: bool, include_exclu
     from sqlalchemy import and_
     from sqlalchemy.orm import selectinload
 
-    from webapp.services.export import _scope
-
     query = (
         select(Annotation, AnnotationItem, Participant, TaskResponse)
         .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
@@ -240,4 +239,4 @@ def answered_rows(study: Study, block_id: str, include_test: bool, include_exclu
         .options(selectinload(Participant.identity))
         .order_by(Participant.id, Annotation.trial_index)
     )
-    return db.session.execute(_scope(query, include_test, include_excluded))
+    return db.session.execute(scope_participants(query, include_test, include_excluded))

@@ -22,7 +22,7 @@ from wtforms import TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
 from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
-from webapp.tasks import rating_slots as slots
+from webapp.tasks import evaluation_slots as slots
 from webapp.tasks.base import (
     NEXT,
     Outcome,
