@@ -256,6 +256,39 @@ def _embedder(spec: str) -> Callable[..., Any]:
     return sentence_transformer_embedder(None if spec == "default" else spec)
 
 
+PRIMACY_SCALE_WARNING = (
+    "warning: primacy similarities (s_b, s_m, s_e) come from all-MiniLM-L6-v2; the seed study "
+    "embedded with E5, whose cosines sit on another scale, so psi_pri here is comparable "
+    "between methods of this run but not with the paper's numbers (--embedder PATH for an E5 "
+    "model)."
+)
+
+
+def _check_judge(judge: str | None, model: str | None, allow_self: bool, *, needed: bool) -> str:
+    """The framing judge to use: one fixed model, refused when it is the model under test."""
+    if not needed:
+        return judge or "vader"  # fact checks only: nothing is judged
+    if judge is None:
+        raise click.UsageError(
+            "give --judge: framing is judged by one fixed model for every model under test "
+            "(a checkpoint or served model name, or 'vader'); '--judge model "
+            "--allow-self-judge' lets the model under test judge itself"
+        )
+    if judge == "model" or (model is not None and judge == model):
+        if not allow_self:
+            raise click.UsageError(
+                f"--judge {judge} is the model under test: its framing labels would move with "
+                "every model compared. Name a fixed judge, or add --allow-self-judge."
+            )
+        click.echo(
+            "warning: the model under test judges its own framing (--allow-self-judge); "
+            "phi_frame is then not comparable across models.",
+            err=True,
+        )
+        return "model"
+    return judge
+
+
 def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return _apply([*_INPUT_OPTIONS, *_BACKEND_OPTIONS], func)
 
@@ -289,10 +322,15 @@ def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--judge",
-    default="model",
-    show_default=True,
-    help="Framing judge: 'model' (the model under test), 'vader' (lexicon baseline) "
-    "or another checkpoint/served model name.",
+    default=None,
+    help="Framing judge, one fixed model for every model under test (as in the seed study): "
+    "a checkpoint or served model name, or 'vader' (lexicon baseline). Required with "
+    "--dataset. 'model' (the model under test judging itself) needs --allow-self-judge.",
+)
+@click.option(
+    "--allow-self-judge",
+    is_flag=True,
+    help="Let the model under test judge its own summaries' framing (not the paper's setup).",
 )
 @click.option(
     "--embedder",
@@ -312,7 +350,8 @@ def compare_command(
     facts: str | None,
     methods: str,
     out_dir: str,
-    judge: str,
+    judge: str | None,
+    allow_self_judge: bool,
     embedder: str,
     cutoff: str | None,
     alpha: float,
@@ -364,6 +403,9 @@ def compare_command(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     summary_items = _unique_ids(summary_items)
+    judge = _check_judge(judge, kw.get("model"), allow_self_judge, needed=bool(summary_items))
+    if summary_items and embedder == "default":
+        click.echo(PRIMACY_SCALE_WARNING, err=True)
     backend = _backend(kw)
     if judge == "model":
         judge_backend = backend
@@ -403,8 +445,12 @@ def compare_command(
     if result.fact_checking is not None:
         write_csv(result.fact_checking, out / "fact_check_table.csv")
         click.echo(result.fact_checking[
-            ["period", "method", "actual_acc", "falsified_acc", "strict_acc"]
+            ["period", "method", "actual_acc", "falsified_acc", "strict_acc", "hallucination_rate"]
         ].to_string(index=False, float_format=lambda v: f"{v:.3f}"))  # fmt: skip
+        click.echo(
+            "hallucination_rate = 1 - strict accuracy; the seed study's headline rate is its "
+            "'post' row (answers about events after the model's cutoff)."
+        )
     click.echo(f"tables and plot in {out}")
     if any(run.n_failed for run in result.runs):
         sys.exit(1)
