@@ -85,6 +85,14 @@ def _make_command(task: str) -> click.Command:
         extra += [
             click.option("--left-field", default="left", show_default=True),
             click.option("--right-field", default="right", show_default=True),
+            click.option(
+                "--passage-seed",
+                type=int,
+                default=0,
+                show_default=True,
+                help="Run seed of the shuffle of each side's passages before they alternate "
+                "(each item's own seed is recorded as passage_seed).",
+            ),
         ]
     if task == "judge-pair":
         extra += [
@@ -137,6 +145,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
         positions=tuple(kw.get("positions") or ("prefix", "suffix")),
         left_field=kw.get("left_field", "left"),
         right_field=kw.get("right_field", "right"),
+        passage_seed=kw.get("passage_seed", 0),
         human_field=kw.get("human_field", "human_summary"),
         generated_field=kw.get("generated_field", "generated_summary"),
     )

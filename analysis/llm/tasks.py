@@ -48,6 +48,10 @@ class TaskOptions:
         ``judge-pair``: fields holding the human (ground-truth) and generated summaries.
     pair_names : tuple of str
         ``judge-pair``: names under which the first and second summary are shown.
+    passage_seed : int
+        ``perspective-summary``: run seed of the shuffle of each side's passages before they
+        alternate (PoliSum shuffles passages that share a perspective); each item's own seed,
+        derived from it and the item ID, is recorded in its records as ``passage_seed``.
     """
 
     text_field: str = "text"
@@ -59,6 +63,7 @@ class TaskOptions:
     human_field: str = "human_summary"
     generated_field: str = "generated_summary"
     pair_names: tuple[str, str] = ("Summary A", "Summary B")
+    passage_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,12 +162,27 @@ def _expand_reframe(
     return prompts
 
 
-def mix_passages(first: str, second: str) -> str:
+def shuffled_units(text: str, seed: int | None) -> list[str]:
+    """A side's units (:func:`analysis.metrics.text.passages`), shuffled by ``random.Random(seed)``
+    (kept in order when ``seed`` is None)."""
+    import random
+
+    from analysis.metrics.text import passages
+
+    units = passages(text)
+    if seed is not None:
+        random.Random(seed).shuffle(units)
+    return units
+
+
+def mix_passages(first: str, second: str, seed: int | None = None) -> str:
     """Interleave two texts unit by unit (lines or paragraphs, or sentences for a single line).
 
     Units are :func:`analysis.metrics.text.passages`: a side of several lines (PoliSum separates
     its passages by single newlines) is interleaved passage by passage, never sentence by
-    sentence; a one-line side is cut into sentences by the shared library splitter.
+    sentence; a one-line side is cut into sentences by the shared library splitter. With a
+    ``seed``, each side's units are first shuffled (:func:`shuffled_units`, the same seed for
+    both sides), so passages that share a perspective do not keep their source order.
 
     Examples
     --------
@@ -171,9 +191,7 @@ def mix_passages(first: str, second: str) -> str:
     >>> mix_passages("Mr. Li spoke. He left.\\nSen. Ng agreed.", "R1.")
     'Mr. Li spoke. He left.\\n\\nR1.\\n\\nSen. Ng agreed.'
     """
-    from analysis.metrics.text import passages
-
-    a, b = passages(first), passages(second)
+    a, b = shuffled_units(first, seed), shuffled_units(second, seed)
     mixed: list[str] = []
     for i in range(max(len(a), len(b))):
         mixed.extend(u[i] for u in (a, b) if i < len(u))
@@ -183,14 +201,19 @@ def mix_passages(first: str, second: str) -> str:
 def _expand_perspective(
     item: Mapping[str, Any], tpl: PromptTemplate, opts: TaskOptions
 ) -> list[Prompt]:
+    from analysis.llm.backends.base import item_seed
+
     sides = {"left": _text(item, opts.left_field), "right": _text(item, opts.right_field)}
+    # One recorded seed per item: both orders show the same shuffled passages, so they differ
+    # only in which side leads.
+    seed = item_seed(opts.passage_seed, str(item.get("item_id")))
     prompts = []
     for order in ("left_first", "right_first"):
         first, second = ("left", "right") if order == "left_first" else ("right", "left")
-        passage = mix_passages(sides[first], sides[second])
+        passage = mix_passages(sides[first], sides[second], seed)
         for perspective in opts.perspectives:
             messages = tpl.messages(text=passage, perspective=perspective)
-            variant = {"perspective": perspective, "order": order}
+            variant = {"perspective": perspective, "order": order, "passage_seed": str(seed)}
             prompts.append(Prompt(item, variant, messages, passage))
     return prompts
 
