@@ -61,6 +61,13 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Prompt template: a name (`framelab generate templates`), a .txt/.json file "
             "with your own wording, or TASK=PATH.",
         ),
+        click.option(
+            "--prompts",
+            "prompts_file",
+            type=click.Path(dir_okay=False),
+            help="YAML/JSON file of your own prompts (task, step or method -> text, as "
+            "`framelab mitigate --prompts`); this task's entry replaces its default prompt.",
+        ),
         click.option("--method", default="baseline", show_default=True),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
@@ -156,7 +163,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
             items,
             backend,
             kw["out_path"],
-            template=kw["template"],
+            template=_template_choice(task, kw),
             method=kw["method"],
             options=options,
             progress=not kw["no_progress"],
@@ -180,6 +187,26 @@ def generate() -> None:
 
 for _task in TASK_HELP:
     generate.add_command(_make_command(_task))
+
+
+def _template_choice(task: str, kw: dict[str, Any]) -> Any:
+    """``--template`` as given, or this task's prompt from ``--prompts FILE`` (not both)."""
+    if not kw.get("prompts_file"):
+        return kw["template"]
+    from analysis.llm.templates import TemplateError
+    from analysis.mitigation.prompt_file import load_prompts
+
+    try:
+        prompts = load_prompts(kw["prompts_file"])
+    except TemplateError as exc:
+        raise click.BadParameter(str(exc), param_hint="--prompts") from exc
+    if task not in prompts:
+        return kw["template"]
+    if kw["template"]:
+        raise click.UsageError(
+            f"--template and --prompts both give the {task} prompt: keep one of them"
+        )
+    return prompts[task]
 
 
 @generate.command("templates")

@@ -31,6 +31,9 @@ _INPUT_OPTIONS: list[Callable[..., Any]] = [
                  help="KEY=PATH: your own prompt file (.txt/.json). KEY is summarize or "
                  "fact-check (the baseline prompt the methods build on) or a method's own step "
                  "(cot-final, debias-prefix, … : `framelab mitigate templates`); repeatable."),
+    click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
+                 help="YAML/JSON file of your own prompts: task, step or method -> text "
+                 "(docs/mitigation.md, 'Your own prompts'); --template wins for a key in both."),
     click.option("--map", "mappings", multiple=True,
                  help="FIELD=COLUMN, repeatable (e.g. --map text=article)."),
     click.option("--id-field", help="Column with item IDs (default item_id or id)."),
@@ -64,17 +67,26 @@ def _items(path: str, kw: Mapping[str, Any], dataset: str | None = None) -> list
         raise click.ClickException(str(exc)) from exc
 
 
-def _templates(specs: tuple[str, ...], method: str | None = None) -> dict[str, Any]:
-    """``KEY=PATH`` options as ``{key: PromptTemplate}`` (a clear error for bad files).
+def _templates(
+    specs: tuple[str, ...], method: str | None = None, prompts_file: str | None = None
+) -> dict[str, Any]:
+    """``--prompts FILE`` and ``KEY=PATH`` options as ``{key: PromptTemplate}`` (a clear error
+    for bad files).
 
     KEY is a task (``summarize``, ``fact-check``: the baseline prompts) or a mitigation step
-    (``cot-final`` …). With ``method``, a step that method does not use is refused rather than
-    silently ignored.
+    (``cot`` …). With ``method``, a step that method does not use is refused rather than
+    silently ignored. A prompts file may cover every method; each run takes what it uses.
     """
     from analysis.llm.templates import TemplateError, load_template_file
+    from analysis.mitigation.prompt_file import load_prompts
     from analysis.mitigation.prompts import STEPS, load_step_file
 
     out: dict[str, Any] = {}
+    if prompts_file:
+        try:
+            out.update(load_prompts(prompts_file))
+        except TemplateError as exc:
+            raise click.BadParameter(str(exc), param_hint="--prompts") from exc
     for spec in specs:
         key, sep, path = spec.partition("=")
         key = key.strip().removeprefix("mitigate-")
@@ -115,7 +127,7 @@ def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
             dataset=kw["dataset"],
             progress=not kw["no_progress"],
             argv=sys.argv,
-            templates=_templates(kw["templates"], name),
+            templates=_templates(kw["templates"], name, kw["prompts_file"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc
@@ -426,7 +438,7 @@ def compare_command(
             params=params,
             alpha=alpha,
             progress=not kw["no_progress"],
-            templates=_templates(kw["templates"]),
+            templates=_templates(kw["templates"], prompts_file=kw["prompts_file"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc

@@ -408,7 +408,7 @@ def run_task(
     backend: Backend,
     out: str | Path,
     *,
-    template: str | None = None,
+    template: str | PromptTemplate | None = None,
     method: str = "baseline",
     options: TaskOptions | None = None,
     progress: bool = True,
@@ -431,9 +431,10 @@ def run_task(
         Where completions come from.
     out : str or Path
         Output JSONL.
-    template : str, optional
+    template : str or PromptTemplate, optional
         Template name, a template file (``.txt``/``.json``) or ``TASK=PATH`` (the task's
-        default otherwise); see :func:`analysis.llm.templates.resolve_template`.
+        default otherwise; see :func:`analysis.llm.templates.resolve_template`), or a template
+        already loaded (e.g. from a ``--prompts`` file).
     method : str
         ``baseline`` or a mitigation method's name (part of the resume key).
     options : TaskOptions, optional
@@ -454,7 +455,11 @@ def run_task(
         Counts, throughput and the manifest path.
     """
     spec = get_task(task)
-    tpl = resolve_template(task, template, spec.default_template)
+    tpl = (
+        template
+        if isinstance(template, PromptTemplate)
+        else resolve_template(task, template, spec.default_template)
+    )
     with template_decoding(backend, tpl, explicit_decoding) as decoding:
         return _run_task(
             spec, tpl, items, backend, out, method, options or TaskOptions(), progress, argv,

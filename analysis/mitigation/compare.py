@@ -361,7 +361,10 @@ def run_comparison(
         judgments = result.files.setdefault("judgments", out / "judgments.jsonl")
         # Source judgments are stored under method "source": under "baseline" they would share
         # their resume keys with the judgments of the baseline summaries of the same items.
-        run_task("judge-framing", summary_items, judge, judgments, method=SOURCE, progress=progress)
+        # The judge's own prompt, when a prompts file gives one, for sources and summaries alike.
+        judge_tpl = (templates or {}).get("judge-framing")
+        run_task("judge-framing", summary_items, judge, judgments, method=SOURCE,
+                 template=judge_tpl, progress=progress)  # fmt: skip
         summaries = read_records(path)
         # One judge run per method: summaries of one item by several methods share its item_id.
         # The stored records themselves are judged (not DataFrame rows, whose NaN fill and
@@ -376,6 +379,7 @@ def run_comparison(
                 judge,
                 judgments,
                 method=name,
+                template=judge_tpl,
                 options=TaskOptions(text_field="output"),
                 progress=progress,
             )

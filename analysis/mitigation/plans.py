@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.llm.templates import PromptTemplate, get_template
-from analysis.mitigation import chunking, decoding, guard, self_debias
+from analysis.mitigation import chunking, decoding, guard, prompt_file, self_debias
 from analysis.mitigation import prompts as P
 from analysis.mitigation.registry import get_method
 
@@ -371,7 +371,8 @@ def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan
         ``explain-choice`` …) that method's own prompt. Every template a plan uses is in
         ``Plan.templates``, so its text enters the method hash (the resume key).
     """
-    over = templates
+    # A prompts file may give one method its own copy of a shared prompt (summarize@METHOD).
+    over = prompt_file.scoped(name, templates)
     if name == BASELINE:
         if task == "fact-check":
             fact = (over or {}).get("fact-check") or get_template("fact-check", "baseline")
