@@ -105,6 +105,13 @@ def _make_command(task: str) -> click.Command:
         extra += [
             click.option("--human-field", default="human_summary", show_default=True),
             click.option("--generated-field", default="generated_summary", show_default=True),
+            click.option(
+                "--pair-names",
+                default="Summary A,Summary B",
+                show_default=True,
+                help="FIRST,SECOND: the names the judge sees for the two summaries and answers "
+                "with (use the names of the paper's prompt figure to match it).",
+            ),
         ]
 
     def command(**kw: Any) -> None:
@@ -155,6 +162,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
         passage_seed=kw.get("passage_seed", 0),
         human_field=kw.get("human_field", "human_summary"),
         generated_field=kw.get("generated_field", "generated_summary"),
+        pair_names=_pair_names(kw.get("pair_names") or "Summary A,Summary B"),
     )
     try:
         backend = engine.make_backend()
@@ -187,6 +195,15 @@ def generate() -> None:
 
 for _task in TASK_HELP:
     generate.add_command(_make_command(_task))
+
+
+def _pair_names(spec: str) -> tuple[str, str]:
+    names = [n.strip() for n in spec.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise click.BadParameter(
+            f"expected two different names FIRST,SECOND, got {spec!r}", param_hint="--pair-names"
+        )
+    return names[0], names[1]
 
 
 def _template_choice(task: str, kw: dict[str, Any]) -> Any:

@@ -520,6 +520,11 @@ def _run_task(
         # Judging sources and their summaries gives the same item IDs; which field was read must
         # be part of the key, or one run would look done to the other in a shared output file.
         settings = {**settings, "text_field": opts.text_field}
+    if task == "judge-pair" and opts.pair_names != TaskOptions.pair_names:
+        # The names are part of what the judge reads: other names, other results.
+        settings = {**settings, "pair_names": list(opts.pair_names)}
+    if task == "perspective-summary" and opts.passage_seed != TaskOptions.passage_seed:
+        settings = {**settings, "passage_seed": opts.passage_seed}
     thash = tpl.hash(settings)
     started, t0 = utc_now(), time.perf_counter()
 

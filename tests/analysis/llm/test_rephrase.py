@@ -218,3 +218,33 @@ def test_template_decoding_is_checked(tmp_path: Path) -> None:
             load_template_file(path, "summarize")
     path.write_text(json.dumps({"user": "{text}", "decoding": {"temperature": 0.7}}))
     assert load_template_file(path, "summarize").decoding == {"temperature": 0.7}
+
+
+def test_judge_pair_names_are_an_option_and_part_of_the_resume_key(
+    tmp_path: Path, tiny_model_dir, monkeypatch
+) -> None:
+    import json
+
+    import analysis.llm.tasks as tasks
+
+    seen: list[str] = []
+    real = tasks.run_task
+
+    def spy(*args, **kw):
+        seen.append(kw["options"].pair_names)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tasks, "run_task", spy)
+    items = tmp_path / "pairs.jsonl"
+    items.write_text(json.dumps(ITEMS[0]) + "\n")
+    out = tmp_path / "judged.jsonl"
+    args = ["judge-pair", "--input", str(items), "--out", str(out), "--model", tiny_model_dir,
+            "--max-new-tokens", "2", "--device", "cpu", "--no-progress"]  # fmt: skip
+    runner = CliRunner()
+    assert runner.invoke(generate, args).exit_code == 0
+    done = runner.invoke(generate, [*args, "--pair-names", "Summary 1,Summary 2"])
+    assert done.exit_code == 0, done.output
+    assert seen == [("Summary A", "Summary B"), ("Summary 1", "Summary 2")]
+    assert len({r["template_hash"] for r in read_records(out)}) == 2  # judged again
+    bad = runner.invoke(generate, [*args, "--pair-names", "Same,Same"])
+    assert bad.exit_code != 0 and "two different names" in bad.output
