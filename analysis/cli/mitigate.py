@@ -30,7 +30,7 @@ _INPUT_OPTIONS: list[Callable[..., Any]] = [
     click.option("--template", "templates", multiple=True,
                  help="KEY=PATH: your own prompt file (.txt/.json). KEY is summarize or "
                  "fact-check (the baseline prompt the methods build on) or a method's own step "
-                 "(cot-final, debias-prefix, … : `framelab mitigate templates`); repeatable."),
+                 "(cot, debias-prefix, … : `framelab mitigate templates`); repeatable."),
     click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
                  help="YAML/JSON file of your own prompts: task, step or method -> text "
                  "(docs/mitigation.md, 'Your own prompts'); --template wins for a key in both."),

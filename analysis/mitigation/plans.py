@@ -367,7 +367,7 @@ def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan
         ``summarize`` replaces the baseline summarisation prompt (the baseline and every
         method that prompts with it: position-shuffle, attention-sort, the decoding family),
         ``fact-check`` the fact-check baseline, and a step of
-        :data:`analysis.mitigation.prompts.STEPS` (``cot-final``, ``debias-prefix``,
+        :data:`analysis.mitigation.prompts.STEPS` (``ccs-rewrite``, ``debias-prefix``,
         ``explain-choice`` …) that method's own prompt. Every template a plan uses is in
         ``Plan.templates``, so its text enters the method hash (the resume key).
     """

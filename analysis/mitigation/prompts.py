@@ -49,7 +49,7 @@ class Step:
     Attributes
     ----------
     name : str
-        The file's stem and the ``--template`` key (``cot-final``); registered as
+        The file's stem and the ``--template`` key (``ccs-rewrite``); registered as
         ``mitigate-NAME``.
     task : str
         The task it serves (``summarize`` or ``fact-check``).
@@ -174,7 +174,7 @@ def step_template(
 ) -> PromptTemplate:
     """The prompt of a step: a researcher's replacement from ``overrides``, else the default.
 
-    ``overrides`` is keyed by step name (``cot-final``) as ``--template STEP=PATH`` gives it.
+    ``overrides`` is keyed by step name (``ccs-rewrite``) as ``--template STEP=PATH`` gives it.
     """
     chosen = (overrides or {}).get(step)
     if chosen is not None:
