@@ -233,8 +233,13 @@ def run_block(
     items: Sequence[Mapping[str, Any]],
     backend: Any,
     params: Mapping[str, Any],
+    extra_settings: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Intervention], float]:
-    """Run one method's plan over a block of items, each stage batched over the block."""
+    """Run one method's plan over a block of items, each stage batched over the block.
+
+    ``extra_settings`` change the backend's settings for this method's calls (a longer limit for
+    the methods that write analysis sections before their summary).
+    """
     from analysis.llm.backends.base import Request
     from analysis.mitigation.plans import BASELINE, ItemState, plan_of
     from analysis.mitigation.registry import get_method, resolve_params
@@ -242,7 +247,7 @@ def run_block(
     spec = None if name == BASELINE else get_method(name)
     values = resolve_params(spec, params) if spec is not None else {}
     plan = plan_of(name)
-    changes = dict(plan.settings(values))
+    changes = {**(extra_settings or {}), **plan.settings(values)}
     logged = [Logged(f) for f in changes.get("logits_processors", ())]
     if logged:
         changes["logits_processors"] = tuple(logged)
@@ -302,6 +307,7 @@ def generate_all(
     params: Mapping[str, Mapping[str, Any]],
     out: Path,
     block: int,
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """Append an output record per (method, item) not yet in ``outputs.jsonl``."""
     path = out / "outputs.jsonl"
@@ -312,7 +318,9 @@ def generate_all(
             todo = [i for i in chunk if (name, str(i["item_id"])) not in done]
             if not todo:
                 continue
-            results, log, seconds = run_block(name, todo, backend, params.get(name, {}))
+            results, log, seconds = run_block(
+                name, todo, backend, params.get(name, {}), (extra or {}).get(name)
+            )
             for item in todo:
                 item_id = str(item["item_id"])
                 rec = {"method": name, "item_id": item_id, **results[item_id],
@@ -486,9 +494,17 @@ def _fmt(row: Mapping[str, Any]) -> str:
     return f"{row['diff']:+.3g} [{row['ci_low']:+.3g}, {row['ci_high']:+.3g}]"
 
 
-def markdown(table: Any, base: Any) -> str:
-    """The effect table as Markdown: one row per method, one column per metric."""
-    cols = list(METRICS)
+# The table in two halves, so each fits a page: what the methods target, and what a reader sees.
+TABLES = (
+    ("phi_model", "phi_vader", "s_b", "s_m", "s_e", "psi_pri"),
+    ("cov_b", "cov_m", "cov_e", "words", "seconds", "repetition", "faithfulness", "perplexity"),
+)
+
+
+def markdown(table: Any, cols: Sequence[str] = METRICS) -> str:
+    """Effects as Markdown: a baseline row of means, then per method the paired difference from
+    the baseline with its 95 % CI."""
+    cols = list(cols)
     lines = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     first = table.drop_duplicates("metric").set_index("metric")
     lines.append("| baseline (mean) | " + " | ".join(
@@ -504,7 +520,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=None, help="first N texts only")
     parser.add_argument("--block", type=int, default=25, help="texts per block (batch size)")
-    parser.add_argument("--max-new-tokens", type=int, default=80)
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument(
+        "--section-tokens",
+        type=int,
+        default=128,
+        help="limit of the one-call methods that write sections before the summary",
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--methods", default="all", help="comma-separated, or all")
     parser.add_argument("--guard-explain-tokens", type=int, default=0,  # 0: rule checks only
@@ -542,7 +564,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     backend.load()  # before any timing: the first method must not pay for loading
     t0 = time.perf_counter()
     if args.stage in ("all", "generate"):
-        generate_all(items, names, backend, params, args.out, args.block)
+        # Chain-of-thought and cloze write three analysis sections before FINAL_SUMMARY in the
+        # same answer: at the summary's limit they would be cut before the summary begins.
+        extra = {m: {"max_new_tokens": args.section_tokens} for m in ("chain-of-thought", "cloze")}
+        generate_all(items, names, backend, params, args.out, args.block, extra)
         judge_all(items, backend, args.out)
     data = item_metrics(items, args.out, backend)
     data.to_csv(args.out / "items.csv", index=False)
@@ -550,11 +575,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     table.to_csv(args.out / "effects.csv", index=False)
     inter = intervention_table(data[data["item_id"].isin(common)])
     inter.to_csv(args.out / "interventions.csv", index=False)
-    md = markdown(table, data)
+    md = "\n\n".join(markdown(table, cols) for cols in TABLES)
     meta = {
         "texts": len(common),
         "methods": names,
         "max_new_tokens": args.max_new_tokens,
+        "section_tokens": args.section_tokens,
         "threads": args.threads,
         "block": args.block,
         "params": params,
