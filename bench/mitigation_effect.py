@@ -532,6 +532,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--guard-explain-tokens", type=int, default=0,  # 0: rule checks only
                         help="explanation length of the Guard")  # fmt: skip
     parser.add_argument("--checkpoint", type=Path, default=None)
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        help="METHOD.NAME=VALUE: another hyperparameter (a sensitivity run into its own --out)",
+    )
     parser.add_argument("--stage", choices=["all", "generate", "report"], default="all")
     args = parser.parse_args(argv)
 
@@ -557,6 +564,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         },  # fmt: skip
         "explanation-guard": {"explain_tokens": args.guard_explain_tokens},
     }
+    for spec in args.sets:
+        target, _, value = spec.partition("=")
+        method, _, name = target.partition(".")
+        params.setdefault(method, {})[name.replace("-", "_")] = value
     items = load_items(limit=args.limit)
     ckpt = args.checkpoint or checkpoint(args.out)
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.block)
