@@ -61,6 +61,13 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Prompt template: a name (`framelab generate templates`), a .txt/.json file "
             "with your own wording, or TASK=PATH.",
         ),
+        click.option(
+            "--prompts",
+            "prompts_file",
+            type=click.Path(dir_okay=False),
+            help="YAML/JSON file of your own prompts (task, step or method -> text, as "
+            "`framelab mitigate --prompts`); this task's entry replaces its default prompt.",
+        ),
         click.option("--method", default="baseline", show_default=True),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
@@ -85,11 +92,26 @@ def _make_command(task: str) -> click.Command:
         extra += [
             click.option("--left-field", default="left", show_default=True),
             click.option("--right-field", default="right", show_default=True),
+            click.option(
+                "--passage-seed",
+                type=int,
+                default=0,
+                show_default=True,
+                help="Run seed of the shuffle of each side's passages before they alternate "
+                "(each item's own seed is recorded as passage_seed).",
+            ),
         ]
     if task == "judge-pair":
         extra += [
             click.option("--human-field", default="human_summary", show_default=True),
             click.option("--generated-field", default="generated_summary", show_default=True),
+            click.option(
+                "--pair-names",
+                default="Summary A,Summary B",
+                show_default=True,
+                help="FIRST,SECOND: the names the judge sees for the two summaries and answers "
+                "with (use the names of the paper's prompt figure to match it).",
+            ),
         ]
 
     def command(**kw: Any) -> None:
@@ -137,8 +159,10 @@ def _run(task: str, kw: dict[str, Any]) -> None:
         positions=tuple(kw.get("positions") or ("prefix", "suffix")),
         left_field=kw.get("left_field", "left"),
         right_field=kw.get("right_field", "right"),
+        passage_seed=kw.get("passage_seed", 0),
         human_field=kw.get("human_field", "human_summary"),
         generated_field=kw.get("generated_field", "generated_summary"),
+        pair_names=_pair_names(kw.get("pair_names") or "Summary A,Summary B"),
     )
     try:
         backend = engine.make_backend()
@@ -147,7 +171,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
             items,
             backend,
             kw["out_path"],
-            template=kw["template"],
+            template=_template_choice(task, kw),
             method=kw["method"],
             options=options,
             progress=not kw["no_progress"],
@@ -171,6 +195,35 @@ def generate() -> None:
 
 for _task in TASK_HELP:
     generate.add_command(_make_command(_task))
+
+
+def _pair_names(spec: str) -> tuple[str, str]:
+    names = [n.strip() for n in spec.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise click.BadParameter(
+            f"expected two different names FIRST,SECOND, got {spec!r}", param_hint="--pair-names"
+        )
+    return names[0], names[1]
+
+
+def _template_choice(task: str, kw: dict[str, Any]) -> Any:
+    """``--template`` as given, or this task's prompt from ``--prompts FILE`` (not both)."""
+    if not kw.get("prompts_file"):
+        return kw["template"]
+    from analysis.llm.templates import TemplateError
+    from analysis.mitigation.prompt_file import load_prompts
+
+    try:
+        prompts = load_prompts(kw["prompts_file"])
+    except TemplateError as exc:
+        raise click.BadParameter(str(exc), param_hint="--prompts") from exc
+    if task not in prompts:
+        return kw["template"]
+    if kw["template"]:
+        raise click.UsageError(
+            f"--template and --prompts both give the {task} prompt: keep one of them"
+        )
+    return prompts[task]
 
 
 @generate.command("templates")

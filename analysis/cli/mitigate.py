@@ -30,7 +30,10 @@ _INPUT_OPTIONS: list[Callable[..., Any]] = [
     click.option("--template", "templates", multiple=True,
                  help="KEY=PATH: your own prompt file (.txt/.json). KEY is summarize or "
                  "fact-check (the baseline prompt the methods build on) or a method's own step "
-                 "(cot-final, debias-prefix, … : `framelab mitigate templates`); repeatable."),
+                 "(cot, debias-prefix, … : `framelab mitigate templates`); repeatable."),
+    click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
+                 help="YAML/JSON file of your own prompts: task, step or method -> text "
+                 "(docs/mitigation.md, 'Your own prompts'); --template wins for a key in both."),
     click.option("--map", "mappings", multiple=True,
                  help="FIELD=COLUMN, repeatable (e.g. --map text=article)."),
     click.option("--id-field", help="Column with item IDs (default item_id or id)."),
@@ -64,17 +67,26 @@ def _items(path: str, kw: Mapping[str, Any], dataset: str | None = None) -> list
         raise click.ClickException(str(exc)) from exc
 
 
-def _templates(specs: tuple[str, ...], method: str | None = None) -> dict[str, Any]:
-    """``KEY=PATH`` options as ``{key: PromptTemplate}`` (a clear error for bad files).
+def _templates(
+    specs: tuple[str, ...], method: str | None = None, prompts_file: str | None = None
+) -> dict[str, Any]:
+    """``--prompts FILE`` and ``KEY=PATH`` options as ``{key: PromptTemplate}`` (a clear error
+    for bad files).
 
     KEY is a task (``summarize``, ``fact-check``: the baseline prompts) or a mitigation step
-    (``cot-final`` …). With ``method``, a step that method does not use is refused rather than
-    silently ignored.
+    (``cot`` …). With ``method``, a step that method does not use is refused rather than
+    silently ignored. A prompts file may cover every method; each run takes what it uses.
     """
     from analysis.llm.templates import TemplateError, load_template_file
+    from analysis.mitigation.prompt_file import load_prompts
     from analysis.mitigation.prompts import STEPS, load_step_file
 
     out: dict[str, Any] = {}
+    if prompts_file:
+        try:
+            out.update(load_prompts(prompts_file))
+        except TemplateError as exc:
+            raise click.BadParameter(str(exc), param_hint="--prompts") from exc
     for spec in specs:
         key, sep, path = spec.partition("=")
         key = key.strip().removeprefix("mitigate-")
@@ -115,7 +127,7 @@ def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
             dataset=kw["dataset"],
             progress=not kw["no_progress"],
             argv=sys.argv,
-            templates=_templates(kw["templates"], name),
+            templates=_templates(kw["templates"], name, kw["prompts_file"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc
@@ -256,6 +268,39 @@ def _embedder(spec: str) -> Callable[..., Any]:
     return sentence_transformer_embedder(None if spec == "default" else spec)
 
 
+PRIMACY_SCALE_WARNING = (
+    "warning: primacy similarities (s_b, s_m, s_e) come from all-MiniLM-L6-v2; the seed study "
+    "embedded with E5, whose cosines sit on another scale, so psi_pri here is comparable "
+    "between methods of this run but not with the paper's numbers (--embedder PATH for an E5 "
+    "model)."
+)
+
+
+def _check_judge(judge: str | None, model: str | None, allow_self: bool, *, needed: bool) -> str:
+    """The framing judge to use: one fixed model, refused when it is the model under test."""
+    if not needed:
+        return judge or "vader"  # fact checks only: nothing is judged
+    if judge is None:
+        raise click.UsageError(
+            "give --judge: framing is judged by one fixed model for every model under test "
+            "(a checkpoint or served model name, or 'vader'); '--judge model "
+            "--allow-self-judge' lets the model under test judge itself"
+        )
+    if judge == "model" or (model is not None and judge == model):
+        if not allow_self:
+            raise click.UsageError(
+                f"--judge {judge} is the model under test: its framing labels would move with "
+                "every model compared. Name a fixed judge, or add --allow-self-judge."
+            )
+        click.echo(
+            "warning: the model under test judges its own framing (--allow-self-judge); "
+            "phi_frame is then not comparable across models.",
+            err=True,
+        )
+        return "model"
+    return judge
+
+
 def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return _apply([*_INPUT_OPTIONS, *_BACKEND_OPTIONS], func)
 
@@ -289,10 +334,15 @@ def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--judge",
-    default="model",
-    show_default=True,
-    help="Framing judge: 'model' (the model under test), 'vader' (lexicon baseline) "
-    "or another checkpoint/served model name.",
+    default=None,
+    help="Framing judge, one fixed model for every model under test (as in the seed study): "
+    "a checkpoint or served model name, or 'vader' (lexicon baseline). Required with "
+    "--dataset. 'model' (the model under test judging itself) needs --allow-self-judge.",
+)
+@click.option(
+    "--allow-self-judge",
+    is_flag=True,
+    help="Let the model under test judge its own summaries' framing (not the paper's setup).",
 )
 @click.option(
     "--embedder",
@@ -312,7 +362,8 @@ def compare_command(
     facts: str | None,
     methods: str,
     out_dir: str,
-    judge: str,
+    judge: str | None,
+    allow_self_judge: bool,
     embedder: str,
     cutoff: str | None,
     alpha: float,
@@ -364,6 +415,9 @@ def compare_command(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     summary_items = _unique_ids(summary_items)
+    judge = _check_judge(judge, kw.get("model"), allow_self_judge, needed=bool(summary_items))
+    if summary_items and embedder == "default":
+        click.echo(PRIMACY_SCALE_WARNING, err=True)
     backend = _backend(kw)
     if judge == "model":
         judge_backend = backend
@@ -384,7 +438,7 @@ def compare_command(
             params=params,
             alpha=alpha,
             progress=not kw["no_progress"],
-            templates=_templates(kw["templates"]),
+            templates=_templates(kw["templates"], prompts_file=kw["prompts_file"]),
         )
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc).strip("'\"")) from exc
@@ -403,8 +457,12 @@ def compare_command(
     if result.fact_checking is not None:
         write_csv(result.fact_checking, out / "fact_check_table.csv")
         click.echo(result.fact_checking[
-            ["period", "method", "actual_acc", "falsified_acc", "strict_acc"]
+            ["period", "method", "actual_acc", "falsified_acc", "strict_acc", "hallucination_rate"]
         ].to_string(index=False, float_format=lambda v: f"{v:.3f}"))  # fmt: skip
+        click.echo(
+            "hallucination_rate = 1 - strict accuracy; the seed study's headline rate is its "
+            "'post' row (answers about events after the model's cutoff)."
+        )
     click.echo(f"tables and plot in {out}")
     if any(run.n_failed for run in result.runs):
         sys.exit(1)

@@ -261,11 +261,11 @@ def falsify(root, backend, model, template, max_new_tokens, batch_size, seed, de
 )
 @click.option(
     "--require",
-    type=click.Choice(["auto", "manual", "none"]),
-    default="auto",
+    type=click.Choice(["manual", "auto", "none"]),
+    default="manual",
     show_default=True,
-    help="auto: passed the meaning check and not rejected by hand; "
-    "manual: marked valid by hand; none: not rejected.",
+    help="manual: marked valid by hand (as the seed study's pairs); auto: passed the "
+    "meaning check and not rejected by hand; none: not rejected.",
 )
 @click.option("--falsifier", help="Whose negations, when several models falsified the set.")
 @click.option(

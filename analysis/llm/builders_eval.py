@@ -219,11 +219,12 @@ def rephrased_pairs(
 ) -> list[dict[str, Any]]:
     """Turn rephrase outputs into ``judge-pair`` items marked ``rephrased``.
 
-    The overlap paper rephrases generated summaries to lower their overlap with the human
-    summary. Run ``framelab generate summarize --template rephrase --text-field
-    generated_summary`` on the judge-pair items; each of its records holds the item as ``input``
-    and the rephrased summary as ``output``. This gives the items back with the rephrased
-    summary as ``generated_summary``, ``rephrased: true``, the original summary in
+    The overlap paper rewords the human reference summary while keeping its long phrases, to
+    obtain candidate summaries of higher overlap with it. Run ``framelab generate summarize
+    --template rephrase --text-field human_summary`` on the judge-pair items; each of its
+    records holds the item as ``input`` and the reworded reference as ``output``. This gives
+    the items back with that rewording as the candidate (``generated_summary``), judged against
+    the unchanged human summary, ``rephrased: true``, the item's former generated summary in
     ``original_summary`` and the rephrasing model in ``rephrased_by``; the item's
     ``summarizer`` is kept, so ``framelab metrics judge-overlap`` reports the rephrased pairs
     as that summarizer's ``rephrased`` version.

@@ -48,6 +48,10 @@ class TaskOptions:
         ``judge-pair``: fields holding the human (ground-truth) and generated summaries.
     pair_names : tuple of str
         ``judge-pair``: names under which the first and second summary are shown.
+    passage_seed : int
+        ``perspective-summary``: run seed of the shuffle of each side's passages before they
+        alternate (PoliSum shuffles passages that share a perspective); each item's own seed,
+        derived from it and the item ID, is recorded in its records as ``passage_seed``.
     """
 
     text_field: str = "text"
@@ -59,6 +63,7 @@ class TaskOptions:
     human_field: str = "human_summary"
     generated_field: str = "generated_summary"
     pair_names: tuple[str, str] = ("Summary A", "Summary B")
+    passage_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,12 +162,27 @@ def _expand_reframe(
     return prompts
 
 
-def mix_passages(first: str, second: str) -> str:
+def shuffled_units(text: str, seed: int | None) -> list[str]:
+    """A side's units (:func:`analysis.metrics.text.passages`), shuffled by ``random.Random(seed)``
+    (kept in order when ``seed`` is None)."""
+    import random
+
+    from analysis.metrics.text import passages
+
+    units = passages(text)
+    if seed is not None:
+        random.Random(seed).shuffle(units)
+    return units
+
+
+def mix_passages(first: str, second: str, seed: int | None = None) -> str:
     """Interleave two texts unit by unit (lines or paragraphs, or sentences for a single line).
 
     Units are :func:`analysis.metrics.text.passages`: a side of several lines (PoliSum separates
     its passages by single newlines) is interleaved passage by passage, never sentence by
-    sentence; a one-line side is cut into sentences by the shared library splitter.
+    sentence; a one-line side is cut into sentences by the shared library splitter. With a
+    ``seed``, each side's units are first shuffled (:func:`shuffled_units`, the same seed for
+    both sides), so passages that share a perspective do not keep their source order.
 
     Examples
     --------
@@ -171,9 +191,7 @@ def mix_passages(first: str, second: str) -> str:
     >>> mix_passages("Mr. Li spoke. He left.\\nSen. Ng agreed.", "R1.")
     'Mr. Li spoke. He left.\\n\\nR1.\\n\\nSen. Ng agreed.'
     """
-    from analysis.metrics.text import passages
-
-    a, b = passages(first), passages(second)
+    a, b = shuffled_units(first, seed), shuffled_units(second, seed)
     mixed: list[str] = []
     for i in range(max(len(a), len(b))):
         mixed.extend(u[i] for u in (a, b) if i < len(u))
@@ -183,14 +201,19 @@ def mix_passages(first: str, second: str) -> str:
 def _expand_perspective(
     item: Mapping[str, Any], tpl: PromptTemplate, opts: TaskOptions
 ) -> list[Prompt]:
+    from analysis.llm.backends.base import item_seed
+
     sides = {"left": _text(item, opts.left_field), "right": _text(item, opts.right_field)}
+    # One recorded seed per item: both orders show the same shuffled passages, so they differ
+    # only in which side leads.
+    seed = item_seed(opts.passage_seed, str(item.get("item_id")))
     prompts = []
     for order in ("left_first", "right_first"):
         first, second = ("left", "right") if order == "left_first" else ("right", "left")
-        passage = mix_passages(sides[first], sides[second])
+        passage = mix_passages(sides[first], sides[second], seed)
         for perspective in opts.perspectives:
             messages = tpl.messages(text=passage, perspective=perspective)
-            variant = {"perspective": perspective, "order": order}
+            variant = {"perspective": perspective, "order": order, "passage_seed": str(seed)}
             prompts.append(Prompt(item, variant, messages, passage))
     return prompts
 
@@ -385,7 +408,7 @@ def run_task(
     backend: Backend,
     out: str | Path,
     *,
-    template: str | None = None,
+    template: str | PromptTemplate | None = None,
     method: str = "baseline",
     options: TaskOptions | None = None,
     progress: bool = True,
@@ -408,9 +431,10 @@ def run_task(
         Where completions come from.
     out : str or Path
         Output JSONL.
-    template : str, optional
+    template : str or PromptTemplate, optional
         Template name, a template file (``.txt``/``.json``) or ``TASK=PATH`` (the task's
-        default otherwise); see :func:`analysis.llm.templates.resolve_template`.
+        default otherwise; see :func:`analysis.llm.templates.resolve_template`), or a template
+        already loaded (e.g. from a ``--prompts`` file).
     method : str
         ``baseline`` or a mitigation method's name (part of the resume key).
     options : TaskOptions, optional
@@ -431,7 +455,11 @@ def run_task(
         Counts, throughput and the manifest path.
     """
     spec = get_task(task)
-    tpl = resolve_template(task, template, spec.default_template)
+    tpl = (
+        template
+        if isinstance(template, PromptTemplate)
+        else resolve_template(task, template, spec.default_template)
+    )
     with template_decoding(backend, tpl, explicit_decoding) as decoding:
         return _run_task(
             spec, tpl, items, backend, out, method, options or TaskOptions(), progress, argv,
@@ -492,6 +520,11 @@ def _run_task(
         # Judging sources and their summaries gives the same item IDs; which field was read must
         # be part of the key, or one run would look done to the other in a shared output file.
         settings = {**settings, "text_field": opts.text_field}
+    if task == "judge-pair" and opts.pair_names != TaskOptions.pair_names:
+        # The names are part of what the judge reads: other names, other results.
+        settings = {**settings, "pair_names": list(opts.pair_names)}
+    if task == "perspective-summary" and opts.passage_seed != TaskOptions.passage_seed:
+        settings = {**settings, "passage_seed": opts.passage_seed}
     thash = tpl.hash(settings)
     started, t0 = utc_now(), time.perf_counter()
 

@@ -180,26 +180,7 @@ def load_template_file(
         decoding = _check_decoding(path, data.get("decoding", {}))
     else:
         user = raw[:-1] if raw.endswith("\n") else raw
-    if not user.strip():
-        raise TemplateError(f"{path}: the template is empty")
-    allowed = TASK_FIELDS[task] if fields is None else fields
-    must = allowed[:1] if required is None else required
-    try:
-        used = placeholders(user) | placeholders(system or "")
-    except ValueError as exc:
-        raise TemplateError(f"{path}: {exc} (write literal braces as {{{{ and }}}})") from None
-    unknown = sorted(used - set(allowed))
-    if unknown:
-        raise TemplateError(
-            f"{path}: placeholder(s) {unknown} are not filled in by {name or task}; it provides "
-            f"{', '.join('{' + f + '}' for f in allowed) or 'none'}"
-        )
-    missing = [f for f in must if f not in used]
-    if missing:
-        what = name or task
-        raise TemplateError(
-            f"{path}: a {what} template must contain {', '.join('{' + f + '}' for f in missing)}"
-        )
+    check_placeholders(user, system, task, name, where=str(path), fields=fields, required=required)
     return PromptTemplate(
         name or path.stem,
         task,
@@ -209,6 +190,47 @@ def load_template_file(
         decoding=decoding,
         source=str(path),
     )
+
+
+def check_placeholders(
+    user: str,
+    system: str | None,
+    task: str,
+    name: str | None = None,
+    *,
+    where: str,
+    fields: tuple[str, ...] | None = None,
+    required: tuple[str, ...] | None = None,
+) -> None:
+    """Refuse a template text whose placeholders are not what its task or step fills in.
+
+    ``where`` names the text in messages (a file, or ``FILE: KEY`` for a prompts file).
+
+    Raises
+    ------
+    TemplateError
+        An empty text, a malformed brace, an unknown ``{field}``, or a required one missing.
+    """
+    if not user.strip():
+        raise TemplateError(f"{where}: the template is empty")
+    allowed = TASK_FIELDS[task] if fields is None else fields
+    must = allowed[:1] if required is None else required
+    try:
+        used = placeholders(user) | placeholders(system or "")
+    except ValueError as exc:
+        raise TemplateError(f"{where}: {exc} (write literal braces as {{{{ and }}}})") from None
+    unknown = sorted(used - set(allowed))
+    if unknown:
+        raise TemplateError(
+            f"{where}: placeholder(s) {unknown} are not filled in by {name or task}; it provides "
+            f"{', '.join('{' + f + '}' for f in allowed) or 'none'}"
+        )
+    missing = [f for f in must if f not in used]
+    if missing:
+        raise TemplateError(
+            f"{where}: a {name or task} template must contain "
+            f"{', '.join('{' + f + '}' for f in missing)}"
+        )
 
 
 # What a template's "decoding" may set, with the type each value must have.

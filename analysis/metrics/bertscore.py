@@ -172,9 +172,16 @@ def perspective_references(
 
 
 def bertscore_means(
-    table: pd.DataFrame, *, by: Sequence[str] = ("model", "method", "perspective")
+    table: pd.DataFrame,
+    *,
+    by: Sequence[str] = ("model", "method", "perspective"),
+    scale: float = 100.0,
 ) -> pd.DataFrame:
-    """Mean BERTScore P, R and F1 per group.
+    """Mean BERTScore P, R and F1 per group, times ``scale``.
+
+    PoliSum reports BERTScore multiplied by 100 (its Table 7), so the means are on that scale by
+    default; the per-pair scores of :func:`bertscore` stay in [0, 1] (``scale=1`` keeps the
+    means there too).
 
     Returns
     -------
@@ -184,10 +191,10 @@ def bertscore_means(
     keys = [c for c in by if c in table.columns]
     cols = ["bertscore_p", "bertscore_r", "bertscore_f"]
     if not keys:
-        out = table[cols].mean().to_frame().T
+        out = (table[cols].mean() * scale).to_frame().T
         out.insert(0, "n", len(table))
         return out
     grouped = table.groupby(keys, dropna=False, sort=True)
-    out = grouped[cols].mean().reset_index()
+    out = (grouped[cols].mean() * scale).reset_index()
     out.insert(len(keys), "n", grouped.size().to_numpy())
     return out.astype({"n": np.int64})

@@ -359,8 +359,9 @@ def perspective_inputs(
     The engine shows the left and right texts interleaved unit by unit (paragraphs, or sentences
     of a single paragraph), left first or right first as ``order`` says; the passages here are
     those units in the order shown, each tagged with its side, so passage position means position
-    in the prompt. ``analysis.llm.tasks.mix_passages`` is reused so the units are exactly the
-    ones the model saw.
+    in the prompt. ``analysis.llm.tasks.mix_passages`` is reused, with the record's
+    ``passage_seed`` (each side's passages are shuffled by it before they alternate; records
+    without one were shown in source order), so the units are exactly the ones the model saw.
 
     Returns
     -------
@@ -377,9 +378,10 @@ def perspective_inputs(
         texts = {"left": str(rec[column(rows, left)]), "right": str(rec[column(rows, right)])}
         shown = str(rec.get(order) or "left_first").removesuffix("_first")
         first, second = (shown, "right" if shown == "left" else "left")
+        seed = _seed(rec.get("passage_seed"))
         # Unit counts per side, from the same splitter the prompt used.
         counts = [len(mix_passages(texts[s], "").split("\n\n")) for s in (first, second)]
-        units = mix_passages(texts[first], texts[second]).split("\n\n")
+        units = mix_passages(texts[first], texts[second], seed).split("\n\n")
         pairs = list(zip((first, second), counts, strict=True))
         sides = [s for i in range(max(counts)) for s, c in pairs if i < c]
         if len(sides) != len(units):
@@ -397,3 +399,11 @@ def perspective_inputs(
             }
         )
     return pd.DataFrame(out)
+
+
+def _seed(value: Any) -> int | None:
+    """A record's ``passage_seed`` (absent or NaN in records written before passages were
+    shuffled)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return int(value)

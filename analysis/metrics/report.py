@@ -399,9 +399,15 @@ def _bertscore_tables(
     table = pd.concat([pairs, scores], axis=1)
     sec.tables["perspective_bertscore"] = table
     sec.tables["perspective_bertscore_means"] = bertscore_means(table)
+    rule = (
+        "the option --bertscore-layers"
+        if opts.bertscore_layers
+        else "bert-score's table of best layers for a known model name, else the model's last layer"
+    )
     sec.notes.append(
-        f"BERTScore (bert-score) with {model}, layer {layers}, no IDF, not rescaled: "
-        f"{len(table)} summaries with a reference."
+        f"BERTScore (bert-score) with {model}, layer {layers} (from {rule}), no IDF, not "
+        f"rescaled: {len(table)} summaries with a reference. Per-summary scores are in [0, 1]; "
+        "the means are reported x 100, as PoliSum's Table 7 does."
     )
 
 

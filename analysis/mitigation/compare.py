@@ -53,7 +53,7 @@ SUMMARY_FIELDS = ("item_id", "text")
 
 FACT_COLUMNS = [
     "period", "method", "family", "n_true", "n_false", "n_pairs",
-    "actual_acc", "falsified_acc", "strict_acc",
+    "actual_acc", "falsified_acc", "strict_acc", "hallucination_rate",
 ]  # fmt: skip
 
 
@@ -198,7 +198,9 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
         One row per (period, method): ``period`` (``pre``, ``post``, ``undated``, ``all``),
         ``method``, ``family``, ``n_true``, ``n_false``, ``n_pairs``, ``actual_acc``,
         ``falsified_acc``,
-        ``strict_acc`` (from :func:`analysis.metrics.hallucination.hallucination_scores`) and
+        ``strict_acc`` (from :func:`analysis.metrics.hallucination.hallucination_scores`),
+        ``hallucination_rate`` (1 - ``strict_acc``: the seed study's "hallucinates on X % of
+        post-cutoff questions" is this rate in the ``post`` rows, averaged over models) and
         ``model``.
     """
     from analysis.metrics.hallucination import hallucination_scores
@@ -236,6 +238,7 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
         frames.append(scores.assign(method=method))
     table = pd.concat(frames, ignore_index=True)
     table["family"] = table["method"].map(_family)
+    table["hallucination_rate"] = 1.0 - table["strict_acc"]
     periods = {"pre": 0, "post": 1, "undated": 2, "all": 3}
     table = table.sort_values(
         ["period", "method"],
@@ -285,7 +288,9 @@ def run_comparison(
         Documents to summarise (``item_id``, ``text``, optional ``dataset``) and statements to
         check (``item_id``, ``text``, ``pair_id``, ``truth``, ``date``).
     judge : Backend, optional
-        Labels the framing of sources and summaries; the model under test by default.
+        Labels the framing of sources and summaries: one fixed model for every model under
+        test, as in the seed study. Required when there are summary items; passing ``backend``
+        itself makes the model under test judge its own summaries (not the paper's setup).
     embedder : callable, optional
         For primacy; required when there are summary items.
     cutoff : str, optional
@@ -313,6 +318,11 @@ def run_comparison(
     # Every check that can fail on the inputs runs before the first model call: a missing field
     # found after generating would waste the run (and its records would resume without it).
     check_items(summary_items, kind="summaries")
+    if summary_items and judge is None:
+        raise ValueError(
+            "a framing judge is needed for the summaries: one fixed model for every model "
+            "under test (pass the model under test itself only on purpose)"
+        )
     check_items(fact_items, kind="facts")
     params = dict(params or {})
     if (
@@ -349,10 +359,12 @@ def run_comparison(
                            progress=progress, templates=templates)
             )  # fmt: skip
         judgments = result.files.setdefault("judgments", out / "judgments.jsonl")
-        judge = judge or backend
         # Source judgments are stored under method "source": under "baseline" they would share
         # their resume keys with the judgments of the baseline summaries of the same items.
-        run_task("judge-framing", summary_items, judge, judgments, method=SOURCE, progress=progress)
+        # The judge's own prompt, when a prompts file gives one, for sources and summaries alike.
+        judge_tpl = (templates or {}).get("judge-framing")
+        run_task("judge-framing", summary_items, judge, judgments, method=SOURCE,
+                 template=judge_tpl, progress=progress)  # fmt: skip
         summaries = read_records(path)
         # One judge run per method: summaries of one item by several methods share its item_id.
         # The stored records themselves are judged (not DataFrame rows, whose NaN fill and
@@ -367,6 +379,7 @@ def run_comparison(
                 judge,
                 judgments,
                 method=name,
+                template=judge_tpl,
                 options=TaskOptions(text_field="output"),
                 progress=progress,
             )

@@ -8,12 +8,13 @@ a backend and the resumable store.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.llm.templates import PromptTemplate, get_template
-from analysis.mitigation import chunking, decoding, guard, self_debias
+from analysis.mitigation import chunking, decoding, guard, prompt_file, self_debias
 from analysis.mitigation import prompts as P
 from analysis.mitigation.registry import get_method
 
@@ -148,22 +149,31 @@ def _followup(
 
 
 def _cot(over: Steps) -> Plan:
-    analysis, final = P.step_template("cot-analysis", over), P.step_template("cot-final", over)
+    # One prompt: the analysis sections and the final summary come out of the same answer.
+    tpl = P.step_template("cot", over)
     return Plan(
         "summarize",
-        (_one_call(analysis, "analysis"), _followup("final", final, ["analysis"])),
-        _summary_from("final", section="FINAL_SUMMARY"),
-        (analysis, final),
+        (_one_call(tpl, "answer"),),
+        _summary_from("answer", section="FINAL_SUMMARY"),
+        (tpl,),
     )
 
 
 def _ccs(over: Steps) -> Plan:
-    draft, rewrite = P.step_template("ccs-draft", over), P.step_template("ccs-rewrite", over)
+    # Three passes kept apart: a draft, the simulated biased summaries, and the comparison that
+    # corrects the draft against them.
+    draft, simulate, rewrite = (
+        P.step_template(s, over) for s in ("ccs-draft", "ccs-simulate", "ccs-rewrite")
+    )
     return Plan(
         "summarize",
-        (_one_call(draft, "draft"), _followup("rewrite", rewrite, ["draft"])),
+        (
+            _one_call(draft, "draft"),
+            _followup("counterfactuals", simulate, ["draft"]),
+            _followup("rewrite", rewrite, ["draft", "counterfactuals"]),
+        ),
         _summary_from("rewrite", section="FINAL_SUMMARY"),
-        (draft, rewrite),
+        (draft, simulate, rewrite),
     )
 
 
@@ -216,9 +226,11 @@ def _weighted_summaries(over: Steps) -> Plan:
 
     def parts(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         weights = _weights(params)
-        # Budgets are the model's tokens, enforced as each part's max_new_tokens; the prompt
-        # states the same number.
+        # The prompt asks for about the budget (the model's tokens); the hard limit is only a
+        # safety cap well above it, so a part summary ends where the model ends it rather than
+        # being cut mid-sentence.
         budgets = chunking.weighted_budgets(int(params["target_tokens"]), weights)
+        cap = float(params["cap_factor"])
         texts = split_parts(state.source, len(weights), unit="tokens")
         state.values["budgets"] = budgets
         return [
@@ -227,7 +239,7 @@ def _weighted_summaries(over: Steps) -> Plan:
                 tpl,
                 {"text": t, "part": i, "n_parts": len(texts), "tokens": b},
                 t,
-                max_new_tokens=max(1, b),
+                max_new_tokens=max(1, math.ceil(cap * b)),
             )
             for i, (t, b) in enumerate(zip(texts, budgets, strict=True), start=1)
         ]
@@ -240,8 +252,15 @@ def _weighted_summaries(over: Steps) -> Plan:
     return Plan("summarize", (parts,), finish, (tpl,))
 
 
+def _own_or_baseline(step: str, over: Steps) -> PromptTemplate:
+    """A re-ordering method's own prompt: its step file, a researcher's replacement of that step,
+    or (when only the baseline summarisation prompt is replaced) that replacement."""
+    mine, base = (over or {}).get(step), (over or {}).get("summarize")
+    return mine or base or P.step_template(step)
+
+
 def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
-    tpl = _baseline_summary(templates)
+    tpl = _own_or_baseline("position-shuffle", templates)
 
     def shuffle(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         state.values["text"] = chunking.shuffle_sentences(
@@ -258,7 +277,7 @@ def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
 def _attention_sort(templates: Mapping[str, PromptTemplate] | None) -> Plan:
     from analysis.mitigation.rerank import attention_sort
 
-    tpl = _baseline_summary(templates)
+    tpl = _own_or_baseline("attention-sort", templates)
 
     def reorder(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         def render(document: str) -> str:
@@ -348,11 +367,12 @@ def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan
         ``summarize`` replaces the baseline summarisation prompt (the baseline and every
         method that prompts with it: position-shuffle, attention-sort, the decoding family),
         ``fact-check`` the fact-check baseline, and a step of
-        :data:`analysis.mitigation.prompts.STEPS` (``cot-final``, ``debias-prefix``,
+        :data:`analysis.mitigation.prompts.STEPS` (``ccs-rewrite``, ``debias-prefix``,
         ``explain-choice`` …) that method's own prompt. Every template a plan uses is in
         ``Plan.templates``, so its text enters the method hash (the resume key).
     """
-    over = templates
+    # A prompts file may give one method its own copy of a shared prompt (summarize@METHOD).
+    over = prompt_file.scoped(name, templates)
     if name == BASELINE:
         if task == "fact-check":
             fact = (over or {}).get("fact-check") or get_template("fact-check", "baseline")

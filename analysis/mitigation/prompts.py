@@ -49,7 +49,7 @@ class Step:
     Attributes
     ----------
     name : str
-        The file's stem and the ``--template`` key (``cot-final``); registered as
+        The file's stem and the ``--template`` key (``ccs-rewrite``); registered as
         ``mitigate-NAME``.
     task : str
         The task it serves (``summarize`` or ``fact-check``).
@@ -78,19 +78,21 @@ STEPS: dict[str, Step] = {
     for s in (
         Step("self-awareness", "summarize", ("text",), ("text",), ("self-awareness",),
              f"{_PAPER} Self-Awareness Prompting (name both biases, weigh all parts)"),
-        Step("cot-analysis", "summarize", ("text",), ("text",), ("chain-of-thought",),
-             f"{_PAPER} Chain-of-Thought, pass 1 (BEGIN / MIDDLE / END analysis)"),
-        Step("cot-final", "summarize", ("text", "analysis"), ("analysis",),
-             ("chain-of-thought",),
-             f"{_PAPER} Chain-of-Thought, pass 2 (FINAL_SUMMARY from the analysis)"),
+        Step("cot", "summarize", ("text",), ("text",), ("chain-of-thought",),
+             f"{_PAPER} Chain-of-Thought: one prompt with beginning, middle and end analysis "
+             "sections, then FINAL_SUMMARY"),
         Step("cloze", "summarize", ("text",), ("text",), ("cloze",),
              f"{_PAPER} Cloze Prompting (BEGIN / MIDDLE / END / FINAL_SUMMARY blanks)"),
         Step("ccs-draft", "summarize", ("text",), ("text",), ("cognitive-counterfactual",),
              "a plain summarisation request (the draft pass)"),
-        Step("ccs-rewrite", "summarize", ("text", "draft"), ("draft",),
+        Step("ccs-simulate", "summarize", ("text", "draft"), ("draft",),
              ("cognitive-counterfactual",),
-             f"{_PAPER} Cognitive Counterfactual Simulation (simulate primacy, recency and "
-             "framing distortions, rewrite the draft)"),
+             f"{_PAPER} Cognitive Counterfactual Simulation, simulation pass (the primacy, "
+             "recency and framing summaries a biased reader would write)"),
+        Step("ccs-rewrite", "summarize", ("text", "draft", "counterfactuals"),
+             ("draft", "counterfactuals"), ("cognitive-counterfactual",),
+             f"{_PAPER} Cognitive Counterfactual Simulation, comparison pass (correct the "
+             "draft where it leans like a simulated distortion; FINAL_SUMMARY)"),
         Step("self-help-draft", "summarize", ("text",), ("text",), ("self-help-debias",),
              "a plain summarisation request (the draft pass)"),
         Step("self-help-critique", "summarize", ("text", "draft"), ("draft",),
@@ -105,7 +107,11 @@ STEPS: dict[str, Step] = {
              f"{_PAPER} Partial Summaries Ensemble (merge the partial summaries)"),
         Step("weighted-part", "summarize", ("text", "part", "n_parts", "tokens"), ("text",),
              ("weighted-summaries",),
-             f"{_PAPER} Weighted Summaries (each part within its token budget)"),
+             f"{_PAPER} Weighted Summaries (each part in about its share of the tokens)"),
+        Step("position-shuffle", "summarize", ("text",), ("text",), ("position-shuffle",),
+             "a plain summarisation request over the shuffled text (the baseline's wording)"),
+        Step("attention-sort", "summarize", ("text",), ("text",), ("attention-sort",),
+             "a plain summarisation request over the re-ordered text (the baseline's wording)"),
         Step("explain-choice", "summarize", ("text", "summary", "token"), ("token",),
              ("explanation-guard",),
              f"{_PAPER} the Local-Explanation Guard's explanation step (the model explains "
@@ -113,10 +119,12 @@ STEPS: dict[str, Step] = {
         Step("debias-prefix", "summarize", (), (), ("self-debias",),
              f"{_PAPER} Self-Debias Decoding's bias-naming prefix (< 30 tokens)"),
         Step("prompt-calibration", "fact-check", ("text",), ("text",), ("prompt-calibration",),
-             f"{_PAPER} Prompt Calibration (chain-of-thought criteria for True/False)"),
+             f"{_PAPER} Prompt Calibration (chain-of-thought criteria for True/False; False "
+             "when in any doubt)"),
         Step("knowledge-boundary", "fact-check", ("text", "cutoff"), ("text", "cutoff"),
              ("knowledge-boundary",),
-             f"{_PAPER} Knowledge Boundary Awareness (the cutoff date in the prompt)"),
+             f"{_PAPER} Knowledge Boundary Awareness (the cutoff date in the prompt; a best "
+             "prediction for events after it)"),
         Step("epistemic-tagging", "fact-check", ("text",), ("text",), ("epistemic-tagging",),
              f"{_PAPER} Epistemic Tagging ([High Confidence] / [Low Confidence])"),
     )
@@ -166,7 +174,7 @@ def step_template(
 ) -> PromptTemplate:
     """The prompt of a step: a researcher's replacement from ``overrides``, else the default.
 
-    ``overrides`` is keyed by step name (``cot-final``) as ``--template STEP=PATH`` gives it.
+    ``overrides`` is keyed by step name (``ccs-rewrite``) as ``--template STEP=PATH`` gives it.
     """
     chosen = (overrides or {}).get(step)
     if chosen is not None:

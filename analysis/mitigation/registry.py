@@ -102,9 +102,8 @@ METHODS: dict[str, MethodSpec] = {
             "prompt",
             "summarize",
             _FRAMING_PRIMACY,
-            "Pass 1 analyses the BEGIN, MIDDLE and END of the text; pass 2 writes the "
-            "FINAL_SUMMARY from the text and that analysis.",
-            passes=2,
+            "One prompt: the model first writes analysis sections on the beginning, middle and "
+            "end of the text (key points, sentiment), then a FINAL_SUMMARY built from them.",
         ),
         MethodSpec(
             "cloze",
@@ -119,10 +118,10 @@ METHODS: dict[str, MethodSpec] = {
             "prompt",
             "summarize",
             _FRAMING_PRIMACY,
-            "Cognitive Counterfactual Simulation: pass 1 drafts a summary; pass 2 simulates "
-            "primacy, recency and framing distortions of it and rewrites the draft to avoid "
-            "them (FINAL_SUMMARY).",
-            passes=2,
+            "Cognitive Counterfactual Simulation: pass 1 drafts a summary; pass 2 simulates the "
+            "primacy, recency and framing distortions a biased reader would produce; pass 3 "
+            "compares the draft with them and corrects it (FINAL_SUMMARY).",
+            passes=3,
         ),
         MethodSpec(
             "self-help-debias",
@@ -140,8 +139,8 @@ METHODS: dict[str, MethodSpec] = {
             "fact-checking",
             "fact-check",
             "hallucination",
-            "Chain-of-thought criteria for calling a statement True or False, ending with "
-            "'Answer: True|False'.",
+            "Chain-of-thought criteria for calling a statement True or False, with the rule to "
+            "answer False when in any doubt, ending with 'Answer: True|False'.",
         ),
         MethodSpec(
             "knowledge-boundary",
@@ -149,7 +148,8 @@ METHODS: dict[str, MethodSpec] = {
             "fact-check",
             "hallucination",
             "Knowledge Boundary Awareness: the model's knowledge cutoff date is stated in the "
-            "prompt.",
+            "prompt, and the model is asked for its best prediction when a statement concerns "
+            "events after it.",
             params=(
                 Param(
                     "cutoff",
@@ -181,12 +181,19 @@ METHODS: dict[str, MethodSpec] = {
             "chunk",
             "summarize",
             "primacy",
-            "Weighted Summaries: beginning, middle and end are summarised separately with token "
-            "budgets of 33%, 34% and 33% of target_tokens (each part's max_new_tokens), and the "
-            "three summaries joined.",
+            "Weighted Summaries: beginning, middle and end are summarised separately, each "
+            "prompt asking for about 33%, 34% and 33% of target_tokens, and the three summaries "
+            "joined. A part's hard token limit is only a safety cap (cap_factor times its "
+            "budget).",
             params=(
                 Param("target_tokens", 100, "desired summary length in model tokens"),
                 Param("weights", "0.33,0.34,0.33", "budget shares of beginning, middle, end"),
+                Param(
+                    "cap_factor",
+                    3.0,
+                    "safety cap of a part's length, as a multiple of its budget (FrameLab's "
+                    "choice; the paper states only the budget)",
+                ),
             ),
             passes=3,
         ),
@@ -198,7 +205,7 @@ METHODS: dict[str, MethodSpec] = {
             "primacy",
             "Attention-Sort Re-ordering: a forward pass measures the attention each paragraph "
             "receives; paragraphs are reordered from lowest to highest attention, repeated "
-            "iterations times, and the model is prompted with the final order.",
+            "iterations times, and the method's own prompt summarises the final order.",
             params=(Param("iterations", 2, "measure-and-reorder rounds"),),
             backends=TRANSFORMERS_ONLY,
         ),
@@ -207,8 +214,8 @@ METHODS: dict[str, MethodSpec] = {
             "re-rank",
             "summarize",
             "primacy",
-            "Position-Invariant Shuffle: sentences are shuffled with a fixed seed before "
-            "summarisation.",
+            "Position-Invariant Shuffle: sentences are shuffled with a fixed seed, then the "
+            "method's own prompt summarises the shuffled text.",
             params=(
                 Param("shuffle_seed", 42, "seed of random.Random that shuffles the sentences"),
                 Param(
@@ -226,7 +233,9 @@ METHODS: dict[str, MethodSpec] = {
             "summarize",
             "primacy",
             "Forced Balanced Coverage: TF-IDF coverage of the source thirds by the output so far; "
-            "log(gamma) is added to tokens of under-covered thirds until |s_b - s_e| <= tolerance.",
+            "log(gamma) is added to tokens of under-covered thirds until |s_b - s_e| <= tolerance. "
+            "Which thirds count as under-covered (below the best by more than the tolerance) is "
+            "FrameLab's choice: the paper does not define it.",
             params=(
                 Param("gamma", 1.5, "probability multiplier of under-covered tokens"),
                 Param("tolerance", 0.05, "balance threshold on |s_b - s_e|"),
@@ -304,7 +313,9 @@ METHODS: dict[str, MethodSpec] = {
             "is about to choose (which part of the text it draws on; whether the sentiment is "
             "kept), then rule-based checks (TF-IDF coverage, VADER) run; a violation the "
             "explanation admits or the checks find makes candidates that deepen it rejected "
-            "and the token resampled within the top-k.",
+            "and the token resampled within the top-k. The schedule (a check every check_every "
+            "steps, the min_words and alpha rules) is FrameLab's choice: the paper does not "
+            "give one.",
             params=(
                 Param("check_every", 5, "steps between checks"),
                 Param("top_k", 5, "candidates considered at a check"),

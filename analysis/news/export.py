@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.news.falsify import read_validation
+from analysis.news.falsify import VALIDATION_FILE, falsified_dir, read_validation
 from analysis.news.store import read_articles, utc_now
 
 REQUIRE = ("auto", "manual", "none")
@@ -40,6 +40,11 @@ class ExportReport:
     n_before_cutoff: int = 0
     n_undated: int = 0
     n_exported: int = 0
+    # How the exported pairs were validated: by hand, only by the automatic meaning check, or
+    # not at all (``--require none``).
+    n_exported_manual: int = 0
+    n_exported_auto_only: int = 0
+    n_exported_unvalidated: int = 0
     falsifier: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -49,7 +54,9 @@ class ExportReport:
             f"{self.n_failed_check} failing the automatic check, {self.n_rejected_manual} "
             f"rejected by hand, {self.n_unvalidated} not yet validated, {self.n_before_cutoff} "
             f"published on or before the cutoff, {self.n_undated} undated, "
-            f"{self.n_not_in_dataset} no longer in the deduplicated dataset"
+            f"{self.n_not_in_dataset} no longer in the deduplicated dataset. Exported pairs "
+            f"validated by hand: {self.n_exported_manual}, by the automatic check only: "
+            f"{self.n_exported_auto_only}, not validated: {self.n_exported_unvalidated}"
         )
 
 
@@ -57,7 +64,7 @@ def export_pairs(
     root: str | Path,
     *,
     after_cutoff: str | None = None,
-    require: str = "auto",
+    require: str = "manual",
     falsifier: str | None = None,
 ) -> tuple[list[dict[str, Any]], ExportReport]:
     """Select the pairs to evaluate and turn them into fact-check items.
@@ -68,9 +75,10 @@ def export_pairs(
         The dataset directory (after ``framelab news falsify``).
     after_cutoff : str, optional
         ISO date or datetime: keep only articles published after it.
-    require : {"auto", "manual", "none"}
-        ``auto``: the automatic check said ``differs`` and nobody rejected the pair;
-        ``manual``: a researcher marked the pair valid; ``none``: every pair not rejected.
+    require : {"manual", "auto", "none"}
+        ``manual`` (default, as the seed study validated its pairs by hand): a researcher
+        marked the pair valid; ``auto``: the automatic check said ``differs`` and nobody
+        rejected the pair; ``none``: every pair not rejected.
     falsifier : str, optional
         The model whose negations to use, when several models falsified the dataset.
 
@@ -78,7 +86,14 @@ def export_pairs(
     -------
     (list of dict, ExportReport)
         Two items per pair (``item_id``, ``pair_id``, ``truth``, ``text``, ``date``, ``url``,
-        ``domain``, ``falsifier``, ``dataset``) and the counts.
+        ``domain``, ``falsifier``, ``dataset``, ``validated``: ``manual``, ``auto`` or
+        ``none``) and the counts.
+
+    Raises
+    ------
+    ExportError
+        With ``require="manual"``, when no pair is validated by hand yet: the message gives the
+        count and how to validate (nothing is written).
     """
     if require not in REQUIRE:
         raise ExportError(f"require must be one of {REQUIRE}, not {require!r}")
@@ -139,6 +154,13 @@ def export_pairs(
         if cutoff is not None and when <= cutoff:
             report.n_before_cutoff += 1
             continue
+        validated = (
+            "manual"
+            if row["manual_valid"] is True
+            else "auto"
+            if row["auto_check"] == "differs"
+            else "none"
+        )
         common = {
             "pair_id": row["article_id"],
             "date": published,
@@ -146,12 +168,27 @@ def export_pairs(
             "domain": article["domain"],
             "falsifier": row["model"],
             "dataset": "newslens",
+            "validated": validated,
         }
         items.append({"item_id": f"{row['article_id']}-authentic", "truth": True,
                       "text": row["authentic"], **common})  # fmt: skip
         items.append({"item_id": f"{row['article_id']}-falsified", "truth": False,
                       "text": row["falsified"], **common})  # fmt: skip
         report.n_exported += 1
+        if validated == "manual":
+            report.n_exported_manual += 1
+        elif validated == "auto":
+            report.n_exported_auto_only += 1
+        else:
+            report.n_exported_unvalidated += 1
+    if require == "manual" and report.n_unvalidated and not report.n_exported:
+        raise ExportError(
+            f"none of the {report.n_unvalidated} falsified pairs is validated by hand yet, and "
+            "export requires manual validation (the seed study's pairs were checked by hand). "
+            f"Fill in manual_valid (yes/no) in {falsified_dir(root) / VALIDATION_FILE}, "
+            "then run this command again; or pass --require auto to export the pairs that "
+            "passed the automatic meaning check (the manifest then says so)."
+        )
     return items, report
 
 

@@ -1,6 +1,6 @@
 """The overlap paper's rephrase step, through the engine: judge-pair items -> summarize with the
-``rephrase`` template -> ``rephrased-pairs`` -> judge-pair -> the metrics keep the rephrased
-pairs apart and show the wider similarity range."""
+``rephrase`` template over the human reference -> ``rephrased-pairs`` -> judge-pair -> the
+metrics keep the rephrased pairs apart and show the higher-overlap end of the similarity range."""
 
 from __future__ import annotations
 
@@ -23,35 +23,38 @@ ITEMS = [
         "item_id": "j1",
         "text": "The council approved a budget that raises school spending by ten percent.",
         "human_summary": "The council raised school spending by ten percent in the new budget.",
-        "generated_summary": "The council raised school spending by ten percent in its budget.",
+        "generated_summary": "Education funding climbs a tenth after the local vote.",
         "summarizer": "m-a",
     },
     {
         "item_id": "j2",
         "text": "A storm cut power to thousands of homes; crews expect to finish by Friday.",
         "human_summary": "A storm cut power to thousands of homes; service returns by Friday.",
-        "generated_summary": "A storm cut power to thousands of homes; crews restore it by Friday.",
+        "generated_summary": "Crews race to reconnect households left dark by the weather.",
         "summarizer": "m-a",
     },
 ]
+# The rephrase step rewords the human reference and keeps its long phrases: high overlap.
 REWORDED = {
-    "j1": "Education funding climbs a tenth after the local vote.",
-    "j2": "Crews race to reconnect households left dark by the weather.",
+    "j1": "The council raised school spending by ten percent in its new budget.",
+    "j2": "A storm cut power to thousands of homes; service is back by Friday.",
 }
 
 
-def test_rephrase_template_shows_the_generated_summary():
-    [message] = get_template("summarize", "rephrase").messages(text=ITEMS[0]["generated_summary"])
-    assert message["content"].startswith("Rephrase the following summary")
-    assert message["content"].endswith(ITEMS[0]["generated_summary"])
+def test_rephrase_template_rewords_the_human_summary_keeping_its_long_phrases():
+    [message] = get_template("summarize", "rephrase").messages(text=ITEMS[0]["human_summary"])
+    content = message["content"]
+    assert "human-written summary" in content and "keep its longer phrases" in content
+    assert "do not reuse" not in content  # the old, reversed direction
+    assert content.endswith(ITEMS[0]["human_summary"])
 
 
 def test_rephrase_chain_to_the_overlap_metrics(tmp_path: Path, fake_backend) -> None:
     from analysis.llm.tasks import TaskOptions
 
-    # 1. Rephrase the generated summaries (the paper samples at temperature 0.7).
+    # 1. Rephrase the human summaries (the paper samples at temperature 0.7).
     def reword(req):
-        return next(REWORDED[i["item_id"]] for i in ITEMS if i["generated_summary"] in req.text)
+        return next(REWORDED[i["item_id"]] for i in ITEMS if i["human_summary"] in req.text)
 
     run_task(
         "summarize",
@@ -59,7 +62,7 @@ def test_rephrase_chain_to_the_overlap_metrics(tmp_path: Path, fake_backend) -> 
         fake_backend(reword, model_id="rephraser"),
         tmp_path / "rephrased.jsonl",
         template="rephrase",
-        options=TaskOptions(text_field="generated_summary"),
+        options=TaskOptions(text_field="human_summary"),
         progress=False,
     )
     # 2. Back to judge-pair items.
@@ -76,30 +79,30 @@ def test_rephrase_chain_to_the_overlap_metrics(tmp_path: Path, fake_backend) -> 
     assert items[0]["summarizer"] == "m-a"
 
     # 3. The judge sees originals and rephrasings; it prefers the human summary only when the
-    #    generated one nearly copies it.
+    #    other one nearly copies it.
     def judge(req):
         content = req.messages[-1]["content"]
         first = content.split("Summary A:\n", 1)[1].split("\n", 1)[0]
         second = content.split("Summary B:\n", 1)[1].split("\n", 1)[0]
         rephrased = any(r in (first, second) for r in REWORDED.values())
         human = next(i["human_summary"] for i in ITEMS if i["human_summary"] in (first, second))
-        pick_human = not rephrased
+        pick_human = rephrased
         return "Summary A" if (first == human) == pick_human else "Summary B"
 
     for name, batch in (("orig", ITEMS), ("reph", items)):
         run_task("judge-pair", batch, fake_backend(judge, model_id="judge-x"),
                  tmp_path / f"judged_{name}.jsonl", progress=False)  # fmt: skip
 
-    # 4. The metrics read both files: four pairs, two versions, the rephrased ones lower.
+    # 4. The metrics read both files: four pairs, two versions, the rephrased ones higher.
     records = read_metric_records([tmp_path / "judged_orig.jsonl", tmp_path / "judged_reph.jsonl"])
     sec = overlap_section(records, ReportOptions())
     outcomes = sec.tables["judge_outcomes"].set_index(["item_id", "summary_version"])
     assert len(outcomes) == 4
     assert set(outcomes["system"]) == {"m-a"}
-    assert outcomes.loc[("j1", "original"), "outcome"] == "GT"
-    assert outcomes.loc[("j1", "rephrased"), "outcome"] == "Generated"
+    assert outcomes.loc[("j1", "original"), "outcome"] == "Generated"
+    assert outcomes.loc[("j1", "rephrased"), "outcome"] == "GT"
     rng = sec.tables["judge_similarity_range"].set_index("summary_version")
-    assert rng.loc["rephrased", "max"] < rng.loc["original", "min"]
+    assert rng.loc["original", "max"] < rng.loc["rephrased", "min"]
 
 
 def test_rephrased_pairs_refuses_unusable_records():
@@ -131,18 +134,23 @@ class SettingsSpy:
 
 @pytest.mark.parametrize(
     ("task", "template", "items"),
-    [("summarize", "rephrase", ITEMS[:1]), ("judge-pair", None, ITEMS[:1])],
+    [
+        ("summarize", "rephrase", ITEMS[:1]),
+        ("summarize", "words-100", ITEMS[:1]),  # the study's summarizers
+        ("judge-pair", None, ITEMS[:1]),
+    ],
 )
 def test_overlap_paper_tasks_sample_at_temperature_0_7_by_default(
     tmp_path: Path, fake_backend, task, template, items
 ) -> None:
-    """The overlap paper's rephrase step and judge sample at T = 0.7 unless told otherwise."""
+    """The overlap paper's summarizers, rephrase step and judge sample at T = 0.7 unless told
+    otherwise."""
     import dataclasses
     import json
 
     from analysis.llm.tasks import TaskOptions
 
-    opts = TaskOptions(text_field="generated_summary") if task == "summarize" else None
+    opts = TaskOptions(text_field="human_summary") if task == "summarize" else None
     spy = SettingsSpy(fake_backend)
     out = tmp_path / "o.jsonl"
     run = run_task(task, items, spy.backend, out, template=template, options=opts,
@@ -210,3 +218,33 @@ def test_template_decoding_is_checked(tmp_path: Path) -> None:
             load_template_file(path, "summarize")
     path.write_text(json.dumps({"user": "{text}", "decoding": {"temperature": 0.7}}))
     assert load_template_file(path, "summarize").decoding == {"temperature": 0.7}
+
+
+def test_judge_pair_names_are_an_option_and_part_of_the_resume_key(
+    tmp_path: Path, tiny_model_dir, monkeypatch
+) -> None:
+    import json
+
+    import analysis.llm.tasks as tasks
+
+    seen: list[str] = []
+    real = tasks.run_task
+
+    def spy(*args, **kw):
+        seen.append(kw["options"].pair_names)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tasks, "run_task", spy)
+    items = tmp_path / "pairs.jsonl"
+    items.write_text(json.dumps(ITEMS[0]) + "\n")
+    out = tmp_path / "judged.jsonl"
+    args = ["judge-pair", "--input", str(items), "--out", str(out), "--model", tiny_model_dir,
+            "--max-new-tokens", "2", "--device", "cpu", "--no-progress"]  # fmt: skip
+    runner = CliRunner()
+    assert runner.invoke(generate, args).exit_code == 0
+    done = runner.invoke(generate, [*args, "--pair-names", "Summary 1,Summary 2"])
+    assert done.exit_code == 0, done.output
+    assert seen == [("Summary A", "Summary B"), ("Summary 1", "Summary 2")]
+    assert len({r["template_hash"] for r in read_records(out)}) == 2  # judged again
+    bad = runner.invoke(generate, [*args, "--pair-names", "Same,Same"])
+    assert bad.exit_code != 0 and "two different names" in bad.output

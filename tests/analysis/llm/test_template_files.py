@@ -97,4 +97,4 @@ def test_template_option_on_the_command_line(tmp_path, tiny_model_dir):
     missing = runner.invoke(generate, [str(a) for a in [*args, "--template", "nope.txt"]])
     assert missing.exit_code != 0 and "cannot read template file nope.txt" in missing.output
     listing = runner.invoke(generate, ["templates", "--task", "summarize"])
-    assert "summarize/words-100.txt" in listing.output
+    assert "summarize/words-100.json" in listing.output

@@ -112,6 +112,7 @@ def test_extraction_command_scores_against_the_perspective_reference(examples, t
     assert left["bertscore_f"] == pytest.approx(direct.loc[0, "bertscore_f"], abs=1e-6)
     means = pd.read_csv(out / "perspective_bertscore_means.csv")
     assert means["n"].sum() == len(records)
+    assert means["bertscore_f"].max() > 1  # the x 100 scale of the paper's table
     assert set(means["perspective"]) == {"left", "right"}
 
 
@@ -122,4 +123,9 @@ def test_bertscore_means_by_group():
          "bertscore_f": [0.45, 0.65, 0.85]}
     )  # fmt: skip
     out = bertscore_means(table).set_index("model")
-    assert out.loc["a", "n"] == 2 and out.loc["a", "bertscore_p"] == pytest.approx(0.6)
+    # Reported x 100, as PoliSum's Table 7 does.
+    assert out.loc["a", "n"] == 2 and out.loc["a", "bertscore_p"] == pytest.approx(60.0)
+    assert out.loc["b", "bertscore_f"] == pytest.approx(85.0)
+    assert bertscore_means(table, scale=1).set_index("model").loc["a", "bertscore_p"] == (
+        pytest.approx(0.6)
+    )

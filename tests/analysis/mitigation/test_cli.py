@@ -198,3 +198,49 @@ def test_compare_refuses_facts_without_pairs_before_generating_then_resumes(
     table = pd.read_csv(out / "fact_check_table.csv")
     assert list(table["method"]) == ["baseline", "epistemic-tagging"]
     assert (table["n_pairs"] == 2).all()
+
+
+def test_compare_needs_one_fixed_judge_and_refuses_the_model_under_test(
+    tiny_model_dir, docs_file, tmp_path
+):
+    base = ["compare", "--dataset", docs_file, "--methods", "cloze", "--model", tiny_model_dir,
+            "--out", tmp_path / "cmp", "--embedder", "hashing", "--max-new-tokens", "2",
+            "--device", "cpu", "--no-progress"]  # fmt: skip
+    runner = CliRunner()
+
+    def run(*extra):
+        return runner.invoke(mitigate, [str(a) for a in [*base, *extra]])
+
+    missing = run()
+    assert missing.exit_code != 0 and "give --judge" in missing.output
+    for own in ("model", tiny_model_dir):
+        refused = run("--judge", own)
+        assert refused.exit_code != 0 and "is the model under test" in refused.output
+    assert not (tmp_path / "cmp").exists()  # refused before anything was generated
+    allowed = run("--judge", "model", "--allow-self-judge")
+    assert allowed.exit_code == 0, allowed.output
+    assert "judges its own framing" in allowed.output
+    judged = pd.read_json(tmp_path / "cmp" / "judgments.jsonl", lines=True)
+    assert set(judged["model"]) == {str(tiny_model_dir)}
+
+
+def test_compare_warns_that_minilm_is_not_the_papers_embedder(tiny_model_dir, docs_file, tmp_path):
+    from analysis.cli.mitigate import PRIMACY_SCALE_WARNING
+
+    assert "E5" in PRIMACY_SCALE_WARNING and "all-MiniLM-L6-v2" in PRIMACY_SCALE_WARNING
+    quiet = CliRunner().invoke(mitigate, [str(a) for a in [
+        "compare", "--dataset", docs_file, "--methods", "cloze", "--model", tiny_model_dir,
+        "--out", tmp_path / "cmp", "--judge", "vader", "--embedder", "hashing",
+        "--max-new-tokens", "2", "--device", "cpu", "--no-progress"]])  # fmt: skip
+    assert quiet.exit_code == 0 and PRIMACY_SCALE_WARNING not in quiet.output
+
+
+def test_compare_prints_the_hallucination_rate_by_name(tiny_model_dir, tmp_path):
+    facts = _write_jsonl(tmp_path / "facts.jsonl", FACTS)
+    out = tmp_path / "cmp"
+    text = _invoke(["compare", "--facts", facts, "--methods", "epistemic-tagging", "--model",
+                    tiny_model_dir, "--out", out, "--cutoff", "2023-06-30",
+                    "--max-new-tokens", "2", "--device", "cpu", "--no-progress"])  # fmt: skip
+    table = pd.read_csv(out / "fact_check_table.csv")
+    assert (table["hallucination_rate"] == 1 - table["strict_acc"]).all()
+    assert "hallucination_rate" in text and "'post' row" in text

@@ -178,24 +178,27 @@ def test_prompt_and_chunk_methods_run_on_a_server_backend(tmp_path):
     assert weighted["output"].count("FINAL_SUMMARY") == 3  # three part summaries joined
 
 
-def test_weighted_summaries_budget_model_tokens_not_words(tmp_path):
-    """Each part's budget is its token limit (33/34/33 of 100 tokens), stated in the prompt."""
+def test_weighted_summaries_ask_for_about_the_budget_under_a_generous_cap(tmp_path):
+    """The prompt asks for about 33/34/33 of 100 model tokens; the hard limit is 3x that, so a
+    part summary is not cut mid-sentence at its budget."""
     backend = EchoBackend()
     run_method("weighted-summaries", DOCS[:1], backend, tmp_path / "o.jsonl", progress=False)
-    assert sorted(backend.seen) == [("part-1", 33), ("part-2", 34), ("part-3", 33)]
+    assert sorted(backend.seen) == [("part-1", 99), ("part-2", 102), ("part-3", 99)]
     [record] = _lines(tmp_path / "o.jsonl")
     assert record["hyperparameters"]["target_tokens"] == 100
-    assert sum("in at most 34 tokens" in p for p in backend.prompts) == 1
+    assert record["budgets"] == [33, 34, 33]
+    assert sum("in about 34 tokens" in p for p in backend.prompts) == 1
+    assert not any("at most" in p for p in backend.prompts)
     backend = EchoBackend()
     run_method(
         "weighted-summaries",
         DOCS[:1],
         backend,
         tmp_path / "o2.jsonl",
-        params={"target_tokens": 10},
+        params={"target_tokens": 10, "cap_factor": 1.5},
         progress=False,
     )
-    assert sorted(backend.seen) == [("part-1", 3), ("part-2", 4), ("part-3", 3)]
+    assert sorted(backend.seen) == [("part-1", 5), ("part-2", 6), ("part-3", 5)]
 
 
 def test_method_runs_write_a_manifest_like_generate(tmp_path):
@@ -208,10 +211,10 @@ def test_method_runs_write_a_manifest_like_generate(tmp_path):
     [record] = _lines(out)[:1]
     assert first["status"] == "completed" and first["method"] == "chain-of-thought"
     assert first["template_hash"] == record["template_hash"]
-    assert set(first["templates"]) == {"mitigate-cot-analysis", "mitigate-cot-final"}
+    assert set(first["templates"]) == {"mitigate-cot"}
     assert first["settings"]["max_new_tokens"] == 50
     assert first["backend"] == {"backend": "openai", "model": "echo"}
-    assert first["counts"]["generated"] == 2 and first["counts"]["model_calls"] == 4
+    assert first["counts"]["generated"] == 2 and first["counts"]["model_calls"] == 2  # one prompt
     assert first["argv"] == ["x"]
     assert second["counts"]["already_done"] == 2 and second["counts"]["generated"] == 0
 

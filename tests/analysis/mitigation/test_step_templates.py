@@ -63,15 +63,14 @@ def test_no_prompt_text_is_left_in_the_mitigation_code():
 
 
 def test_the_files_hold_the_former_wording_so_stored_results_still_resume():
-    """Hashes from before the move (commit b1b2c77): only self-debias changes (its prefix, which
-    entered the hash through the processor's repr, is now also one of the method's templates)."""
+    """Hashes from before the move (commit b1b2c77): self-debias changes (its prefix, which
+    entered the hash through the processor's repr, is now also one of the method's templates),
+    and so do the methods whose prompts were later brought closer to the paper."""
     settings = {"x": 1}
     before = {
-        "chain-of-thought": "7d5d609eb5c5b5c8",
         "cloze": "04ea74beab3abadb",
         "self-help-debias": "6622e74d02a4fa57",
         "partial-summaries": "b5c62f26ca77b2bb",
-        "knowledge-boundary": "dd41e42feff6accb",
         "explanation-guard": "77e89f0756cb1afa",
         "self-debias": "3af299cea761374e",
     }
@@ -190,7 +189,7 @@ def test_own_debias_prefix_reaches_the_biased_pass(tiny_model_dir, tmp_path, mon
 @pytest.mark.parametrize(
     ("step", "text", "message"),
     [
-        ("cot-final", "Summarize {text} well.", r"must contain \{analysis\}"),
+        ("ccs-rewrite", "Fix {draft} of {text}.", r"must contain \{counterfactuals\}"),
         ("self-help-rewrite", "Fix {draft}.", r"must contain \{critique\}"),
         ("chunk-merge", "Merge {partials} of {text}", r"\['text'\] are not filled in"),
         ("knowledge-boundary", "True? {text}", r"must contain \{cutoff\}"),
@@ -211,8 +210,8 @@ def test_template_option_on_framelab_mitigate(tiny_model_dir, tmp_path):
 
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps(d) + "\n" for d in DOCS[:1]))
-    own = tmp_path / "final.txt"
-    own.write_text("Using {analysis}, write FINAL_SUMMARY: of {text}\n")
+    own = tmp_path / "cot.txt"
+    own.write_text("Analyse BEGIN, MIDDLE, END, then write FINAL_SUMMARY: of {text}\n")
     out = tmp_path / "o.jsonl"
     args = ["chain-of-thought", "--input", docs, "--out", out, "--model", tiny_model_dir,
             "--max-new-tokens", "2", "--device", "cpu", "--no-progress"]  # fmt: skip
@@ -221,19 +220,19 @@ def test_template_option_on_framelab_mitigate(tiny_model_dir, tmp_path):
     def invoke(*extra):
         return runner.invoke(mitigate, [str(a) for a in [*args, *extra]])
 
-    assert invoke("--template", f"cot-final={own}").exit_code == 0
+    assert invoke("--template", f"cot={own}").exit_code == 0
     assert invoke().exit_code == 0  # the default prompt: another key, generated again
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len({r["template_hash"] for r in records}) == 2
     runs = json.loads((tmp_path / "o.jsonl.manifest.json").read_text())["runs"]
-    assert runs[0]["template_files"]["mitigate-cot-final"] == str(own)
-    assert "nothing to do" in invoke("--template", f"mitigate-cot-final={own}").output
+    assert runs[0]["template_files"]["mitigate-cot"] == str(own)
+    assert "nothing to do" in invoke("--template", f"mitigate-cot={own}").output
     wrong = invoke("--template", f"explain-choice={own}")
     assert wrong.exit_code != 0 and "a prompt of explanation-guard, not of chain-of-thought" in (
         wrong.output
     )
-    unknown = invoke("--template", f"cot-finale={own}")
-    assert unknown.exit_code != 0 and "cot-final" in unknown.output
+    unknown = invoke("--template", f"cot-final={own}")
+    assert unknown.exit_code != 0 and "cot, " in unknown.output
     listing = runner.invoke(mitigate, ["templates"])
     assert listing.exit_code == 0
     for step in STEPS:

@@ -124,3 +124,75 @@ def test_nli_contradiction_joins_the_check(tmp_path):
         assert np.isnan(out["nli_contradiction"].iloc[2])
     with pytest.raises(ValueError, match="no contradiction label"):
         nli_scorer(_tiny_nli(tmp_path / "sst", ["NEGATIVE", "POSITIVE"]), device="cpu")
+
+
+def _sheet_dataset(tmp_path, manual):
+    """A dataset directory with two falsified pairs and the given manual_valid values."""
+    import pandas as pd
+
+    from analysis.news.falsify import VALIDATION_FILE, falsified_dir
+    from analysis.news.store import write_shard
+
+    root = tmp_path / "ds"
+    rows = pd.DataFrame(
+        {
+            "article_id": ["a1", "a2"],
+            "url": ["https://example.org/1", "https://example.org/2"],
+            "domain": ["example.org"] * 2,
+            "published_at": ["2026-03-02T10:00:00Z", "2026-03-03T10:00:00Z"],
+            "title": ["One", "Two"],
+            "description": ["The council approved the plan.", "The bridge opened."],
+        }
+    )
+    write_shard(root, "2026-03-03", rows.to_dict("records"))
+    sheet = pd.DataFrame(
+        {
+            "article_id": ["a1", "a2"],
+            "model": ["m", "m"],
+            "template_hash": ["h", "h"],
+            "authentic": ["The council approved the plan.", "The bridge opened."],
+            "falsified": ["The council rejected the plan.", "The bridge stayed closed."],
+            "word_change": ["0.3", "0.4"],
+            "embed_cosine": ["0.8", "0.7"],
+            "auto_check": ["differs", "differs"],
+            "manual_valid": manual,
+            "manual_note": ["", ""],
+        }
+    )
+    falsified_dir(root).mkdir(parents=True, exist_ok=True)
+    sheet.to_csv(falsified_dir(root) / VALIDATION_FILE, index=False)
+    return root
+
+
+def test_export_requires_manual_validation_by_default_and_says_how(tmp_path):
+    from analysis.news.export import ExportError, export_pairs
+    from framelab.cli import main
+
+    root = _sheet_dataset(tmp_path, ["", ""])
+    with pytest.raises(ExportError, match=r"none of the 2 falsified pairs is validated by hand"):
+        export_pairs(root)
+    out = CliRunner().invoke(main, ["news", "export", "--dataset", str(root), "--out",
+                                    str(tmp_path / "p.jsonl")])  # fmt: skip
+    assert out.exit_code != 0 and "manual_valid" in out.output and "--require auto" in out.output
+    assert not (tmp_path / "p.jsonl").exists()
+    items, report = export_pairs(root, require="auto")
+    assert report.n_exported == report.n_exported_auto_only == 2
+    assert {i["validated"] for i in items} == {"auto"}
+
+
+def test_export_manifest_says_how_the_pairs_were_validated(tmp_path):
+    import json
+
+    from framelab.cli import main
+
+    root = _sheet_dataset(tmp_path, ["yes", ""])
+    path = tmp_path / "p.jsonl"
+    out = CliRunner().invoke(main, ["news", "export", "--dataset", str(root), "--out", str(path)])
+    assert out.exit_code == 0, out.output
+    assert "validated by hand: 1" in out.output and "1 not yet validated" in out.output
+    counts = json.loads(path.with_suffix(".manifest.json").read_text())["counts"]
+    assert counts["n_exported"] == counts["n_exported_manual"] == 1
+    assert counts["n_exported_auto_only"] == counts["n_exported_unvalidated"] == 0
+    assert counts["n_unvalidated"] == 1
+    items = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {i["pair_id"] for i in items} == {"a1"} and {i["validated"] for i in items} == {"manual"}

