@@ -8,15 +8,10 @@ from flask import Flask, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
+from webapp.participant_error import ParticipantError
 from webapp.security import allow_mturk_framing
 
-
-class ParticipantError(Exception):
-    """An error to show a participant with a code such as ``E404-STUDY``."""
-
-    def __init__(self, code: str, message: str, status: int = 400, link: str | None = None):
-        super().__init__(message)
-        self.code, self.message, self.status, self.link = code, message, status, link
+__all__ = ["ParticipantError", "register"]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from werkzeug.datastructures import ImmutableMultiDict, MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from webapp import bundle
-from webapp.errors import ParticipantError
+from webapp.participant_error import ParticipantError
 from webapp.services import reconcile
 from webapp.tasks.base import PAGE_FORM_BYTES, PAGE_FORM_FIELDS
 
@@ -187,7 +187,7 @@ def admit_body(limit: BodyLimit, *, link: str | None = None) -> None:
     ------
     werkzeug.exceptions.RequestEntityTooLarge
         More bytes than the bound.
-    webapp.errors.ParticipantError
+    webapp.participant_error.ParticipantError
         ``E400-FIELDS``: more fields than the bound.
     """
     if limit.max_bytes == 0:  # a body was not expected: nothing is read, and nothing parses
