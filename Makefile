@@ -16,7 +16,7 @@ PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 # marked; tests asking for the PostgreSQL or Chromium fixture are marked by tests/conftest.py).
 FAST_MARKERS := not postgres and not browser and not gpu and not slow
 
-.PHONY: help install install-dev run test test-fast test-newest constraints lint format loadtest \
+.PHONY: help install install-dev run test test-fast test-newest constraints lint format loadtest multihost \
 	peer-bench audit clean axe screenshots
 
 # The first target, so a bare `make` lists the others (docs/development.md says more).
@@ -26,7 +26,7 @@ help:
 	@echo "make test-fast   the everyday tier: no PostgreSQL, browser, GPU, real model or slow test"
 	@echo "make lint        ruff check, ruff format --check, import-linter, bandit"
 	@echo "make format      ruff format the tree"
-	@echo "other targets:   install install-dev test-newest constraints loadtest peer-bench audit"
+	@echo "other targets:   install install-dev test-newest constraints loadtest multihost peer-bench audit"
 	@echo "                 axe screenshots clean (docs/development.md)"
 
 $(BIN)/python:
@@ -104,6 +104,12 @@ WORKERS ?= 3
 THREADS ?= 4
 loadtest: install-dev
 	$(BIN)/python bench/loadtest.py --n $(N) --m $(M) --workers $(WORKERS) --threads $(THREADS) $(LOADTEST_ARGS)
+
+# Several gunicorn servers on one PostgreSQL database behind a round-robin proxy, with the load
+# test's bots and audit (bench/multihost.py --help).
+SERVERS ?= 3
+multihost: install-dev
+	$(BIN)/python bench/multihost.py --servers $(SERVERS) --n $(N)
 
 # FrameLab and oTree side by side on the product-choice study (bench/peer/run.py --help): oTree
 # is installed into bench/peer/.venv-otree on first use, never into .venv. Takes minutes.
