@@ -1,7 +1,6 @@
 """Participant-facing pages: entry, consent, task pages and the end of the session."""
 
-from flask import Blueprint
+from webapp.participant import home, routes  # noqa: F401  (registers the views)
+from webapp.participant.blueprint import bp
 
-bp = Blueprint("participant", __name__, template_folder="templates")
-
-from webapp.participant import home, routes  # noqa: E402,F401  (registers the views)
+__all__ = ["bp"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import render_template
 
-from webapp.participant import bp
+from webapp.participant.blueprint import bp
 
 
 @bp.get("/")

@@ -22,7 +22,7 @@ from werkzeug.wrappers import Response
 from webapp.errors import ParticipantError
 from webapp.extensions import csrf, db
 from webapp.models import Participant, ParticipantStatus, Platform, Study, utcnow
-from webapp.participant import bp
+from webapp.participant.blueprint import bp
 from webapp.participant.forms import ConsentForm
 from webapp.participant.lookup import request_page_rows, request_study
 from webapp.security import allow_mturk_framing

@@ -11,7 +11,7 @@ from flask import current_app, g, request
 from webapp.errors import ParticipantError
 from webapp.models import Study, StudyState
 from webapp.participant.lookup import request_study
-from webapp.researcher import bp
+from webapp.researcher.blueprint import bp
 from webapp.services.accounts import can_access
 from webapp.services.entry import EntryError, find_participant, parse_entry
 from webapp.services.researchers import participant_gate

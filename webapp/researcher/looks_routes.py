@@ -15,7 +15,7 @@ from wtforms import HiddenField
 
 from webapp.extensions import db
 from webapp.models import InterimLook, Study
-from webapp.researcher import bp
+from webapp.researcher.blueprint import bp
 from webapp.researcher.routes import _study, login_required
 from webapp.services import looks as looks_service
 

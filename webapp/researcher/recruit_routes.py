@@ -12,7 +12,7 @@ from wtforms.validators import Length
 
 from webapp.models import Study
 from webapp.recruit.prolific import REJECTION_CATEGORIES
-from webapp.researcher import bp
+from webapp.researcher.blueprint import bp
 from webapp.researcher.routes import _study, login_required, public_base_url
 
 # Button labels. Everything that writes to the platform goes through a confirmation page;

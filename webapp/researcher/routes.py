@@ -37,7 +37,7 @@ from flask import (
 from webapp import bundle as bundles
 from webapp.extensions import db
 from webapp.models import ParticipantStatus, Platform, Researcher, Study, StudyState, utcnow
-from webapp.researcher import bp
+from webapp.researcher.blueprint import bp
 from webapp.researcher.forms import (
     BonusForm,
     ClearTestDataForm,

@@ -9,7 +9,7 @@ from flask import abort, flash, g, redirect, render_template, request, url_for
 
 from webapp.extensions import db
 from webapp.models import Participant, Study, StudyState, utcnow
-from webapp.researcher import bp
+from webapp.researcher.blueprint import bp
 from webapp.researcher.forms import (
     ClearTestDataForm,
     DuplicateForm,
