@@ -57,9 +57,12 @@ def spreadsheet_safe(text: str) -> str:
     >>> spreadsheet_safe("-0.25"), spreadsheet_safe("-1+2"), spreadsheet_safe("'=x")
     ('-0.25', "'-1+2", "''=x")
     """
+    # Line endings first: the check then sees the text as it is written, so a lone "\r" that
+    # becomes "\n" is not quoted for a character the cell no longer holds.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     if _would_run(text.lstrip("'")):
         text = "'" + text
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def unquote(text: str) -> str:

@@ -111,6 +111,7 @@ def test_bots_complete_the_study_through_pgbouncer_in_transaction_mode(
     with setup.app_context():
         upgrade(directory=str(migrations))
         definition = load_study(DEMO).study.definition
+        db.session.remove()  # the connection goes back to the pool before the pool is closed
         db.engine.dispose()
 
     monkeypatch.setenv("FRAMELAB_PGBOUNCER", "1")
@@ -122,4 +123,5 @@ def test_bots_complete_the_study_through_pgbouncer_in_transaction_mode(
     with app.app_context():
         assert db.session.scalar(select(func.count()).select_from(Participant)) == 12
         assert db.session.scalar(select(func.count()).select_from(ChoiceResponse)) == 120
+        db.session.remove()
         db.engine.dispose()
