@@ -374,8 +374,9 @@ def perplexity(model: Any, tokenizer: Any, texts: Sequence[str]) -> list[float]:
     import torch
 
     out = []
+    device = next(model.parameters()).device
     for text in texts:
-        ids = tokenizer(text, return_tensors="pt").input_ids
+        ids = tokenizer(text, return_tensors="pt").input_ids.to(device)
         if ids.shape[1] < 2:
             out.append(float("nan"))
             continue
@@ -528,10 +529,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="limit of the one-call methods that write sections before the summary",
     )
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, or auto")
+    parser.add_argument("--dtype", default="float32", help="float32 (as on CPU), bfloat16, auto")
     parser.add_argument("--methods", default="all", help="comma-separated, or all")
     parser.add_argument("--guard-explain-tokens", type=int, default=0,  # 0: rule checks only
                         help="explanation length of the Guard")  # fmt: skip
     parser.add_argument("--checkpoint", type=Path, default=None)
+    parser.add_argument(
+        "--gguf-file",
+        default=None,
+        help="a GGUF file inside --checkpoint, loaded as is (de-quantised to --dtype on load)",
+    )
     parser.add_argument(
         "--set",
         dest="sets",
@@ -571,7 +579,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     items = load_items(limit=args.limit)
     ckpt = args.checkpoint or checkpoint(args.out)
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.block)
-    backend = TransformersBackend(str(ckpt), settings, device="cpu", dtype="float32")
+    backend = TransformersBackend(
+        str(ckpt), settings, device=args.device, dtype=args.dtype, gguf_file=args.gguf_file
+    )
     backend.load()  # before any timing: the first method must not pay for loading
     t0 = time.perf_counter()
     if args.stage in ("all", "generate"):
@@ -580,6 +590,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         extra = {m: {"max_new_tokens": args.section_tokens} for m in ("chain-of-thought", "cloze")}
         generate_all(items, names, backend, params, args.out, args.block, extra)
         judge_all(items, backend, args.out)
+        if args.stage == "generate":
+            # Outputs and judgments only: the table is made where the embedder's weights are
+            # (`--stage report` reads them back).
+            return {"outputs": str(args.out / "outputs.jsonl")}
     data = item_metrics(items, args.out, backend)
     data.to_csv(args.out / "items.csv", index=False)
     table, common = effect_table(data, names)
@@ -593,6 +607,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "max_new_tokens": args.max_new_tokens,
         "section_tokens": args.section_tokens,
         "threads": args.threads,
+        "device": backend.info()["device_name"],
+        "dtype": backend.info()["dtype"],
+        "transformers": backend.info()["versions"]["transformers"],
         "block": args.block,
         "params": params,
         "date": time.strftime("%Y-%m-%d"),
