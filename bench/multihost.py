@@ -44,12 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadtest import (  # noqa: E402
     Gunicorn,
     _interrupt,
+    _summary,
     fresh_database,
     prepare_database,
     profile_bound,
 )
 from loadtest_audit import audit  # noqa: E402
 from loadtest_bots import run_async_bots  # noqa: E402
+from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
 
 # Headers that belong to one connection, not to the request or response (RFC 9110 §7.6.1).
 _HOP_BY_HOP = frozenset(
@@ -191,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             server_env = {**env, "DATABASE_URL": db_url}
             with servers(server_env, args.servers, args.workers, args.threads, Path(logs)) as up:
                 upstreams = [("127.0.0.1", g.port) for g in up]
+                pids = [pid for g in up for pid in (g.proc.pid, *g.worker_pids())]
                 with RoundRobinProxy(upstreams) as proxy:
+                    cpu_before = CpuSnapshot.take(pids)
                     bound = profile_bound(26, args.think_ms / 1000.0, args.ramp_s, n=args.n)
                     run = asyncio.run(
                         run_async_bots(
@@ -204,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                             seed=args.seed,
                         )
                     )
+                    cpu_after = CpuSnapshot.take(pids)
                 served = dict(proxy.served)
         result = audit(app, run)
         with app.app_context():
@@ -213,10 +218,22 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = Counter(r.outcome for r in run.results)
     failed_requests = sum(1 for b in run.bots for t in b.timings if t.status >= 500 or t.error)
     every_server = all(served.get(f"127.0.0.1:{port}", 0) > 0 for _, port in upstreams)
+    timings = [t.ms for b in run.bots for t in b.timings]
+    latency = _summary(timings)
+    cpu = cpu_report(cpu_before, cpu_after, run.wall_s, len(timings))
     print(f"servers: {args.servers} x {args.workers} worker(s) x {args.threads} threads")
     print(f"participants: {args.n}; outcomes: {dict(outcomes)}")
     print(f"requests per server: {served}")
     print(f"failed requests: {failed_requests}; wall: {run.wall_s:.1f} s")
+    print(
+        f"latency through the proxy: p50 {latency['p50_ms']} ms, p95 {latency['p95_ms']} ms, "
+        f"p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms over {latency['n']} requests; "
+        f"{len(timings) / run.wall_s:.0f} requests/s"
+    )
+    if cpu["ms_per_request"]:
+        per = ", ".join(f"{k} {v} ms" for k, v in cpu["ms_per_request"].items())
+        # "bots" is this process: the bots and the proxy together.
+        print(f"CPU per request: {per} (bots include the proxy); busy {cpu['machine_busy']}")
     print(
         f"audit: {'ok' if result['ok'] else 'FAILED'}; lost {result['lost']}, "
         f"duplicated {result['duplicated']}"
