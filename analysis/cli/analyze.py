@@ -165,7 +165,7 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     "--levels",
     "format_levels",
     default=None,
-    metavar="REFERENCE,LEVEL[,LEVEL...]",
+    metavar="REFERENCE,TREATMENT[,LEVEL...]",
     help="Format levels, reference first, when they are not original,summary[,mitigated:...] "
     "(the reference sets every sign).",
 )
@@ -270,7 +270,7 @@ def choice_command(
         levels = tuple(v.strip() for v in format_levels.split(","))
         if len(levels) < 2 or not all(levels):
             raise click.BadParameter(
-                "give at least two levels: REFERENCE,LEVEL[,LEVEL...]", param_hint="--levels"
+                "give at least two levels: REFERENCE,TREATMENT[,LEVEL...]", param_hint="--levels"
             )
     if id_map_path and not demographics_path:
         raise click.UsageError("--id-map is only used with --demographics FILE")
