@@ -695,19 +695,6 @@ def format_wtp(
         f"{', '.join(levels)} (treatment contrasts against {levels[0]!r})"
     )
     out["notes"] = first["notes"]
-    keep = [
-        c
-        for c in out.columns
-        if c
-        not in (
-            "optimizer",
-            "converged",
-            "reml",
-            "criterion",
-            "loglik",
-            "loglik_ml",
-            "aic_ml",
-            "bic_ml",
-        )
-    ]
-    return out[keep]
+    fit_only = {"optimizer", "converged", "reml", "criterion", "loglik", "loglik_ml", "aic_ml",
+                "bic_ml"}  # fmt: skip
+    return out[[c for c in out.columns if c not in fit_only]]
