@@ -35,8 +35,12 @@ __all__ = [
     "read_table",
 ]
 
-# Column -> kind: "str", "int", "float", "bool" (0/1), or a tuple of allowed (lower-case) values.
+# Column -> kind: "str", "int", "float", "bool" (0/1), "format" (FORMAT_NAME), or a tuple of
+# allowed (lower-case) values.
 # Copied from docs/export.md; change both together.
+# A product-choice format: the original reviews, the plain LLM summary, or a summary produced by
+# a mitigation method (``mitigated:<method>``, the method's registry name). Kind "format" below.
+FORMAT_NAME = r"original|summary|mitigated:[a-z0-9][a-z0-9._-]*"
 PARTICIPANT_STATUSES = ("started", "screened_out", "completed", "returned", "timed_out")
 CHOICE_LONG_COLUMNS: dict[str, object] = {
     "study_slug": "str",
@@ -48,7 +52,7 @@ CHOICE_LONG_COLUMNS: dict[str, object] = {
     "trial_index": "int",
     "pair_id": "str",
     "product_type": "str",
-    "format": ("original", "summary"),
+    "format": "format",
     "target_side": ("left", "right"),
     "chosen_side": ("left", "right"),
     "chose_target": "bool",
@@ -145,7 +149,7 @@ PAIRS_COLUMNS: dict[str, object] = {
 TIDY_CHOICE_REQUIRED: dict[str, object] = {
     "participant_id": "str",
     "pair_id": "str",
-    "format": ("original", "summary"),
+    "format": "format",
     "chose_target": "bool",
     "wtp_premium_pct": "float",
 }
@@ -247,6 +251,19 @@ def _coerce(df: pd.DataFrame, schema: dict[str, object], source: str) -> pd.Data
                     problems.append(f"{col!r}: not an integer ({raw[frac].iloc[0]!r})")
                     continue
                 out[col] = num.astype("Int64")
+        elif kind == "format":
+            import re
+
+            lowered = raw.where(~present, raw.astype(str).str.strip().str.lower())
+            bad = present & ~lowered.astype(str).map(lambda v: bool(re.fullmatch(FORMAT_NAME, v)))
+            if bad.any():
+                examples = ", ".join(repr(v) for v in raw[bad].unique()[:3])
+                problems.append(
+                    f"{col!r}: unexpected value(s) {examples}; allowed 'original', 'summary' "
+                    "or 'mitigated:<method>'"
+                )
+                continue
+            out[col] = lowered.astype(object).where(present, None)
         else:
             allowed = tuple(kind)  # type: ignore[arg-type]
             # Categories are documented lower-case; accept case variants from hand-made files.

@@ -165,8 +165,23 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     "--levels",
     "format_levels",
     default=None,
-    metavar="REFERENCE,TREATMENT",
-    help="Format levels when they are not original,summary (the reference sets every sign).",
+    metavar="REFERENCE,TREATMENT[,LEVEL...]",
+    help="Format levels, reference first, when they are not original,summary[,mitigated:...] "
+    "(the reference sets every sign).",
+)
+@click.option(
+    "--baseline",
+    default="summary",
+    show_default=True,
+    help="k-format studies: the level each mitigated format is also compared with.",
+)
+@click.option(
+    "--blocks",
+    type=click.Choice(["separate", "pooled"]),
+    default="separate",
+    show_default=True,
+    help="k-format studies with several product-choice blocks: analyse each block on its own "
+    "or all blocks' trials together.",
 )
 @click.option(
     "--wtp-slopes",
@@ -223,6 +238,8 @@ def choice_command(
     min_duration_s: float | None,
     min_duration_frac: float,
     format_levels: str | None,
+    baseline: str,
+    blocks: str,
     wtp_slopes: bool,
     demographics_path: str | None,
     id_map_path: str | None,
@@ -251,8 +268,10 @@ def choice_command(
     levels = None
     if format_levels is not None:
         levels = tuple(v.strip() for v in format_levels.split(","))
-        if len(levels) != 2 or not all(levels):
-            raise click.BadParameter("give two levels: REFERENCE,TREATMENT", param_hint="--levels")
+        if len(levels) < 2 or not all(levels):
+            raise click.BadParameter(
+                "give at least two levels: REFERENCE,TREATMENT[,LEVEL...]", param_hint="--levels"
+            )
     if id_map_path and not demographics_path:
         raise click.UsageError("--id-map is only used with --demographics FILE")
     prereg = _prereg(prereg_path, rules, levels, wtp_log) if prereg_path else None
@@ -260,6 +279,26 @@ def choice_command(
     join_summary = None
     try:
         data = load_choice(input_path)
+        if _formats_run(data, levels, prereg_path, covariates, wtp_slopes):
+            from analysis.report.format_pipeline import analyze_formats
+
+            results = analyze_formats(
+                data,
+                rules=rules,
+                levels=levels,
+                baseline=baseline,
+                blocks=blocks,
+                wtp_transform="log" if wtp_log else None,
+                clustered=not no_gee,
+                glmm=not no_glmm,
+            )
+            results.meta["input"] = str(Path(input_path).resolve())
+            title = f"Choice study: {Path(input_path).name}"
+            n_files = _write(results, out_dir, title, not no_figures, worker)
+            from analysis.report.format_sections import format_lines
+
+            click.echo("\n".join([*format_lines(results), f"wrote {n_files} files to {out_dir}"]))
+            return
         exported = data
         if prereg is not None:
             _same_study(data, prereg[0])
@@ -323,6 +362,20 @@ def choice_command(
     for line in choice_lines(results, covariates=covariates, join_summary=join_summary):
         click.echo(line)
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
+
+
+def _formats_run(data, levels, prereg_path, covariates, wtp_slopes) -> bool:
+    """Whether the data need the k-format analysis; refuse the options it does not offer."""
+    from analysis.report.format_pipeline import needs_formats
+
+    given = {"--prereg": prereg_path, "--covariates": covariates, "--wtp-slopes": wtp_slopes}
+    unsupported = [name for name, value in given.items() if value]
+    if needs_formats(data, levels) and unsupported:
+        raise click.UsageError(
+            f"{', '.join(unsupported)}: not available for a study with more than two formats "
+            "or several blocks (the k-format analysis)"
+        )
+    return needs_formats(data, levels)
 
 
 def _prereg(path: str, rules, levels, wtp_log: bool):

@@ -255,6 +255,18 @@ def templates_command(task: str | None, show: bool) -> None:
 @click.option("--slug", required=True, help="Study slug and file stem.")
 @click.option("--title", default="Choosing between products", show_default=True)
 @click.option("--n-pairs", type=int, help="At most this many pairs.")
+@click.option(
+    "--mitigated",
+    multiple=True,
+    metavar="METHOD=FILE",
+    help="A `framelab mitigate` output: a format mitigated:METHOD (repeatable; a k-format study).",
+)
+@click.option(
+    "--mitigated-judgments",
+    multiple=True,
+    metavar="METHOD=FILE",
+    help="judge-framing on that output's summaries (--text-field output), one per --mitigated.",
+)
 def product_pairs_command(
     rows: str | None,
     summaries: str | None,
@@ -265,13 +277,22 @@ def product_pairs_command(
     slug: str,
     title: str,
     n_pairs: int | None,
+    mitigated: tuple[str, ...],
+    mitigated_judgments: tuple[str, ...],
 ) -> None:
     """Build a product-pair stimulus set and its study YAML from judged summaries.
 
     Give either --rows (review, summary, review_framing, summary_framing, product_type,
     manufacturer, price_usd per row) or the three outputs of `framelab generate`: summarize,
     judge-framing on the reviews and judge-framing on the summaries (--text-field output).
+    With --mitigated, a k-format study: a CSV of texts per format (docs/generation.md).
     """
+    if mitigated or mitigated_judgments:
+        _format_pairs(
+            summaries, source_judgments, summary_judgments, mitigated, mitigated_judgments,
+            out_dir=out_dir, slug=slug, title=title, n_pairs=n_pairs,
+        )  # fmt: skip
+        return
     from analysis.llm.builders import BuildError, build_product_pairs, join_generations
     from analysis.llm.loaders import LoaderError, parse_mapping, read_items
     from analysis.llm.store import read_records
@@ -436,3 +457,49 @@ def rephrased_pairs_command(input_path: str, out_path: str) -> None:
         raise click.ClickException(str(exc)) from exc
     path = write_jsonl(items, out_path)
     click.echo(f"{len(items)} rephrased pairs -> {path}")
+
+
+def _format_pairs(summaries, source_judgments, summary_judgments, mitigated, judgments, **kw):
+    """The k-format branch of ``product-pairs``: one summary file per format."""
+    from pathlib import Path
+
+    from analysis.llm.builders import BuildError
+    from analysis.llm.format_pairs import build_format_pairs, join_format_generations
+    from analysis.llm.store import read_records
+
+    if not (summaries and source_judgments and summary_judgments):
+        raise click.UsageError(
+            "--mitigated needs the baseline: --summaries, --source-judgments, --summary-judgments"
+        )
+
+    def files(specs: tuple[str, ...], option: str) -> dict[str, str]:
+        out = {}
+        for spec in specs:
+            method, sep, path = spec.partition("=")
+            if not sep or not method.strip() or not Path(path).is_file():
+                raise click.BadParameter(
+                    f"{spec!r}: give METHOD=FILE (an existing file)", param_hint=option
+                )
+            out[f"mitigated:{method.strip()}"] = path
+        return out
+
+    texts = {"summary": summaries, **files(mitigated, "--mitigated")}
+    labels = {"summary": summary_judgments, **files(judgments, "--mitigated-judgments")}
+    try:
+        rows, dropped = join_format_generations(
+            {f: list(read_records(p)) for f, p in texts.items()},
+            list(read_records(source_judgments)),
+            {f: list(read_records(p)) for f, p in labels.items()},
+        )
+        formats = ["summary", *sorted(f for f in texts if f != "summary")]
+        result = build_format_pairs(rows, kw.pop("out_dir"), formats=formats, dropped=dropped, **kw)
+    except (BuildError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"{len(result.rows) // 2} pairs in {len(result.formats)} formats -> {result.pairs_path}"
+    )
+    click.echo(f"study -> {result.study_path} (load with: framelab study load {result.study_path})")
+    for reason, n in result.dropped.items():
+        click.echo(f"  dropped {n} item(s): {reason}")
+    for product_type, reason in result.skipped.items():
+        click.echo(f"  skipped {product_type}: {reason}")

@@ -22,7 +22,14 @@ if TYPE_CHECKING:
 
     from analysis.report.pipeline import Results
 
-__all__ = ["annotation_sections", "choice_sections", "extra_sections", "figure_jobs"]
+__all__ = [
+    "annotation_sections",
+    "choice_sections",
+    "exclusions_section",
+    "extra_sections",
+    "figure_jobs",
+    "model_tables",
+]
 
 # The choice tables these sections present; the covariate-adjusted models are shown by
 # extra_sections under their own title (TITLES); a pre-registration's by primary_section.
@@ -216,9 +223,10 @@ def figure_jobs(results: Results) -> list[tuple]:
     return jobs
 
 
-def _model_tables(
+def model_tables(
     name: str, df: pd.DataFrame, caption: str, main: tuple[str, ...] | None = None, **ctx: str
 ) -> list[tuple[str, str]]:
+    """A table as main columns and, when it is wide, a second table of the details."""
     main, details = split_columns(df) if main is None else split_columns(df, main=main)
     out = [(caption, report_table(df, name=name, columns=main, **ctx))]
     if details:
@@ -231,7 +239,7 @@ def _model_tables(
     return out
 
 
-def _exclusions_section(t: dict[str, pd.DataFrame], caption: str) -> dict[str, object]:
+def exclusions_section(t: dict[str, pd.DataFrame], caption: str) -> dict[str, object]:
     """Which rules were applied, which could not be checked (and why), and the counts."""
     tables = [(caption, report_table(t["exclusions"], name="exclusions"))]
     text = ""
@@ -311,7 +319,7 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
     else:
         primary = {"title": "Main result", "text": lead, "tables": [], "figures": []}
     sections: list[dict[str, object]] = [primary]
-    sections.append(_exclusions_section(t, "Excluded rows and participants by reason"))
+    sections.append(exclusions_section(t, "Excluded rows and participants by reason"))
     if "demographics" in t:
         join = m.get("demographics_join", {})
         sections.append(
@@ -358,7 +366,7 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
                 else []
             )
             + (
-                _model_tables(
+                model_tables(
                     "choice_glmm",
                     t["choice_glmm"],
                     "Logistic GLMM, crossed random intercepts of participant and pair",
@@ -374,7 +382,7 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
         {
             "title": "Per pair",
             "text": "",
-            "tables": _model_tables(
+            "tables": model_tables(
                 "by_pair",
                 t["by_pair"],
                 "Per-pair rates and tests",
@@ -418,7 +426,7 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
             + ("" if bool(row["singular"]) else " Not singular (no variance at the boundary).")
             + (f" Notes: {str(row['notes']).rstrip('.')}." if row["notes"] else "")
         )
-        tables += _model_tables(
+        tables += model_tables(
             "wtp_model", t["wtp_model"], f"Mixed-model format effect ({unit})", **ctx
         )
     else:
@@ -442,7 +450,7 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
             if bool(slopes["simplified"])
             else "final model: the maximal model, not singular"
         )
-        tables += _model_tables(
+        tables += model_tables(
             "wtp_slopes",
             t["wtp_slopes"],
             f"Random slopes of format by participant and pair ({which}: {slopes['formula']}) "
@@ -500,7 +508,7 @@ def annotation_sections(results: Results, figs: dict[str, str]) -> list[dict[str
         + "."
     )
     sections: list[dict[str, object]] = [
-        _exclusions_section(t, "Excluded labels by reason"),
+        exclusions_section(t, "Excluded labels by reason"),
         {
             "title": "Human shifts",
             "text": text,
@@ -575,7 +583,7 @@ def extra_sections(results: Results, known: set[str]) -> list[dict[str, object]]
             if "coding" in df.columns:
                 text += f" Coding: {df['coding'].iloc[0]}."
         sections.append(
-            {"title": title, "text": text, "tables": _model_tables(name, df, title), "figures": []}
+            {"title": title, "text": text, "tables": model_tables(name, df, title), "figures": []}
         )
     for key, why in results.meta.items():
         if key.endswith("_failed") and key not in _KNOWN_FAILURES:

@@ -71,6 +71,10 @@ def _figure_jobs(results: Results, out: Path | None = None) -> list[tuple]:
         from analysis.report.evaluation import figures as evaluation_figures
 
         return evaluation_figures(results, out)  # type: ignore[arg-type]
+    if results.kind == "formats":
+        from analysis.report.format_sections import format_figure_jobs
+
+        return format_figure_jobs(results)
     from analysis.report.study_sections import figure_jobs
 
     return figure_jobs(results)
@@ -222,6 +226,10 @@ def write_results(
         from analysis.report.evaluation import sections as evaluation_sections
 
         sections = evaluation_sections(results, figs, report_table)
+    elif results.kind == "formats":
+        from analysis.report.format_sections import format_sections
+
+        sections = format_sections(results, figs)
     else:
         from analysis.report import study_sections
 

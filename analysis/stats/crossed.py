@@ -10,7 +10,7 @@ checked against lme4 1.1-31 / lmerTest 3.1-3 to 1e-6 (``tests/analysis/r/``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from analysis.stats.singular import SINGULAR_TOL, at_boundary, unresolved_note
@@ -439,6 +439,7 @@ def crossed_lmm(
     small: str,
     reml: bool = True,
     confidence: float = 0.95,
+    contrasts: Mapping[str, Sequence[float]] | None = None,
 ) -> pd.DataFrame:
     """Linear mixed model with two crossed random intercepts, fitted in a sparse formulation.
 
@@ -467,6 +468,10 @@ def crossed_lmm(
         REML (default) or ML.
     confidence : float
         Coverage of the intervals of the fixed effects.
+    contrasts : mapping of str to sequence of float, optional
+        Linear combinations ``L beta`` (intercept first), by name: ``kind == "contrast"`` rows
+        with the columns of the fixed rows, Satterthwaite's df of ``L`` as lmerTest's
+        ``contest(m, L, joint = FALSE)``.
 
     Returns
     -------
@@ -511,11 +516,18 @@ def crossed_lmm(
         sigma = float(np.sqrt(r2 / dof))
         cov = sigma * sigma * np.linalg.inv(xtx)
         # Satterthwaite df are defined for the REML criterion (as lmerTest); none for ML fits.
-        dfs = _satterthwaite_df(problem, theta, sigma, np.eye(p)) if reml else np.full(p, np.nan)
+        named = {f"_{i}": row for i, row in enumerate(np.eye(p))}
+        named.update({k: np.asarray(v, float) for k, v in (contrasts or {}).items()})
+        if any(v.shape != (p,) for v in named.values()):
+            raise ValueError(f"every contrast needs {p} weights (intercept first)")
+        L = np.array(list(named.values()))
+        dfs = _satterthwaite_df(problem, theta, sigma, L) if reml else np.full(len(L), np.nan)
     rows: list[dict[str, object]] = []
-    for i, term in enumerate(["Intercept", *fixed]):
-        est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
-        rows.append(_fixed_row(term, est, s, float(dfs[i]), confidence))
+    for i, (name, weights) in enumerate(named.items()):
+        est, s = float(weights @ beta), float(np.sqrt(weights @ cov @ weights))
+        term = ["Intercept", *fixed][i] if i < p else name
+        row = _fixed_row(term, est, s, float(dfs[i]), confidence)
+        rows.append(row if i < p else {**row, "kind": "contrast"})
     rows.append({"kind": "sd", "term": large, "estimate": float(theta[0]) * sigma})
     rows.append({"kind": "sd", "term": small, "estimate": float(theta[1]) * sigma})
     rows.append({"kind": "sd", "term": "Residual", "estimate": sigma})

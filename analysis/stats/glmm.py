@@ -23,7 +23,7 @@ lme4 1.1-31 ``glmer`` (``tests/analysis/r/glmer_reference.R``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from analysis.stats.crossed import (
@@ -424,6 +424,7 @@ def crossed_glmm(
     large: str,
     small: str,
     confidence: float = 0.95,
+    contrasts: Mapping[str, Sequence[float]] | None = None,
 ) -> pd.DataFrame:
     """Logistic GLMM ``dv ~ 1 + fixed + (1 | large) + (1 | small)`` by Laplace, as ``glmer``.
 
@@ -442,6 +443,10 @@ def crossed_glmm(
         first), so ``theta`` is comparable with ``getME(m, "theta")``.
     confidence : float
         Coverage of the Wald intervals of the fixed effects.
+    contrasts : mapping of str to sequence of float, optional
+        Linear combinations ``L beta`` of the fixed effects (intercept first), by name: each
+        gives a ``kind == "contrast"`` row with ``L beta``, its SE ``sqrt(L V L')`` from the
+        same covariance ``V`` as the fixed rows, the z test and the Wald interval.
 
     Returns
     -------
@@ -512,6 +517,24 @@ def crossed_glmm(
                 "estimate": est,
                 "se": se,
                 "se_rx": float(np.sqrt(cov_rx[i, i])),
+                "statistic": est / se,
+                "p_val": float(2 * norm.sf(abs(est / se))),
+                "ci_low": est - crit * se,
+                "ci_high": est + crit * se,
+            }
+        )
+    for name, weights in (contrasts or {}).items():
+        L = np.asarray(weights, float)
+        if L.shape != (p,):
+            raise ValueError(f"contrast {name!r} has {L.size} weights; the model has {p} effects")
+        est, se = float(L @ par[2:]), float(np.sqrt(L @ cov @ L))
+        rows.append(
+            {
+                "kind": "contrast",
+                "term": name,
+                "estimate": est,
+                "se": se,
+                "se_rx": float(np.sqrt(L @ cov_rx @ L)),
                 "statistic": est / se,
                 "p_val": float(2 * norm.sf(abs(est / se))),
                 "ci_low": est - crit * se,
