@@ -369,20 +369,39 @@ def judge_all(items: Sequence[Mapping[str, Any]], backend: Any, out: Path) -> No
         backend.settings = base
 
 
-def perplexity(model: Any, tokenizer: Any, texts: Sequence[str]) -> list[float]:
-    """The model's perplexity of each text on its own (no prompt): exp(mean token NLL)."""
+def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], batch: int = 8) -> list[float]:
+    """The model's perplexity of each text on its own (no prompt): exp(mean token NLL).
+
+    Texts run in right-padded batches; padding is masked out of each text's mean, so a text's
+    value does not depend on its batch (up to float rounding).
+    """
     import torch
 
-    out = []
     device = next(model.parameters()).device
-    for text in texts:
-        ids = tokenizer(text, return_tensors="pt").input_ids.to(device)
-        if ids.shape[1] < 2:
-            out.append(float("nan"))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    encoded = [tokenizer(t).input_ids for t in texts]
+    out: list[float] = [float("nan")] * len(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+    for start in range(0, len(order), batch):
+        rows = [i for i in order[start : start + batch] if len(encoded[i]) >= 2]
+        if not rows:
             continue
+        width = max(len(encoded[i]) for i in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, i in enumerate(rows):
+            ids[r, : len(encoded[i])] = torch.tensor(encoded[i])
+            mask[r, : len(encoded[i])] = 1
+        ids, mask = ids.to(device), mask.to(device)
         with torch.no_grad():
-            loss = model(ids, labels=ids).loss
-        out.append(float(math.exp(float(loss))))
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), ids[:, 1:], reduction="none"
+        )
+        keep = mask[:, 1:].float()
+        per_row = (nll * keep).sum(dim=1) / keep.sum(dim=1)
+        for r, i in enumerate(rows):
+            out[i] = float(math.exp(float(per_row[r])))
     return out
 
 
