@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from analysis.stats.singular import SINGULAR_TOL, lmer_stop, singular_entries
+from analysis.stats.singular import SINGULAR_TOL, decision_notes, lmer_decision
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -447,44 +447,6 @@ def _fixed_row(term: str, est: float, se: float, ddf: float, confidence: float) 
     }
 
 
-def _lmer_stop(problem: _CrossedProblem, reml: bool = True):
-    """Where lmer with its default control stops on this problem, and the criterion there."""
-    import numpy as np
-
-    lower = [0.0 if lo == 0 else -np.inf for lo, _ in problem.bounds]
-    with _one_blas_thread():
-        return lmer_stop(lambda t: problem.deviance(t, reml), problem.theta0, lower)
-
-
-def _lmer_singular(problem: _CrossedProblem, stop, theta, bounded, names, reml: bool = True):
-    """lme4's ``isSingular`` at lmer's stopping point ``stop``, beside the optimum ``theta``.
-
-    Returns the positions of ``bounded`` below 1e-4 at ``stop`` (lme4's decision) and a note for
-    each factor (``names[i]`` of position ``i``) where the optimum says otherwise.
-    """
-
-    def dev(t):
-        return problem.deviance(t, reml)
-
-    f_stop = dev(stop)
-    at_stop = singular_entries(stop, bounded)
-    notes = []
-    for i in sorted(set(at_stop) ^ set(singular_entries(theta, bounded))):
-        where = f"{names[i]}: lmer's default optimizer stops with an entry of its covariance factor"
-        if i in at_stop:
-            notes.append(
-                f"{where} at {stop[i]:.2g}, below lme4's singularity tolerance 1e-4, short of "
-                f"the optimum ({theta[i]:.2g}): singular, as lme4 reports it"
-            )
-        else:
-            notes.append(
-                f"{where} at {stop[i]:.2g}, the criterion there within {f_stop - dev(theta):.2g} "
-                f"of the optimum, where it is {theta[i]:.2g} (below lme4's singularity "
-                "tolerance 1e-4): not singular, as lme4 reports it"
-            )
-    return at_stop, notes
-
-
 def crossed_lmm(
     data: pd.DataFrame,
     *,
@@ -557,7 +519,14 @@ def crossed_lmm(
     X = np.column_stack([np.ones(n), *(df[c].to_numpy(float) for c in fixed)])
     y = df[dv].to_numpy(float)
     p = X.shape[1]
-    problem = _CrossedProblem(X, y, pd.factorize(df[large])[0], pd.factorize(df[small])[0])
+    g1, g2 = pd.factorize(df[large])[0], pd.factorize(df[small])[0]
+    problem = _CrossedProblem(X, y, g1, g2)
+
+    def build(order):
+        return (
+            problem if order is None else _CrossedProblem(X[order], y[order], g1[order], g2[order])
+        )
+
     with _one_blas_thread():
         theta, criterion = problem.fit(reml)
         _, dev_ml = (theta, criterion) if not reml else problem.fit(reml=False)
@@ -579,8 +548,11 @@ def crossed_lmm(
     out["converged"] = True
     out["reml"] = reml
     out["n_obs"] = n
-    stop, _ = _lmer_stop(problem, reml)
-    at_stop, differ = _lmer_singular(problem, stop, theta, [0, 1], (large, small), reml)
+    with _one_blas_thread():
+        stop, at_stop, votes = lmer_decision(build, n, [0, 1], reml)
+    differ = decision_notes(
+        lambda t: problem.deviance(t, reml), stop, at_stop, votes, theta, (large, small)
+    )
     boundary = [(large, small)[i] for i in at_stop]
     out["singular"] = bool(boundary)
     out["criterion"] = criterion
@@ -653,16 +625,21 @@ def crossed_slopes_lmm(
     xv = df[x].to_numpy(float)
     X = np.column_stack([np.ones(n), xv])
     free = np.ones(6, bool) if free is None else np.asarray(free, bool)
-    problem = _ReducedSlopesProblem(
-        X,
-        df[dv].to_numpy(float),
-        xv,
-        pd.factorize(df[large])[0],
-        pd.factorize(df[small])[0],
-        free,
-    )
+    y = df[dv].to_numpy(float)
+    g1, g2 = pd.factorize(df[large])[0], pd.factorize(df[small])[0]
+    problem = _ReducedSlopesProblem(X, y, xv, g1, g2, free)
+
+    def build(order):
+        if order is None:
+            return problem
+        return _ReducedSlopesProblem(X[order], y[order], xv[order], g1[order], g2[order], free)
+
     p = 2
-    stop, _ = _lmer_stop(problem)
+    # lme4's isSingular looks at the diagonal of each factor T (an SD at 0, or the remaining
+    # diagonal at 0: a correlation of +-1), entries with lower bound 0.
+    diag = [int(np.flatnonzero(np.flatnonzero(free) == i)[0]) for i in (0, 2, 3, 5) if free[i]]
+    with _one_blas_thread():
+        stop, at_stop, votes = lmer_decision(build, n, diag)
     with _one_blas_thread():
         theta_free, criterion = problem.fit(reml=True, start=stop)
         _, dev_ml = problem.fit(reml=False, start=theta_free)
@@ -675,11 +652,8 @@ def crossed_slopes_lmm(
     for i, term in enumerate(["Intercept", x]):
         est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
         rows.append(_fixed_row(term, est, s, float(dfs[i]), confidence))
-    # lme4's isSingular looks at the diagonal of each factor T (an SD at 0, or the remaining
-    # diagonal at 0: a correlation of +-1), entries with lower bound 0.
-    diag = [int(np.flatnonzero(np.flatnonzero(free) == i)[0]) for i in (0, 2, 3, 5) if free[i]]
     owner = [large if i < 3 else small for i in np.flatnonzero(free)]
-    at_stop, differ = _lmer_singular(problem, stop, theta_free, diag, owner)
+    differ = decision_notes(problem.deviance, stop, at_stop, votes, theta_free, owner)
     at_stop_full = set(np.flatnonzero(free)[at_stop])
     boundary = [name for name, o in ((large, 0), (small, 3)) if at_stop_full & {o, o + 2}]
     for name, th in ((large, theta[:3]), (small, theta[3:])):

@@ -33,12 +33,24 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-__all__ = ["BOUNDARY_TOL", "LMER_NLOPT", "SINGULAR_TOL", "lmer_stop", "singular_entries"]
+__all__ = [
+    "BOUNDARY_TOL",
+    "LMER_NLOPT",
+    "ROW_ORDERS",
+    "SINGULAR_TOL",
+    "decision_notes",
+    "lmer_decision",
+    "lmer_stop",
+    "singular_entries",
+]
 
 SINGULAR_TOL = 1e-4  # lme4's isSingular: a relative SD (theta) below this is at the boundary.
 # lme4's nloptwrap defaults, and nloptr's default xtol_rel, which lme4 does not override.
 LMER_NLOPT = {"xtol_rel": 1e-4, "xtol_abs": 1e-8, "ftol_abs": 1e-8, "maxeval": 100_000}
 BOUNDARY_TOL = 1e-5  # lmerControl(boundary.tol); also restart_edge's step off the bound.
+# Row orders on which lmer's stopping point is taken when the first three disagree on lme4's
+# singular decision (lmer's own decision then depends on the order of the rows).
+ROW_ORDERS = 9
 
 
 def _bobyqa(deviance, start, lower):
@@ -124,3 +136,84 @@ def lmer_stop(
 def singular_entries(theta: np.ndarray, bounded: Sequence[int]) -> list[int]:
     """The positions of ``bounded`` (lme4's ``lower == 0``) where ``theta`` is below 1e-4."""
     return [i for i in bounded if abs(theta[i]) < SINGULAR_TOL]
+
+
+def _problem_stop(problem, reml: bool):
+    """:func:`lmer_stop` on a profiled problem (``deviance``, ``theta0``, ``bounds``)."""
+    import numpy as np
+
+    lower = [0.0 if lo == 0 else -np.inf for lo, _ in problem.bounds]
+    return lmer_stop(lambda t: problem.deviance(t, reml), problem.theta0, lower)[0]
+
+
+def lmer_decision(build: Callable, n: int, bounded: Sequence[int], reml: bool = True):
+    """lme4's singular decision where lmer stops, on the rows as given and, if needed, reordered.
+
+    Where lmer's path is well conditioned its stop does not depend on the order of the rows;
+    where the criterion is flat to its rounding it does, for lmer itself too (the same rows in
+    another order change lmer's own ``isSingular``). The stop is taken on the rows as given and
+    on two other orders; if they disagree, on ``ROW_ORDERS`` orders in all, and an entry is at
+    the boundary where most of them stop below 1e-4.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(order)``: the profiled problem (``deviance(theta, reml)``, ``theta0``,
+        ``bounds``) on the rows in ``order``, an index array (``None``: as given).
+    n : int
+        Number of rows.
+    bounded : sequence of int
+        Positions in ``theta`` with lower bound 0.
+    reml : bool
+        The criterion lmer minimises.
+
+    Returns
+    -------
+    (numpy.ndarray, list of int, dict)
+        The stop on the rows as given, the positions decided singular, and per position of
+        ``bounded`` ``(orders that stopped below 1e-4, orders tried)``.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(ROW_ORDERS)  # fixed: the same data give the same decision
+    first = _problem_stop(build(None), reml)
+    below = [singular_entries(first, bounded)]
+    while len(below) < ROW_ORDERS and not (len(below) == 3 and below.count(below[0]) == 3):
+        below.append(singular_entries(_problem_stop(build(rng.permutation(n)), reml), bounded))
+    votes = {i: (sum(i in b for b in below), len(below)) for i in bounded}
+    decided = [i for i in bounded if 2 * votes[i][0] > len(below)]
+    return first, decided, votes
+
+
+def decision_notes(deviance, stop, decided, votes, theta, names) -> list[str]:
+    """Notes on the decision of :func:`lmer_decision` beside the optimum ``theta``.
+
+    One per position whose orders split, and one per position where the optimum is on the
+    other side of 1e-4 than lmer's stop; ``names[i]`` names the factor of position ``i``.
+    """
+    notes, split = [], set()
+    for i, (k, tried) in votes.items():
+        if 0 < k < tried:
+            split.add(i)
+            notes.append(
+                f"{names[i]}: where lmer's default optimizer stops depends on the order of the "
+                f"rows here ({k} of {tried} orders stop with an entry of its covariance factor "
+                "below lme4's singularity tolerance 1e-4): "
+                f"{'singular' if i in decided else 'not singular'}, as in most orders"
+            )
+    at_optimum = singular_entries(theta, list(votes))
+    for i in sorted((set(decided) ^ set(at_optimum)) - split):
+        where = f"{names[i]}: lmer's default optimizer stops with an entry of its covariance factor"
+        if i in decided:
+            notes.append(
+                f"{where} at {stop[i]:.2g}, below lme4's singularity tolerance 1e-4, short of "
+                f"the optimum ({theta[i]:.2g}): singular, as lme4 reports it"
+            )
+        else:
+            gap = deviance(stop) - deviance(theta)
+            notes.append(
+                f"{where} at {stop[i]:.2g}, the criterion there within {gap:.2g} of the "
+                f"optimum, where it is {theta[i]:.2g} (below lme4's singularity tolerance "
+                "1e-4): not singular, as lme4 reports it"
+            )
+    return notes
