@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from analysis.stats.singular import SINGULAR_TOL, at_boundary, unresolved_note
+from analysis.stats.singular import SINGULAR_TOL, decision_notes, lmer_decision
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -253,12 +253,15 @@ class _CrossedSlopesProblem(_CrossedProblem):
         logdet_a = np.log(det1).sum() + 2 * np.log(np.diag(chol)).sum()
         return m, logdet_a
 
-    def fit(self, reml: bool = True):
+    def fit(self, reml: bool = True, start=None):
         """Minimise the profiled deviance over the six entries of ``theta``.
 
         Nelder-Mead to a moderate tolerance, then L-BFGS-B with central-difference gradients
         from there (six parameters: a simplex alone needs thousands of evaluations to reach
-        the tolerance of the intercept-only fit).
+        the tolerance of the intercept-only fit). With ``start`` (where lmer's own optimizer
+        stopped, or the REML optimum for the ML fit), L-BFGS-B also runs from there and the
+        lower converged end is kept: a bounded simplex can settle with an entry on its bound
+        where BOBYQA finds a lower criterion off it.
         """
         import numpy as np
         from scipy.optimize import minimize
@@ -286,11 +289,25 @@ class _CrossedSlopesProblem(_CrossedProblem):
         # Converged: the simplex met its tolerances, and the gradient polish did not move the
         # criterion beyond its rounding noise, or ended by its own convergence test.
         settled = polish.success or abs(polish.fun - first.fun) <= 1e-9 * scale
-        if not (first.success and settled):
+        ends = [best] if first.success and settled else []
+        if start is not None:
+            start = np.asarray(start, float)
+            other = minimize(
+                dev,
+                x0=start,
+                method="L-BFGS-B",
+                bounds=self.bounds,
+                jac="3-point",
+                options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500},
+            )
+            if other.success or abs(other.fun - dev(start)) <= 1e-9 * scale:
+                ends.append(other)
+        if not ends:
             raise ConvergenceError(
                 f"sparse crossed random-slope {'REML' if reml else 'ML'} fit did not converge "
                 f"({first.message}; {polish.message}); no estimate"
             )
+        best = min(ends, key=lambda r: r.fun)
         return np.asarray(best.x, float), float(best.fun)
 
 
@@ -482,8 +499,8 @@ def crossed_lmm(
         ``ci_low, ci_high`` (t with ``df``); SEs are ``sigma^2 (X' V^-1 X)^-1`` at the optimum,
         as lme4) and SDs of ``large``, ``small`` and ``Residual``; plus, on every row,
         ``optimizer`` (``nelder-mead``, bounded, on the relative SDs), ``converged``, ``reml``,
-        ``n_obs``, ``singular`` (a relative SD below 1e-4, as ``lme4::isSingular``, resolved
-        from 1e-4 by the criterion: :func:`analysis.stats.singular.at_boundary`),
+        ``n_obs``, ``singular`` (a relative SD below 1e-4, as ``lme4::isSingular``, where
+        lmer's default optimizer stops: :func:`analysis.stats.singular.lmer_stop`),
         ``criterion`` (REML criterion or ML deviance, -2 log L), ``loglik`` (-criterion / 2),
         ``loglik_ml``, ``aic_ml``, ``bic_ml`` (the ML fit, as ``AIC(refitML(m))``; ``k`` = fixed
         effects + 2 SDs + residual), ``notes``.
@@ -507,7 +524,14 @@ def crossed_lmm(
     X = np.column_stack([np.ones(n), *(df[c].to_numpy(float) for c in fixed)])
     y = df[dv].to_numpy(float)
     p = X.shape[1]
-    problem = _CrossedProblem(X, y, pd.factorize(df[large])[0], pd.factorize(df[small])[0])
+    g1, g2 = pd.factorize(df[large])[0], pd.factorize(df[small])[0]
+    problem = _CrossedProblem(X, y, g1, g2)
+
+    def build(order):
+        return (
+            problem if order is None else _CrossedProblem(X[order], y[order], g1[order], g2[order])
+        )
+
     with _one_blas_thread():
         theta, criterion = problem.fit(reml)
         _, dev_ml = (theta, criterion) if not reml else problem.fit(reml=False)
@@ -536,8 +560,12 @@ def crossed_lmm(
     out["converged"] = True
     out["reml"] = reml
     out["n_obs"] = n
-    resolved, unresolved = at_boundary(lambda t: problem.deviance(t, reml), theta, [0, 1])
-    boundary = [(large, small)[i] for i in resolved]
+    with _one_blas_thread():
+        stop, at_stop, votes = lmer_decision(build, n, [0, 1], reml)
+    differ = decision_notes(
+        lambda t: problem.deviance(t, reml), stop, at_stop, votes, theta, (large, small)
+    )
+    boundary = [(large, small)[i] for i in at_stop]
     out["singular"] = bool(boundary)
     out["criterion"] = criterion
     out["loglik"] = -criterion / 2
@@ -547,7 +575,7 @@ def crossed_lmm(
     out["bic_ml"] = dev_ml + k * np.log(n)
     notes = [f"singular fit: the SD of {', '.join(boundary)} is at the boundary (0)"]
     notes = notes if boundary else []
-    notes += [unresolved_note((large, small)[i]) for i in unresolved]
+    notes += differ
     out["notes"] = "; ".join(notes)
     return out
 
@@ -593,12 +621,13 @@ def crossed_slopes_lmm(
         ``sd`` rows ``<factor>: Intercept``, ``<factor>: <x>`` and ``Residual``; ``corr`` rows
         ``<factor>: Intercept x <x>`` (NaN when an SD is 0); every row also ``optimizer``,
         ``converged``, ``reml``, ``n_obs``, ``singular`` (an SD or the remaining diagonal of a
-        2 x 2 factor below 1e-4, as ``lme4::isSingular``, and resolved from 1e-4 by the
-        criterion: :func:`analysis.stats.singular.at_boundary`), ``criterion``, ``loglik``,
+        2 x 2 factor below 1e-4, as ``lme4::isSingular``, where lmer's default optimizer
+        stops: :func:`analysis.stats.singular.lmer_stop`), ``criterion``, ``loglik``,
         ``loglik_ml``, ``aic_ml``, ``bic_ml`` (``k`` = 2 fixed + the estimated
         entries of theta + residual),
-        ``theta`` (lme4's ``getME(m, "theta")`` as text), ``boundary`` (the positions in
-        ``theta`` at the boundary, space-separated), ``notes``.
+        ``theta`` (lme4's ``getME(m, "theta")`` at the optimum, as text), ``theta_lmer``
+        (where lmer with its defaults stops, on which ``singular`` is decided), ``boundary``
+        (the positions in ``theta`` at the boundary there, space-separated), ``notes``.
     """
     import numpy as np
     import pandas as pd
@@ -608,18 +637,24 @@ def crossed_slopes_lmm(
     xv = df[x].to_numpy(float)
     X = np.column_stack([np.ones(n), xv])
     free = np.ones(6, bool) if free is None else np.asarray(free, bool)
-    problem = _ReducedSlopesProblem(
-        X,
-        df[dv].to_numpy(float),
-        xv,
-        pd.factorize(df[large])[0],
-        pd.factorize(df[small])[0],
-        free,
-    )
+    y = df[dv].to_numpy(float)
+    g1, g2 = pd.factorize(df[large])[0], pd.factorize(df[small])[0]
+    problem = _ReducedSlopesProblem(X, y, xv, g1, g2, free)
+
+    def build(order):
+        if order is None:
+            return problem
+        return _ReducedSlopesProblem(X[order], y[order], xv[order], g1[order], g2[order], free)
+
     p = 2
+    # lme4's isSingular looks at the diagonal of each factor T (an SD at 0, or the remaining
+    # diagonal at 0: a correlation of +-1), entries with lower bound 0.
+    diag = [int(np.flatnonzero(np.flatnonzero(free) == i)[0]) for i in (0, 2, 3, 5) if free[i]]
     with _one_blas_thread():
-        theta_free, criterion = problem.fit(reml=True)
-        _, dev_ml = problem.fit(reml=False)
+        stop, at_stop, votes = lmer_decision(build, n, diag)
+    with _one_blas_thread():
+        theta_free, criterion = problem.fit(reml=True, start=stop)
+        _, dev_ml = problem.fit(reml=False, start=theta_free)
         xtx, beta, r2, _ = problem._split(theta_free)
         sigma = float(np.sqrt(r2 / (n - p)))
         cov = sigma * sigma * np.linalg.inv(xtx)
@@ -629,18 +664,10 @@ def crossed_slopes_lmm(
     for i, term in enumerate(["Intercept", x]):
         est, s = float(beta[i]), float(np.sqrt(cov[i, i]))
         rows.append(_fixed_row(term, est, s, float(dfs[i]), confidence))
-    # lme4's isSingular looks at the diagonal of each factor T (an SD at 0, or the remaining
-    # diagonal at 0: a correlation of +-1), entries with lower bound 0.
-    diag = [int(np.flatnonzero(np.flatnonzero(free) == i)[0]) for i in (0, 2, 3, 5) if free[i]]
-    resolved, unresolved = at_boundary(problem.deviance, theta_free, diag)
-    resolved_full = set(np.flatnonzero(free)[resolved])
-    unresolved_full = set(np.flatnonzero(free)[unresolved])
-    boundary, unresolved_names = [], []
-    for name, offset in ((large, 0), (small, 3)):
-        if resolved_full & {offset, offset + 2}:
-            boundary.append(name)
-        elif unresolved_full & {offset, offset + 2}:
-            unresolved_names.append(name)
+    owner = [large if i < 3 else small for i in np.flatnonzero(free)]
+    differ = decision_notes(problem.deviance, stop, at_stop, votes, theta_free, owner)
+    at_stop_full = set(np.flatnonzero(free)[at_stop])
+    boundary = [name for name, o in ((large, 0), (small, 3)) if at_stop_full & {o, o + 2}]
     for name, th in ((large, theta[:3]), (small, theta[3:])):
         tf = _CrossedSlopesProblem.factor(th)
         vc = sigma * sigma * tf @ tf.T
@@ -663,13 +690,14 @@ def crossed_slopes_lmm(
     out["aic_ml"] = dev_ml + 2 * k
     out["bic_ml"] = dev_ml + k * np.log(n)
     out["theta"] = " ".join(f"{v:.8g}" for v in theta)
+    out["theta_lmer"] = " ".join(f"{v:.8g}" for v in problem.expand(stop))
     # Positions in lme4's six-entry theta that are at the boundary (what simplification drops).
-    out["boundary"] = " ".join(str(i) for i in sorted(resolved_full))
+    out["boundary"] = " ".join(str(i) for i in sorted(at_stop_full))
     notes = [
         f"singular fit: the covariance of {', '.join(boundary)} is at the boundary (an SD of 0 "
         "or a correlation of +-1)"
     ]
     notes = notes if boundary else []
-    notes += [unresolved_note(name) for name in unresolved_names]
+    notes += differ
     out["notes"] = "; ".join(notes)
     return out

@@ -11,8 +11,11 @@ components:
 1. fit the maximal model; if it is not singular, keep it;
 2. else drop both correlations (``(1 + x || g)``, i.e. ``(1 | g) + (0 + x | g)``) and refit;
 3. while the fit is singular, drop every random term whose SD is at 0 (relative SD below
-   lme4's isSingular tolerance, 1e-4, resolved from 1e-4 by the REML criterion at the precision
-   of lmer's optimizer: :func:`analysis.stats.crossed.at_boundary`) and refit.
+   lme4's isSingular tolerance, 1e-4, where lmer's default optimizer stops on that model:
+   :func:`analysis.stats.singular.lmer_stop`) and refit.
+
+Every step's singular decision is the one lmer with its defaults takes on that step's formula, so
+that an lme4 user who follows the rule ends at the same model.
 
 Every fit is by :func:`analysis.stats.crossed.crossed_slopes_lmm` with entries of lme4's
 ``theta`` held at 0, which is exactly the simpler ``lmer`` formula (checked against lmer with

@@ -1,76 +1,219 @@
-"""lme4's singular-fit rule, applied at the precision with which lme4 places the optimum.
+"""lme4's singular-fit decision, taken where lmer's default optimizer stops.
 
 ``lme4::isSingular(m, tol = 1e-4)`` is ``any(theta[lower == 0] < tol)``: an SD (or a diagonal
-entry of a random-slope factor) below 1e-4 relative to the residual SD. It is evaluated where
-lmer's optimizer stopped. Near the boundary the REML criterion is flat (even in an SD: it grows
-as ``a theta^2``), and lmer's default BOBYQA stops once a step changes it by less than 1e-8; it
-stops anywhere from 0 to a few times 1e-4, while an optimizer run to a tighter tolerance goes to
-0 and calls the same data singular. The rule here asks the criterion itself: below 1e-4 at the
-optimum, and resolved from 1e-4 by more than lmer's stopping tolerance.
+entry of a random-slope factor) below 1e-4 relative to the residual SD, evaluated at the
+``theta`` where lmer stopped. Near the boundary the REML criterion is flat (even in an SD it grows
+as ``a theta^2``), and lmer's default optimizer stops once a step changes it by less than 1e-8:
+anywhere from 0 to a few times 1e-4, while an optimizer run to a tighter tolerance goes to 0 and
+calls the same data singular. What an lme4 user reports is therefore decided by lmer's stopping
+point, not by the optimum.
 
-Where the criterion at 1e-4 is within 1e-8 of the optimum, lmer (defaults) ends above 1e-4 and
-keeps the model, and so does this rule (``tests/analysis/r/lme4_boundary_reference.R``). Where
-the criterion rises by 1e-7-ish at 1e-4, lmer's BOBYQA ends on either side of 1e-4 depending on
-its path: on 60 seeded 70 x 10 designs this rule agreed with lmer's default ``isSingular`` on 58
-and with lmer tightened (rhoend = 1e-12) on 59. No rule on the data can do better: there lmer's
-answer rests on rounding (on another of those designs, the same rows in another order change
-lmer's own isSingular).
+:func:`lmer_stop` runs lmer's own optimization on FrameLab's profiled criterion (the same
+parameterisation, lme4's relative covariance factor ``theta``): ``lmerControl()``'s default
+``nloptwrap``, i.e. NLopt's BOBYQA (``NLOPT_LN_BOBYQA``) from lme4's start (1 for the diagonal
+entries, 0 for the off-diagonal ones) with ``xtol_abs = ftol_abs = 1e-8``, ``maxeval = 1e5`` and
+nloptr's ``xtol_rel = 1e-4``, then lme4's ``restart_edge`` (restart once when an entry sits on
+its bound and the criterion falls moving off it) and ``check.boundary`` (an entry within 1e-5 of
+its bound is set to it when that lowers the criterion) (lme4 1.1-31, ``optimizeLmer``). The same
+NLopt algorithm from the same start on the same criterion follows lmer's path evaluation for
+evaluation until the rounding of the two implementations (about 1e-12 of a criterion in the
+thousands, i.e. a few 1e-9, against the stopping tolerance of 1e-8) sends them apart; where it
+does, the two stopping points are as far apart as two runs of lmer itself on the same rows in
+another order. On sixty seeded 70 x 10 designs near the boundary
+(``tests/analysis/r/lme4_singular_agreement.R``) the decision agreed with lmer's default
+``isSingular`` on 59; the one left is such a path divergence (docs/analysis.md).
 """
 
 from __future__ import annotations
 
-__all__ = ["LMER_FTOL", "SINGULAR_TOL", "at_boundary", "unresolved_note"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy as np
+
+__all__ = [
+    "BOUNDARY_TOL",
+    "LMER_NLOPT",
+    "ROW_ORDERS",
+    "SINGULAR_TOL",
+    "decision_notes",
+    "lmer_decision",
+    "lmer_stop",
+    "singular_entries",
+]
 
 SINGULAR_TOL = 1e-4  # lme4's isSingular: a relative SD (theta) below this is at the boundary.
-# lmer's default optimizer (nloptwrap: NLopt's BOBYQA) stops once a step changes the REML
-# criterion by less than this (ftol_abs): the precision at which lme4 places theta.
-LMER_FTOL = 1e-8
+# lme4's nloptwrap defaults, and nloptr's default xtol_rel, which lme4 does not override.
+LMER_NLOPT = {"xtol_rel": 1e-4, "xtol_abs": 1e-8, "ftol_abs": 1e-8, "maxeval": 100_000}
+BOUNDARY_TOL = 1e-5  # lmerControl(boundary.tol); also restart_edge's step off the bound.
+# Row orders on which lmer's stopping point is taken when the first three disagree on lme4's
+# singular decision (lmer's own decision then depends on the order of the rows).
+ROW_ORDERS = 9
 
 
-def at_boundary(deviance, theta, bounded) -> tuple[list[int], list[int]]:
-    """Entries of ``theta`` at their bound 0 by lme4's rule, resolved at lme4's precision.
+def _bobyqa(deviance, start, lower):
+    """One ``nloptwrap`` run: NLopt's BOBYQA with lme4's default stopping rules."""
+    import nlopt
+    import numpy as np
 
-    lme4's ``isSingular`` calls a fit singular when a bounded entry of ``theta`` ends below
-    1e-4. Where the criterion is flat near 0, where that entry ends depends on where the
-    optimizer stops: lmer's BOBYQA, stopping at changes below 1e-8, ends anywhere from 0 to a few
-    times 1e-4, and tightened it goes to 0. An entry is therefore at the boundary when it is
-    below 1e-4 at the optimum *and* the criterion with it moved to 1e-4 is worse by more than
-    lmer's stopping tolerance: an optimum that lme4's own optimizer can tell from 1e-4.
+    n = len(start)
+    opt = nlopt.opt(nlopt.LN_BOBYQA, n)
+    opt.set_lower_bounds(list(lower))
+    opt.set_upper_bounds([np.inf] * n)
+    opt.set_xtol_rel(LMER_NLOPT["xtol_rel"])
+    opt.set_xtol_abs([LMER_NLOPT["xtol_abs"]] * n)
+    opt.set_ftol_abs(LMER_NLOPT["ftol_abs"])
+    opt.set_maxeval(LMER_NLOPT["maxeval"])
+    best = {"f": np.inf, "x": np.asarray(start, float)}
+
+    def objective(x, grad):
+        f = float(deviance(np.array(x)))
+        if f < best["f"]:
+            best["f"], best["x"] = f, np.array(x)
+        return f
+
+    opt.set_min_objective(objective)
+    try:
+        x = np.asarray(opt.optimize(np.asarray(start, float)), float)
+        return x, float(opt.last_optimum_value())
+    except nlopt.RoundoffLimited:
+        # lme4 warns (convergence code -4) and keeps NLopt's best point, as here.
+        return best["x"], best["f"]
+
+
+def lmer_stop(
+    deviance: Callable[[np.ndarray], float],
+    start: Sequence[float],
+    lower: Sequence[float],
+) -> tuple[np.ndarray, float]:
+    """Where lmer with its default control stops on ``deviance`` (module docstring).
 
     Parameters
     ----------
     deviance : callable
-        The criterion as a function of ``theta``.
-    theta : array_like
-        The optimum.
-    bounded : sequence of int
-        Positions in ``theta`` with lower bound 0 (lme4's ``lower == 0``).
+        The profiled criterion as a function of lme4's ``theta``.
+    start : sequence of float
+        lme4's start: 1 for the diagonal entries of each relative covariance factor, 0 for the
+        off-diagonal ones.
+    lower : sequence of float
+        lme4's ``lower``: 0 for the diagonal entries, ``-inf`` for the others.
 
     Returns
     -------
-    (list of int, list of int)
-        The positions at the boundary, and those below 1e-4 that the criterion does not
-        resolve from 1e-4 (reported, not called singular).
+    (numpy.ndarray, float)
+        ``theta`` where lmer stops and the criterion there.
     """
     import numpy as np
 
-    theta = np.asarray(theta, float)
-    low = [i for i in bounded if abs(theta[i]) < SINGULAR_TOL]
-    if not low:
-        return [], []
-    crit = deviance(theta)
-    resolved, unresolved = [], []
-    for i in low:
+    lower = np.asarray(lower, float)
+    theta, fval = _bobyqa(deviance, start, lower)
+    # restart_edge: an entry exactly on its bound, with the criterion falling off it.
+    on_bound = np.flatnonzero(theta == lower)
+    if on_bound.size:
+        d0 = deviance(theta)
+        for i in on_bound:
+            moved = theta.copy()
+            moved[i] = lower[i] + BOUNDARY_TOL
+            if (deviance(moved) - d0) / BOUNDARY_TOL < 0:
+                theta, fval = _bobyqa(deviance, theta, lower)
+                break
+    # check.boundary: an entry within boundary.tol of its bound goes to it if that is lower.
+    gap = theta - lower
+    edge = np.flatnonzero((gap > 0) & (gap < BOUNDARY_TOL))
+    if edge.size:
         moved = theta.copy()
-        moved[i] = SINGULAR_TOL
-        (resolved if deviance(moved) - crit > LMER_FTOL else unresolved).append(i)
-    return resolved, unresolved
+        for i in edge:
+            trial = moved.copy()
+            trial[i] = lower[i]
+            if deviance(trial) < fval:
+                moved[i] = lower[i]
+        theta, fval = moved, float(deviance(moved))
+    return theta, fval
 
 
-def unresolved_note(name: str) -> str:
-    """The note on a factor with an entry below 1e-4 that the criterion does not resolve."""
-    return (
-        f"{name}'s covariance factor has an entry below lme4's singularity tolerance 1e-4, but "
-        f"the criterion with it at 1e-4 is within {LMER_FTOL:g} of the optimum: not resolved "
-        "from the boundary at the precision of lmer's optimizer, so not called singular"
-    )
+def singular_entries(theta: np.ndarray, bounded: Sequence[int]) -> list[int]:
+    """The positions of ``bounded`` (lme4's ``lower == 0``) where ``theta`` is below 1e-4."""
+    return [i for i in bounded if abs(theta[i]) < SINGULAR_TOL]
+
+
+def _problem_stop(problem, reml: bool):
+    """:func:`lmer_stop` on a profiled problem (``deviance``, ``theta0``, ``bounds``)."""
+    import numpy as np
+
+    lower = [0.0 if lo == 0 else -np.inf for lo, _ in problem.bounds]
+    return lmer_stop(lambda t: problem.deviance(t, reml), problem.theta0, lower)[0]
+
+
+def lmer_decision(build: Callable, n: int, bounded: Sequence[int], reml: bool = True):
+    """lme4's singular decision where lmer stops, on the rows as given and, if needed, reordered.
+
+    Where lmer's path is well conditioned its stop does not depend on the order of the rows;
+    where the criterion is flat to its rounding it does, for lmer itself too (the same rows in
+    another order change lmer's own ``isSingular``). The stop is taken on the rows as given and
+    on two other orders; if they disagree, on ``ROW_ORDERS`` orders in all, and an entry is at
+    the boundary where most of them stop below 1e-4.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(order)``: the profiled problem (``deviance(theta, reml)``, ``theta0``,
+        ``bounds``) on the rows in ``order``, an index array (``None``: as given).
+    n : int
+        Number of rows.
+    bounded : sequence of int
+        Positions in ``theta`` with lower bound 0.
+    reml : bool
+        The criterion lmer minimises.
+
+    Returns
+    -------
+    (numpy.ndarray, list of int, dict)
+        The stop on the rows as given, the positions decided singular, and per position of
+        ``bounded`` ``(orders that stopped below 1e-4, orders tried)``.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(ROW_ORDERS)  # fixed: the same data give the same decision
+    first = _problem_stop(build(None), reml)
+    below = [singular_entries(first, bounded)]
+    while len(below) < ROW_ORDERS and not (len(below) == 3 and below.count(below[0]) == 3):
+        below.append(singular_entries(_problem_stop(build(rng.permutation(n)), reml), bounded))
+    votes = {i: (sum(i in b for b in below), len(below)) for i in bounded}
+    decided = [i for i in bounded if 2 * votes[i][0] > len(below)]
+    return first, decided, votes
+
+
+def decision_notes(deviance, stop, decided, votes, theta, names) -> list[str]:
+    """Notes on the decision of :func:`lmer_decision` beside the optimum ``theta``.
+
+    One per position whose orders split, and one per position where the optimum is on the
+    other side of 1e-4 than lmer's stop; ``names[i]`` names the factor of position ``i``.
+    """
+    notes, split = [], set()
+    for i, (k, tried) in votes.items():
+        if 0 < k < tried:
+            split.add(i)
+            notes.append(
+                f"{names[i]}: where lmer's default optimizer stops depends on the order of the "
+                f"rows here ({k} of {tried} orders stop with an entry of its covariance factor "
+                "below lme4's singularity tolerance 1e-4): "
+                f"{'singular' if i in decided else 'not singular'}, as in most orders"
+            )
+    at_optimum = singular_entries(theta, list(votes))
+    for i in sorted((set(decided) ^ set(at_optimum)) - split):
+        where = f"{names[i]}: lmer's default optimizer stops with an entry of its covariance factor"
+        if i in decided:
+            notes.append(
+                f"{where} at {stop[i]:.2g}, below lme4's singularity tolerance 1e-4, short of "
+                f"the optimum ({theta[i]:.2g}): singular, as lme4 reports it"
+            )
+        else:
+            gap = deviance(stop) - deviance(theta)
+            notes.append(
+                f"{where} at {stop[i]:.2g}, the criterion there within {gap:.2g} of the "
+                f"optimum, where it is {theta[i]:.2g} (below lme4's singularity tolerance "
+                "1e-4): not singular, as lme4 reports it"
+            )
+    return notes

@@ -1,5 +1,5 @@
 # lme4's singular decision on maximal random-slope models near the boundary
-# (analysis/stats/crossed.py: at_boundary; tests/analysis/stats/test_simplify.py).
+# (analysis/stats/singular.py: lmer_stop, lmer_decision; tests/analysis/stats/test_simplify.py).
 #
 # Run from the repository root after `python tests/analysis/r/make_datasets.py`:
 #   Rscript tests/analysis/r/lme4_boundary_reference.R > tests/analysis/r/lme4_boundary_reference.csv

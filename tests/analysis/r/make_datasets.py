@@ -1,6 +1,7 @@
 """Write the simulated WTP datasets that ``lme4_reference.R`` fits (seeded; data we created).
 
-Run from the repository root: ``python tests/analysis/r/make_datasets.py``. Each CSV has
+Run from the repository root: ``python tests/analysis/r/make_datasets.py`` (``--agreement DIR``
+writes the sixty designs of :func:`agreement_sets` to ``DIR`` instead). Each CSV has
 ``participant_id, pair_id, format, wtp_premium_pct``; the designs mirror the seed study
 (every participant sees every pair once, formats alternate within participant and are
 counterbalanced across participants) with the departures named below.
@@ -8,6 +9,7 @@ counterbalanced across participants) with the departures named below.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -110,5 +112,33 @@ def boundary_sets() -> dict[str, pd.DataFrame]:
     return sets
 
 
+# Sixty more designs of the same kind for the agreement of the singular decision with lmer's
+# default isSingular (tests/analysis/r/lme4_singular_agreement.R): seeds 3000-3059, the slope SDs
+# (by pair, by participant) cycling through small values, where the REML criterion is flat near 0
+# and where lmer's optimizer stops decides the flag.
+AGREEMENT_SEEDS = range(3000, 3060)
+AGREEMENT_SLOPES = ((0.3, 0.0), (1.0, 0.0), (1.0, 0.5), (0.0, 0.5))
+
+
+def agreement_sets() -> dict[str, pd.DataFrame]:
+    """The sixty seeded 70 x 10 designs of the agreement check, by name ``agree_<seed>``."""
+    sets = {}
+    for k, seed in enumerate(AGREEMENT_SEEDS):
+        slope_pair, slope_part = AGREEMENT_SLOPES[k % len(AGREEMENT_SLOPES)]
+        rng = np.random.default_rng(seed)
+        d = design(rng, 70, 10)
+        slopes = {"slope_pair": slope_pair, "slope_part": slope_part}
+        d["wtp_premium_pct"] = wtp(rng, d, **BALANCED, sd_res=6, **slopes)
+        sets[f"agree_{seed}"] = d.drop(columns="x")
+    return sets
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--agreement":
+        # Not committed: regenerated from the seeds wherever they are needed.
+        out = Path(sys.argv[2])
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in agreement_sets().items():
+            frame.to_csv(out / f"{name}.csv", index=False)
+    else:
+        main()

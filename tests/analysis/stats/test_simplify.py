@@ -28,12 +28,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.stats.simplify import random_terms, simplify_slopes
-from analysis.stats.singular import LMER_FTOL, SINGULAR_TOL, at_boundary
 from analysis.stats.wtp import wtp_slopes
 
 R_DIR = Path(__file__).resolve().parents[1] / "r"
@@ -123,39 +121,24 @@ def flat_reference(name: str, dataset: str) -> pd.Series:
     "dataset", ["slopes_flat_70x10", "slopes_edge_70x10", "slopes_edge2_70x10"]
 )
 def test_near_the_boundary_the_maximal_model_is_singular_where_lmer_says_so(dataset):
-    # slopes_flat: the optimum has the pair slope's factor entry at 3e-6, but the criterion at
-    # lme4's tolerance 1e-4 is within 1e-8 of it; lmer (defaults) stops at 2e-4 and keeps the
-    # maximal model, and so does FrameLab, with lmer's estimate, SE and df. slopes_edge(2): the
-    # criterion rises by 3e-7 at 1e-4; lmer stops at 1.5-1.9e-5 and calls it singular.
+    # slopes_flat: the optimum has the pair slope's factor entry at 3e-6, but lmer (defaults)
+    # stops at 2e-4 and keeps the maximal model, and so does FrameLab, which decides where lmer's
+    # optimizer stops (on most orders of the rows), with lmer's estimate, SE and df.
+    # slopes_edge(2): lmer stops at 1.5-1.9e-5 and calls it singular.
     r = flat_reference("lme4_boundary_reference.csv", dataset)
     row = wtp_slopes(load(dataset)).iloc[0]
     assert row["maximal_singular"] == bool(int(float(r["default_singular"])))
     if not row["maximal_singular"]:
         assert row["formula"] == row["maximal_formula"]
-        assert "not resolved from the boundary" in row["notes"]
+        # lmer's stop here depends on the order of the rows (the criterion is flat to its
+        # rounding): most orders stop above 1e-4, as lmer did on these rows.
+        assert "not singular, as in most orders" in row["notes"]
         # lmer's default optimizer stops short of the optimum: agreement to its precision.
         assert row["estimate"] == pytest.approx(float(r["default_format_estimate"]), rel=1e-6)
         assert row["se"] == pytest.approx(float(r["default_format_se"]), rel=1e-4)
         assert row["df"] == pytest.approx(float(r["default_format_df"]), rel=1e-4)
     else:
         assert row["simplified"] and row["formula"] != row["maximal_formula"]
-
-
-def test_a_boundary_is_called_only_where_the_criterion_resolves_it_from_the_tolerance():
-    # A criterion a * theta_k^2 near 0 (as REML's, even in an SD): below and above LMER_FTOL
-    # at theta_k = 1e-4, on both sides of the decision.
-    def make(a):
-        return lambda t: 100.0 + a * t[0] ** 2 + (t[1] - 0.5) ** 2
-
-    steep = make(LMER_FTOL / SINGULAR_TOL**2 * 3)  # rises by 3e-8 at 1e-4
-    flat = make(LMER_FTOL / SINGULAR_TOL**2 / 3)  # rises by 3e-9 at 1e-4
-    for theta in ([0.0, 0.5], [5e-5, 0.5]):
-        assert at_boundary(steep, np.array(theta), [0, 1]) == ([0], [])
-        assert at_boundary(flat, np.array(theta), [0, 1]) == ([], [0])
-    # At or above the tolerance nothing is at the boundary, whatever the curvature.
-    assert at_boundary(steep, np.array([2e-4, 0.5]), [0, 1]) == ([], [])
-    # An unbounded entry (a factor's off-diagonal) is never a boundary.
-    assert at_boundary(steep, np.array([0.0, 0.5]), [1]) == ([], [])
 
 
 @pytest.mark.slow
