@@ -63,7 +63,7 @@
       setText(el, data.median_duration_s === null ? "–" : data.median_duration_s);
     });
     Object.keys(data.by_sequence).forEach(function (status) {
-      ["A", "B", "total"].forEach(function (seq) {
+      Object.keys(data.by_sequence[status]).forEach(function (seq) {
         document.querySelectorAll('[data-seq="' + status + "-" + seq + '"]').forEach(function (el) {
           setText(el, data.by_sequence[status][seq]);
         });
