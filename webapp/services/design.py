@@ -135,10 +135,10 @@ def derive_sequence(
         raise ValueError(f"no product_choice block {block_id or ''} in the study")
     pairs = blocks[0]["pairs"]
     formats = block_formats(blocks[0])
-    k = len(formats)
-    row = sequences_for(k).index(sequence) if sequence in sequences_for(k) else -1
-    if row < 0:
-        raise ValueError(f"sequence must be one of {sequences_for(k)}, got {sequence!r}")
+    k, sequences = len(formats), sequences_for(len(formats))
+    if sequence not in sequences:
+        raise ValueError(f"sequence must be one of {sequences}, got {sequence!r}")
+    row = sequences.index(sequence)
     rng = random.Random(seed)
     by_format: dict[str, list[str]] = {f: [] for f in formats}
     for j, pair in enumerate(pairs):
