@@ -352,6 +352,20 @@ def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
     return tables
 
 
+def _design_values(study: Study) -> dict[str, str]:
+    """The values ``format`` (and ``format__PAIR``) and ``sequence`` take in this study."""
+    from webapp.services.design import block_formats, study_sequences
+
+    formats: list[str] = []
+    for block in study.definition["tasks"]:
+        if block["type"] == "product_choice":
+            formats += [f for f in block_formats(block) if f not in formats]
+    if not formats:
+        return {}
+    sequences = "|".join(study_sequences(study.definition))
+    return {"format": "|".join(formats), "sequence": sequences}
+
+
 def describe_column(column: str) -> tuple[str, str, str]:
     """Return ``(type, meaning, allowed values)`` of an export column for the codebook."""
     from webapp.tasks.rating.export import CODEBOOK as EVALUATION_CODEBOOK
@@ -528,10 +542,12 @@ def build_table(
             "wide": wide_rows(study, **scope)[1],
             "page-times": with_test_column(list(PAGE_TIME_COLUMNS), include_test),
         }
+        design = _design_values(study)
         rows = []
         for table, cols in tables.items():
             for col in cols:
                 kind, meaning, allowed = describe_column(col)
+                allowed = design.get(col.split("__", 1)[0], allowed)
                 rows.append(
                     {
                         "table": table,
