@@ -78,6 +78,21 @@ def study_sequences(study_def: Mapping[str, Any]) -> tuple[str, ...]:
     return SEQUENCES
 
 
+def study_formats(study_def: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every format of a study's product-choice blocks, in block order (none: no such block).
+
+    Examples
+    --------
+    >>> study_formats({"tasks": [{"type": "product_choice", "pairs": []}]})
+    ('original', 'summary')
+    """
+    out: list[str] = []
+    for block in study_def["tasks"]:
+        if block["type"] == "product_choice":
+            out += [f for f in block_formats(block) if f not in out]
+    return tuple(out)
+
+
 def pair_format(pair_position: int, sequence: str, formats: Sequence[str] = FORMATS) -> str:
     """Return the format of the pair at 0-based ``pair_position`` in the stimulus file.
 

@@ -354,12 +354,9 @@ def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
 
 def _design_values(study: Study) -> dict[str, str]:
     """The values ``format`` (and ``format__PAIR``) and ``sequence`` take in this study."""
-    from webapp.services.design import block_formats, study_sequences
+    from webapp.services.design import study_formats, study_sequences
 
-    formats: list[str] = []
-    for block in study.definition["tasks"]:
-        if block["type"] == "product_choice":
-            formats += [f for f in block_formats(block) if f not in formats]
+    formats = study_formats(study.definition)
     if not formats:
         return {}
     sequences = "|".join(study_sequences(study.definition))

@@ -92,7 +92,7 @@
       var th = cell("th", r.pair);
       th.setAttribute("scope", "row");
       tr.appendChild(th);
-      ["original", "summary"].forEach(function (fmt) {
+      data.formats.forEach(function (fmt) {
         var td = cell("td", share(r[fmt]));
         td.setAttribute("data-k", fmt);
         tr.appendChild(td);
