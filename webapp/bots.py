@@ -19,7 +19,7 @@ import secrets
 import ssl
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -130,8 +130,9 @@ class HttpTransport:
 class BotBehaviour:
     """A bot's script.
 
-    ``p_target`` is the probability of choosing the target manufacturer per format, so a run
-    can simulate an effect (e.g. 0.837 from summaries vs 0.523 from originals). The premium is
+    ``p_target`` is the probability of choosing the target manufacturer per format name (any
+    format of the block, e.g. ``mitigated:self-debias``; 0.5 for a format it does not name), so
+    a run can simulate an effect (e.g. 0.837 from summaries vs 0.523 from originals). The premium is
     drawn as a percent of the other product's price, normal with mean ``wtp_mean_pct`` (plus
     ``wtp_target_shift_pct`` when the target was chosen) and sd ``wtp_sd_pct``, cut at 0.
     """
@@ -154,6 +155,30 @@ class BotBehaviour:
     # Seconds to wait before looking again on the page that waits for slots held by newcomers
     # (a person leaves it open; it reloads itself every 20 s).
     wait_s: float = 1.0
+
+
+def parse_format_effects(specs: Iterable[str]) -> dict[str, float]:
+    """Per-format probabilities of choosing the target, from ``FORMAT=P`` texts.
+
+    The format name may hold a colon (``mitigated:self-debias=0.6``): the text is split at
+    its last ``=``.
+
+    Examples
+    --------
+    >>> parse_format_effects(["summary=0.8", "mitigated:self-debias=0.6"])
+    {'summary': 0.8, 'mitigated:self-debias': 0.6}
+    """
+    out: dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.rpartition("=")
+        try:
+            p = float(value)
+        except ValueError:
+            p = -1.0
+        if not sep or not name or not 0.0 <= p <= 1.0:
+            raise ValueError(f"{spec!r}: write FORMAT=P with P between 0 and 1, e.g. summary=0.8")
+        out[name] = p
+    return out
 
 
 def _opposite(sentiment: str) -> str:

@@ -205,6 +205,14 @@ def export(
 @click.option("--p-target-original", type=click.FloatRange(0, 1), default=0.5, show_default=True)
 @click.option("--p-target-summary", type=click.FloatRange(0, 1), default=0.5, show_default=True)
 @click.option(
+    "--p-target",
+    "p_target_formats",
+    multiple=True,
+    metavar="FORMAT=P",
+    help="Probability of choosing the target in any format, e.g. mitigated:self-debias=0.6 "
+    "(repeat per format; overrides the two options above for its format).",
+)
+@click.option(
     "--wtp-mean-pct",
     type=float,
     default=10.0,
@@ -266,6 +274,7 @@ def bots(
     platform: str,
     p_target_original: float,
     p_target_summary: float,
+    p_target_formats: tuple[str, ...],
     wtp_mean_pct: float,
     wtp_target_shift_pct: float,
     wtp_sd_pct: float,
@@ -283,10 +292,14 @@ def bots(
     payment files and exports unless asked for; `framelab clear-test-data` removes them. Over
     HTTP the server must share this configuration's SECRET_KEY, which signs their entry.
     """
-    from webapp.bots import BotBehaviour, run_bots
+    from webapp.bots import BotBehaviour, parse_format_effects, run_bots
     from webapp.extensions import db
     from webapp.services.studies import get_study
 
+    try:
+        effects = parse_format_effects(p_target_formats)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--p-target") from None
     s = get_study(slug)
     if s is None:
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
@@ -295,7 +308,7 @@ def bots(
     db.session.remove()
     behaviour = BotBehaviour(
         platform=platform,
-        p_target={"original": p_target_original, "summary": p_target_summary},
+        p_target={"original": p_target_original, "summary": p_target_summary, **effects},
         wtp_mean_pct=wtp_mean_pct,
         wtp_target_shift_pct=wtp_target_shift_pct,
         wtp_sd_pct=wtp_sd_pct,

@@ -185,7 +185,9 @@ class Participant(db.Model):
     )
     platform: Mapped[Platform] = mapped_column(_platform_type)
     seed: Mapped[int] = mapped_column(BigInteger, comment="randomisation seed (re-derives order)")
-    sequence: Mapped[str] = mapped_column(String(1), comment="format sequence A or B")
+    sequence: Mapped[str] = mapped_column(
+        String(1), comment="format sequence A, B, …: a Latin-square row, one per format"
+    )
     status: Mapped[ParticipantStatus] = mapped_column(
         _status_type, default=ParticipantStatus.started, index=True
     )
@@ -225,7 +227,9 @@ class Participant(db.Model):
     study: Mapped[Study] = relationship(back_populates="participants")
     identity: Mapped[PlatformIdentity | None] = relationship(back_populates="participant")
     choices: Mapped[list[ChoiceResponse]] = relationship(
-        back_populates="participant", order_by="ChoiceResponse.trial_index"
+        # Answer order: the blocks in study order, each block's trials in trial order.
+        back_populates="participant",
+        order_by="ChoiceResponse.id",
     )
 
 
@@ -256,14 +260,16 @@ class ChoiceResponse(db.Model):
     """One product-choice trial: what was shown, what was chosen, and the WTP answer."""
 
     __tablename__ = "choice_response"
-    __table_args__ = (UniqueConstraint("participant_id", "trial_index"),)
+    __table_args__ = (UniqueConstraint("participant_id", "block_id", "trial_index"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     participant_id: Mapped[int] = mapped_column(ForeignKey("participant.id"), index=True)
     block_id: Mapped[str] = mapped_column(String(64))
     trial_index: Mapped[int] = mapped_column(Integer, comment="0-based position in the sequence")
     pair_id: Mapped[str] = mapped_column(String(64))
-    format: Mapped[str] = mapped_column(String(10), comment="original | summary")
+    format: Mapped[str] = mapped_column(
+        String(64), comment="format name: original | summary | another format of the block"
+    )
     target_side: Mapped[str] = mapped_column(String(5), comment="left | right")
     chosen_side: Mapped[str] = mapped_column(String(5), comment="left | right")
     chose_target: Mapped[bool] = mapped_column(Boolean)

@@ -171,12 +171,10 @@ def _block(
     if block_id in seen:
         raise bw.at("id").error(f"duplicate block id {block_id!r}")
     seen.add(block_id)
-    if task_type.once_per_study and any(b["type"] == type_name for b in blocks):
-        raise bw.at("type").error(
-            f"a study may have only one {type_name!r} block; put all its items in that one"
-        )
     body = {k: v for k, v in block.items() if k not in {"type", "id"}}
-    return {"id": block_id, "type": type_name, **task_type.validate(body, bw)}
+    out = {"id": block_id, "type": type_name, **task_type.validate(body, bw)}
+    task_type.check_with_blocks(out, blocks, bw)
+    return out
 
 
 def _block_order(blocks: list[dict[str, Any]], tasks_where: Where) -> None:

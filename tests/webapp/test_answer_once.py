@@ -183,7 +183,7 @@ def test_a_duplicate_row_refuses_the_whole_answer(any_app):
     pid, data = _pid(any_app), bot.answer()
     row = {c: None for c in _CHOICE_COLUMNS} | {
         "participant_id": pid,
-        "block_id": "x",
+        "block_id": "choices",  # the demo's block: answers are keyed by block and trial
         "trial_index": 0,
         "pair_id": "x",
         "format": "original",

@@ -74,9 +74,9 @@ def _write(tmp_path: Path, mutate) -> Path:
         (lambda r: r["tasks"].pop(0), "tasks[0]", "consent"),
         (lambda r: r["tasks"][2].update(attemps=3), "tasks[2]", "unknown key"),
         (lambda r: r["payment"].update(base_usd="two"), "payment.base_usd", "expected a number"),
-        (  # a second product_choice block: its answers would collide with the first's
+        (  # a second product_choice block with the same pairs: answers are analysed by pair
             lambda r: r["tasks"].insert(4, {**copy.deepcopy(r["tasks"][3]), "id": "more"}),
-            "tasks[4].type",
+            "tasks[4].pairs",
             "only one 'product_choice' block",
         ),
     ],

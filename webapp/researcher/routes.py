@@ -53,6 +53,7 @@ from webapp.researcher.forms import (
 from webapp.services import accounts, audit, payments, reconcile, testdata
 from webapp.services import export as export_service
 from webapp.services import researchers as console
+from webapp.services.design import study_formats
 from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
 from webapp.services.studies import StudyLoadError, bundle_zip, get_study, status_counts
 from webapp.validation import StudyDefinitionError, error_lines
@@ -318,6 +319,7 @@ def _overview(s: Study) -> dict[str, Any]:
     data["target"] = monitor.target_progress(s)
     data["funnel"] = monitor.funnel(s, now, _active_window())
     data["shares"] = monitor.choice_shares(s)
+    data["formats"] = list(study_formats(s.definition))
     data["time_limit_minutes"] = round(timeouts.time_limit(s).total_seconds() / 60, 1)
     return data
 

@@ -1,23 +1,33 @@
-"""The product-choice design: counterbalanced format sequences and per-participant order.
+"""The product-choice design: Latin-square format sequences and per-participant order.
 
-Two complementary sequences assign formats to pairs by their position in the stimulus file:
-sequence ``A`` shows pairs 1, 3, 5, … as ``original`` and 2, 4, … as ``summary``; sequence
-``B`` the reverse. With equal numbers of A and B participants every pair appears equally often
-in each format. Each participant's pairs are shown in a random order that keeps the formats
-alternating (A starts with an original, B with a summary), and the target manufacturer's side
-is balanced left/right within the participant. Both come from one recorded seed, so
-:func:`derive_sequence` re-derives exactly what a participant saw.
+A block names k ≥ 2 formats (``original`` and ``summary`` unless it says otherwise). Sequence
+number r (the letters ``A``, ``B``, …, one per format) shows the pair at 0-based position j of
+the stimulus file in format ``formats[(j + r) % k]``: the rows of a cyclic Latin square. Each
+pair thus has a different format in every sequence, and a participant sees each format
+⌊n/k⌋ or ⌈n/k⌉ times over n pairs. With equal numbers of participants per sequence every
+pair appears equally often in each format; sequences are handed out by
+:func:`choose_sequence`, so these counts stay within one of each other. For two formats this
+is the original A/B counterbalancing: A shows pairs 1, 3, 5, … as ``original``, B the reverse.
+
+Each participant's pairs are shown in a random order that cycles through the formats
+(sequence r starts with format r), and the target manufacturer's side is balanced left/right
+within the participant. Both come from one recorded seed, so :func:`derive_sequence`
+re-derives exactly what a participant saw.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-SEQUENCES = ("A", "B")
+# The formats of a block that names none, and the sequences of such a study.
 FORMATS = ("original", "summary")
+SEQUENCES = ("A", "B")
+# One sequence letter per format (``Participant.sequence`` holds one character).
+MAX_FORMATS = 8
+SEQUENCE_LETTERS = "ABCDEFGH"
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,60 @@ class Trial:
     target_side: str
 
 
-def pair_format(pair_position: int, sequence: str) -> str:
+def block_formats(block: Mapping[str, Any]) -> tuple[str, ...]:
+    """The formats of a normalised product-choice block (``original``, ``summary`` by default).
+
+    Examples
+    --------
+    >>> block_formats({"pairs": []})
+    ('original', 'summary')
+    >>> block_formats({"formats": ["original", "summary", "mitigated:self-debias"]})
+    ('original', 'summary', 'mitigated:self-debias')
+    """
+    return tuple(block.get("formats") or FORMATS)
+
+
+def sequences_for(n_formats: int) -> tuple[str, ...]:
+    """The sequence letters of a design with ``n_formats`` formats.
+
+    Examples
+    --------
+    >>> sequences_for(3)
+    ('A', 'B', 'C')
+    """
+    if not 2 <= n_formats <= MAX_FORMATS:
+        raise ValueError(f"a design has 2 to {MAX_FORMATS} formats, got {n_formats}")
+    return tuple(SEQUENCE_LETTERS[:n_formats])
+
+
+def study_sequences(study_def: Mapping[str, Any]) -> tuple[str, ...]:
+    """The sequences participants of a study are balanced over.
+
+    One per format of its product-choice blocks (validation makes every block name the same
+    number of formats); ``A`` and ``B`` for a study without one.
+    """
+    for block in study_def["tasks"]:
+        if block["type"] == "product_choice":
+            return sequences_for(len(block_formats(block)))
+    return SEQUENCES
+
+
+def study_formats(study_def: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every format of a study's product-choice blocks, in block order (none: no such block).
+
+    Examples
+    --------
+    >>> study_formats({"tasks": [{"type": "product_choice", "pairs": []}]})
+    ('original', 'summary')
+    """
+    out: list[str] = []
+    for block in study_def["tasks"]:
+        if block["type"] == "product_choice":
+            out += [f for f in block_formats(block) if f not in out]
+    return tuple(out)
+
+
+def pair_format(pair_position: int, sequence: str, formats: Sequence[str] = FORMATS) -> str:
     """Return the format of the pair at 0-based ``pair_position`` in the stimulus file.
 
     Examples
@@ -39,11 +102,13 @@ def pair_format(pair_position: int, sequence: str) -> str:
     ['original', 'summary', 'original', 'summary']
     >>> [pair_format(k, "B") for k in range(4)]
     ['summary', 'original', 'summary', 'original']
+    >>> [pair_format(k, "C", ["o", "s", "m"]) for k in range(4)]
+    ['m', 'o', 's', 'm']
     """
-    if sequence not in SEQUENCES:
-        raise ValueError(f"sequence must be one of {SEQUENCES}, got {sequence!r}")
-    first = 0 if sequence == "A" else 1
-    return FORMATS[(pair_position + first) % 2]
+    sequences = sequences_for(len(formats))
+    if sequence not in sequences:
+        raise ValueError(f"sequence must be one of {sequences}, got {sequence!r}")
+    return formats[(pair_position + sequences.index(sequence)) % len(formats)]
 
 
 def derive_sequence(
@@ -59,8 +124,8 @@ def derive_sequence(
         The study's normalised definition (``Study.definition``).
     seed : int
         The participant's recorded seed.
-    sequence : {"A", "B"}
-        The participant's format sequence.
+    sequence : str
+        The participant's format sequence (``"A"``, ``"B"``, … one per format).
     block_id : str, optional
         Which ``product_choice`` block; the first one when omitted.
 
@@ -84,20 +149,24 @@ def derive_sequence(
     if not blocks:
         raise ValueError(f"no product_choice block {block_id or ''} in the study")
     pairs = blocks[0]["pairs"]
+    formats = block_formats(blocks[0])
+    k, sequences = len(formats), sequences_for(len(formats))
+    if sequence not in sequences:
+        raise ValueError(f"sequence must be one of {sequences}, got {sequence!r}")
+    row = sequences.index(sequence)
     rng = random.Random(seed)
-    by_format: dict[str, list[str]] = {f: [] for f in FORMATS}
-    for k, pair in enumerate(pairs):
-        by_format[pair_format(k, sequence)].append(pair["id"])
-    for ids in by_format.values():
+    by_format: dict[str, list[str]] = {f: [] for f in formats}
+    for j, pair in enumerate(pairs):
+        by_format[formats[(j + row) % k]].append(pair["id"])
+    for ids in by_format.values():  # in the block's format order: the seed's draws are fixed
         rng.shuffle(ids)
-    first, second = (by_format["original"], by_format["summary"])
-    if sequence == "B":
-        first, second = second, first
+    # Position i shows format (row + i) mod k: format row first, then the next, cyclically.
+    # Format (row + c) holds the pairs at file positions ≡ c (mod k), exactly as many as the
+    # display positions ≡ c (mod k), so every list is used up.
     order: list[tuple[str, str]] = []
-    fmt_first, fmt_second = ("original", "summary") if sequence == "A" else ("summary", "original")
     for i in range(len(pairs)):
-        source, fmt = (first, fmt_first) if i % 2 == 0 else (second, fmt_second)
-        order.append((source[i // 2], fmt))
+        fmt = formats[(row + i) % k]
+        order.append((by_format[fmt][i // k], fmt))
     sides = ["left", "right"] * (len(pairs) // 2)
     if len(pairs) % 2:
         sides.append(rng.choice(("left", "right")))
@@ -108,7 +177,9 @@ def derive_sequence(
     ]
 
 
-def choose_sequence(counts: Mapping[str, int], rng: random.Random) -> str:
+def choose_sequence(
+    counts: Mapping[str, int], rng: random.Random, sequences: Sequence[str] = SEQUENCES
+) -> str:
     """Pick the sequence with the fewest (completed + active) participants; ties at random.
 
     Parameters
@@ -117,16 +188,20 @@ def choose_sequence(counts: Mapping[str, int], rng: random.Random) -> str:
         Participants per sequence that count towards balance (missing keys count 0).
     rng : random.Random
         Breaks ties.
+    sequences : sequence of str
+        The study's sequences (:func:`study_sequences`); ``A`` and ``B`` by default.
 
     Returns
     -------
     str
-        ``"A"`` or ``"B"``.
+        One of ``sequences``.
 
     Examples
     --------
     >>> choose_sequence({"A": 3, "B": 2}, random.Random(0))
     'B'
+    >>> choose_sequence({"A": 3, "B": 2, "C": 1}, random.Random(0), ("A", "B", "C"))
+    'C'
     """
-    low = min(counts.get(s, 0) for s in SEQUENCES)
-    return rng.choice([s for s in SEQUENCES if counts.get(s, 0) == low])
+    low = min(counts.get(s, 0) for s in sequences)
+    return rng.choice([s for s in sequences if counts.get(s, 0) == low])

@@ -18,7 +18,7 @@ from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
 from webapp.services import testmark
 from webapp.services.assignments import record_assignment
-from webapp.services.design import SEQUENCES, choose_sequence
+from webapp.services.design import choose_sequence, study_sequences
 from webapp.tasks import get_task_type
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
@@ -297,7 +297,7 @@ UNANSWERED_WINDOW = timedelta(minutes=5)
 def balance_counts(
     study: Study, now: datetime, active_window: timedelta, *, test: bool = False
 ) -> dict[str, int]:
-    """Participants per sequence that count towards balance.
+    """Participants per sequence (one per format of the study's design) that count towards balance.
 
     Completed participants count, and so do started ones seen within ``active_window`` who
     have answered a page since consent or enrolled within :data:`UNANSWERED_WINDOW`;
@@ -323,7 +323,7 @@ def balance_counts(
         )
         .group_by(Participant.sequence)
     )
-    counts = dict.fromkeys(SEQUENCES, 0)
+    counts = dict.fromkeys(study_sequences(study.definition), 0)
     counts.update({seq: n for seq, n in rows})
     return counts
 
@@ -444,7 +444,7 @@ def enroll(
     first_block = 1 if get_task_type(blocks[0]["type"]).name == "consent" else 0
     db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
     counts = balance_counts(study, now, active_window, test=is_test or is_preview)
-    sequence = choose_sequence(counts, rng)
+    sequence = choose_sequence(counts, rng, study_sequences(study.definition))
     try:
         participant = add_participant(
             study,

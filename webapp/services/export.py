@@ -36,6 +36,7 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "status",
     "sequence",
     "seed",
+    "block",
     "trial_index",
     "pair_id",
     "product_type",
@@ -95,7 +96,7 @@ def choice_rows(
     -------
     list of dict
         Keys :data:`LONG_CHOICE_COLUMNS` and ``is_test`` (plus :data:`PLATFORM_ID_COLUMNS` on
-        request), ordered by participant and ``trial_index``.
+        request), ordered by participant, then block (in study order) and ``trial_index``.
     """
     product_types = {
         p["id"]: p["product_type"]
@@ -148,6 +149,7 @@ def _participant_cells(study: Study, p: Participant, with_attention: bool) -> di
 
 def _choice_cells(c: ChoiceResponse, product_types: Mapping[str, str]) -> dict[str, Any]:
     return {
+        "block": c.block_id,
         "trial_index": c.trial_index,
         "pair_id": c.pair_id,
         "product_type": product_types.get(c.pair_id),
@@ -271,12 +273,21 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
     "participant_id": ("str", "pseudonymous ID: p_ + 16 hex of an HMAC under the study salt", ""),
     "platform": ("str", "how the participant arrived", "prolific|mturk|link|mturk_batch"),
     "status": ("str", "participant status", _STATUSES),
-    "sequence": ("str", "format sequence (A starts with original, B with summary)", "A|B"),
+    "sequence": (
+        "str",
+        "format sequence: the Latin-square row (A starts with the block's first format)",
+        "A|B|C|D|E|F|G|H",
+    ),
     "seed": ("int", "randomisation seed (re-derives pair order and sides)", ""),
+    "block": ("str", "ID of the product-choice block the trial belongs to", ""),
     "trial_index": ("int", "0-based position of the pair (or item) in the sequence", ""),
     "pair_id": ("str", "product pair ID from the stimulus set", ""),
     "product_type": ("str", "product type of the pair", ""),
-    "format": ("str", "how the products were described", "original|summary"),
+    "format": (
+        "str",
+        "how the products were described: one of the block's formats",
+        "original|summary|another format name of the study",
+    ),
     "target_side": ("str", "side of the target manufacturer", "left|right"),
     "chosen_side": ("str", "side chosen", "left|right"),
     "chose_target": ("int", "1 if the target manufacturer was chosen", "0|1"),
@@ -339,6 +350,17 @@ def _evaluation_codebook_tables(study: Study) -> dict[str, list[str]]:
     if any(b["type"] == "pairwise_preference" for b in evaluation_blocks(study)):
         tables["pairs"] = evaluation_table(study, "pairs")[1]
     return tables
+
+
+def _design_values(study: Study) -> dict[str, str]:
+    """The values ``format`` (and ``format__PAIR``) and ``sequence`` take in this study."""
+    from webapp.services.design import study_formats, study_sequences
+
+    formats = study_formats(study.definition)
+    if not formats:
+        return {}
+    sequences = "|".join(study_sequences(study.definition))
+    return {"format": "|".join(formats), "sequence": sequences}
 
 
 def describe_column(column: str) -> tuple[str, str, str]:
@@ -517,10 +539,12 @@ def build_table(
             "wide": wide_rows(study, **scope)[1],
             "page-times": with_test_column(list(PAGE_TIME_COLUMNS), include_test),
         }
+        design = _design_values(study)
         rows = []
         for table, cols in tables.items():
             for col in cols:
                 kind, meaning, allowed = describe_column(col)
+                allowed = design.get(col.split("__", 1)[0], allowed)
                 rows.append(
                     {
                         "table": table,

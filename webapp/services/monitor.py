@@ -33,6 +33,7 @@ from webapp.models import (
     Study,
     TaskResponse,
 )
+from webapp.services.design import study_formats
 from webapp.services.entry import canonical_id, pseudonym
 
 PER_PAGE = 50
@@ -179,9 +180,10 @@ def choice_shares(study: Study) -> list[dict[str, Any]]:
     Returns
     -------
     list of dict
-        ``pair``, then per format ``original`` / ``summary``: ``{"n": choices,
-        "target": choices of the target, "share": target / n or None}``.
+        ``pair``, then per format of the study (``original``, ``summary``, …):
+        ``{"n": choices, "target": choices of the target, "share": target / n or None}``.
     """
+    formats = study_formats(study.definition)
     rows = db.session.execute(
         select(
             ChoiceResponse.pair_id,
@@ -196,13 +198,10 @@ def choice_shares(study: Study) -> list[dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for pair, fmt, n, hits in rows:
         cell = out.setdefault(
-            pair, {"pair": pair, **{f: {"n": 0, "target": 0, "share": None} for f in FORMATS}}
+            pair, {"pair": pair, **{f: {"n": 0, "target": 0, "share": None} for f in formats}}
         )
         cell[fmt] = {"n": n, "target": int(hits), "share": round(int(hits) / n, 3)}
     return [out[p] for p in sorted(out)]
-
-
-FORMATS = ("original", "summary")
 
 
 class OverviewCache:

@@ -26,6 +26,7 @@ from webapp.models import (
 )
 from webapp.services import audit
 from webapp.services.accounts import can_access, end_sessions
+from webapp.services.design import study_formats
 from webapp.services.studies import LoadResult, get_study, status_counts, store_definition
 from webapp.studydef import folder_bundle, load_bundle
 from webapp.text_rules import forbidden_character
@@ -359,6 +360,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         )
     ]
     per_pair: dict[str, dict[str, int]] = {}
+    formats = study_formats(study.definition)
     rows = db.session.execute(
         select(ChoiceResponse.pair_id, ChoiceResponse.format, func.count())
         .join(Participant, Participant.id == ChoiceResponse.participant_id)
@@ -366,7 +368,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         .group_by(ChoiceResponse.pair_id, ChoiceResponse.format)
     )
     for pair_id, fmt, n in rows:
-        per_pair.setdefault(pair_id, {"original": 0, "summary": 0})[fmt] = n
+        per_pair.setdefault(pair_id, dict.fromkeys(formats, 0))[fmt] = n
     return {
         "slug": study.slug,
         "state": study.state.value,

@@ -25,6 +25,7 @@ from webapp.models import (
     StudyState,
     definition_hash,
 )
+from webapp.services.design import study_sequences
 from webapp.studydef import folder_bundle, load_bundle
 
 
@@ -228,7 +229,8 @@ def status_counts(study: Study, *, include_test: bool = False) -> dict[str, dict
     Returns
     -------
     dict
-        ``{status: {"A": n, "B": n, "total": n}}`` for every status (zeros included).
+        ``{status: {"A": n, "B": n, …, "total": n}}`` for every status (zeros included), one
+        key per sequence of the study's design.
     """
     query = (
         select(Participant.status, Participant.sequence, func.count())
@@ -237,8 +239,48 @@ def status_counts(study: Study, *, include_test: bool = False) -> dict[str, dict
     )
     if not include_test:
         query = query.where(Participant.is_test.is_(False))
-    counts = {s.value: {"A": 0, "B": 0, "total": 0} for s in ParticipantStatus}
+    sequences = study_sequences(study.definition)
+    counts = {s.value: {**dict.fromkeys(sequences, 0), "total": 0} for s in ParticipantStatus}
     for status, sequence, n in db.session.execute(query):
         counts[status.value][sequence] = n
         counts[status.value]["total"] += n
     return counts
+
+
+@dataclass(frozen=True)
+class StudyImage:
+    """A product image of a study's bundle, as validated at load (type from its magic bytes)."""
+
+    content: bytes
+    media_type: str
+    sha256: str
+
+
+def study_image(study: Study, digest: str) -> StudyImage | None:
+    """The product image of ``study`` whose SHA-256 is ``digest`` (``None``: no such image).
+
+    Only files the definition names as product images are served, never any other file of
+    the bundle, and only with the content that was validated (the digest is checked again).
+    """
+    found = None
+    for block in study.definition["tasks"]:
+        if block["type"] != "product_choice":
+            continue
+        for pair in block["pairs"]:
+            for side in ("target", "control"):
+                image = pair[side].get("image")
+                if image is not None and image["sha256"] == digest:
+                    found = image
+    if found is None:
+        return None
+    content = db.session.scalar(
+        select(StudyFile.content).where(
+            StudyFile.study_id == study.id,
+            StudyFile.version == study.version,
+            StudyFile.name == found["file"],
+            StudyFile.sha256 == digest,
+        )
+    )
+    if content is None:
+        return None
+    return StudyImage(content=content, media_type=found["type"], sha256=digest)

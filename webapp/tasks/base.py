@@ -220,6 +220,18 @@ class TaskType:
     # type would collide with the first's answers): a study may hold one such block.
     once_per_study: ClassVar[bool] = False
 
+    def check_with_blocks(
+        self, block: dict[str, Any], earlier: list[dict[str, Any]], where: Where
+    ) -> None:
+        """Refuse a validated ``block`` that cannot run beside the ``earlier`` blocks.
+
+        By default only a second block of a :attr:`once_per_study` type is refused.
+        """
+        if self.once_per_study and any(b["type"] == self.name for b in earlier):
+            raise where.at("type").error(
+                f"a study may have only one {self.name!r} block; put all its items in that one"
+            )
+
     def enter(self, ctx: PageContext) -> SaveResult | None:
         """Act before the page is shown (inside the caller's transaction).
 

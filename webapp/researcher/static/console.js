@@ -63,7 +63,7 @@
       setText(el, data.median_duration_s === null ? "–" : data.median_duration_s);
     });
     Object.keys(data.by_sequence).forEach(function (status) {
-      ["A", "B", "total"].forEach(function (seq) {
+      Object.keys(data.by_sequence[status]).forEach(function (seq) {
         document.querySelectorAll('[data-seq="' + status + "-" + seq + '"]').forEach(function (el) {
           setText(el, data.by_sequence[status][seq]);
         });
@@ -92,7 +92,7 @@
       var th = cell("th", r.pair);
       th.setAttribute("scope", "row");
       tr.appendChild(th);
-      ["original", "summary"].forEach(function (fmt) {
+      data.formats.forEach(function (fmt) {
         var td = cell("td", share(r[fmt]));
         td.setAttribute("data-k", fmt);
         tr.appendChild(td);

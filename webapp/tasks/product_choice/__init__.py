@@ -1,8 +1,9 @@
 """Product choice with willingness to pay: the task type of the product-choice study.
 
 Each trial is two pages. The *choice* page shows two manufacturers of one product type, each
-described by its original review or by its LLM summary (the trial's format), and asks which
-one the participant would buy. The *WTP* page then shows the price of the product not chosen
+described by the text of the trial's format (the original review, an LLM summary, a mitigated
+summary, … one of the block's ``formats``; :mod:`.pairs`), and asks which one the participant
+would buy. The *WTP* page then shows the price of the product not chosen
 ($X) and asks how much more than $X the participant would pay for the chosen one.
 """
 
@@ -17,17 +18,19 @@ from wtforms import ValidationError
 from wtforms.validators import InputRequired
 
 from webapp.models import ChoiceResponse
-from webapp.services.design import Trial, derive_sequence
+from webapp.services.design import FORMATS, Trial, block_formats, derive_sequence
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType, insert_row
+from webapp.tasks.product_choice.pairs import (
+    product_text,
+    validate_formats,
+    validate_labels,
+    validate_pairs,
+)
 from webapp.tasks.widgets import NUMBER_MAX_CHARS, RadioField, StringField
 from webapp.text_rules import fill
 from webapp.validation import (
-    Collector,
     Where,
     check_keys,
-    get_id,
-    get_line,
-    get_list,
     get_mapping,
     get_number,
     get_str,
@@ -35,6 +38,16 @@ from webapp.validation import (
     read_yaml,
     stimulus_path,
 )
+
+__all__ = [
+    "WTP_FIELDS",
+    "WTP_QUESTION",
+    "ChoiceForm",
+    "ProductChoiceTask",
+    "WtpForm",
+    "parse_premium",
+    "validate_pairs",
+]
 
 SIDES = ("left", "right")
 _CHOICES = ChoiceResponse.__table__
@@ -58,6 +71,7 @@ _SET_WTP = (
     update(_CHOICES)
     .where(
         _CHOICES.c.participant_id == bindparam("w_participant"),
+        _CHOICES.c.block_id == bindparam("w_block"),
         _CHOICES.c.trial_index == bindparam("w_trial"),
     )
     .values(
@@ -71,9 +85,10 @@ _SET_WTP = (
 
 @cache
 def _chose_target_query() -> Any:
-    """Whether a participant's trial (``:participant``, ``:trial``) chose the target."""
+    """Whether a participant's trial (``:participant``, ``:block``, ``:trial``) chose the target."""
     return select(_CHOICES.c.chose_target).where(
         _CHOICES.c.participant_id == bindparam("participant"),
+        _CHOICES.c.block_id == bindparam("block"),
         _CHOICES.c.trial_index == bindparam("trial"),
     )
 
@@ -167,49 +182,6 @@ def parse_premium(text: str, max_usd: float) -> float:
     return value
 
 
-def _product(raw: Any, where: Where) -> dict[str, Any]:
-    p = get_mapping(raw, where)
-    check_keys(p, {"manufacturer", "price_usd", "review", "summary"}, where)
-    return {
-        "manufacturer": get_line(p, "manufacturer", where),
-        "price_usd": get_number(p, "price_usd", where, minimum=0.01),
-        "review": get_str(p, "review", where),
-        "summary": get_str(p, "summary", where),
-    }
-
-
-def _pair(item: Any, w: Where) -> dict[str, Any]:
-    pair = get_mapping(item, w)
-    check_keys(pair, {"id", "product_type", "target", "control"}, w)
-    found = Collector()  # the two products' errors are reported together
-    target = found.run(_product, pair.get("target"), w.at("target"))
-    control = found.run(_product, pair.get("control"), w.at("control"))
-    pair_id = found.run(get_id, pair, "id", w)
-    product_type = found.run(get_line, pair, "product_type", w)
-    found.check()
-    if target["manufacturer"] == control["manufacturer"]:
-        raise w.error("target and control need different manufacturers")
-    return {"id": pair_id, "product_type": product_type, "target": target, "control": control}
-
-
-def validate_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
-    """Validate a list of product pairs (see ``stimuli/studies/product_pairs/demo.yaml``).
-
-    Every pair is checked: the errors of all of them are reported together.
-    """
-    found = Collector()
-    pairs = [
-        found.run(_pair, item, where.at(i))
-        for i, item in enumerate(get_list(raw, where, min_len=2))
-    ]
-    found.check()
-    ids = [p["id"] for p in pairs]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise where.error(f"duplicate pair ids {dupes}")
-    return pairs
-
-
 # What the WTP question may name: the other product's price, the two manufacturers and the
 # product type. Filled by text_rules.fill (never str.format on researcher text).
 WTP_FIELDS = ("price", "chosen", "other", "product")
@@ -231,12 +203,16 @@ class ProductChoiceTask(TaskType):
 
     name = "product_choice"
     template = "tasks/product_choice.html"
-    # Choices are keyed by (participant, trial_index) and analysed by pair; a second block's
-    # trial 0 would be "already answered" forever (put every pair in one block instead).
-    once_per_study = True
+    # Choices are keyed by (participant, block, trial_index) and analysed by pair: several
+    # blocks may run in one study when no pair is in two of them (check_with_blocks).
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
-        check_keys(body, {"pairs", "labels", "prompt", "wtp"}, where)
+        check_keys(body, {"pairs", "formats", "labels", "prompt", "wtp"}, where)
+        # A block without ``formats:`` keeps the two-format shape of earlier definitions.
+        legacy = "formats" not in body
+        formats = (
+            list(FORMATS) if legacy else validate_formats(body["formats"], where.at("formats"))
+        )
         pw = where.at("pairs")
         raw_pairs = body.get("pairs")
         if isinstance(raw_pairs, str):  # a file of the study's bundle
@@ -245,21 +221,17 @@ class ProductChoiceTask(TaskType):
             file_where = Where(name, "", pw.bundle)
             doc = read_yaml(name, pw)
             doc = get_mapping(doc, file_where)
-            pairs = validate_pairs(doc.get("pairs"), file_where.at("pairs"))
+            pairs = validate_pairs(doc.get("pairs"), file_where.at("pairs"), formats, legacy=legacy)
         else:
-            pairs = validate_pairs(raw_pairs, pw)
-        lw = where.at("labels")
-        labels = get_mapping(body.get("labels") or {}, lw)
-        check_keys(labels, {"original", "summary"}, lw)
+            pairs = validate_pairs(raw_pairs, pw, formats, legacy=legacy)
+        labels = validate_labels(body.get("labels"), where.at("labels"), formats)
         ww = where.at("wtp")
         wtp = get_mapping(body.get("wtp") or {}, ww)
         check_keys(wtp, {"max_premium_usd", "question"}, ww)
         return {
+            **({} if legacy else {"formats": formats}),
             "pairs": pairs,
-            "labels": {
-                "original": get_line(labels, "original", lw, default="Customer review"),
-                "summary": get_line(labels, "summary", lw, default="Summary of customer reviews"),
-            },
+            "labels": labels,
             "prompt": get_str(body, "prompt", where, default="Which product would you buy?"),
             "wtp": {
                 "max_premium_usd": get_number(
@@ -268,6 +240,34 @@ class ProductChoiceTask(TaskType):
                 "question": get_template(wtp, "question", ww, WTP_FIELDS, WTP_QUESTION),
             },
         }
+
+    def check_with_blocks(
+        self, block: dict[str, Any], earlier: list[dict[str, Any]], where: Where
+    ) -> None:
+        """Refuse a second block that shares pairs with, or has other formats than, an earlier one.
+
+        Answers are analysed by pair (the wide export has a column per pair), and a
+        participant's one sequence picks the Latin-square row of every block, so every block
+        needs as many formats.
+        """
+        mine = {p["id"] for p in block["pairs"]}
+        k = len(block_formats(block))
+        for other in earlier:
+            if other["type"] != self.name:
+                continue
+            shared = sorted(mine & {p["id"] for p in other["pairs"]})
+            if shared:
+                raise where.at("pairs").error(
+                    f"pair id(s) {shared[:5]} are also in block {other['id']!r}: each pair may "
+                    "be in only one 'product_choice' block (answers are analysed by pair); give "
+                    "this block other pairs or put them all in one block"
+                )
+            if len(block_formats(other)) != k:
+                raise where.at("formats").error(
+                    f"{k} formats here but {len(block_formats(other))} in block {other['id']!r}: "
+                    "every product_choice block of a study needs the same number of formats "
+                    "(each participant's sequence is one row of the Latin square in every block)"
+                )
 
     def n_steps(self, block: dict[str, Any]) -> int:
         return 2 * len(block["pairs"])
@@ -296,7 +296,8 @@ class ProductChoiceTask(TaskType):
         from webapp.extensions import db
 
         return db.session.scalar(
-            _chose_target_query(), {"participant": ctx.participant.id, "trial": trial_index}
+            _chose_target_query(),
+            {"participant": ctx.participant.id, "block": ctx.block["id"], "trial": trial_index},
         )
 
     # -- the TaskType interface ---------------------------------------------------------------
@@ -315,9 +316,13 @@ class ProductChoiceTask(TaskType):
         if ctx.step % 2 == 0:
             target, control = pair["target"], pair["control"]
             left, right = (target, control) if trial.target_side == "left" else (control, target)
-            text_key = "review" if trial.format == "original" else "summary"
             products = [
-                {"side": side, "manufacturer": prod["manufacturer"], "text": prod[text_key]}
+                {
+                    "side": side,
+                    "manufacturer": prod["manufacturer"],
+                    "text": product_text(prod, trial.format),
+                    "image": prod.get("image"),
+                }
                 for side, prod in (("left", left), ("right", right))
             ]
             return {
@@ -378,6 +383,7 @@ class ProductChoiceTask(TaskType):
             _SET_WTP,
             {
                 "w_participant": ctx.participant.id,
+                "w_block": ctx.block["id"],
                 "w_trial": trial.trial_index,
                 "w_usd": premium,
                 "w_rt": rt_ms,

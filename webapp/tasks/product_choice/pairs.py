@@ -1,0 +1,191 @@
+"""Product pairs and formats of a product-choice block: validation and lookup.
+
+A pair is two products (``target`` and ``control``) of one product type. Each product carries
+one text per format of its block: ``review`` is the text of ``original``, ``summary`` that of
+``summary``, and ``texts:`` maps any format name to its text (``texts: {original: …}`` and
+``review: …`` are two spellings of one text; give one). A product may show an image, a PNG,
+JPEG or WebP file of the study's bundle (``image:``, with its ``image_alt:`` text).
+See ``docs/platform.md`` ("Product choice with k formats").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from webapp.bundle import BundleError, size_text
+from webapp.services.design import FORMATS, MAX_FORMATS
+from webapp.validation import (
+    Collector,
+    Where,
+    check_keys,
+    get_id,
+    get_line,
+    get_list,
+    get_mapping,
+    get_number,
+    get_str,
+    stimulus_path,
+)
+
+# A format's name: ``original``, ``summary``, ``mitigated:self-debias`` (a method after a colon).
+FORMAT_RE = re.compile(r"^[a-z][a-z0-9_-]{0,29}(:[a-z0-9][a-z0-9_.-]{0,32})?$")
+FORMAT_MAX = 64  # ChoiceResponse.format's width
+# The two formats with a key of their own in a product (their spelling before ``texts:``).
+LEGACY_TEXT_KEYS = {"original": "review", "summary": "summary"}
+DEFAULT_LABELS = {"original": "Customer review", "summary": "Summary of customer reviews"}
+MAX_IMAGE_BYTES = 2 * 1024 * 1024
+# Image types by their first bytes, never by the file name or a declared type.
+IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+def image_type(data: bytes) -> str | None:
+    """The media type of a PNG, JPEG or WebP file by its magic bytes, else ``None``.
+
+    Examples
+    --------
+    >>> image_type(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(8))
+    'image/png'
+    >>> image_type(b"<svg xmlns='http://www.w3.org/2000/svg'/>") is None
+    True
+    """
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return IMAGE_TYPES["png"]
+    if data.startswith(b"\xff\xd8\xff"):
+        return IMAGE_TYPES["jpeg"]
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return IMAGE_TYPES["webp"]
+    return None
+
+
+def validate_formats(raw: Any, where: Where) -> list[str]:
+    """The block's ``formats:``: 2 to :data:`MAX_FORMATS` distinct names."""
+    names = get_list(raw, where, min_len=2)
+    if len(names) > MAX_FORMATS:
+        raise where.error(f"at most {MAX_FORMATS} formats, got {len(names)}")
+    out: list[str] = []
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not FORMAT_RE.match(name):
+            raise where.at(i).error(
+                f"{name!r} is not a format name: lower-case letters, digits, '-' and '_', "
+                "optionally ':' and a method (e.g. 'summary', 'mitigated:self-debias')"
+            )
+        if name in out:
+            raise where.at(i).error(f"format {name!r} is listed twice")
+        out.append(name)
+    return out
+
+
+def product_text(product: dict[str, Any], fmt: str) -> str:
+    """The text a normalised product shows in format ``fmt``."""
+    texts = product.get("texts")
+    if texts is not None:
+        return texts[fmt]
+    return product[LEGACY_TEXT_KEYS[fmt]]
+
+
+def _image(product: dict[str, Any], where: Where) -> dict[str, str]:
+    iw = where.at("image")
+    name = stimulus_path(product.get("image"), iw, "an image")
+    if where.bundle is None:
+        raise iw.error("an image needs the study's bundle")
+    try:
+        data = where.bundle.read(name, limit=MAX_IMAGE_BYTES)
+    except BundleError as exc:
+        if "larger than" in str(exc):
+            raise iw.error(f"the image is larger than {size_text(MAX_IMAGE_BYTES)}") from None
+        raise iw.error(str(exc)) from None
+    kind = image_type(data)
+    if kind is None:
+        raise iw.error("not a PNG, JPEG or WebP image (judged by the file's content)")
+    alt = get_line(product, "image_alt", where, default="")
+    if not alt.strip():
+        raise where.at("image_alt").error(
+            "give the image a text alternative (image_alt) for screen-reader users"
+        )
+    return {"file": name, "sha256": hashlib.sha256(data).hexdigest(), "type": kind, "alt": alt}
+
+
+def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[str, Any]:
+    p = get_mapping(raw, where)
+    check_keys(
+        p, {"manufacturer", "price_usd", "review", "summary", "texts", "image", "image_alt"}, where
+    )
+    tw = where.at("texts")
+    texts_raw = get_mapping(p.get("texts") or {}, tw)
+    texts: dict[str, str] = {}
+    for fmt in formats:
+        key = LEGACY_TEXT_KEYS.get(fmt)
+        if fmt in texts_raw and key is not None and key in p:
+            raise tw.at(fmt).error(f"the {fmt!r} text is given twice: as {key!r} and in 'texts'")
+        if fmt in texts_raw:
+            texts[fmt] = get_str(texts_raw, fmt, tw)
+        elif key is not None and key in p:
+            texts[fmt] = get_str(p, key, where)
+        else:
+            hint = f" (or {key!r})" if key else ""
+            raise where.error(f"no text for format {fmt!r}: add it under 'texts'{hint}")
+    out: dict[str, Any] = {
+        "manufacturer": get_line(p, "manufacturer", where),
+        "price_usd": get_number(p, "price_usd", where, minimum=0.01),
+    }
+    if legacy:  # the two-format shape of earlier definitions, so their hash stays the same
+        out.update(review=texts["original"], summary=texts["summary"])
+    else:
+        out["texts"] = texts
+    if "image" in p:
+        out["image"] = _image(p, where)
+    elif "image_alt" in p:
+        raise where.at("image_alt").error("image_alt without an image")
+    return out
+
+
+def _pair(item: Any, w: Where, formats: list[str], legacy: bool) -> dict[str, Any]:
+    pair = get_mapping(item, w)
+    check_keys(pair, {"id", "product_type", "target", "control"}, w)
+    found = Collector()  # the two products' errors are reported together
+    target = found.run(_product, pair.get("target"), w.at("target"), formats, legacy)
+    control = found.run(_product, pair.get("control"), w.at("control"), formats, legacy)
+    pair_id = found.run(get_id, pair, "id", w)
+    product_type = found.run(get_line, pair, "product_type", w)
+    found.check()
+    if target["manufacturer"] == control["manufacturer"]:
+        raise w.error("target and control need different manufacturers")
+    return {"id": pair_id, "product_type": product_type, "target": target, "control": control}
+
+
+def validate_pairs(
+    raw: Any, where: Where, formats: list[str] | tuple[str, ...] = FORMATS, *, legacy: bool = True
+) -> list[dict[str, Any]]:
+    """Validate a list of product pairs (see ``stimuli/studies/product_pairs/demo.yaml``).
+
+    Every pair is checked: the errors of all of them are reported together. ``legacy``
+    keeps the two-format product shape (``review``, ``summary``); otherwise each product's
+    texts are under ``texts``, one per format.
+    """
+    found = Collector()
+    pairs = [
+        found.run(_pair, item, where.at(i), list(formats), legacy)
+        for i, item in enumerate(get_list(raw, where, min_len=2))
+    ]
+    found.check()
+    ids = [p["id"] for p in pairs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise where.error(f"duplicate pair ids {dupes}")
+    return pairs
+
+
+def validate_labels(raw: Any, where: Where, formats: list[str]) -> dict[str, str]:
+    """The heading shown above each format's texts; ``original`` and ``summary`` have defaults."""
+    labels = get_mapping(raw or {}, where)
+    check_keys(labels, set(formats), where)
+    out = {}
+    for fmt in formats:
+        if fmt not in labels and fmt not in DEFAULT_LABELS:
+            raise where.error(
+                f"give a label for format {fmt!r}: the heading participants read above its texts"
+            )
+        out[fmt] = get_line(labels, fmt, where, default=DEFAULT_LABELS.get(fmt))
+    return out
