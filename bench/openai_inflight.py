@@ -114,11 +114,19 @@ def run_bounded(url: str, n: int, concurrency: int) -> int:
         "stub", GenerationSettings(max_new_tokens=4), base_url=url, concurrency=concurrency
     )
     done = 0
+    t0 = time.perf_counter()
     for _, completion in backend.generate(_requests(n)):
         if completion.error is not None:
             raise RuntimeError(completion.error)
         done += 1
+        if done % 10_000 == 0:
+            _progress(done, t0)
     return done
+
+
+def _progress(done: int, t0: float) -> None:
+    rss = _status_kb("VmRSS") / 1024
+    print(f"{done} answered, {time.perf_counter() - t0:.0f} s, RSS {rss:.1f} MiB", flush=True)
 
 
 def run_all_at_once(url: str, n: int, concurrency: int) -> int:
@@ -130,6 +138,7 @@ def run_all_at_once(url: str, n: int, concurrency: int) -> int:
         gate = asyncio.Semaphore(concurrency)
         reqs = list(_requests(n))
         done = 0
+        t0 = time.perf_counter()
 
         async def one(req: Any) -> None:
             nonlocal done
@@ -138,6 +147,8 @@ def run_all_at_once(url: str, n: int, concurrency: int) -> int:
                     model="stub", messages=list(req.messages), max_tokens=4, temperature=0.0
                 )
                 done += 1
+                if done % 10_000 == 0:
+                    _progress(done, t0)
 
         try:
             await asyncio.gather(*(one(r) for r in reqs))

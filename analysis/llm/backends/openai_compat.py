@@ -2,8 +2,9 @@
 
 Scale-out beyond one GPU is a vLLM server (tensor parallel) or several replicas, driven by this
 backend with bounded concurrency: ``concurrency`` workers take requests from the input one at a
-time, so a million prompts never become a million coroutines, and finished results wait in a
-queue of the same bound for the caller to store them. With several base URLs each attempt goes
+time, so a million prompts never become a million coroutines, and a worker takes the next one
+only while fewer than ``2 * concurrency`` are outstanding (in flight, or answered and not yet
+stored by the caller). With several base URLs each attempt goes
 to the replica with the fewest requests in flight, and one that cannot be reached is taken out
 for a cooldown (:mod:`analysis.llm.backends.replicas`). Retries are written here rather than
 left to the ``openai`` client, because a retry may go to another replica: 408, 409, 429, 5xx,
@@ -14,6 +15,7 @@ timeouts and connection failures are retried with exponential backoff (honouring
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import queue
@@ -33,8 +35,52 @@ from analysis.llm.backends.replicas import (
 )
 
 _DONE = object()
-# How often a worker looks again when the results queue is full (the caller is storing).
-_PUT_POLL_S = 0.005
+
+
+class _Slots:
+    """Outstanding requests between the loop's workers and the caller's thread.
+
+    A worker takes a slot before it reads the next request; the caller gives one back for each
+    result it takes, so a caller that stores slowly holds the workers back instead of letting
+    answers pile up. ``stop`` (the caller closed the iterator) lets every waiting worker go.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.stopped = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._free: asyncio.Semaphore | None = None
+
+    def open(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Bind to the running loop (called in it, before the workers start)."""
+        self._loop, self._free = loop, asyncio.Semaphore(self.n)
+
+    async def acquire(self) -> bool:
+        """Wait for a free slot; ``False`` once stopped."""
+        if self._free is None:
+            raise RuntimeError("slots used before open()")
+        if self.stopped.is_set():
+            return False
+        await self._free.acquire()
+        return not self.stopped.is_set()
+
+    def _call(self, fn: Any) -> None:
+        # From the caller's thread; the loop may be gone already, which is fine.
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(fn)
+
+    def release(self) -> None:
+        """A result was taken: one slot free (from the caller's thread)."""
+        if self._free is not None:
+            self._call(self._free.release)
+
+    def stop(self) -> None:
+        """Let every worker go (from the caller's thread)."""
+        self.stopped.set()
+        free = self._free
+        if free is not None:
+            self._call(lambda: [free.release() for _ in range(self.n)])
 
 
 class OpenAIBackend:
@@ -127,27 +173,28 @@ class OpenAIBackend:
     def generate(self, requests: Iterable[Request]) -> Iterator[tuple[Request, Completion]]:
         """Yield completions in the order they finish.
 
-        The asyncio loop runs in a worker thread and hands results over a bounded queue, so the
-        caller stays an ordinary loop that stores each result at once, and the input is read
-        only as far ahead as ``concurrency`` requests in flight and as many finished ones
-        waiting. Closing the iterator early stops the requests that have not started.
+        The asyncio loop runs in a worker thread and hands results over a queue, so the caller
+        stays an ordinary loop that stores each result at once. A request is read from the
+        input only when fewer than ``2 * concurrency`` are outstanding (in flight, or answered
+        and not yet taken by the caller). Closing the iterator early stops the requests that
+        have not started.
         """
         it = iter(requests)
         first = next(it, None)
         if first is None:
             return
-        results: queue.Queue[Any] = queue.Queue(maxsize=self.concurrency)
-        stop = threading.Event()
+        results: queue.Queue[Any] = queue.Queue()
+        slots = _Slots(2 * self.concurrency)
         pool = ReplicaPool(self.base_urls or [OPENAI_API], self.replica_cooldown)
         self._pool = pool
 
         def worker() -> None:
             try:
-                asyncio.run(self._run_all(itertools.chain([first], it), pool, results, stop))
+                asyncio.run(self._run_all(itertools.chain([first], it), pool, results, slots))
             except BaseException as exc:  # re-raised in the caller's thread
                 results.put(exc)
             finally:
-                results.put(_DONE)  # the caller drains the queue until it gets this
+                results.put(_DONE)
 
         thread = threading.Thread(target=worker, name="openai-backend", daemon=True)
         thread.start()
@@ -155,41 +202,34 @@ class OpenAIBackend:
             while (item := results.get()) is not _DONE:
                 if isinstance(item, BaseException):
                     raise item
+                slots.release()
                 yield item
         finally:
-            stop.set()
-            while thread.is_alive():  # a worker may wait for room in the queue: make it
-                try:
-                    results.get_nowait()
-                except queue.Empty:
-                    thread.join(0.05)
+            slots.stop()
+            thread.join()
 
     async def _run_all(
         self,
         reqs: Iterator[Request],
         pool: ReplicaPool,
         results: queue.Queue[Any],
-        stop: threading.Event,
+        slots: _Slots,
     ) -> None:
         for replica in pool.replicas:
             replica.client = self._client(replica.url if self.base_urls else None)
         params = self._params()
+        slots.open(asyncio.get_running_loop())
 
         async def work() -> None:
-            # One of `concurrency` workers: the next request only once this one is handed over.
-            while not stop.is_set():
+            # One of `concurrency` workers: a request at a time, and only with a free slot.
+            while await slots.acquire():
                 req = next(reqs, None)
                 if req is None:
                     return
-                done = await self._one(req, pool, params, stop)
-                while done is not None:
-                    try:
-                        results.put_nowait(done)
-                        break
-                    except queue.Full:
-                        if stop.is_set():
-                            return
-                        await asyncio.sleep(_PUT_POLL_S)
+                done = await self._one(req, pool, params, slots.stopped)
+                if done is None:
+                    return
+                results.put(done)
 
         try:
             await asyncio.gather(*(work() for _ in range(self.concurrency)))

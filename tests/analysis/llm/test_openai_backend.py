@@ -344,6 +344,6 @@ def test_input_is_read_only_as_far_as_the_requests_in_flight(server) -> None:
         ahead.append(read - got)
         time.sleep(0.001)  # a caller that stores each result
     assert got == n and read == n
-    # In flight, waiting in the results queue, and the one the caller holds: never more.
+    # In flight or answered and not yet taken (2 x concurrency), and the one the caller holds.
     assert max(ahead) <= 2 * concurrency + 1
     assert state.max_active <= concurrency
