@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
+import os
 import platform
 import sys
 import threading
@@ -84,8 +85,10 @@ def _stub(port_out: Any, stats: Any) -> None:
     async def main() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
         port_out.value = server.sockets[0].getsockname()[1]
+        parent = os.getppid()
         async with server:
-            await server.serve_forever()
+            while os.getppid() == parent:  # the bench was killed: do not outlive it
+                await asyncio.sleep(1.0)
 
     asyncio.run(main())
 
