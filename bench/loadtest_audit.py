@@ -25,7 +25,9 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
     ``lost``: acknowledged answers missing or stored with another value. ``duplicated``:
     answers stored more than once, participants enrolled twice, or more saved submissions than
     the bot made (beyond saves whose acknowledgement a fault swallowed, which the bot then
-    saw as the next page). ``incomplete``: completed participants without every response.
+    saw as the next page, and the server's own steps: a full study that ends the session on
+    entry, a sentiment batch that ends early, :func:`partial_batches`). ``incomplete``:
+    completed participants without every response.
 
     A run cut by its time bound is audited on what the bots were acknowledged: participants
     still reading when it was cut count neither as lost nor as failures (``cut``); the run
@@ -75,6 +77,7 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
             )
         )
         duplicated += (dup_tasks or 0) + (dup_quiz or 0)
+        labelled = labels_per_block(db)
         bot_ids = {b.external_id for b in run.bots}
         outcome_of = {r.external_id: r.outcome for r in run.results}
         strangers = sorted(set(by_ext) - bot_ids)
@@ -118,7 +121,12 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
             # A bot cut by the bound may have been cancelled with a POST in flight: the server
             # saved it, the bot never read the acknowledgement.
             cut = bot.external_id not in outcome_of
-            allowed = bot.recoveries + (outcome_of.get(bot.external_id) == "study_full") + cut
+            allowed = (
+                bot.recoveries
+                + (outcome_of.get(bot.external_id) == "study_full")
+                + cut
+                + partial_batches(studies[p.study_id].definition, p, labelled)
+            )
             if unacked < 0:
                 lost += -unacked
                 problems.append(f"{bot.external_id}: {-unacked} acknowledged page(s) not saved")
@@ -176,6 +184,46 @@ def audit(app: Any, run: BotRun) -> dict[str, Any]:
         "annotation": annotation,
         "problems": problems[:50],
     }
+
+
+def labels_per_block(db: Any) -> Counter[tuple[int, str]]:
+    """Labels stored per (participant ID, annotation block ID), gold items included."""
+    from sqlalchemy import func, select
+
+    from webapp.models import Annotation, AnnotationItem
+
+    rows = db.session.execute(
+        select(Annotation.participant_id, AnnotationItem.block_id, func.count())
+        .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
+        .where(Annotation.label.is_not(None))
+        .group_by(Annotation.participant_id, AnnotationItem.block_id)
+    )
+    return Counter({(pid, block): n for pid, block, n in rows})
+
+
+def partial_batches(
+    definition: Mapping[str, Any], participant: Any, labelled: Mapping[tuple[int, str], int]
+) -> int:
+    """Annotation blocks this participant left with a partial batch: one server step each.
+
+    When no item is left for a participant part-way through their batch, the next page's
+    entry ends the block (``Outcome.end_block``): the page counter moves on without a
+    submission, so the bot has no acknowledgement for that step. A block counts when the
+    participant labelled some but fewer than its planned pages and has moved past it.
+    """
+    from webapp.models import ParticipantStatus
+    from webapp.tasks import get_task_type
+
+    task = get_task_type(SENTIMENT_TYPE)
+    n = 0
+    for index, block in enumerate(definition["tasks"]):
+        if task is None or block["type"] != SENTIMENT_TYPE:
+            continue
+        got = labelled.get((participant.id, block["id"]), 0)
+        planned = task.n_steps(block)
+        left = participant.status is ParticipantStatus.completed or participant.block_index > index
+        n += int(left and 0 < got < planned)
+    return n
 
 
 def audit_annotations(db: Any, studies: Mapping[int, Any], run: BotRun) -> dict[str, Any]:

@@ -56,11 +56,12 @@ class EngineOptions:
     static_cache: bool = False
     revision: str | None = None
     gguf_file: str | None = None
-    base_url: str | None = None
+    base_url: tuple[str, ...] = ()
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = 8
     timeout: float = 120.0
     max_retries: int = 6
+    replica_cooldown: float = 30.0
     threads: int | None = None
 
     @classmethod
@@ -94,11 +95,12 @@ class EngineOptions:
             }
         if self.backend == "openai":
             return {
-                "base_url": self.base_url,
+                "base_url": list(self.base_url) or None,
                 "api_key_env": self.api_key_env,
                 "concurrency": self.concurrency,
                 "timeout": self.timeout,
                 "max_retries": self.max_retries,
+                "replica_cooldown": self.replica_cooldown,
             }
         return {}
 
@@ -137,11 +139,15 @@ def engine_options(
                      help="Static KV cache; on CUDA the decode step is compiled (transformers)."),
         click.option("--revision", help="Model revision (transformers)."),
         click.option("--gguf-file", help="GGUF file inside --model (needs the gguf package)."),
-        click.option("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1."),
+        click.option("--base-url", multiple=True,
+                     help="OpenAI-compatible server, e.g. http://host:8000/v1; repeat the option "
+                     "for replicas of the same model (one URL per option)."),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True),
         click.option("--concurrency", type=int, default=8, show_default=True),
         click.option("--timeout", type=float, default=120.0, show_default=True),
         click.option("--max-retries", type=int, default=6, show_default=True),
+        click.option("--replica-cooldown", type=float, default=30.0, show_default=True,
+                     help="Seconds an unreachable replica stays out before it is tried again."),
         click.option("--threads", type=int, help="torch CPU threads (transformers on CPU)."),
     ]  # fmt: skip
 

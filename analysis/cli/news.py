@@ -168,7 +168,11 @@ def sync(out, since, query, domains_file, api_url, day, max_results, max_pages, 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
-@click.option("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1.")
+@click.option(
+    "--base-url",
+    multiple=True,
+    help="OpenAI-compatible server, e.g. http://host:8000/v1; repeat it for replicas.",
+)
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option(
     "--embed-model",
@@ -226,7 +230,7 @@ def falsify(root, backend, model, template, max_new_tokens, batch_size, seed, de
     options = (
         {"device": device, "dtype": dtype}
         if backend == "transformers"
-        else {"base_url": base_url, "api_key_env": api_key_env}
+        else {"base_url": list(base_url) or None, "api_key_env": api_key_env}
     )
     out = falsified_dir(root) / NEGATE_FILE
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -161,7 +161,7 @@ def test_openai_backend_sends_each_sampled_request_its_item_seed():
         async def close(self) -> None:
             pass
 
-    backend._client = lambda: Client()
+    backend._client = lambda base_url: Client()
     reqs = [Request("a\x1f", ({"role": "user", "content": "x"},))]
     with pytest.raises(RuntimeError):
         list(backend.generate(reqs))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -31,6 +33,7 @@ class FakeServer:
         self.max_active = 0
         self.auth: set[str] = set()
         self.bodies: list[dict] = []
+        self.not_found = 0
 
 
 def _handler(state: FakeServer) -> type[BaseHTTPRequestHandler]:
@@ -49,8 +52,11 @@ def _handler(state: FakeServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_POST(self) -> None:
-            assert self.path == "/v1/chat/completions"
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path != "/v1/chat/completions":
+                with state.lock:
+                    state.not_found += 1
+                return self._send(404, {"detail": "Not Found"})
             prompt = body["messages"][-1]["content"]
             with state.lock:
                 state.attempts[prompt] += 1
@@ -101,8 +107,8 @@ def _handler(state: FakeServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def server() -> Iterator[tuple[str, FakeServer]]:
+@contextmanager
+def _serve() -> Iterator[tuple[str, FakeServer]]:
     state = FakeServer()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     httpd.daemon_threads = True
@@ -115,11 +121,32 @@ def server() -> Iterator[tuple[str, FakeServer]]:
         httpd.server_close()
 
 
+@pytest.fixture
+def server() -> Iterator[tuple[str, FakeServer]]:
+    with _serve() as served:
+        yield served
+
+
+@pytest.fixture
+def second_server() -> Iterator[tuple[str, FakeServer]]:
+    with _serve() as served:
+        yield served
+
+
+@pytest.fixture
+def refusing_url() -> str:
+    """A loopback URL where nothing listens: every connection is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
 def _req(key: str, content: str) -> Request:
     return Request(key, ({"role": "user", "content": content},), content)
 
 
-def _backend(url: str, **kw) -> OpenAIBackend:
+def _backend(url: str | list[str], **kw) -> OpenAIBackend:
     kw.setdefault("timeout", 0.5)
     kw.setdefault("max_retries", 3)
     return OpenAIBackend("served-model", GenerationSettings(max_new_tokens=7), base_url=url, **kw)
@@ -155,7 +182,9 @@ def test_retries_on_429_503_and_timeouts(server) -> None:
     assert results["a"].error is None and results["a"].text.startswith("echo")
     assert results["b"].error is None
     assert results["c"].error is None
-    assert results["d"].error == "HTTP 500 after retries" and results["d"].text == ""
+    assert results["d"].text == ""
+    assert results["d"].error.startswith("HTTP 500 Internal Server Error: ")
+    assert f"from {url} after 4 of 4 attempts (4 x HTTP 500" in results["d"].error
     assert state.attempts["rate-limit-once"] == 2
     assert state.attempts["server-error-once"] == 2
     assert state.attempts["slow-once"] == 2
@@ -201,3 +230,120 @@ def test_closing_early_stops_pending_requests(server) -> None:
     next(gen)
     gen.close()
     assert sum(state.attempts.values()) < 20
+
+
+def test_requests_spread_over_two_replicas(server, second_server) -> None:
+    (url_a, a), (url_b, b) = server, second_server
+    backend = _backend([url_a, url_b], concurrency=4)
+    reqs = [_req(f"k{i}", f"prompt number {i}") for i in range(24)]
+    results = list(backend.generate(reqs))
+    assert sorted(r.key for r, _ in results) == sorted(r.key for r in reqs)
+    assert all(c.error is None for _, c in results)
+    assert sum(a.attempts.values()) + sum(b.attempts.values()) == 24
+    assert sum(a.attempts.values()) >= 6 and sum(b.attempts.values()) >= 6
+    info = backend.info()
+    assert info["base_urls"] == [url_a, url_b] and info["base_url"] is None
+    assert [r["url"] for r in info["replicas"]] == [url_a, url_b]
+    assert sum(r["succeeded"] for r in info["replicas"]) == 24
+
+
+def test_a_refusing_replica_is_taken_out_and_tried_again_after_its_cooldown(
+    server, refusing_url, tmp_path: Path
+) -> None:
+    url, state = server
+    backend = _backend([refusing_url, url], concurrency=2, replica_cooldown=0.2)
+    items = [{"item_id": str(i), "text": f"statement {i}"} for i in range(30)]
+    out = tmp_path / "j.jsonl"
+    summary = run_task("judge-framing", items, backend, out, progress=False)
+    # Every item exactly once, all answered by the replica that is up.
+    assert (summary.n_generated, summary.n_failed) == (30, 0)
+    assert sorted(r["item_id"] for r in read_records(out)) == sorted(i["item_id"] for i in items)
+    assert sum(state.attempts.values()) == 30
+    run = json.loads((tmp_path / "j.jsonl.manifest.json").read_text())["runs"][-1]
+    assert run["backend"]["base_urls"] == [refusing_url, url]
+    refused, good = run["backend"]["replicas"]
+    assert refused["url"] == refusing_url and refused["succeeded"] == 0
+    assert refused["failures"] == {"connection refused": refused["attempts"]}
+    assert refused["last_error"] == "connection refused"
+    # 30 answers of 50 ms two at a time take 0.75 s: the replica was tried again after 0.2 s.
+    assert refused["taken_out"] >= 2 and refused["attempts"] == refused["taken_out"]
+    assert good == {**good, "succeeded": 30, "failed": 0, "taken_out": 0}
+
+
+def test_a_refused_connection_names_the_url_the_cause_and_the_attempts(refusing_url) -> None:
+    backend = _backend(refusing_url, max_retries=2)
+    [(req, completion)] = backend.generate([_req("k", "hello")])
+    assert completion.error == (
+        f"connection refused from {refusing_url} after 3 of 3 attempts "
+        f"(3 x connection refused at {refusing_url})"
+    )
+
+
+def test_a_404_is_not_retried_and_says_so(server) -> None:
+    url, state = server
+    wrong = url.removesuffix("/v1") + "/no-such-prefix"
+    backend = _backend(wrong, max_retries=5)
+    [(req, completion)] = backend.generate([_req("k", "hello")])
+    assert completion.error.startswith("HTTP 404 Not Found: ")
+    assert completion.error.endswith(f"from {wrong} (not retried)")
+    assert "after" not in completion.error and state.not_found == 1
+
+
+def test_a_500_on_one_replica_is_retried_with_every_attempt_named(server, second_server) -> None:
+    (url_a, a), (url_b, b) = server, second_server
+    backend = _backend([url_a, url_b], max_retries=3, concurrency=1)
+    [(req, completion)] = backend.generate([_req("k", "always-500")])
+    assert a.attempts["always-500"] + b.attempts["always-500"] == 4
+    assert "after 4 of 4 attempts (" in completion.error
+    assert "x HTTP 500 Internal Server Error: " in completion.error
+    # The server answered: a 500 takes no replica out.
+    assert all(r["taken_out"] == 0 for r in backend.info()["replicas"])
+
+
+def test_a_comma_in_one_base_url_is_refused() -> None:
+    with pytest.raises(ValueError, match="one URL per option.*repeat it"):
+        OpenAIBackend("m", base_url="http://a:8000/v1,http://b:8000/v1")
+    with pytest.raises(ValueError, match="given twice"):
+        OpenAIBackend("m", base_url=["http://a:8000/v1", "http://a:8000/v1/"])
+    with pytest.raises(ValueError, match="not an http"):
+        OpenAIBackend("m", base_url=["a:8000"])
+
+
+def test_the_cli_refuses_a_comma_with_a_clear_message(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from analysis.cli.generate import generate
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"item_id": "1", "text": "fine"}\n')
+    result = CliRunner().invoke(
+        generate,
+        ["judge-framing", "--backend", "openai", "--model", "m", "--input", str(src),
+         "--out", str(tmp_path / "o.jsonl"), "--base-url", "http://a:1/v1,http://b:1/v1"],
+    )  # fmt: skip
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "--base-url takes one URL per option" in result.output
+    assert not (tmp_path / "o.jsonl.manifest.json").exists()
+
+
+def test_input_is_read_only_as_far_as_the_requests_in_flight(server) -> None:
+    """Requests are taken from the input as workers free up, not made all at once."""
+    url, state = server
+    concurrency, n = 3, 200
+    read = 0
+
+    def requests() -> Iterator[Request]:
+        nonlocal read
+        for i in range(n):
+            read += 1
+            yield _req(f"k{i}", f"p{i}")
+
+    backend = _backend(url, concurrency=concurrency)
+    ahead = []
+    for got, _ in enumerate(backend.generate(requests()), start=1):
+        ahead.append(read - got)
+        time.sleep(0.001)  # a caller that stores each result
+    assert got == n and read == n
+    # In flight or answered and not yet taken (2 x concurrency), and the one the caller holds.
+    assert max(ahead) <= 2 * concurrency + 1
+    assert state.max_active <= concurrency

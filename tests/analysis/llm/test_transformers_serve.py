@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -61,15 +62,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def served_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``http://127.0.0.1:PORT`` of ``transformers serve`` with SmolLM2 loaded as ``smollm2``."""
-    require(
-        all(importlib.util.find_spec(m) is not None for m in ("fastapi", "uvicorn")),
-        "transformers[serving] (make install-dev)",
-    )
-    workdir = tmp_path_factory.mktemp("serve")
-    save_smollm2_checkpoint(workdir / MODEL)
+@contextmanager
+def _transformers_serve(
+    workdir: Path, name: str = "server"
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start ``transformers serve`` on the checkpoint ``workdir/smollm2``; yield URL and process."""
     port = _free_port()
     # The server names a model by the path it was given; run in `workdir`, that name is `smollm2`.
     cmd = [sys.executable, "-m", "transformers.cli.transformers", "serve", MODEL, "--host",
@@ -78,7 +75,7 @@ def served_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
            "OMP_NUM_THREADS": "1"}  # fmt: skip
     # A file, not a pipe: a pipe nobody reads would block the server once its log fills it.
-    log_path = workdir / "server.log"
+    log_path = workdir / f"{name}.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -97,14 +94,34 @@ def served_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 pytest.fail(f"transformers serve did not answer within 180 s: "
                             f"{log_path.read_text()[-2000:]}")  # fmt: skip
             time.sleep(0.5)
-        yield url
+        yield url, proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding SmolLM2 as the checkpoint directory ``smollm2``."""
+    require(
+        all(importlib.util.find_spec(m) is not None for m in ("fastapi", "uvicorn")),
+        "transformers[serving] (make install-dev)",
+    )
+    workdir = tmp_path_factory.mktemp("serve")
+    save_smollm2_checkpoint(workdir / MODEL)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def served_model(checkpoint_dir: Path) -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` of ``transformers serve`` with SmolLM2 loaded as ``smollm2``."""
+    with _transformers_serve(checkpoint_dir) as (url, _):
+        yield url
 
 
 class Proxy:
@@ -170,16 +187,15 @@ def proxy(served_model: str) -> Iterator[tuple[str, Proxy]]:
         httpd.server_close()
 
 
-def _backend(url: str) -> object:
+def _backend(url: str | list[str], **kw: object) -> object:
+    options: dict = {"concurrency": 4, "timeout": 120, "max_retries": 3, **kw}
     return make_backend(
         "openai",
         MODEL,
         GenerationSettings(max_new_tokens=8),
         base_url=url,
         api_key_env="FRAMELAB_TEST_NO_KEY",
-        concurrency=4,
-        timeout=120,
-        max_retries=3,
+        **options,
     )
 
 
@@ -214,3 +230,46 @@ def test_openai_backend_against_transformers_serve(proxy, tmp_path, monkeypatch)
     manifest = json.loads(Path(str(out) + ".manifest.json").read_text())
     assert manifest["runs"][-1]["backend"]["base_url"] == url
     assert "sk-local" not in json.dumps(manifest)
+
+
+def test_two_replicas_one_killed_mid_run(served_model, checkpoint_dir, tmp_path, monkeypatch):
+    """Two ``transformers serve`` replicas; one is SIGKILLed once three answers are stored.
+
+    Its requests in flight fail and go to the other replica, it is taken out and tried again
+    after its cooldown: the run finishes with every item exactly once, and the manifest lists
+    both URLs and the victim's failures.
+    """
+    monkeypatch.setenv("FRAMELAB_TEST_NO_KEY", "sk-local")
+    items = [{"item_id": f"r{i}", "text": f"{ITEMS[i % 6]['text']} ({i})"} for i in range(16)]
+    out = tmp_path / "replicas.jsonl"
+    with _transformers_serve(checkpoint_dir, "victim") as (victim_url, victim):
+        urls = [served_model + "/v1", victim_url + "/v1"]
+        killed = threading.Event()
+
+        def kill_after_three_answers() -> None:
+            while not killed.is_set():
+                if out.exists() and len(out.read_text().splitlines()) >= 3:
+                    victim.kill()
+                    victim.wait()
+                    killed.set()
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=kill_after_three_answers, daemon=True)
+        watcher.start()
+        try:
+            summary = run_task(
+                "judge-framing", items, _backend(urls, replica_cooldown=0.5), out, progress=False
+            )
+        finally:
+            killed.set()
+            watcher.join()
+        assert victim.returncode is not None  # it was killed during the run
+    assert (summary.n_generated, summary.n_failed) == (16, 0)
+    ids = [r["item_id"] for r in read_records(out)]
+    assert sorted(ids) == sorted(i["item_id"] for i in items)  # each exactly once
+    run = json.loads(Path(str(out) + ".manifest.json").read_text())["runs"][-1]
+    assert run["backend"]["base_urls"] == urls
+    survivor, dead = run["backend"]["replicas"]
+    assert dead["url"] == urls[1] and dead["failed"] >= 1 and dead["taken_out"] >= 1
+    assert dead["last_error"] and survivor["failed"] == 0
+    assert survivor["succeeded"] + dead["succeeded"] == 16 and survivor["succeeded"] > 3

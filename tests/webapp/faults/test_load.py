@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import delete, select
 
 from webapp.extensions import db
-from webapp.models import ChoiceResponse, Participant, QuizAttempt
+from webapp.models import ChoiceResponse, Participant, PlatformIdentity, QuizAttempt
 
 from ..conftest import ROOT
 
@@ -130,3 +130,38 @@ def test_loadtest_50_plus_10_participants_passes_its_audit(pg_url, tmp_path):
     for key in ("p50_ms", "p95_ms", "p99_ms", "responses_per_s"):
         assert report[key] > 0
     assert "POST page:choice" in report["latency_by_route"]
+
+
+def test_a_partial_sentiment_batch_is_not_a_duplicated_save(app, serve_app, loadtest, tmp_path):
+    """A batch that ends early moves the page on without a submission: not a duplicate.
+
+    Three items, one label each, batches of two: the first bot labels two, the second finds
+    one item left and its next page's entry ends the block (the server's own step, which no
+    bot acknowledged). Counting that step as an unacknowledged save failed correct runs.
+    """
+    from ..sentiment.conftest import load, write_study
+
+    definition = load(app, write_study(tmp_path / "study", n_items=3, k=1, batch=2))
+    run = asyncio.run(
+        loadtest.run_async_bots(
+            serve_app(app), [(definition, 2)], concurrency=1, seed=5, timeout_s=120
+        )
+    )
+    assert [r.outcome for r in run.results] == ["completed"] * 2
+    labels = sorted(sum(a.kind == "sentiment" for a in b.acks) for b in run.bots)
+    assert labels == [1, 2]  # one partial batch
+    report = loadtest.audit(app, run)
+    assert report["ok"], report["problems"]
+    assert report["duplicated"] == 0 and report["lost"] == 0
+    (block,) = report["annotation"]["blocks"]
+    assert block["items_at_quota"] == 3
+
+    with app.app_context():  # a save no bot made is still caught on the partial batch's bot
+        short = next(b for b in run.bots if sum(a.kind == "sentiment" for a in b.acks) == 1)
+        ident = db.session.scalars(
+            select(PlatformIdentity).where(PlatformIdentity.external_id == short.external_id)
+        ).one()
+        db.session.get(Participant, ident.participant_id).page_seq += 1
+        db.session.commit()
+    report = loadtest.audit(app, run)
+    assert not report["ok"] and report["duplicated"] == 1
