@@ -366,3 +366,41 @@ def test_the_console_stays_english_for_a_german_study(app):
     html = client.get("/researcher/studies/produktwahl-demo").get_data(as_text=True)
     assert '<html lang="en">' in html
     assert "Weiter" not in html and "Seite " not in html
+
+
+def test_the_pages_no_walk_reaches_are_german_too(app):
+    """The waiting page, the full study, MTurk's completion form and the returning participant's
+    code, rendered for a German study as the views render them."""
+    from flask import render_template
+
+    from webapp.i18n import use_language
+    from webapp.services.flow import Finish
+    from webapp.tasks.base import waiting_context
+
+    _load(app, GERMAN_DEMO)
+    fragments = english_fragments("de")
+    block = {"id": "label", "reservation_minutes": 30.0, "first_label_minutes": 5.0}
+    mturk = Finish("mturk", "DE7F3D2A", "https://www.mturk.com/mturk/externalSubmit", {"a": "1"})
+    participant = {"end_reason": "quiz_failed", "platform": {"value": "mturk"}}
+    pages = {
+        "waiting": ("participant/waiting.html", {**waiting_context(block), "action": "/x"}),
+        "study_full": (
+            "participant/study_full.html",
+            {"platform": "prolific", "code": "FULL1", "url": "https://x"},
+        ),
+        "completed (mturk)": ("participant/completed.html", {"end": mturk}),
+        "completed (returning)": (
+            "participant/completed.html",
+            {"end": Finish("code", "DE7F3D2A"), "returning": True},
+        ),
+        "screened_out (returning)": (
+            "participant/screened_out.html",
+            {"end": Finish("code", "DESCRN01"), "returning": True, "participant": participant},
+        ),
+    }
+    for name, (template, context) in pages.items():
+        with app.test_request_context("/s/produktwahl-demo"):
+            use_language("de")
+            html = render_template(template, study=None, **context)
+        assert '<html lang="de">' in html, name
+        assert not english_found(visible_text(html), fragments), name
