@@ -26,7 +26,6 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from babel import Locale
 from babel.numbers import format_currency, format_decimal, get_decimal_symbol, get_group_symbol
 from babel.support import NullTranslations, Translations
 from flask import Flask, g
@@ -223,8 +222,3 @@ def parse_amount(text: str, language: str) -> float:
     if not amount.match(cleaned):
         raise ValueError(str(AMOUNT_NOT_NUMBER))
     return float(cleaned.replace(get_decimal_symbol(language), "."))
-
-
-def language_name(language: str) -> str:
-    """The language's English name, for the console (``German``)."""
-    return Locale.parse(language).get_display_name("en") or language
