@@ -404,3 +404,30 @@ def test_the_pages_no_walk_reaches_are_german_too(app):
             html = render_template(template, study=None, **context)
         assert '<html lang="de">' in html, name
         assert not english_found(visible_text(html), fragments), name
+
+
+def test_german_number_questions_read_grouped_thousands_and_say_their_bounds_in_german(app):
+    from webapp.extensions import db
+    from webapp.models import TaskResponse
+
+    german = _load(app, GERMAN_DEMO)
+    bot = _bot(app, german, "zahlen-1")
+    page = bot.open()
+    while page.kind != "demographics":
+        page = bot.step()
+    refusals = {
+        "1.000": "Bitte geben Sie eine ganze Zahl von 18 bis 100 ein.",  # read as 1000
+        "25,5": "Bitte geben Sie eine ganze Zahl ohne Komma ein, zum Beispiel 25.",
+        "fünf": "Bitte geben Sie die Zahl mit den Ziffern 0 bis 9 ein.",
+    }
+    for typed, message in refusals.items():
+        bot.transport.request("POST", page.url, {**bot.answer(), "q_age": typed})
+        shown = visible_text(bot.reload().text)
+        assert message in shown, (typed, shown)
+    bot.transport.request("POST", page.url, {**bot.answer(), "q_age": "41"})
+    assert bot.reload().kind == "debrief"
+    with app.app_context():
+        row = db.session.scalar(
+            db.select(TaskResponse).where(TaskResponse.task_type == "demographics")
+        )
+        assert row.payload["answers"]["age"] == 41

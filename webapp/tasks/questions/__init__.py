@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from babel.numbers import get_group_symbol
 from flask_babel import lazy_gettext, ngettext
 from wtforms import IntegerField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
@@ -45,6 +46,8 @@ from webapp.validation import (
 
 REQUIRED = lazy_gettext("Please choose an answer.")
 _DECIMAL_RE = re.compile(r"^-?\d+[.,]\d+$", re.ASCII)
+# "1.500" or "-12.000.000": thousands grouped with points, as German and Spanish write them.
+_POINT_GROUPS_RE = re.compile(r"[+-]?\d{1,3}(\.\d{3})+", re.ASCII)
 # Free-text answers: the default and the largest ``max_length`` a study may set (characters).
 TEXT_MAX_DEFAULT = 500
 TEXT_MAX_LIMIT = 5000
@@ -85,19 +88,27 @@ class AsciiIntegerField(IntegerField):
     The input is ``type="text"`` (with a numeric keyboard): the forms are ``novalidate``, and a
     browser sends an empty value for what a ``type="number"`` input cannot read (``25e``,
     ``twenty``), so an optional answer would be dropped without a word.
+
+    In a study whose language groups thousands with a point (German, Spanish), ``1.500`` is
+    read as 1500, as its participants write it; in English ``1,500`` stays refused (it could
+    be a mistyped decimal), as before.
     """
 
     widget = TextInput()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, language: str = "en", **kwargs: Any) -> None:
         kwargs.setdefault("render_kw", {"maxlength": NUMBER_MAX_CHARS})
         super().__init__(*args, **kwargs)
+        self.language = language
 
     def process_formdata(self, valuelist: list[Any]) -> None:
         if valuelist and valuelist[0] and not valuelist[0].isascii():
             self.data = None
             raise ValueError(str(DIGITS_ONLY))
         text = valuelist[0].strip() if valuelist and valuelist[0] else ""
+        if get_group_symbol(self.language) == "." and _POINT_GROUPS_RE.fullmatch(text):
+            text = text.replace(".", "")
+            valuelist = [text]
         if _DECIMAL_RE.match(text):  # "25.5" or "25,5": a clear word, not "not a valid integer"
             self.data = None
             raise ValueError(str(WHOLE_NUMBER))
@@ -364,6 +375,7 @@ class DemographicsTask(TaskType):
             elif q["kind"] == "number":
                 field = AsciiIntegerField(
                     q["text"],
+                    language=language,
                     validators=[
                         *need,
                         NumberRange(
