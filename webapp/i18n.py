@@ -23,7 +23,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from babel.numbers import format_currency, format_decimal, get_decimal_symbol, get_group_symbol
@@ -36,7 +36,10 @@ DEFAULT_LANGUAGE = "en"
 DOMAIN = "messages"
 CURRENCY = "USD"
 
-babel = Babel()
+# Jinja's gettext is installed by init_app (below), not by Flask-Babel: Flask-Babel's callables
+# resolve the domain, the locale and its cache key on every message, a measurable share of a
+# participant page's CPU; ours read the study language's catalogue, loaded once per process.
+babel = Babel(configure_jinja=False)
 
 # The language of the study definition being validated (see default_text).
 _DEFINITION_LANGUAGE: contextvars.ContextVar[str] = contextvars.ContextVar(
@@ -88,6 +91,12 @@ def init_app(app: Flask) -> None:
         default_domain=DOMAIN,
     )
 
+    app.jinja_env.add_extension("jinja2.ext.i18n")
+    app.jinja_env.install_gettext_callables(
+        gettext=lambda message: page_translations().gettext(message),
+        ngettext=lambda one, many, n: page_translations().ngettext(one, many, n),
+        newstyle=True,
+    )
     # {% trans %} blocks are extracted and looked up with their whitespace collapsed.
     app.jinja_env.policies["ext.i18n.trimmed"] = True
     app.jinja_env.filters["money"] = lambda value: format_money(value, _selected_language())
@@ -99,6 +108,27 @@ def init_app(app: Flask) -> None:
 
 def _selected_language() -> str:
     return g.get("framelab_language", DEFAULT_LANGUAGE)
+
+
+def page_translations() -> NullTranslations:
+    """The platform's catalogue in the language of this request (see :func:`use_language`)."""
+    return _catalogue(g.get("framelab_language", DEFAULT_LANGUAGE))
+
+
+def form_translations() -> NullTranslations:
+    """WTForms' own messages ("Not a valid choice.") in the language of this request.
+
+    Flask-WTF's i18n (``WTF_I18N_ENABLED``, off in :mod:`webapp.config`) would parse WTForms'
+    catalogue again on every request; this one is loaded once per process and language.
+    """
+    return _wtforms_catalogue(g.get("framelab_language", DEFAULT_LANGUAGE))
+
+
+@cache
+def _wtforms_catalogue(language: str) -> NullTranslations:
+    from wtforms.i18n import messages_path
+
+    return Translations.load(messages_path(), [language], domain="wtforms")
 
 
 def study_language(definition: dict) -> str:
@@ -155,11 +185,13 @@ def money_affixes(language: str) -> tuple[str, str]:
     return before.strip(), after.strip()
 
 
+@lru_cache(maxsize=4096)  # babel formats in about 0.1 ms; a study has few distinct prices
 def format_money(value: float, language: str) -> str:
     """An amount in US dollars as written in ``language``: ``$1,234.50``, ``1.234,50 $``."""
     return format_currency(value, CURRENCY, locale=language)
 
 
+@lru_cache(maxsize=4096)
 def format_number(value: float | int, language: str) -> str:
     """A number as written in ``language``: ``1,000,000`` or ``1.000.000``."""
     return format_decimal(value, locale=language)
@@ -172,6 +204,17 @@ AMOUNT_GROUPED = lazy_gettext(
     "Please type the amount without commas, for example 1000 or 12.50 (use a point for cents)."
 )
 AMOUNT_NOT_NUMBER = lazy_gettext("Please enter a number of dollars, for example 5 or 12.50.")
+
+
+@cache
+def _decimal_symbol(language: str) -> str:
+    return get_decimal_symbol(language)
+
+
+@cache
+def group_symbol(language: str) -> str:
+    """The thousands separator of ``language`` (``,`` in English, ``.`` in German)."""
+    return get_group_symbol(language)
 
 
 @cache
@@ -210,6 +253,7 @@ def parse_amount(text: str, language: str) -> float:
     (12.5, 12.5, 12.5)
     """
     amount, grouped, other = _amount_patterns(language)
+    decimal = _decimal_symbol(language)
     cleaned = re.sub(r"\s", "", text).removeprefix("$").removesuffix("$")
     if any(ch.isdigit() or ch.isnumeric() for ch in cleaned if not ch.isascii()):
         raise ValueError(str(AMOUNT_DIGITS))
@@ -218,7 +262,7 @@ def parse_amount(text: str, language: str) -> float:
     if grouped.match(cleaned):
         raise ValueError(str(AMOUNT_GROUPED))
     if other.match(cleaned):
-        cleaned = cleaned.replace("," if "," in cleaned else ".", get_decimal_symbol(language))
+        cleaned = cleaned.replace("," if "," in cleaned else ".", decimal)
     if not amount.match(cleaned):
         raise ValueError(str(AMOUNT_NOT_NUMBER))
-    return float(cleaned.replace(get_decimal_symbol(language), "."))
+    return float(cleaned.replace(decimal, "."))

@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from babel.numbers import get_group_symbol
 from flask_babel import lazy_gettext, ngettext
 from wtforms import IntegerField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
 
-from webapp.i18n import default_text, format_number, study_language
+from webapp.i18n import default_text, format_number, group_symbol, study_language
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.tasks.base import (
     ENCODED_CHAR_BYTES,
@@ -106,7 +105,7 @@ class AsciiIntegerField(IntegerField):
             self.data = None
             raise ValueError(str(DIGITS_ONLY))
         text = valuelist[0].strip() if valuelist and valuelist[0] else ""
-        if get_group_symbol(self.language) == "." and _POINT_GROUPS_RE.fullmatch(text):
+        if group_symbol(self.language) == "." and _POINT_GROUPS_RE.fullmatch(text):
             text = text.replace(".", "")
             valuelist = [text]
         if _DECIMAL_RE.match(text):  # "25.5" or "25,5": a clear word, not "not a valid integer"
