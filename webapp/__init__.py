@@ -23,7 +23,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Flask
         The app with extensions, blueprints, error handlers and CLI commands registered.
     """
-    from webapp import errors, health, security, sessions
+    from webapp import errors, health, i18n, security, sessions
     from webapp.cli import register_commands
     from webapp.config import private_sqlite_file, resolve_config
     from webapp.extensions import csrf, db, migrate
@@ -51,6 +51,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     migrations = Path(__file__).resolve().parent.parent / "migrations"
     migrate.init_app(app, db, directory=str(migrations), render_as_batch=True)
     csrf.init_app(app)
+    i18n.init_app(app)
     with app.app_context():
         _configure_engine(app, db.engine)
         # The one place that decides how the participant path reaches the database.

@@ -46,6 +46,8 @@ class BaseConfig:
     # connection the server ended (a restart) is replaced instead of failing a request.
     SQLALCHEMY_ENGINE_OPTIONS: dict[str, Any] = {}
     WTF_CSRF_TIME_LIMIT: int | None = None  # a participant may read a page for hours
+    # WTForms' own messages come from webapp.i18n.form_translations (cached), not Flask-WTF's.
+    WTF_I18N_ENABLED = False
     SESSION_COOKIE_HTTPONLY = True
     SESSION_COOKIE_SAMESITE = "Lax"
     SESSION_COOKIE_SECURE = False

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Flask, render_template, request
+from flask_babel import gettext, lazy_gettext
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
@@ -17,25 +19,33 @@ __all__ = ["ParticipantError", "register"]
 @dataclass(frozen=True)
 class _Page:
     code: str
-    title: str
-    message: str
+    title: Any
+    message: Any
 
 
 _HTTP_PAGES = {
     400: _Page(
-        "E400-REQUEST", "Something was wrong with that request", "Please go back and try again."
+        "E400-REQUEST",
+        lazy_gettext("Something was wrong with that request"),
+        lazy_gettext("Please go back and try again."),
     ),
-    404: _Page("E404-PAGE", "Page not found", "Please check the link you were given."),
+    404: _Page(
+        "E404-PAGE",
+        lazy_gettext("Page not found"),
+        lazy_gettext("Please check the link you were given."),
+    ),
     405: _Page(
         "E405-METHOD",
-        "That did not work",
-        "This page cannot be used like that. Please use the buttons on the page.",
+        lazy_gettext("That did not work"),
+        lazy_gettext("This page cannot be used like that. Please use the buttons on the page."),
     ),
     500: _Page(
         "E500-SERVER",
-        "Something went wrong on our side",
-        "Your answers so far are saved. Please reload the page in a minute; if the "
-        "problem stays, contact the researchers and quote this code.",
+        lazy_gettext("Something went wrong on our side"),
+        lazy_gettext(
+            "Your answers so far are saved. Please reload the page in a minute; if the "
+            "problem stays, contact the researchers and quote this code."
+        ),
     ),
 }
 
@@ -81,8 +91,8 @@ def _from_mturk(*, database: bool = True) -> bool:
 
 def _render(
     code: str,
-    title: str,
-    message: str,
+    title: Any,
+    message: Any,
     status: int,
     link: str | None = None,
     *,
@@ -104,16 +114,20 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(ParticipantError)
     def participant_error(exc: ParticipantError):
-        return _render(exc.code, "We cannot continue here", exc.message, exc.status, exc.link)
+        return _render(
+            exc.code, gettext("We cannot continue here"), exc.message, exc.status, exc.link
+        )
 
     @app.errorhandler(CSRFError)
     def csrf_error(exc: CSRFError):
         return _render(
             "E400-CSRF",
-            "This form has expired",
-            "Your session's security check failed (for example because cookies were blocked "
-            "or the page was open for very long). Nothing was saved from this form; please "
-            "go back, reload the page and answer again.",
+            gettext("This form has expired"),
+            gettext(
+                "Your session's security check failed (for example because cookies were "
+                "blocked or the page was open for very long). Nothing was saved from this "
+                "form; please go back, reload the page and answer again."
+            ),
             400,
         )
 
@@ -139,9 +153,11 @@ def register(app: Flask) -> None:
                 db.session.registry.clear()
         body, status = _render(
             "E503-BUSY",
-            "We are very busy for a moment",
-            "Nothing from this page was lost or saved twice: your earlier answers are safe. "
-            "Please wait a few seconds, then reload the page and answer it again.",
+            gettext("We are very busy for a moment"),
+            gettext(
+                "Nothing from this page was lost or saved twice: your earlier answers are "
+                "safe. Please wait a few seconds, then reload the page and answer it again."
+            ),
             503,
             link=request.full_path if request.method == "GET" else request.path,
             database=False,
@@ -155,7 +171,10 @@ def register(app: Flask) -> None:
         page = _HTTP_PAGES.get(exc.code or 500)
         if page is None:
             return _render(
-                f"E{exc.code}", "That did not work", "Please try again.", exc.code or 500
+                f"E{exc.code}",
+                gettext("That did not work"),
+                gettext("Please try again."),
+                exc.code or 500,
             )
         return _render(page.code, page.title, page.message, exc.code or 500)
 
@@ -196,9 +215,10 @@ def _too_large():
     elif console:
         message = f"Nothing was saved: this form may send at most {limit}."
     else:
-        message = (
-            f"Nothing from this page was saved: it can send at most {limit}. Your earlier "
-            "answers are safe. Please go back, shorten your answer and send it again."
+        message = gettext(
+            "Nothing from this page was saved: it can send at most %(limit)s. Your earlier "
+            "answers are safe. Please go back, shorten your answer and send it again.",
+            limit=limit,
         )
     if console:
         link = url_for("researcher.index")
@@ -206,4 +226,5 @@ def _too_large():
         link = request.path  # their page, as they left it
     else:
         link = None
-    return _render("E413-TOO-LARGE", "That was too large to receive", message, 413, link=link)
+    title = "That was too large to receive" if console else gettext("That was too large to receive")
+    return _render("E413-TOO-LARGE", title, message, 413, link=link)

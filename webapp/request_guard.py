@@ -17,13 +17,14 @@ database: :func:`register` must be the app's first ``before_request`` registrati
 from __future__ import annotations
 
 from flask import Flask, request
+from flask_babel import lazy_gettext
 
 from webapp import request_limits
 from webapp.errors import ParticipantError
 from webapp.text_rules import forbidden_character
 
 CODE = "E400-CHARACTERS"
-MESSAGE = (
+MESSAGE = lazy_gettext(
     "The link or the form you sent contains characters that cannot be used here (for example "
     "invisible control characters). Nothing was saved. Please use the link exactly as you "
     "received it, or type your answer again."

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flask import g, request
+from flask_babel import lazy_gettext
 from werkzeug.datastructures import ImmutableMultiDict, MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -201,9 +202,12 @@ def admit_body(limit: BodyLimit, *, link: str | None = None) -> None:
         if fields > limit.max_fields:
             raise ParticipantError(
                 "E400-FIELDS",
-                f"That form had more fields than a page can send (at most {limit.max_fields}), "
-                "so nothing from it was saved. Your earlier answers are safe. Please go back, "
-                "reload the page and answer again.",
+                lazy_gettext(
+                    "That form had more fields than a page can send (at most %(n)s), so "
+                    "nothing from it was saved. Your earlier answers are safe. Please go back, "
+                    "reload the page and answer again.",
+                    n=limit.max_fields,
+                ),
                 400,
                 link=link,
             )

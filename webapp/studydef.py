@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError
+from webapp.i18n import DEFAULT_LANGUAGE, available_languages, definition_language
 from webapp.study_analysis import validate_analysis
 from webapp.validation import (
     ID_MAX,
@@ -155,6 +156,18 @@ def _slug(raw: Mapping[str, Any], where: Where) -> str:
     return slug
 
 
+def _language(raw: Mapping[str, Any], where: Where) -> str:
+    """The participants' language (``language: de``): one whose catalogue ships."""
+    language = get_line(raw, "language", where, default=DEFAULT_LANGUAGE)
+    known = available_languages()
+    if language not in known:
+        raise where.at("language").error(
+            f"no participant texts in {language!r}; choose one of {', '.join(known)} "
+            "(docs/languages.md says how to add a language)"
+        )
+    return language
+
+
 def _block(
     block: Any, i: int, tasks_where: Where, blocks: list[dict[str, Any]], seen: set[str]
 ) -> dict[str, Any]:
@@ -213,8 +226,8 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     -------
     dict
         ``slug``, ``title``, ``description``, ``estimated_minutes``, ``recruitment``,
-        ``payment`` and ``tasks`` (each block with ``id`` and ``type``); ``recruiter`` and
-        ``analysis`` (:mod:`webapp.study_analysis`) when the file has them.
+        ``payment`` and ``tasks`` (each block with ``id`` and ``type``); ``language``,
+        ``recruiter`` and ``analysis`` (:mod:`webapp.study_analysis`) when the file has them.
 
     Raises
     ------
@@ -243,17 +256,23 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
             "tasks",
             "recruiter",
             "analysis",
+            "language",
         },
         where,
     )
     slug = found.run(_slug, raw, where)
+    language = found.run(_language, raw, where) or DEFAULT_LANGUAGE
     tasks_where = where.at("tasks")
     blocks: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for i, block in enumerate(found.run(get_list, raw.get("tasks"), tasks_where, min_len=1) or []):
-        checked = found.run(_block, block, i, tasks_where, blocks, seen)
-        if checked is not None:
-            blocks.append(checked)
+    # The defaults a block does not override are written in the study's language.
+    with definition_language(language):
+        for i, block in enumerate(
+            found.run(get_list, raw.get("tasks"), tasks_where, min_len=1) or []
+        ):
+            checked = found.run(_block, block, i, tasks_where, blocks, seen)
+            if checked is not None:
+                blocks.append(checked)
     if blocks and not found.errors:
         found.run(_block_order, blocks, tasks_where)
     recruitment = found.run(_recruitment, raw.get("recruitment"), where.at("recruitment"))
@@ -271,6 +290,8 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         "tasks": blocks,
     }
     found.check()
+    if raw.get("language") is not None:  # stored only when given: older hashes stay
+        definition["language"] = language
     if raw.get("recruiter") is not None:  # stored only when given: older hashes stay
         from webapp.recruit.settings import validate_recruiter
 

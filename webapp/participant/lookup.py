@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from flask import current_app, g, request
 
+from webapp.i18n import study_language, use_language
 from webapp.models import Study
 from webapp.services import flow
 from webapp.services.studies import get_study
@@ -23,7 +24,10 @@ def request_study(slug: str) -> Study | None:
         token = (request.view_args or {}).get("token")
         found = request_page_rows(slug, token) if isinstance(token, str) else None
         cache[slug] = found.study if found is not None else get_study(slug)
-    return cache[slug]
+    study = cache[slug]
+    if study is not None:  # the rest of the request speaks the study's language
+        use_language(study_language(study.definition))
+    return study
 
 
 def request_page_rows(slug: str, token: str) -> flow.PageRows | None:

@@ -15,6 +15,7 @@ from flask import (
     session,
     url_for,
 )
+from flask_babel import gettext, ngettext
 from flask_wtf.csrf import CSRFError
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
@@ -51,7 +52,7 @@ def _study_or_404(slug: str) -> Study:
     if study is None:
         raise ParticipantError(
             "E404-STUDY",
-            "We could not find this study. Please check that you used the complete link.",
+            gettext("We could not find this study. Please check that you used the complete link."),
             404,
         )
     return study
@@ -66,7 +67,9 @@ def _entry(study: Study, params: dict[str, str]) -> Entry:
         allow_mturk_framing()
     if entry.platform.value not in study.definition["recruitment"]["platforms"]:
         raise ParticipantError(
-            "E400-PLATFORM", "This study does not take participants through this link.", 400
+            "E400-PLATFORM",
+            gettext("This study does not take participants through this link."),
+            400,
         )
     return entry
 
@@ -87,8 +90,11 @@ def _go(participant: Participant, entry: Entry) -> Response:
 def _refuse_repeat(participant: Participant) -> ParticipantError:
     return ParticipantError(
         "E409-REPEAT",
-        "You have already taken part in this study, so you cannot take part again. Thank "
-        "you for your interest! If you think this is a mistake, please contact the researchers.",
+        gettext(
+            "You have already taken part in this study, so you cannot take part again. Thank "
+            "you for your interest! If you think this is a mistake, please contact the "
+            "researchers."
+        ),
         409,
     )
 
@@ -182,8 +188,10 @@ def entry(slug: str) -> Response | str:
     if entry_service.is_excluded(study, entry):
         raise ParticipantError(
             "E403-EXCLUDED",
-            "Thank you for your interest. Because you took part in a related study, you "
-            "cannot take part in this one. Please return the submission (no penalty).",
+            gettext(
+                "Thank you for your interest. Because you took part in a related study, you "
+                "cannot take part in this one. Please return the submission (no penalty)."
+            ),
             403,
         )
     if allocation.study_is_full(study, utcnow()):
@@ -204,20 +212,20 @@ def start(slug: str) -> Response | str:
         return _start_without_token(study)
     form = ConsentForm()
     if not form.validate_on_submit():
-        raise ParticipantError("E400-PARAMS", "The consent form was incomplete.", 400)
+        raise ParticipantError("E400-PARAMS", gettext("The consent form was incomplete."), 400)
     # The consent form's CSRF token has done its work: the participant's pages carry their own
     # (the page token), so the session cookie is left empty and browsers drop it.
     session.pop(current_app.config["WTF_CSRF_FIELD_NAME"], None)
     entry = _entry(study, form.entry_params())
     if entry.preview:
-        raise ParticipantError("E400-PARAMS", "A preview cannot start the study.", 400)
+        raise ParticipantError("E400-PARAMS", gettext("A preview cannot start the study."), 400)
     if form.decline.data:
         return render_template("participant/declined.html", study=study, entry=entry)
     existing = entry_service.find_participant(study, entry)
     if existing is not None:
         return _resume_or_refuse(existing, entry)
     if entry_service.is_excluded(study, entry):
-        raise ParticipantError("E403-EXCLUDED", "You cannot take part in this study.", 403)
+        raise ParticipantError("E403-EXCLUDED", gettext("You cannot take part in this study."), 403)
     if allocation.study_is_full(study, utcnow()):
         return _study_full(study, entry.platform.value)
     is_preview = console_researcher() is not None
@@ -249,7 +257,7 @@ def _start_without_token(study: Study) -> Response | str:
     existing = entry_service.find_participant(study, entry)
     if existing is not None:
         return _resume_or_refuse(existing, entry)
-    flash("Please confirm once more that you agree to take part.", "warning")
+    flash(gettext("Please confirm once more that you agree to take part."), "warning")
     return redirect(url_for("participant.entry", slug=study.slug, **entry.params()))
 
 
@@ -265,9 +273,15 @@ def _admit(study: Study) -> None:
         minutes = -(-admission.retry_after_s // 60)
         raise ParticipantError(
             "E429-BUSY",
-            "More people have just started this study from your network than we accept from "
-            f"one place. Please open the study link again in {minutes} minute(s). If you are "
-            "taking part in a lab or classroom, please tell the researchers.",
+            ngettext(
+                "More people have just started this study from your network than we accept "
+                "from one place. Please open the study link again in %(num)d minute. If you "
+                "are taking part in a lab or classroom, please tell the researchers.",
+                "More people have just started this study from your network than we accept "
+                "from one place. Please open the study link again in %(num)d minutes. If you "
+                "are taking part in a lab or classroom, please tell the researchers.",
+                minutes,
+            ),
             429,
         )
 
@@ -280,7 +294,9 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
     rows = request_page_rows(slug, token)
     if rows is None:
         raise ParticipantError(
-            "E404-SESSION", "We could not find your session. Please use the study link again.", 404
+            "E404-SESSION",
+            gettext("We could not find your session. Please use the study link again."),
+            404,
         )
     participant = rows.participant
     if participant.platform is Platform.mturk:
@@ -296,13 +312,15 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
         if state is flow.TokenState.tampered:
             raise ParticipantError(
                 "E400-TAMPER",
-                "This form was changed before it was sent, so we could not accept it. Your "
-                "earlier answers are safe.",
+                gettext(
+                    "This form was changed before it was sent, so we could not accept it. "
+                    "Your earlier answers are safe."
+                ),
                 400,
                 link=here,
             )
         if state is flow.TokenState.replay:
-            flash("That page was already answered; here is where you are now.", "info")
+            flash(gettext("That page was already answered; here is where you are now."), "info")
             return redirect(here)
         if form.validate():
             result = flow.submit(
@@ -321,7 +339,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                     participant, flow.assignment_from_token(token, _secret()), utcnow()
                 )
             if not result.accepted:
-                flash("That page was already answered; here is where you are now.", "info")
+                flash(gettext("That page was already answered; here is where you are now."), "info")
             elif result.message:
                 flash(result.message, "warning")
             return redirect(here)

@@ -7,6 +7,7 @@ console; the participant views stay unaware of it.
 from __future__ import annotations
 
 from flask import current_app, g, request
+from flask_babel import lazy_gettext
 
 from webapp.errors import ParticipantError
 from webapp.models import Study, StudyState
@@ -21,22 +22,28 @@ _STARTING = {"participant.entry", "participant.start"}
 _MESSAGES = {
     StudyState.paused: (
         "E403-PAUSED",
-        "This study is paused at the moment and is not taking new participants. Please try "
-        "again later, or return the submission on the platform you came from (no penalty).",
+        lazy_gettext(
+            "This study is paused at the moment and is not taking new participants. Please try "
+            "again later, or return the submission on the platform you came from (no penalty)."
+        ),
         403,
     ),
     StudyState.closed: (
         "E410-CLOSED",
-        "This study has closed and no longer takes answers. Thank you for your interest! "
-        "Please return the submission on the platform you came from (no penalty).",
+        lazy_gettext(
+            "This study has closed and no longer takes answers. Thank you for your interest! "
+            "Please return the submission on the platform you came from (no penalty)."
+        ),
         410,
     ),
     StudyState.draft: (
         # Someone with a real link to a study being prepared is told it is not open
         # yet, not that the link is wrong (they would re-check a correct link).
         "E403-NOT-OPEN",
-        "This study is not open yet. Please try again later, or return the submission on the "
-        "platform you came from (no penalty).",
+        lazy_gettext(
+            "This study is not open yet. Please try again later, or return the submission on the "
+            "platform you came from (no penalty)."
+        ),
         403,
     ),
 }

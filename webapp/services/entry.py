@@ -9,12 +9,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
+from flask_babel import lazy_gettext
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
+from webapp.i18n import N_
 from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
 from webapp.services import testmark
 from webapp.services.assignments import record_assignment
@@ -35,7 +38,7 @@ MTURK_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
 class EntryError(Exception):
     """The entry link cannot be used; ``code`` is shown to the participant."""
 
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
+    def __init__(self, code: str, message: Any, status: int = 400) -> None:
         super().__init__(message)
         self.code, self.message, self.status = code, message, status
 
@@ -131,28 +134,39 @@ def canonical_id(platform: Platform, raw: str) -> str | None:
 
 
 # Every refused link says what to do; a researcher trying the Prolific link by hand learns why.
-_AGAIN = (
-    " Please open the study again from the link or button on the platform you came from, "
-    "without changing it."
-)
-_PLACEHOLDER = (
-    "The study link still holds Prolific's placeholder {value}: Prolific fills it in only when "
-    "a participant opens the study from Prolific. To try the study yourself, use Preview on "
-    "the study's page in the researcher console, or Prolific's own preview."
+def _again(problem: Any) -> Any:
+    """``problem`` and what to do about it, in the participant's language when shown."""
+    return lazy_gettext(
+        "%(problem)s Please open the study again from the link or button on the platform you "
+        "came from, without changing it.",
+        problem=problem,
+    )
+
+
+_PLACEHOLDER = N_(
+    "The study link still holds Prolific's placeholder %(value)s: Prolific fills it in only "
+    "when a participant opens the study from Prolific. To try the study yourself, use Preview "
+    "on the study's page in the researcher console, or Prolific's own preview."
 )
 
 
 def _need(args: Mapping[str, str], name: str, platform: Platform = Platform.link) -> str:
     raw = (args.get(name) or "").strip()
     if not raw:
-        raise EntryError("E400-PARAMS", f"The study link is missing the parameter {name}." + _AGAIN)
+        raise EntryError(
+            "E400-PARAMS",
+            _again(lazy_gettext("The study link is missing the parameter %(name)s.", name=name)),
+        )
     if testmark.is_test_id(raw) and testmark.valid_test_id(raw):
         return canonical_spelling(platform, raw)  # parse_entry checks it against its key
     value = canonical_id(platform, raw)
     if value is None:
         if raw.startswith("{{%") and raw.endswith("%}}") and len(raw) < 40:
-            raise EntryError("E400-PARAMS", _PLACEHOLDER.format(value=raw))
-        raise EntryError("E400-PARAMS", f"The study link has a malformed {name}." + _AGAIN)
+            raise EntryError("E400-PARAMS", lazy_gettext(_PLACEHOLDER, value=raw))
+        raise EntryError(
+            "E400-PARAMS",
+            _again(lazy_gettext("The study link has a malformed %(name)s.", name=name)),
+        )
     return value
 
 
@@ -193,8 +207,12 @@ def parse_entry(args: Mapping[str, str], *, slug: str = "", secret: str = "") ->
     if not testmark.entry_key_matches(key, secret, slug, entry.platform.value, entry.external_id):
         raise EntryError(
             "E400-PARAMS",
-            "This participant ID is reserved for test runs of the study, and the link does "
-            "not carry a valid test key for it." + _AGAIN,
+            _again(
+                lazy_gettext(
+                    "This participant ID is reserved for test runs of the study, and the link "
+                    "does not carry a valid test key for it."
+                )
+            ),
         )
     return replace(entry, test_key=key)
 
@@ -222,8 +240,10 @@ def _parse_platform(args: Mapping[str, str]) -> Entry:
         return Entry(Platform.link, _need(args, "participant"))
     raise EntryError(
         "E400-PARAMS",
-        "This study link is incomplete: it does not say who you are. Please use the link "
-        "exactly as you received it.",
+        lazy_gettext(
+            "This study link is incomplete: it does not say who you are. Please use the link "
+            "exactly as you received it."
+        ),
     )
 
 
@@ -231,7 +251,10 @@ def _need_url(url: str) -> str:
     """Accept only MTurk's own submit hosts (the completion form posts there)."""
     parts = urlsplit(url.strip())
     if parts.scheme != "https" or parts.hostname not in MTURK_HOSTS:
-        raise EntryError("E400-PARAMS", "The study link has a malformed turkSubmitTo." + _AGAIN)
+        raise EntryError(
+            "E400-PARAMS",
+            _again(lazy_gettext("The study link has a malformed %(name)s.", name="turkSubmitTo")),
+        )
     return f"https://{parts.hostname}"
 
 

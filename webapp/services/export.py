@@ -20,6 +20,7 @@ from webapp.export_common import (
     with_test_column,
 )
 from webapp.extensions import db
+from webapp.i18n import study_language
 from webapp.models import (
     ChoiceResponse,
     PageVisit,
@@ -243,6 +244,7 @@ def export_long(
 FORMATS: tuple[str, ...] = ("long", "wide", "page-times", "codebook", "items", "pairs")
 PARTICIPANT_COLUMNS: tuple[str, ...] = (
     "study_slug",
+    "study_language",
     "participant_id",
     "platform",
     "status",
@@ -270,6 +272,7 @@ _STATUSES = "started|screened_out|completed|returned|timed_out"
 # column -> (type, meaning, allowed values); the codebook, also the Parquet schema's types.
 CODEBOOK: dict[str, tuple[str, str, str]] = {
     "study_slug": ("str", "the study's slug", ""),
+    "study_language": ("str", "language of the participant pages (the study's `language:`)", ""),
     "participant_id": ("str", "pseudonymous ID: p_ + 16 hex of an HMAC under the study salt", ""),
     "platform": ("str", "how the participant arrived", "prolific|mturk|link|mturk_batch"),
     "status": ("str", "participant status", _STATUSES),
@@ -421,10 +424,12 @@ def wide_rows(
         .order_by(Participant.id)
     )
     with_attention = _has_attention_check(study)
+    language = study_language(study.definition)
     rows = []
     for p in db.session.scalars(scope_participants(query, include_test, include_excluded)):
         row: dict[str, Any] = {
             **_participant_cells(study, p, with_attention),
+            "study_language": language,
             "excluded": int(p.excluded),
             "n_choices": len(p.choices),
             "n_chose_target": sum(int(c.chose_target) for c in p.choices),

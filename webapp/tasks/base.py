@@ -67,6 +67,12 @@ class PageForm(FlaskForm):
     class Meta:
         csrf = False
 
+        def get_translations(self, form: Any) -> Any:
+            """WTForms' own messages in the study's language (webapp.i18n)."""
+            from webapp.i18n import form_translations
+
+            return form_translations()
+
     page = HiddenField()
     rt_ms = HiddenField()
 

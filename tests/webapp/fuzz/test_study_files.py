@@ -237,6 +237,7 @@ STIMULI = ROOT / "stimuli" / "studies"
 STUDIES = sorted(STIMULI.glob("*.yaml"))
 REFERENCED = {  # the stimulus files each demo study reads (its bundle: relative to studies/)
     "product-choice-demo.yaml": ["product_pairs/demo.yaml"],
+    "product-choice-demo-de.yaml": ["product_pairs/demo-de.yaml"],
     "product-choice-formats-demo.yaml": ["product_pairs/formats-demo.yaml"],
     "sentiment-demo.yaml": [
         "sentiment/qualification.csv",

@@ -56,7 +56,7 @@ def test_one_network_enrols_at_most_the_limit_then_hears_when_to_come_back(app, 
         assert _consent(_bot(app, definition, f"fake{i}", NETWORK)).kind == "instructions"
     page = _consent(_bot(app, definition, "fake3", NETWORK))
     assert page.status == 429 and page.error_code == "E429-BUSY"
-    assert "again in 10 minute(s)" in page.text and "Traceback" not in page.text
+    assert "again in 10 minutes" in page.text and "Traceback" not in page.text
     assert _participants(app) == 3
     # Another network is not affected, and those already enrolled resume as before.
     assert _consent(_bot(app, definition, "other", "198.51.100.4")).kind == "instructions"

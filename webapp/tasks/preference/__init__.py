@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask_babel import lazy_gettext
 from sqlalchemy import and_, or_, select
 from wtforms import TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
+from webapp.i18n import default_text
 from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
 from webapp.tasks import evaluation_slots as slots
 from webapp.tasks.base import (
@@ -44,7 +46,7 @@ from webapp.validation import (
 )
 
 ORDERS = ("a_first", "b_first")
-REQUIRED = "Please choose one of the two summaries."
+REQUIRED = lazy_gettext("Please choose one of the two summaries.")
 REASON_MAX = 1000
 
 
@@ -153,9 +155,13 @@ class PairwisePreferenceTask(TaskType):
             "items": items,
             **keys,
             "labels": ["a", "b"],
-            "heading": get_line(body, "heading", where, default="Compare two summaries"),
+            "heading": get_line(
+                body, "heading", where, default=default_text("Compare two summaries")
+            ),
             "instructions": get_str(body, "instructions", where, default=""),
-            "question": get_str(body, "question", where, default="Which summary is better?"),
+            "question": get_str(
+                body, "question", where, default=default_text("Which summary is better?")
+            ),
             "ask_reason": _flag(body, "ask_reason", where, True),
             "reason_required": _flag(body, "reason_required", where, False),
             "show_source": _flag(body, "show_source", where, True),
@@ -202,9 +208,13 @@ class PairwisePreferenceTask(TaskType):
             )
 
         if block["ask_reason"]:
-            first = InputRequired("Please give a reason.") if block["reason_required"] else None
+            first = (
+                InputRequired(lazy_gettext("Please give a reason."))
+                if block["reason_required"]
+                else None
+            )
             checks = [first or Optional(), Length(max=REASON_MAX)]
-            _Form.reason = TextAreaField("Why? (optional)", validators=checks)
+            _Form.reason = TextAreaField(lazy_gettext("Why? (optional)"), validators=checks)
         return _Form(formdata=formdata)
 
     def _shown(self, ctx: PageContext) -> tuple[dict[str, Any], TaskResponse, list[dict]]:

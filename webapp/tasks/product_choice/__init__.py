@@ -9,14 +9,23 @@ would buy. The *WTP* page then shows the price of the product not chosen
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from typing import Any
 
+from flask_babel import gettext, lazy_gettext
 from sqlalchemy import Float, bindparam, literal, select, update
 from wtforms import ValidationError
 from wtforms.validators import InputRequired
 
+from webapp.i18n import (
+    DEFAULT_LANGUAGE,
+    N_,
+    default_text,
+    format_money,
+    money_affixes,
+    parse_amount,
+    study_language,
+)
 from webapp.models import ChoiceResponse
 from webapp.services.design import FORMATS, Trial, block_formats, derive_sequence
 from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType, insert_row
@@ -93,22 +102,13 @@ def _chose_target_query() -> Any:
     )
 
 
-# ASCII digits only: \d would also take "٣" or "３", which float() reads as 3.
-_AMOUNT_RE = re.compile(r"^(\d+(\.\d{0,2})?|\.\d{1,2})$", re.ASCII)
-# "1,000" or "1,000.50": thousands separators, refused with their own message.
-_THOUSANDS_RE = re.compile(r"^\d{1,3}(,\d{3})+(\.\d{0,2})?$", re.ASCII)
-# "12,50" or "0,5": a decimal comma, as samples from much of Europe type it. One or two digits
-# after the comma cannot be a thousands separator, so the amount is unambiguous.
-_DECIMAL_COMMA_RE = re.compile(r"^\d*,\d{1,2}$", re.ASCII)
-
-
 class ChoiceForm(PageForm):
     """Which of the two products; values are the sides so labels can change freely."""
 
     side = RadioField(
-        "Which product would you buy?",
+        lazy_gettext("Which product would you buy?"),
         choices=["left", "right"],
-        validators=[InputRequired("Please choose one of the two products.")],
+        validators=[InputRequired(lazy_gettext("Please choose one of the two products."))],
     )
 
 
@@ -116,27 +116,32 @@ class WtpForm(PageForm):
     """The premium over the other product's price, validated against the block's maximum."""
 
     premium = StringField(
-        "Additional amount in US dollars",
+        lazy_gettext("Additional amount in US dollars"),
         validators=[
-            InputRequired("Please enter an amount in dollars (0 if you would pay nothing more).")
+            InputRequired(
+                lazy_gettext("Please enter an amount in dollars (0 if you would pay nothing more).")
+            )
         ],
         render_kw={"maxlength": NUMBER_MAX_CHARS},
     )
     max_usd: float = 0.0
+    language: str = DEFAULT_LANGUAGE
 
     def validate_premium(self, field: StringField) -> None:
         """Attach a clear message for non-numeric, negative or too large amounts."""
         try:
-            parse_premium(field.data or "", self.max_usd)
+            parse_premium(field.data or "", self.max_usd, self.language)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
 
 
-def parse_premium(text: str, max_usd: float) -> float:
+def parse_premium(text: str, max_usd: float, language: str = DEFAULT_LANGUAGE) -> float:
     """Parse a typed dollar amount such as ``"12.50"``, ``"$3"`` or ``"12,50"``.
 
-    A comma followed by one or two digits is a decimal comma; ``"1,000"`` (a thousands
-    separator, which could also be a mistyped decimal) is refused with its own message.
+    The study's language decides the decimal mark (:func:`webapp.i18n.parse_amount`): in
+    English a comma followed by one or two digits is a decimal comma and ``"1,000"`` (a
+    thousands separator, which could also be a mistyped decimal) is refused with its own
+    message; in German or Spanish the comma is the decimal mark and ``"1.000"`` is refused.
 
     Parameters
     ----------
@@ -144,6 +149,8 @@ def parse_premium(text: str, max_usd: float) -> float:
         What the participant typed.
     max_usd : float
         The configured maximum premium.
+    language : str
+        The study's language (``en``, ``de``, ...).
 
     Returns
     -------
@@ -161,31 +168,21 @@ def parse_premium(text: str, max_usd: float) -> float:
     12.5
     >>> parse_premium("12,50", 100)
     12.5
+    >>> parse_premium("12,50 $", 100, "de")
+    12.5
     """
-    cleaned = text.strip().removeprefix("$").strip().replace(" ", "")
-    if any(ch.isdigit() or ch.isnumeric() for ch in cleaned if not ch.isascii()):
-        raise ValueError("Please type the amount with the digits 0 to 9, for example 12.50.")
-    if cleaned.startswith("-") and _AMOUNT_RE.match(cleaned[1:]):
-        raise ValueError("Please enter an amount of $0 or more.")
-    if _THOUSANDS_RE.match(cleaned):
-        raise ValueError(
-            "Please type the amount without commas, for example 1000 or 12.50 "
-            "(use a point for cents)."
-        )
-    if _DECIMAL_COMMA_RE.match(cleaned):
-        cleaned = cleaned.replace(",", ".")
-    if not _AMOUNT_RE.match(cleaned):
-        raise ValueError("Please enter a number of dollars, for example 5 or 12.50.")
-    value = float(cleaned)
+    value = parse_amount(text, language)
     if value > max_usd:
-        raise ValueError(f"Please enter at most ${max_usd:,.2f}.")
+        raise ValueError(
+            gettext("Please enter at most %(amount)s.", amount=format_money(max_usd, language))
+        )
     return value
 
 
 # What the WTP question may name: the other product's price, the two manufacturers and the
 # product type. Filled by text_rules.fill (never str.format on researcher text).
 WTP_FIELDS = ("price", "chosen", "other", "product")
-WTP_QUESTION = (
+WTP_QUESTION = N_(
     "The other product costs {price}. How much more than {price} would you pay for the one "
     "you chose?"
 )
@@ -232,12 +229,16 @@ class ProductChoiceTask(TaskType):
             **({} if legacy else {"formats": formats}),
             "pairs": pairs,
             "labels": labels,
-            "prompt": get_str(body, "prompt", where, default="Which product would you buy?"),
+            "prompt": get_str(
+                body, "prompt", where, default=default_text("Which product would you buy?")
+            ),
             "wtp": {
                 "max_premium_usd": get_number(
                     wtp, "max_premium_usd", ww, default=100.0, minimum=0.01
                 ),
-                "question": get_template(wtp, "question", ww, WTP_FIELDS, WTP_QUESTION),
+                "question": get_template(
+                    wtp, "question", ww, WTP_FIELDS, default_text(WTP_QUESTION)
+                ),
             },
         }
 
@@ -306,6 +307,7 @@ class ProductChoiceTask(TaskType):
             return ChoiceForm(formdata=formdata)
         form = WtpForm(formdata=formdata)
         form.max_usd = ctx.block["wtp"]["max_premium_usd"]
+        form.language = study_language(ctx.definition)
         return form
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
@@ -335,8 +337,9 @@ class ProductChoiceTask(TaskType):
         assert chose_target is not None, "the WTP page always follows a saved choice"
         chosen = pair["target"] if chose_target else pair["control"]
         other = pair["control"] if chose_target else pair["target"]
+        language = study_language(ctx.definition)
         values = {
-            "price": f"${other['price_usd']:,.2f}",
+            "price": format_money(other["price_usd"], language),
             "chosen": chosen["manufacturer"],
             "other": other["manufacturer"],
             "product": pair["product_type"],
@@ -349,6 +352,8 @@ class ProductChoiceTask(TaskType):
             "other_price": other["price_usd"],
             "question": fill(ctx.block["wtp"]["question"], values),
             "max_usd": ctx.block["wtp"]["max_premium_usd"],
+            "max_text": format_money(ctx.block["wtp"]["max_premium_usd"], language),
+            "money_affixes": money_affixes(language),
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
@@ -377,7 +382,11 @@ class ProductChoiceTask(TaskType):
             }
             ctx.write(_INSERT_CHOICE, {f"c_{k}": v for k, v in row.items()})
             return NEXT
-        premium = parse_premium(form["premium"].data, ctx.block["wtp"]["max_premium_usd"])
+        premium = parse_premium(
+            form["premium"].data,
+            ctx.block["wtp"]["max_premium_usd"],
+            study_language(ctx.definition),
+        )
         # The choice's row exists: the WTP page is only shown after it (its template reads it).
         ctx.write(
             _SET_WTP,

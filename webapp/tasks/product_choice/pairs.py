@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from webapp.bundle import BundleError, size_text
+from webapp.i18n import N_, default_text
 from webapp.services.design import FORMATS, MAX_FORMATS
 from webapp.validation import (
     Collector,
@@ -34,7 +35,7 @@ FORMAT_RE = re.compile(r"^[a-z][a-z0-9_-]{0,29}(:[a-z0-9][a-z0-9_.-]{0,32})?$")
 FORMAT_MAX = 64  # ChoiceResponse.format's width
 # The two formats with a key of their own in a product (their spelling before ``texts:``).
 LEGACY_TEXT_KEYS = {"original": "review", "summary": "summary"}
-DEFAULT_LABELS = {"original": "Customer review", "summary": "Summary of customer reviews"}
+DEFAULT_LABELS = {"original": N_("Customer review"), "summary": N_("Summary of customer reviews")}
 MAX_IMAGE_BYTES = 2 * 1024 * 1024
 # Image types by their first bytes, never by the file name or a declared type.
 IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
@@ -187,5 +188,6 @@ def validate_labels(raw: Any, where: Where, formats: list[str]) -> dict[str, str
             raise where.error(
                 f"give a label for format {fmt!r}: the heading participants read above its texts"
             )
-        out[fmt] = get_line(labels, fmt, where, default=DEFAULT_LABELS.get(fmt))
+        default = default_text(DEFAULT_LABELS[fmt]) if fmt in DEFAULT_LABELS else None
+        out[fmt] = get_line(labels, fmt, where, default=default)
     return out

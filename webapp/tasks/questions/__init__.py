@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flask_babel import lazy_gettext, ngettext
 from wtforms import IntegerField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
 
+from webapp.i18n import default_text, format_number, group_symbol, study_language
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.tasks.base import (
     ENCODED_CHAR_BYTES,
@@ -41,18 +43,15 @@ from webapp.validation import (
     get_str,
 )
 
-REQUIRED = "Please choose an answer."
+REQUIRED = lazy_gettext("Please choose an answer.")
 _DECIMAL_RE = re.compile(r"^-?\d+[.,]\d+$", re.ASCII)
+# "1.500" or "-12.000.000": thousands grouped with points, as German and Spanish write them.
+_POINT_GROUPS_RE = re.compile(r"[+-]?\d{1,3}(\.\d{3})+", re.ASCII)
 # Free-text answers: the default and the largest ``max_length`` a study may set (characters).
 TEXT_MAX_DEFAULT = 500
 TEXT_MAX_LIMIT = 5000
-DIGITS_ONLY = "Please type the number with the digits 0 to 9."
-WHOLE_NUMBER = "Please enter a whole number without a decimal point, for example 25."
-
-
-def plural(n: int, one: str, many: str) -> str:
-    """``"1 answer"``, ``"2 answers"``: the count with the right form of the noun."""
-    return f"{n} {one if n == 1 else many}"
+DIGITS_ONLY = lazy_gettext("Please type the number with the digits 0 to 9.")
+WHOLE_NUMBER = lazy_gettext("Please enter a whole number without a decimal point, for example 25.")
 
 
 # The rows the question pages write with their answer (PageContext.write).
@@ -88,25 +87,33 @@ class AsciiIntegerField(IntegerField):
     The input is ``type="text"`` (with a numeric keyboard): the forms are ``novalidate``, and a
     browser sends an empty value for what a ``type="number"`` input cannot read (``25e``,
     ``twenty``), so an optional answer would be dropped without a word.
+
+    In a study whose language groups thousands with a point (German, Spanish), ``1.500`` is
+    read as 1500, as its participants write it; in English ``1,500`` stays refused (it could
+    be a mistyped decimal), as before.
     """
 
     widget = TextInput()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, language: str = "en", **kwargs: Any) -> None:
         kwargs.setdefault("render_kw", {"maxlength": NUMBER_MAX_CHARS})
         super().__init__(*args, **kwargs)
+        self.language = language
 
     def process_formdata(self, valuelist: list[Any]) -> None:
         if valuelist and valuelist[0] and not valuelist[0].isascii():
             self.data = None
-            raise ValueError(DIGITS_ONLY)
+            raise ValueError(str(DIGITS_ONLY))
         text = valuelist[0].strip() if valuelist and valuelist[0] else ""
+        if group_symbol(self.language) == "." and _POINT_GROUPS_RE.fullmatch(text):
+            text = text.replace(".", "")
+            valuelist = [text]
         if _DECIMAL_RE.match(text):  # "25.5" or "25,5": a clear word, not "not a valid integer"
             self.data = None
-            raise ValueError(WHOLE_NUMBER)
+            raise ValueError(str(WHOLE_NUMBER))
         if text and not re.fullmatch(r"[+-]?\d+", text, re.ASCII):
             self.data = None
-            raise ValueError(DIGITS_ONLY)
+            raise ValueError(str(DIGITS_ONLY))
         try:
             super().process_formdata(valuelist)
         except ValueError:  # digits too many for int(): the range message says what to do
@@ -114,7 +121,7 @@ class AsciiIntegerField(IntegerField):
             self.data = None
 
     def pre_validate(self, form: Any) -> None:
-        if DIGITS_ONLY in self.process_errors or WHOLE_NUMBER in self.process_errors:
+        if {str(DIGITS_ONLY), str(WHOLE_NUMBER)} & set(map(str, self.process_errors)):
             raise StopValidation()  # one clear message, not also "enter a number from …"
 
 
@@ -213,7 +220,9 @@ class QuizTask(TaskType):
         if on_fail not in {"screen_out", "continue"}:
             raise where.at("on_fail").error("must be 'screen_out' or 'continue'")
         return {
-            "heading": get_line(body, "heading", where, default="Check your understanding"),
+            "heading": get_line(
+                body, "heading", where, default=default_text("Check your understanding")
+            ),
             "text": get_str(body, "text", where, default=""),
             "questions": _questions(body, where, with_correct=True),
             "attempts": get_int(body, "attempts", where, default=2, minimum=1),
@@ -256,12 +265,17 @@ class QuizTask(TaskType):
             return NEXT
         if attempts < ctx.block["attempts"]:
             left = ctx.block["attempts"] - attempts
-            return SaveResult(
-                Outcome.retry,
-                f"{plural(len(questions) - n_correct, 'answer was', 'answers were')} not "
-                f"correct. Please read the questions again; you have "
-                f"{plural(left, 'more attempt', 'more attempts')}.",
+            wrong = ngettext(
+                "%(num)d answer was not correct.",
+                "%(num)d answers were not correct.",
+                len(questions) - n_correct,
             )
+            again = ngettext(
+                "Please read the questions again; you have %(num)d more attempt.",
+                "Please read the questions again; you have %(num)d more attempts.",
+                left,
+            )
+            return SaveResult(Outcome.retry, f"{wrong} {again}")
         ctx.set_participant(quiz_passed=False)
         if ctx.block["on_fail"] == "screen_out":
             return SaveResult(Outcome.screen_out)
@@ -277,7 +291,9 @@ class AttentionCheckTask(TaskType):
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
         return {
-            "heading": get_line(body, "heading", where, default="A few more questions"),
+            "heading": get_line(
+                body, "heading", where, default=default_text("A few more questions")
+            ),
             "text": get_str(body, "text", where, default=""),
             "questions": _questions(body, where, with_correct=True),
         }
@@ -337,7 +353,7 @@ class DemographicsTask(TaskType):
             questions.append(out)
         _check_fits_one_page(questions, where)
         return {
-            "heading": get_line(body, "heading", where, default="About you"),
+            "heading": get_line(body, "heading", where, default=default_text("About you")),
             "text": get_str(body, "text", where, default=""),
             "questions": questions,
         }
@@ -346,28 +362,39 @@ class DemographicsTask(TaskType):
         class _Form(PageForm):
             pass
 
+        language = study_language(ctx.definition)
         for q in ctx.block["questions"]:
             need = (
-                [InputRequired("Please answer this question.")] if q["required"] else [Optional()]
+                [InputRequired(lazy_gettext("Please answer this question."))]
+                if q["required"]
+                else [Optional()]
             )
             if q["kind"] == "choice":
                 field: Any = RadioField(q["text"], choices=list(q["options"]), validators=need)
             elif q["kind"] == "number":
                 field = AsciiIntegerField(
                     q["text"],
+                    language=language,
                     validators=[
                         *need,
                         NumberRange(
                             q["min"],
                             q["max"],
-                            f"Please enter a whole number from {q['min']} to {q['max']}.",
+                            lazy_gettext(
+                                "Please enter a whole number from %(low)s to %(high)s.",
+                                low=format_number(q["min"], language),
+                                high=format_number(q["max"], language),
+                            ),
                         ),
                     ],
                 )
             else:
                 # Definitions stored before max_length existed get the default cap.
                 n = int(q.get("max_length", TEXT_MAX_DEFAULT))
-                too_long = f"Please shorten your answer to at most {n} characters."
+                too_long = lazy_gettext(
+                    "Please shorten your answer to at most %(n)s characters.",
+                    n=format_number(n, language),
+                )
                 # Length also renders maxlength="n", so browsers stop typing at the cap.
                 field = StringField(q["text"], validators=[*need, Length(max=n, message=too_long)])
             setattr(_Form, f"q_{q['id']}", field)

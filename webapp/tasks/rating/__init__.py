@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask_babel import lazy_gettext
 from wtforms.validators import InputRequired
 
+from webapp.i18n import N_, default_text
 from webapp.models import TaskResponse
 from webapp.tasks import evaluation_slots as slots
 from webapp.tasks.base import (
@@ -42,47 +44,50 @@ from webapp.validation import (
 )
 
 RATED = "rated"  # the slot's label: the ratings themselves are in the page's TaskResponse
-REQUIRED = "Please rate every summary on this point."
+REQUIRED = lazy_gettext("Please rate every summary on this point.")
 
 # The five dimensions of the political-perspective rating study, defined for the raters.
 DEFAULT_DIMENSIONS: tuple[dict[str, str], ...] = (
     {
         "id": "stance",
-        "name": "Stance",
-        "question": "Does the summary convey the position this perspective takes?",
-        "definition": "Whether the perspective is for or against, and that this comes across.",
+        "name": N_("Stance"),
+        "question": N_("Does the summary convey the position this perspective takes?"),
+        "definition": N_("Whether the perspective is for or against, and that this comes across."),
     },
     {
         "id": "object",
-        "name": "Object",
-        "question": "Does the summary say what the position is about?",
-        "definition": "The policy, person or event the perspective has an opinion on.",
+        "name": N_("Object"),
+        "question": N_("Does the summary say what the position is about?"),
+        "definition": N_("The policy, person or event the perspective has an opinion on."),
     },
     {
         "id": "intensity",
-        "name": "Intensity",
-        "question": "Does the summary keep how strongly the view is held?",
-        "definition": "Neither softened nor exaggerated compared with the passages.",
+        "name": N_("Intensity"),
+        "question": N_("Does the summary keep how strongly the view is held?"),
+        "definition": N_("Neither softened nor exaggerated compared with the passages."),
     },
     {
         "id": "consensus",
-        "name": "Consensus",
-        "question": "Does the summary reflect what this side's passages agree on?",
-        "definition": "The shared core of the perspective rather than one writer's aside.",
+        "name": N_("Consensus"),
+        "question": N_("Does the summary reflect what this side's passages agree on?"),
+        "definition": N_("The shared core of the perspective rather than one writer's aside."),
     },
     {
         "id": "reasoning",
-        "name": "Reasoning",
-        "question": "Does the summary give the reasons this perspective offers?",
-        "definition": "The arguments or evidence behind the position, not only the position.",
+        "name": N_("Reasoning"),
+        "question": N_("Does the summary give the reasons this perspective offers?"),
+        "definition": N_("The arguments or evidence behind the position, not only the position."),
     },
 )
-DEFAULT_SCALE_LABELS = ("Not at all", "Slightly", "Mostly", "Completely")
+DEFAULT_SCALE_LABELS = (N_("Not at all"), N_("Slightly"), N_("Mostly"), N_("Completely"))
 
 
 def _dimensions(raw: Any, where: Where) -> list[dict[str, str]]:
     if raw is None:
-        return [dict(d) for d in DEFAULT_DIMENSIONS]
+        return [
+            {k: v if k == "id" else default_text(v) for k, v in d.items()}
+            for d in DEFAULT_DIMENSIONS
+        ]
     out = []
     seen: set[str] = set()
     for i, entry in enumerate(get_list(raw, where, min_len=1)):
@@ -95,7 +100,12 @@ def _dimensions(raw: Any, where: Where) -> list[dict[str, str]]:
             {
                 "id": dim_id,
                 "name": name,
-                "question": get_str(entry, "question", dw, default=f"How good is it on {name}?"),
+                "question": get_str(
+                    entry,
+                    "question",
+                    dw,
+                    default=default_text("How good is it on %(name)s?") % {"name": name},
+                ),
                 "definition": get_str(entry, "definition", dw, default=""),
             }
         )
@@ -110,7 +120,11 @@ def _scale(raw: Any, where: Where) -> dict[str, Any]:
     if high <= low:
         raise where.at("max").error("must be above min")
     n = high - low + 1
-    default = list(DEFAULT_SCALE_LABELS) if n == len(DEFAULT_SCALE_LABELS) else [""] * n
+    default = (
+        [default_text(x) for x in DEFAULT_SCALE_LABELS]
+        if n == len(DEFAULT_SCALE_LABELS)
+        else [""] * n
+    )
     lw = where.at("labels")
     labels = [
         check_text(str(x), lw.at(i), max_len=LINE_MAX, one_line=True)
@@ -202,7 +216,7 @@ class SummaryRatingTask(TaskType):
             "labels": [RATED],
             "dimensions": _dimensions(body.get("dimensions"), where.at("dimensions")),
             "scale": _scale(body.get("scale"), where.at("scale")),
-            "heading": get_line(body, "heading", where, default="Rate the summaries"),
+            "heading": get_line(body, "heading", where, default=default_text("Rate the summaries")),
             "instructions": get_str(body, "instructions", where, default=""),
             "passages_open": open_,
         }

@@ -25,10 +25,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from flask_babel import lazy_gettext
 from sqlalchemy import select
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import InputRequired
 
+from webapp.i18n import default_text
 from webapp.models import (
     Annotation,
     AnnotationItem,
@@ -59,7 +61,13 @@ from webapp.validation import (
     get_str,
 )
 
-REQUIRED = "Please choose a label."
+REQUIRED = lazy_gettext("Please choose a label.")
+# The labels as participants read them (the export keeps the lower-case values).
+LABEL_TEXT = {
+    "positive": lazy_gettext("Positive"),
+    "negative": lazy_gettext("Negative"),
+    "neutral": lazy_gettext("Neutral"),
+}
 STUDY_FULL = "study_full"
 QUALIFICATION_FAILED = "qualification_failed"
 
@@ -80,7 +88,7 @@ def validate_labels(raw: Any, where: Where) -> list[str]:
 
 def _choices(labels: list[str]) -> list[SelectChoice]:
     # Values stay lower-case (the export's categories); participants read "Positive".
-    return [SelectChoice(x, x.title()) for x in labels]
+    return [SelectChoice(x, LABEL_TEXT.get(x, x.title())) for x in labels]
 
 
 def label_form(labels: list[str], formdata: Any, name: str = "label") -> PageForm:
@@ -90,7 +98,11 @@ def label_form(labels: list[str], formdata: Any, name: str = "label") -> PageFor
         pass
 
     choices = _choices(labels)
-    setattr(_Form, name, RadioField("Label", choices=choices, validators=[InputRequired(REQUIRED)]))
+    setattr(
+        _Form,
+        name,
+        RadioField(lazy_gettext("Label"), choices=choices, validators=[InputRequired(REQUIRED)]),
+    )
     return _Form(formdata=formdata)
 
 
@@ -122,12 +134,12 @@ class SentimentQualificationTask(TaskType):
             "required_accuracy": get_number(
                 body, "required_accuracy", where, default=1.0, minimum=0.0, maximum=1.0
             ),
-            "heading": get_line(body, "heading", where, default="Qualification"),
+            "heading": get_line(body, "heading", where, default=default_text("Qualification")),
             "text": get_str(
                 body,
                 "text",
                 where,
-                default="Please label each statement by its sentiment.",
+                default=default_text("Please label each statement by its sentiment."),
             ),
         }
 
@@ -282,10 +294,15 @@ class SentimentAnnotationTask(TaskType):
             "gold_rate": gold_rate,
             "n_gold": n_gold,
             **reservation_keys(body, where),
-            "heading": get_line(body, "heading", where, default="Label the statement"),
+            "heading": get_line(
+                body, "heading", where, default=default_text("Label the statement")
+            ),
             "instructions": get_str(body, "instructions", where, default=""),
             "prompt": get_str(
-                body, "prompt", where, default="What is the sentiment of this statement?"
+                body,
+                "prompt",
+                where,
+                default=default_text("What is the sentiment of this statement?"),
             ),
         }
 

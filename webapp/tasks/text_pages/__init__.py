@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webapp.i18n import N_, default_text
 from webapp.tasks.base import TaskType
 from webapp.validation import Where, check_keys, get_line, get_str
 
@@ -17,14 +18,14 @@ class _TextTask(TaskType):
     """A page with a heading, paragraphs and one button."""
 
     default_heading: str = ""
-    default_button: str = "Continue"
+    default_button: str = N_("Continue")
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "button"}, where)
         return {
-            "heading": get_line(body, "heading", where, default=self.default_heading),
+            "heading": get_line(body, "heading", where, default=default_text(self.default_heading)),
             "text": get_str(body, "text", where),
-            "button": get_line(body, "button", where, default=self.default_button),
+            "button": get_line(body, "button", where, default=default_text(self.default_button)),
         }
 
 
@@ -33,13 +34,15 @@ class ConsentTask(_TextTask):
 
     name = "consent"
     template = "participant/consent.html"
-    default_heading = "Consent to take part"
-    default_button = "I agree, start the study"
+    default_heading = N_("Consent to take part")
+    default_button = N_("I agree, start the study")
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "button", "decline_button"}, where)
         out = super().validate({k: v for k, v in body.items() if k != "decline_button"}, where)
-        out["decline_button"] = get_line(body, "decline_button", where, default="I do not agree")
+        out["decline_button"] = get_line(
+            body, "decline_button", where, default=default_text("I do not agree")
+        )
         return out
 
 
@@ -48,7 +51,7 @@ class InstructionsTask(_TextTask):
 
     name = "instructions"
     template = "tasks/text.html"
-    default_heading = "Instructions"
+    default_heading = N_("Instructions")
 
 
 class DebriefTask(_TextTask):
@@ -56,5 +59,5 @@ class DebriefTask(_TextTask):
 
     name = "debrief"
     template = "tasks/text.html"
-    default_heading = "Thank you"
-    default_button = "Finish and submit"
+    default_heading = N_("Thank you")
+    default_button = N_("Finish and submit")
