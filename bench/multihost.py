@@ -225,6 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"participants: {args.n}; outcomes: {dict(outcomes)}")
     print(f"requests per server: {served}")
     print(f"failed requests: {failed_requests}; wall: {run.wall_s:.1f} s")
+    kinds = Counter(
+        t.error or f"HTTP {t.status}"
+        for b in run.bots
+        for t in b.timings
+        if t.status >= 500 or t.error
+    )
+    if kinds:
+        print("failed requests by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
     print(
         f"latency through the proxy: p50 {latency['p50_ms']} ms, p95 {latency['p95_ms']} ms, "
         f"p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms over {latency['n']} requests; "
