@@ -116,6 +116,7 @@ def _generation_records(folder: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow
 def test_a_generated_k_format_bundle_is_loaded_as_it_is(tmp_path):
     """The web app's own loader takes the bundle; its export leads back to the records."""
     from webapp.studydef import load_study_file
