@@ -35,19 +35,22 @@ __all__ = [
     "read_table",
 ]
 
-# Column -> kind: "str", "int", "float", "bool" (0/1), "format" (FORMAT_NAME), or a tuple of
-# allowed (lower-case) values.
+# Column -> kind: "str", "int", "float", "bool" (0/1), "format" (FORMAT_NAME), "sequence"
+# (SEQUENCE_LETTERS), or a tuple of allowed (lower-case) values.
 # Copied from docs/export.md; change both together.
-# A product-choice format: the original reviews, the plain LLM summary, or a summary produced by
-# a mitigation method (``mitigated:<method>``, the method's registry name). Kind "format" below.
-FORMAT_NAME = r"original|summary|mitigated:[a-z0-9][a-z0-9._-]*"
+# A product-choice format: any name a block's ``formats:`` may give (the web app's rule):
+# ``original``, ``summary``, ``mitigated:<method>`` (a summary by that mitigation method) or
+# another lower-case name. Kind "format" below.
+FORMAT_NAME = r"[a-z][a-z0-9_-]{0,29}(?::[a-z0-9][a-z0-9_.-]{0,32})?"
+# The rows of a block's Latin square: one letter per format, at most eight formats.
+SEQUENCE_LETTERS = tuple("ABCDEFGH")
 PARTICIPANT_STATUSES = ("started", "screened_out", "completed", "returned", "timed_out")
 CHOICE_LONG_COLUMNS: dict[str, object] = {
     "study_slug": "str",
     "participant_id": "str",
     "platform": ("prolific", "mturk", "link"),
     "status": PARTICIPANT_STATUSES,
-    "sequence": ("A", "B"),
+    "sequence": "sequence",
     "seed": "int",
     "trial_index": "int",
     "pair_id": "str",
@@ -259,11 +262,23 @@ def _coerce(df: pd.DataFrame, schema: dict[str, object], source: str) -> pd.Data
             if bad.any():
                 examples = ", ".join(repr(v) for v in raw[bad].unique()[:3])
                 problems.append(
-                    f"{col!r}: unexpected value(s) {examples}; allowed 'original', 'summary' "
-                    "or 'mitigated:<method>'"
+                    f"{col!r}: unexpected value(s) {examples}; a format is a lower-case name "
+                    "such as 'original', 'summary' or 'mitigated:<method>'"
                 )
                 continue
             out[col] = lowered.astype(object).where(present, None)
+        elif kind == "sequence":
+            letters = raw.where(~present, raw.astype(str).str.strip().str.upper())
+            bad = present & ~letters.isin(SEQUENCE_LETTERS)
+            if bad.any():
+                examples = ", ".join(repr(v) for v in raw[bad].unique()[:3])
+                problems.append(
+                    f"{col!r}: unexpected value(s) {examples}; a sequence is a row of the "
+                    "block's Latin square, one letter A to H (A, B for two formats, A, B, C "
+                    "for three, ...)"
+                )
+                continue
+            out[col] = letters.astype(object).where(present, None)
         else:
             allowed = tuple(kind)  # type: ignore[arg-type]
             # Categories are documented lower-case; accept case variants from hand-made files.

@@ -16,16 +16,19 @@ from webapp.validation import StudyDefinitionError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
+FORMATS_DEMO = ROOT / "stimuli" / "studies" / "product-choice-formats-demo.yaml"
 BLOCK = re.compile(r"^analysis:\n(?:(?:  .*)?\n)+", re.MULTILINE)
 
 
-def study_with(tmp_path: Path, block: str) -> Path:
+def study_with(tmp_path: Path, block: str, demo: Path = DEMO) -> Path:
     """The demo bundle in ``tmp_path`` with its analysis block replaced by ``block``."""
     folder = tmp_path / "bundle"
-    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
-    text = DEMO.read_text(encoding="utf-8")
+    shutil.copytree(demo.parent / "product_pairs", folder / "product_pairs")
+    if (demo.parent / "images").is_dir():
+        shutil.copytree(demo.parent / "images", folder / "images")
+    text = demo.read_text(encoding="utf-8")
     assert BLOCK.search(text), "the demo has an analysis block"
-    path = folder / DEMO.name
+    path = folder / demo.name
     path.write_text(BLOCK.sub(lambda _: block, text, count=1), encoding="utf-8")
     return path
 
@@ -164,3 +167,44 @@ def test_a_study_without_product_choice_cannot_preregister_a_test(tmp_path):
     with pytest.raises(PlanError) as own:
         read_study(path)
     assert "the study has none" in str(web.value) and str(web.value) == str(own.value)
+
+
+def test_levels_name_the_formats_of_a_k_format_block(tmp_path):
+    web = load_study_file(FORMATS_DEMO)["analysis"]
+    assert web["levels"] == ["summary", "mitigated:self-debias"]
+    assert read_study(FORMATS_DEMO).plan.as_dict() == web
+
+
+K_BASE = BASE.replace("  planned_n: 80\n", "  planned_n: 90\n")
+K_BAD = {
+    "not a format of the block": (
+        K_BASE + "  levels: [summary, 'mitigated:cot']\n",
+        "analysis.levels[1]: 'mitigated:cot' is not one of ['original', 'summary', "
+        "'mitigated:self-debias']",
+    ),
+    "levels required without original and summary": (
+        K_BASE,
+        "analysis.levels: is required: name two of the study's formats ['summary', "
+        "'mitigated:self-debias'] as [reference, treatment]",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(K_BAD))
+def test_both_readers_refuse_levels_outside_the_blocks_formats_alike(tmp_path, name):
+    block, expected = K_BAD[name]
+    path = study_with(tmp_path, block, FORMATS_DEMO)
+    if name.startswith("levels required"):
+        # A two-format block without the default levels: the test must name its own.
+        text = path.read_text(encoding="utf-8")
+        text = text.replace(
+            'formats: [original, summary, "mitigated:self-debias"]',
+            ('formats: [summary, "mitigated:self-debias"]'),
+        ).replace("      original: Customer review\n", "")
+        path.write_text(text, encoding="utf-8")
+    with pytest.raises(StudyDefinitionError) as web:
+        load_study_file(path)
+    with pytest.raises(PlanError) as own:
+        read_study(path)
+    assert str(web.value) == str(own.value)
+    assert str(own.value).startswith(f"{FORMATS_DEMO.name}: {expected}")

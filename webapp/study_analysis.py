@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from webapp.services.design import FORMATS
+from webapp.services.design import FORMATS, study_formats
 from webapp.validation import Where, check_keys, get_mapping
 
 TESTS = ("choice_glmm", "wtp_lmm")
@@ -151,6 +151,23 @@ def _looks(raw: Any, where: Where, direction: str, planned_n: int) -> dict[str, 
     return {"at": fractions, "spending": spending, "futility": futility}
 
 
+def _levels(raw: Mapping[str, Any], where: Where, formats: tuple[str, ...]) -> list[str]:
+    """The primary test's ``[reference, treatment]``: two of the study's formats."""
+    if "levels" not in raw and not set(FORMATS) <= set(formats):
+        raise where.at("levels").error(
+            f"is required: name two of the study's formats {list(formats)} as [reference, "
+            "treatment]"
+        )
+    levels = raw.get("levels", list(FORMATS))
+    if not isinstance(levels, list) or len(levels) != 2 or levels[0] == levels[1]:
+        raise where.at("levels").error(
+            f"expected two different formats [reference, treatment], got {levels!r}"
+        )
+    for i, level in enumerate(levels):
+        _choice(level, where.at("levels").at(i), formats)
+    return [str(v) for v in levels]
+
+
 def look_sizes(fractions: list[float], planned_n: int) -> list[int]:
     """Analysed participants at each look: ``ceil(fraction x planned_n)``.
 
@@ -177,7 +194,8 @@ def validate_analysis(raw: Any, where: Where, definition: Mapping[str, Any]) -> 
     Returns
     -------
     dict
-        ``hypothesis, test, levels, direction, alpha, planned_n, exclusions`` (every rule),
+        ``hypothesis, test, levels`` (two of the study's product-choice formats, reference
+        first), ``direction, alpha, planned_n, exclusions`` (every rule),
         ``transform, looks`` (``at, spending, futility``; ``None`` for a fixed design), ``notes``.
 
     Raises
@@ -193,13 +211,7 @@ def validate_analysis(raw: Any, where: Where, definition: Mapping[str, Any]) -> 
     check_keys(raw, KEYS, where)
     hypothesis = _text(raw, "hypothesis", where, required=True)
     test = _choice(raw.get("test"), where.at("test"), TESTS)
-    levels = raw.get("levels", list(FORMATS))
-    if not isinstance(levels, list) or len(levels) != 2 or levels[0] == levels[1]:
-        raise where.at("levels").error(
-            f"expected two different formats [reference, treatment], got {levels!r}"
-        )
-    for i, level in enumerate(levels):
-        _choice(level, where.at("levels").at(i), FORMATS)
+    levels = _levels(raw, where, study_formats(definition))
     direction = _choice(raw.get("direction"), where.at("direction"), DIRECTIONS)
     if "alpha" not in raw:
         raise where.at("alpha").error("is required")
@@ -227,7 +239,7 @@ def validate_analysis(raw: Any, where: Where, definition: Mapping[str, Any]) -> 
     return {
         "hypothesis": hypothesis,
         "test": test,
-        "levels": [str(v) for v in levels],
+        "levels": levels,
         "direction": direction,
         "alpha": alpha,
         "planned_n": n,

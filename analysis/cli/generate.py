@@ -285,7 +285,8 @@ def product_pairs_command(
     Give either --rows (review, summary, review_framing, summary_framing, product_type,
     manufacturer, price_usd per row) or the three outputs of `framelab generate`: summarize,
     judge-framing on the reviews and judge-framing on the summaries (--text-field output).
-    With --mitigated, a k-format study: a CSV of texts per format (docs/generation.md).
+    With --mitigated, a k-format study: a text and its generation record per format and product
+    (docs/generation.md).
     """
     if mitigated or mitigated_judgments:
         _format_pairs(

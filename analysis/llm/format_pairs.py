@@ -13,14 +13,15 @@ closest prices). With k formats the rule is applied on the judged framing of eve
   target's;
 - an item lacking a summary or a framing judgment in any format is dropped (counted by reason).
 
-Each stimulus keeps the ID of the generation record it came from (``source:<format>``): the
-store's resume key ``model|task|method|template_hash|item_id|variant``; with the result file's
-manifest (``<file>.manifest.json``) it leads to the model, method, prompt hash and seed.
+Each stimulus keeps the ID of the generation record it came from (the pairs file's
+``sources: {format: record ID}``, which the web app carries into every export row): the store's
+resume key ``model|task|method|template_hash|item_id|variant``; with the result file's manifest
+(``<file>.manifest.json``) it leads to the model, method, prompt hash and seed.
 """
 
 from __future__ import annotations
 
-import csv
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class FormatPairSet:
     skipped: dict[str, str] = field(default_factory=dict)
     pairs_path: Path | None = None
     study_path: Path | None = None
+    provenance_path: Path | None = None
 
 
 def join_format_generations(
@@ -147,12 +149,16 @@ def build_format_pairs(
     n_pairs: int | None = None,
     dropped: Mapping[str, int] | None = None,
 ) -> FormatPairSet:
-    """Select the pairs and write the bundle: ``studies/SLUG.yaml`` and
-    ``studies/product_pairs/SLUG.csv``.
+    """Select the pairs and write the bundle the web app loads as it is: ``studies/SLUG.yaml``,
+    ``studies/product_pairs/SLUG.yaml`` and ``studies/product_pairs/SLUG.provenance.json``.
 
-    The CSV has one row per product (two per pair): ``pair_id``, ``role`` (``target`` or
-    ``control``), ``product_type``, ``manufacturer``, ``price_usd``, ``item_id`` and per format
-    (``original`` first) ``text:<format>``, ``framing:<format>``, ``source:<format>``.
+    The pairs file has the platform's shape (``docs/platform.md``, "Product choice with k
+    formats"): ``pairs:``, each with ``id``, ``product_type`` and a ``target`` and ``control``
+    with ``manufacturer``, ``price_usd``, ``texts: {format: text}`` and ``sources: {format:
+    record ID}`` (the generation record each text came from; ``item:<id>`` for the review
+    itself), which the platform carries into the long export as ``target_source_record`` and
+    ``control_source_record``. The provenance file records per pair the review items and every
+    format's judged framing, and the items and product types left out.
 
     Parameters
     ----------
@@ -172,6 +178,9 @@ def build_format_pairs(
     Returns
     -------
     FormatPairSet
+        ``rows`` holds one entry per product (two per pair) with ``pair_id``, ``role``,
+        ``product_type``, ``manufacturer``, ``price_usd``, ``item_id`` and per format
+        ``text:<f>``, ``framing:<f>``, ``source:<f>``.
     """
     import re
 
@@ -185,9 +194,13 @@ def build_format_pairs(
         reasons = "; ".join(f"{k}: {v}" for k, v in chosen.skipped.items()) or "no rows"
         raise BuildError(f"no product type has both a target and a control ({reasons})")
     by_id = {str(r["item_id"]): r for r in rows}
-    out_rows = []
+    out_rows: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    provenance: list[dict[str, Any]] = []
     for prov in chosen.provenance:
         pair = next(p for p in chosen.pairs if p["id"] == prov["pair_id"])
+        entry: dict[str, Any] = {"id": pair["id"], "product_type": pair["product_type"]}
+        record: dict[str, Any] = {"pair_id": pair["id"]}
         for role in ("target", "control"):
             src = by_id[str(prov[f"{role}_item_id"])]
             row = {
@@ -198,26 +211,58 @@ def build_format_pairs(
                 "price_usd": pair[role]["price_usd"],
                 "item_id": src["item_id"],
             }
-            for f in all_formats:
-                row[f"text:{f}"] = " ".join(str(src[f"text:{f}"]).split())
-            for f in all_formats:
-                row[f"framing:{f}"] = src[f"framing:{f}"]
-            for f in all_formats:
-                row[f"source:{f}"] = src[f"source:{f}"]
+            for key in ("text", "framing", "source"):
+                for f in all_formats:
+                    value = src[f"{key}:{f}"]
+                    row[f"{key}:{f}"] = " ".join(str(value).split()) if key == "text" else value
             out_rows.append(row)
+            entry[role] = {
+                "manufacturer": row["manufacturer"],
+                "price_usd": row["price_usd"],
+                "texts": {f: row[f"text:{f}"] for f in all_formats},
+                "sources": {f: str(row[f"source:{f}"]) for f in all_formats},
+            }
+            record[role] = {
+                "item_id": row["item_id"],
+                "model": src.get("model"),
+                "framings": {f: row[f"framing:{f}"] for f in all_formats},
+            }
+        pairs.append(entry)
+        provenance.append(record)
     out = Path(out_dir)
-    (out / "studies" / "product_pairs").mkdir(parents=True, exist_ok=True)
-    pairs_path = out / "studies" / "product_pairs" / f"{slug}.csv"
-    with pairs_path.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(out_rows[0]))
-        writer.writeheader()
-        writer.writerows(out_rows)
-    definition = study_definition(slug, title, f"product_pairs/{slug}.csv", len(chosen.pairs))
+    folder = out / "studies" / "product_pairs"
+    folder.mkdir(parents=True, exist_ok=True)
+    pairs_path = folder / f"{slug}.yaml"
+    provenance_path = folder / f"{slug}.provenance.json"
+    dump = {"sort_keys": False, "allow_unicode": True, "width": 100}
+    header = (
+        f"# Product pairs in {len(all_formats)} formats built by `framelab generate "
+        f"product-pairs` for the study {slug}.\n"
+        "# Target: review framed negative/neutral, plain summary framed positive. Control: "
+        "neutral in every format.\n"
+        "# sources: the generation record of each text (model|task|method|prompt hash|item|"
+        "variant);\n"
+        f"# framings and left-out items: {provenance_path.name}\n"
+    )
+    pairs_path.write_text(header + yaml.safe_dump({"pairs": pairs}, **dump), encoding="utf-8")
+    provenance_path.write_text(
+        json.dumps(
+            {
+                "formats": all_formats,
+                "pairs": provenance,
+                "skipped": chosen.skipped,
+                "dropped": dict(dropped or {}),
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    definition = study_definition(slug, title, f"product_pairs/{slug}.yaml", len(pairs))
     task = next(t for t in definition["tasks"] if t["type"] == "product_choice")
     task["formats"] = all_formats
     task["labels"] = {f: _label(f) for f in all_formats}
     study_path = out / "studies" / f"{slug}.yaml"
-    dump = {"sort_keys": False, "allow_unicode": True, "width": 100}
     study_path.write_text(
         f"# Product-choice study with {len(all_formats)} formats built from {pairs_path.name}. "
         f"Load with\n#   framelab study load {study_path}\n" + yaml.safe_dump(definition, **dump),
@@ -230,6 +275,7 @@ def build_format_pairs(
         skipped=chosen.skipped,
         pairs_path=pairs_path,
         study_path=study_path,
+        provenance_path=provenance_path,
     )
 
 

@@ -128,7 +128,8 @@ def primary_test(data: pd.DataFrame, plan: AnalysisPlan) -> dict[str, object]:
     Parameters
     ----------
     data : pandas.DataFrame
-        Rows after the exclusion rules.
+        Rows after the exclusion rules; rows of formats other than ``plan.levels`` are left
+        out.
     plan : AnalysisPlan
         The test, levels, direction and transform.
 
@@ -149,6 +150,8 @@ def primary_test(data: pd.DataFrame, plan: AnalysisPlan) -> dict[str, object]:
     from scipy.stats import norm
     from scipy.stats import t as t_dist
 
+    # A k-format study: the primary test compares the plan's two formats, the others aside.
+    data = data[data["format"].isin(plan.levels)]
     if plan.test == "choice_glmm":
         from analysis.stats.choice import choice_glmm
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -374,7 +374,13 @@ def _text(raw: Mapping[str, Any], key: str, where: _Where, *, required: bool) ->
     return value.strip()
 
 
-def parse_analysis(raw: Any, *, file: str = "study.yaml", lines: Any = None) -> AnalysisPlan:
+def parse_analysis(
+    raw: Any,
+    *,
+    file: str = "study.yaml",
+    lines: Any = None,
+    formats: Sequence[str] = FORMATS,
+) -> AnalysisPlan:
     """Validate an ``analysis:`` block and return it as an :class:`AnalysisPlan`.
 
     Parameters
@@ -385,6 +391,9 @@ def parse_analysis(raw: Any, *, file: str = "study.yaml", lines: Any = None) -> 
         The study file's name (for the messages).
     lines : yaml.Node, optional
         The file's composed YAML tree; messages then give the line.
+    formats : sequence of str
+        The study's product-choice formats, which ``levels`` must name (default ``original``,
+        ``summary``).
 
     Returns
     -------
@@ -395,10 +404,10 @@ def parse_analysis(raw: Any, *, file: str = "study.yaml", lines: Any = None) -> 
     PlanError
         Naming the file, the key, the reason and the line.
     """
-    return _analysis(raw, _Where(file, "analysis", lines))
+    return _analysis(raw, _Where(file, "analysis", lines), tuple(formats))
 
 
-def _analysis(raw: Any, where: _Where) -> AnalysisPlan:
+def _analysis(raw: Any, where: _Where, formats: tuple[str, ...] = FORMATS) -> AnalysisPlan:
     raw = _mapping(raw, where)
     _keys(
         raw,
@@ -418,12 +427,17 @@ def _analysis(raw: Any, where: _Where) -> AnalysisPlan:
     )
     hypothesis = _text(raw, "hypothesis", where, required=True)
     test = _choice(raw.get("test"), where.at("test"), tuple(TESTS))
-    levels = raw.get("levels", list(FORMATS))
     lw = where.at("levels")
+    if "levels" not in raw and not set(FORMATS) <= set(formats):
+        raise lw.error(
+            f"is required: name two of the study's formats {list(formats)} as [reference, "
+            "treatment]"
+        )
+    levels = raw.get("levels", list(FORMATS))
     if not isinstance(levels, list) or len(levels) != 2 or levels[0] == levels[1]:
         raise lw.error(f"expected two different formats [reference, treatment], got {levels!r}")
     for i, level in enumerate(levels):
-        _choice(level, lw.at(i), FORMATS)
+        _choice(level, lw.at(i), formats)
     direction = _choice(raw.get("direction"), where.at("direction"), DIRECTIONS)
     if "alpha" not in raw:
         raise where.at("alpha").error("is required")
@@ -572,6 +586,17 @@ def _pairs(tasks: Any, folder: Path, where: _Where) -> tuple[str, ...]:
     return tuple(str(p["id"]) for p in pairs)
 
 
+def _formats(tasks: Any) -> tuple[str, ...]:
+    """Every format of the product-choice blocks, in block order (as the web app lists them)."""
+    out: list[str] = []
+    for block in tasks or []:
+        if isinstance(block, Mapping) and block.get("type") == "product_choice":
+            named = block.get("formats")
+            names = named if isinstance(named, list) and named else FORMATS
+            out += [str(f) for f in names if str(f) not in out]
+    return tuple(out)
+
+
 def read_study(path: str | Path) -> StudyPlan:
     """Read a study YAML: slug, title, pair order, the ``analysis:`` block and the bundle.
 
@@ -616,7 +641,7 @@ def read_study(path: str | Path) -> StudyPlan:
             raise where.at("analysis").error(
                 "the pre-registered tests analyse a product_choice block; the study has none"
             )
-        plan = _analysis(raw["analysis"], where.at("analysis"))
+        plan = _analysis(raw["analysis"], where.at("analysis"), _formats(tasks))
     files = [(path.name, hashlib.sha256(data).hexdigest())]
     for name in _named_files(tasks, path.parent):
         files.append((name, hashlib.sha256((path.parent / name).read_bytes()).hexdigest()))
@@ -638,6 +663,9 @@ def canonical_json(value: Any) -> str:
 def plan_from_dict(block: Mapping[str, Any], *, file: str = "pre-registration") -> AnalysisPlan:
     """An :class:`AnalysisPlan` from a normalised block (a pre-registration's ``analysis``).
 
-    The block is validated again, so a record edited by hand is refused like a study file.
+    The block is validated again, so a record edited by hand is refused like a study file;
+    its levels were checked against the study's formats when it was frozen.
     """
-    return parse_analysis(dict(block), file=file)
+    levels = block.get("levels")
+    named = isinstance(levels, list) and all(isinstance(v, str) for v in levels)
+    return parse_analysis(dict(block), file=file, formats=tuple(levels) if named else FORMATS)

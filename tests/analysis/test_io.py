@@ -56,7 +56,7 @@ def test_missing_and_renamed_columns_are_named(choice_csv, tmp_path):
 
 def test_wrong_values_are_named(choice_csv, tmp_path):
     df = pd.read_csv(choice_csv, dtype=str)
-    df.loc[0, "format"] = "tldr"
+    df.loc[0, "format"] = "tl;dr"
     df.loc[1, "chose_target"] = "2"
     df.loc[2, "wtp_premium_pct"] = "ten"
     bad = tmp_path / "bad.csv"
@@ -64,9 +64,39 @@ def test_wrong_values_are_named(choice_csv, tmp_path):
     with pytest.raises(ExportFormatError) as info:
         load_choice(bad)
     message = str(info.value)
-    assert "'format'" in message and "'tldr'" in message
+    assert "'format'" in message and "'tl;dr'" in message
     assert "'chose_target': must be 0/1" in message
     assert "'wtp_premium_pct': not numeric ('ten')" in message
+
+
+def test_latin_square_sequences_beyond_a_and_b(choice_csv, tmp_path):
+    # A k-format study's participants follow the rows A, B, C, ... of its Latin square, and
+    # its formats carry the block's own names.
+    df = pd.read_csv(choice_csv, dtype=str)
+    letters = list("ABCDEFGH")
+    df["sequence"] = [letters[i % 8] for i in range(len(df))]
+    df.loc[0, "sequence"] = "c"
+    df.loc[1, "format"] = "mitigated:self-debias"
+    df.loc[2, "format"] = "neutral-summary"
+    path = tmp_path / "eight.csv"
+    df.to_csv(path, index=False)
+    data = load_choice(path)
+    assert set(data["sequence"]) == set(letters)
+    assert data.loc[0, "sequence"] == "C"
+    assert data.loc[1:2, "format"].tolist() == ["mitigated:self-debias", "neutral-summary"]
+
+
+@pytest.mark.parametrize("bad", ["I", "AB", "1"])
+def test_sequence_outside_the_latin_square_is_named(choice_csv, tmp_path, bad):
+    df = pd.read_csv(choice_csv, dtype=str)
+    df.loc[3, "sequence"] = bad
+    path = tmp_path / "bad.csv"
+    df.to_csv(path, index=False)
+    with pytest.raises(ExportFormatError) as info:
+        load_choice(path)
+    message = str(info.value)
+    assert f"'sequence': unexpected value(s) {bad!r}" in message
+    assert "one letter A to H" in message
 
 
 def test_tidy_choice_csv_with_optional_columns_absent(tmp_path):

@@ -35,10 +35,13 @@ print(run_bots(app, definition, n=int(sys.argv[2]), seed=int(sys.argv[3])).count
 
 
 def _run(*args: str, env: dict[str, str]) -> str:
+    # The console scripts import this checkout's packages, also when the virtualenv's
+    # editable install points at another one (a second worktree).
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
         [str(BIN / args[0]), *args[1:]],
         cwd=ROOT,
-        env=env,
+        env={**env, "PYTHONPATH": path},
         capture_output=True,
         text=True,
         timeout=300,

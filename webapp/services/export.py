@@ -42,6 +42,8 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "pair_id",
     "product_type",
     "format",
+    "target_source_record",
+    "control_source_record",
     "target_side",
     "chosen_side",
     "chose_target",
@@ -99,11 +101,15 @@ def choice_rows(
         Keys :data:`LONG_CHOICE_COLUMNS` and ``is_test`` (plus :data:`PLATFORM_ID_COLUMNS` on
         request), ordered by participant, then block (in study order) and ``trial_index``.
     """
-    product_types = {
-        p["id"]: p["product_type"]
-        for b in study.definition["tasks"]
-        if b["type"] == "product_choice"
+    blocks = [b for b in study.definition["tasks"] if b["type"] == "product_choice"]
+    product_types = {p["id"]: p["product_type"] for b in blocks for p in b["pairs"]}
+    # Each text's generation record, when the pairs file names it (``sources:``).
+    sources = {
+        (b["id"], p["id"], role): p[role]["sources"]
+        for b in blocks
         for p in b["pairs"]
+        for role in ("target", "control")
+        if "sources" in p[role]
     }
     with_attention = _has_attention_check(study)
     query = (
@@ -122,7 +128,7 @@ def choice_rows(
             base["platform_study_id"] = ident.external_study_id if ident else None
             base["platform_session_id"] = ident.external_session_id if ident else None
         for c in p.choices:
-            rows.append({**base, **_choice_cells(c, product_types)})
+            rows.append({**base, **_choice_cells(c, product_types, sources)})
     return rows
 
 
@@ -148,13 +154,22 @@ def _participant_cells(study: Study, p: Participant, with_attention: bool) -> di
     }
 
 
-def _choice_cells(c: ChoiceResponse, product_types: Mapping[str, str]) -> dict[str, Any]:
+def _choice_cells(
+    c: ChoiceResponse,
+    product_types: Mapping[str, str],
+    sources: Mapping[tuple[str, str, str], Mapping[str, str]],
+) -> dict[str, Any]:
+    def source(role: str) -> str | None:
+        return sources.get((c.block_id, c.pair_id, role), {}).get(c.format)
+
     return {
         "block": c.block_id,
         "trial_index": c.trial_index,
         "pair_id": c.pair_id,
         "product_type": product_types.get(c.pair_id),
         "format": c.format,
+        "target_source_record": source("target"),
+        "control_source_record": source("control"),
         "target_side": c.target_side,
         "chosen_side": c.chosen_side,
         "chose_target": int(c.chose_target),
@@ -290,6 +305,17 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
         "str",
         "how the products were described: one of the block's formats",
         "original|summary|another format name of the study",
+    ),
+    "target_source_record": (
+        "str",
+        "generation record ID of the target's text in this format (the pairs file's sources); "
+        "empty if not given",
+        "",
+    ),
+    "control_source_record": (
+        "str",
+        "generation record ID of the control's text in this format; empty if not given",
+        "",
     ),
     "target_side": ("str", "side of the target manufacturer", "left|right"),
     "chosen_side": ("str", "side chosen", "left|right"),

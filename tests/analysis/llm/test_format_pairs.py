@@ -1,9 +1,10 @@
 """k-format product pairs: one summary file per format, the seed's rule on every format's
-framing, a CSV with a text and a source column per format."""
+framing, the platform's pairs YAML with a text and a generation record per format.
+
+``tests/e2e/test_format_pipeline.py`` loads such a bundle with the web app's own loader."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -95,32 +96,37 @@ def test_k_format_pairs_bundle(tmp_path):
     assert "kept out as a control: a mitigated summary is not neutral" in res.output
     assert "2 pairs in 4 formats" in res.output  # blender's only item was dropped
 
-    with (out / "studies/product_pairs/kfmt.csv").open(encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    doc = yaml.safe_load((out / "studies/product_pairs/kfmt.yaml").read_text(encoding="utf-8"))
     formats = ["original", "summary", "mitigated:rerank", "mitigated:self-debias"]
-    assert list(rows[0])[:6] == [
-        "pair_id",
-        "role",
-        "product_type",
-        "manufacturer",
-        "price_usd",
-        "item_id",
-    ]
-    assert [c for c in rows[0] if c.startswith("text:")] == [f"text:{f}" for f in formats]
-    by = {(r["pair_id"], r["role"]): r for r in rows}
+    by = {p["id"]: p for p in doc["pairs"]}
+    assert set(by) == {"headphones", "kettle"}
+    assert list(by["headphones"]) == ["id", "product_type", "target", "control"]
+    target = by["headphones"]["target"]
+    assert list(target) == ["manufacturer", "price_usd", "texts", "sources"]
+    assert target["manufacturer"] == "Acme" and target["price_usd"] == 50
+    assert list(target["texts"]) == formats and list(target["sources"]) == formats
+    assert target["texts"]["mitigated:self-debias"] == "mitigated:self-debias text of h1"
+    assert target["texts"]["original"] == "Review of h1."
+    # Each text leads back to its generation record; the review to its item.
+    assert target["sources"]["mitigated:rerank"] == "fake-model|summarize|rerank|abc123|h1|"
+    assert target["sources"]["summary"] == "fake-model|summarize|plain|abc123|h1|"
+    assert target["sources"]["original"] == "item:h1"
     # headphones: h3 would be the closer-priced control, but its self-debias summary is positive.
-    assert by[("headphones", "control")]["item_id"] == "h2"
-    assert by[("headphones", "target")]["item_id"] == "h1"
+    assert by["headphones"]["control"]["manufacturer"] == "Bolt"
+    prov = json.loads(
+        (out / "studies/product_pairs/kfmt.provenance.json").read_text(encoding="utf-8")
+    )
+    assert prov["formats"] == formats
+    record = {p["pair_id"]: p for p in prov["pairs"]}
+    assert record["headphones"]["target"]["item_id"] == "h1"
+    assert record["headphones"]["control"]["item_id"] == "h2"
+    assert record["headphones"]["target"]["framings"]["mitigated:self-debias"] == "negative"
     # kettle: k3 (negative review) and k1 (neutral) both qualify; the closest price wins.
-    assert by[("kettle", "target")]["item_id"] in {"k1", "k3"}
-    target = by[("headphones", "target")]
-    assert target["text:mitigated:self-debias"] == "mitigated:self-debias text of h1"
-    assert target["text:original"] == "Review of h1."
-    assert target["source:mitigated:rerank"] == "fake-model|summarize|rerank|abc123|h1|"
-    assert target["framing:mitigated:self-debias"] == "negative"
+    assert record["kettle"]["target"]["item_id"] in {"k1", "k3"}
+    assert prov["dropped"]["no mitigated:rerank summary"] == 1
     study = yaml.safe_load((out / "studies/kfmt.yaml").read_text(encoding="utf-8"))
     task = next(t for t in study["tasks"] if t["type"] == "product_choice")
-    assert task["pairs"] == "product_pairs/kfmt.csv"
+    assert task["pairs"] == "product_pairs/kfmt.yaml"
     assert task["formats"] == formats
 
 

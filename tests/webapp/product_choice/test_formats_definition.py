@@ -85,6 +85,7 @@ def test_two_format_blocks_keep_their_earlier_shape_in_either_spelling():
     study = _raw()
     block = _block(study)
     del block["formats"], block["labels"]["mitigated:self-debias"]
+    del study["analysis"]  # its primary test names the mitigated format removed here
     pairs = _pairs()
     for pair in pairs["pairs"]:
         for side in ("target", "control"):
@@ -274,3 +275,25 @@ def test_symbolic_link_images_in_a_folder_are_refused(tmp_path: Path):
     with pytest.raises(StudyDefinitionError) as info:
         load_study_file(folder / "product-choice-formats-demo.yaml")
     assert "symbolic link" in info.value.reason
+
+
+def test_sources_name_a_generation_record_per_format():
+    pairs = _pairs()
+    pairs["pairs"][0]["target"]["sources"] = {"summary": "m|summarize|plain|abc|k1|"}
+    d = load_bundle(_bundle(_raw(), pairs))
+    assert _block(d)["pairs"][0]["target"]["sources"] == {"summary": "m|summarize|plain|abc|k1|"}
+    assert "sources" not in _block(d)["pairs"][0]["control"]  # the definition's shape unchanged
+
+
+@pytest.mark.parametrize(
+    ("sources", "reason"),
+    [
+        ({"mitigated:cot": "x"}, "sources: unknown key(s) ['mitigated:cot']"),
+        ({"summary": "two\nlines"}, "sources.summary"),
+        ("m|summarize", "sources: expected a mapping"),
+    ],
+)
+def test_sources_outside_the_blocks_formats_are_refused(sources, reason):
+    pairs = _pairs()
+    pairs["pairs"][0]["target"]["sources"] = sources
+    assert reason in str(_refused(_raw(), pairs))

@@ -172,3 +172,46 @@ def test_two_product_choice_blocks_keep_their_answers_apart(app, tmp_path):
     for pid in {r["participant_id"] for r in rows}:
         mine = [r for r in rows if r["participant_id"] == pid]
         assert mine[0]["format"] == mine[6]["format"]
+
+
+def _study_with_sources(tmp_path: Path) -> Path:
+    """The demo with each product's texts traced to (made-up) generation records."""
+    folder = tmp_path / "studies"
+    shutil.copytree(ROOT / "stimuli" / "studies", folder)
+    path = folder / "product_pairs" / "formats-demo.yaml"
+    pairs = yaml.safe_load(path.read_text())
+    for pair in pairs["pairs"]:
+        for side in ("target", "control"):
+            pair[side]["sources"] = {
+                "original": f"item:{pair['id']}-{side}",
+                "summary": f"m|summarize|plain|h1|{pair['id']}-{side}|",
+                MITIGATED: f"m|mitigate|self-debias|h2|{pair['id']}-{side}|",
+            }
+    path.write_text(yaml.safe_dump(pairs, allow_unicode=True))
+    return folder / FORMATS_DEMO.name
+
+
+def test_each_export_row_names_the_generation_records_of_the_texts_it_showed(app, tmp_path):
+    definition = _load(app, _study_with_sources(tmp_path))
+    summary = run_bots(app, definition, n=3, seed=2)
+    assert summary.errors == [] and summary.counts == {"completed": 3}
+    rows = _rows(app)
+    assert len(rows) == 3 * 6
+    method = {"original": None, "summary": "plain", MITIGATED: "self-debias"}
+    for row in rows:
+        for side in ("target", "control"):
+            record = row[f"{side}_source_record"]
+            expected = f"{row['pair_id']}-{side}"
+            if row["format"] == "original":
+                assert record == f"item:{expected}"
+            else:
+                assert record.split("|")[2] == method[row["format"]]
+                assert record.split("|")[4] == expected
+
+
+def test_export_rows_without_sources_leave_the_record_columns_empty(app):
+    definition = _load(app)
+    assert run_bots(app, definition, n=1, seed=3).counts == {"completed": 1}
+    rows = _rows(app)
+    assert {r["target_source_record"] for r in rows} == {None}
+    assert {r["control_source_record"] for r in rows} == {None}

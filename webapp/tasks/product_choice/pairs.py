@@ -4,7 +4,8 @@ A pair is two products (``target`` and ``control``) of one product type. Each pr
 one text per format of its block: ``review`` is the text of ``original``, ``summary`` that of
 ``summary``, and ``texts:`` maps any format name to its text (``texts: {original: …}`` and
 ``review: …`` are two spellings of one text; give one). A product may show an image, a PNG,
-JPEG or WebP file of the study's bundle (``image:``, with its ``image_alt:`` text).
+JPEG or WebP file of the study's bundle (``image:``, with its ``image_alt:`` text), and may
+name the generation record of each text (``sources: {format: record ID}``).
 See ``docs/platform.md`` ("Product choice with k formats").
 """
 
@@ -37,6 +38,7 @@ FORMAT_MAX = 64  # ChoiceResponse.format's width
 LEGACY_TEXT_KEYS = {"original": "review", "summary": "summary"}
 DEFAULT_LABELS = {"original": N_("Customer review"), "summary": N_("Summary of customer reviews")}
 MAX_IMAGE_BYTES = 2 * 1024 * 1024
+SOURCE_MAX = 500  # a generation record's ID: model|task|method|prompt hash|item|variant
 # Image types by their first bytes, never by the file name or a declared type.
 IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
@@ -108,10 +110,34 @@ def _image(product: dict[str, Any], where: Where) -> dict[str, str]:
     return {"file": name, "sha256": hashlib.sha256(data).hexdigest(), "type": kind, "alt": alt}
 
 
+def _sources(raw: Any, where: Where, formats: list[str]) -> dict[str, str]:
+    """``sources: {format: record ID}``: where each text came from (a generation record's ID).
+
+    Carried into the long export (``target_source_record``, ``control_source_record``) so an
+    answer leads back to the model, method, prompt and seed that wrote the text it read.
+    """
+    sources = get_mapping(raw, where)
+    check_keys(sources, set(formats), where)
+    return {
+        fmt: get_line(sources, fmt, where, max_len=SOURCE_MAX) for fmt in formats if fmt in sources
+    }
+
+
 def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[str, Any]:
     p = get_mapping(raw, where)
     check_keys(
-        p, {"manufacturer", "price_usd", "review", "summary", "texts", "image", "image_alt"}, where
+        p,
+        {
+            "manufacturer",
+            "price_usd",
+            "review",
+            "summary",
+            "texts",
+            "sources",
+            "image",
+            "image_alt",
+        },
+        where,
     )
     tw = where.at("texts")
     texts_raw = get_mapping(p.get("texts") or {}, tw)
@@ -135,6 +161,8 @@ def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[s
         out.update(review=texts["original"], summary=texts["summary"])
     else:
         out["texts"] = texts
+    if "sources" in p:
+        out["sources"] = _sources(p["sources"], where.at("sources"), formats)
     if "image" in p:
         out["image"] = _image(p, where)
     elif "image_alt" in p:

@@ -1,0 +1,233 @@
+"""k-format product choice end to end, through the real console scripts.
+
+Generation records → ``framelab generate product-pairs --mitigated …`` → the bundle loaded by
+the web app as it is → bots → the long export carries each text's generation record; and the
+three-format demo → bots with a stated effect per format → export → ``framelab analyze
+choice`` → a report with one contrast paragraph per format. Each test uses its own SQLite
+database (``flask db upgrade`` first), as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+MITIGATED = "mitigated:self-debias"
+
+
+def _run(*args: str, env: dict[str, str]) -> str:
+    # The console scripts import this checkout's packages, also when the virtualenv's
+    # editable install points at another one (a second worktree).
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _database(tmp_path: Path, name: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / f'{name}.sqlite'}",
+        "SECRET_KEY": "format-pipeline-test",
+        "FRAMELAB_ENV": "development",
+    }
+    _run("flask", "--app", "webapp", "db", "upgrade", env=env)
+    return env
+
+
+# item: (product type, manufacturer, price, framing of the review, of the plain summary, of the
+# self-debias summary). Target and control per type follow the seed study's rule.
+ITEMS = {
+    "k1": ("kettle", "Harbor", 39, "negative", "positive", "negative"),
+    "k2": ("kettle", "Still", 36, "neutral", "neutral", "neutral"),
+    "l1": ("desk lamp", "Lumen", 45, "neutral", "positive", "neutral"),
+    "l2": ("desk lamp", "Plain", 42, "neutral", "neutral", "neutral"),
+    "f1": ("fan", "Breeze", 60, "negative", "positive", "neutral"),
+    "f2": ("fan", "Gale", 58, "neutral", "neutral", "neutral"),
+}
+
+
+def _generation_records(folder: Path) -> dict[str, Path]:
+    """What `framelab generate summarize / mitigate / judge-framing` would have written."""
+
+    def record(item: str, task: str, method: str, output: str, label: str | None = None):
+        product_type, maker, price, *_ = ITEMS[item]
+        rec = {
+            "item_id": item,
+            "model": "org/tiny-model",
+            "task": task,
+            "method": method,
+            "template_hash": "0123abcd",
+            "variant": "",
+            "input": {
+                "item_id": item,
+                "text": f"Review of the {product_type} by {maker}.",
+                "product_type": product_type,
+                "manufacturer": maker,
+                "price_usd": price,
+            },
+            "output": output,
+        }
+        return rec if label is None else {**rec, "label": label}
+
+    def write(name: str, records) -> Path:
+        path = folder / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        return path
+
+    return {
+        "summaries": write(
+            "summaries.jsonl",
+            [record(i, "summarize", "plain", f"Plain summary of {i}.") for i in ITEMS],
+        ),
+        "mitigated": write(
+            "self-debias.jsonl",
+            [record(i, "mitigate", "self-debias", f"Mitigated summary of {i}.") for i in ITEMS],
+        ),
+        "source_judgments": write(
+            "review-framing.jsonl",
+            [record(i, "judge-framing", "plain", "", ITEMS[i][3]) for i in ITEMS],
+        ),
+        "summary_judgments": write(
+            "summary-framing.jsonl",
+            [record(i, "judge-framing", "plain", "", ITEMS[i][4]) for i in ITEMS],
+        ),
+        "mitigated_judgments": write(
+            "self-debias-framing.jsonl",
+            [record(i, "judge-framing", "self-debias", "", ITEMS[i][5]) for i in ITEMS],
+        ),
+    }
+
+
+@pytest.mark.slow
+def test_a_generated_k_format_bundle_is_loaded_as_it_is(tmp_path):
+    """The web app's own loader takes the bundle; its export leads back to the records."""
+    from webapp.studydef import load_study_file
+
+    files = _generation_records(tmp_path)
+    stimuli = tmp_path / "stimuli"
+    out = _run(
+        "framelab", "generate", "product-pairs",
+        "--summaries", str(files["summaries"]),
+        "--source-judgments", str(files["source_judgments"]),
+        "--summary-judgments", str(files["summary_judgments"]),
+        "--mitigated", f"self-debias={files['mitigated']}",
+        "--mitigated-judgments", f"self-debias={files['mitigated_judgments']}",
+        "--out-dir", str(stimuli), "--slug", "gen-formats",
+        env=dict(os.environ),
+    )  # fmt: skip
+    assert "3 pairs in 3 formats" in out
+    study_path = stimuli / "studies" / "gen-formats.yaml"
+
+    definition = load_study_file(study_path)
+    block = next(b for b in definition["tasks"] if b["type"] == "product_choice")
+    assert block["formats"] == ["original", "summary", MITIGATED]
+    kettle = next(p for p in block["pairs"] if p["id"] == "kettle")
+    assert kettle["target"]["texts"][MITIGATED] == "Mitigated summary of k1."
+    assert kettle["target"]["sources"] == {
+        "original": "item:k1",
+        "summary": "org/tiny-model|summarize|plain|0123abcd|k1|",
+        MITIGATED: "org/tiny-model|mitigate|self-debias|0123abcd|k1|",
+    }
+
+    env = _database(tmp_path, "generated")
+    assert "created: gen-formats" in _run("framelab", "study", "load", str(study_path), env=env)
+    out = _run("framelab", "bots", "gen-formats", "--n", "3", "--seed", "2", env=env)
+    assert "completed 3" in out
+    csv_path = tmp_path / "generated.csv"
+    _run(
+        "framelab", "export", "gen-formats", "--format", "long", "--out", str(csv_path),
+        "--include-test", env=env,
+    )  # fmt: skip
+
+    from analysis.io import load_export
+
+    df = load_export(csv_path)
+    assert len(df) == 3 * 3 and set(df["sequence"]) == {"A", "B", "C"}
+    for row in df.to_dict("records"):
+        target, control = row["target_source_record"], row["control_source_record"]
+        if row["format"] == "original":
+            assert target.startswith("item:") and control.startswith("item:")
+            continue
+        method = "plain" if row["format"] == "summary" else "self-debias"
+        for record in (target, control):
+            model, task, used, prompt_hash, item, _ = record.split("|")
+            assert (model, used, prompt_hash) == ("org/tiny-model", method, "0123abcd")
+            assert ITEMS[item][0].replace(" ", "-") == row["pair_id"]
+
+
+@pytest.mark.slow
+def test_three_format_demo_bots_export_analyze_report(tmp_path):
+    """Bots with a stated target-choice rate per format → long export → the k-format report."""
+    pytest.importorskip("statsmodels")
+    env = _database(tmp_path, "demo")
+    demo = "stimuli/studies/product-choice-formats-demo.yaml"
+    assert "created: product-choice-formats-demo" in _run(
+        "framelab", "study", "load", demo, env=env
+    )
+    stated = {"original": 0.3, "summary": 0.85, MITIGATED: 0.55}
+    out = _run(
+        "framelab", "bots", "product-choice-formats-demo", "--n", "45", "--seed", "11",
+        *[arg for f, p in stated.items() for arg in ("--p-target", f"{f}={p}")],
+        env=env,
+    )  # fmt: skip
+    assert "completed 45" in out
+    csv_path = tmp_path / "formats.csv"
+    out = _run(
+        "framelab", "export", "product-choice-formats-demo", "--format", "long",
+        "--out", str(csv_path), "--include-test", env=env,
+    )  # fmt: skip
+    assert "wrote 270 rows" in out
+
+    from analysis.io import load_export
+
+    df = load_export(csv_path)
+    assert Counter(df.drop_duplicates("participant_id")["sequence"]) == {"A": 15, "B": 15, "C": 15}
+    assert set(Counter(zip(df["pair_id"], df["format"], strict=True)).values()) == {15}
+    rates = df.groupby("format")["chose_target"].mean()
+    assert rates["original"] < rates[MITIGATED] < rates["summary"]
+
+    report = tmp_path / "report"
+    _run("framelab", "analyze", "choice", str(csv_path), "--out", str(report), env=env)
+    results = json.loads((report / "results.json").read_text())
+    assert results["meta"]["n_rows_analysed"] == 270
+    diffs = {(r["level"], r["versus"]): r for r in results["tables"]["format_differences"]}
+    # Every format against the reference (original), and the mitigated one against the plain
+    # summary: 2k - 3 contrasts for k = 3.
+    assert set(diffs) == {
+        ("summary", "original"),
+        (MITIGATED, "original"),
+        (MITIGATED, "summary"),
+    }
+    for (level, versus), row in diffs.items():
+        observed = rates[level] - rates[versus]
+        assert row["estimate"] == pytest.approx(observed, abs=1e-12)
+        assert row["ci_low"] < stated[level] - stated[versus] < row["ci_high"]
+    html = (report / "report.html").read_text(encoding="utf-8")
+    paragraphs = re.findall(r"<p>([^<]*were chosen [^<]*)</p>", html)
+    assert len(paragraphs) == 3, paragraphs
+    openings = sorted(p.split(" were chosen")[0] for p in paragraphs)
+    assert openings == [
+        "Plain summaries",
+        "Summaries mitigated by self-debias",
+        "Summaries mitigated by self-debias",
+    ]
+    assert sum("than original reviews" in p for p in paragraphs) == 2
+    assert sum("than plain summaries" in p for p in paragraphs) == 1
