@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from analysis.stats.numdiff import hessian, jacobian
 from analysis.stats.singular import SINGULAR_TOL, decision_notes, lmer_decision
 
 if TYPE_CHECKING:
@@ -356,48 +357,6 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _hessian(fun, x, rel_step: float = 1e-4):
-    """Central-difference Hessian of a scalar function (Richardson-extrapolated once)."""
-    import numpy as np
-
-    x = np.asarray(x, float)
-    k = len(x)
-
-    def at(h):
-        out = np.empty((k, k))
-        f0 = fun(x)
-        for i in range(k):
-            ei = np.zeros(k)
-            ei[i] = h[i]
-            out[i, i] = (fun(x + ei) - 2 * f0 + fun(x - ei)) / h[i] ** 2
-            for j in range(i):
-                ej = np.zeros(k)
-                ej[j] = h[j]
-                val = (
-                    fun(x + ei + ej) - fun(x + ei - ej) - fun(x - ei + ej) + fun(x - ei - ej)
-                ) / (4 * h[i] * h[j])
-                out[i, j] = out[j, i] = val
-        return out
-
-    h = rel_step * np.maximum(np.abs(x), 1e-2) * 64
-    h1, h2 = at(h), at(h / 2)
-    return (4 * h2 - h1) / 3
-
-
-def _jacobian(fun, x, rel_step: float = 1e-4):
-    """Central-difference Jacobian of an array-valued function: ``out[i] = d fun / d x_i``."""
-    import numpy as np
-
-    x = np.asarray(x, float)
-    out = []
-    for i in range(len(x)):
-        h = rel_step * max(abs(x[i]), 1e-2)
-        e = np.zeros(len(x))
-        e[i] = h
-        out.append((fun(x + e) - fun(x - e)) / (2 * h))
-    return out
-
-
 def _satterthwaite_df(problem: _CrossedProblem, theta, sigma: float, contrasts):
     """Satterthwaite denominator df of each contrast row ``L`` (as lmerTest).
 
@@ -409,10 +368,10 @@ def _satterthwaite_df(problem: _CrossedProblem, theta, sigma: float, contrasts):
     import numpy as np
 
     varpar = np.array([*theta, sigma], float)
-    hess = _hessian(problem.deviance_vp, varpar)
+    hess = hessian(problem.deviance_vp, varpar)
     cov_vp = 2 * np.linalg.pinv(hess)
     cov_beta = problem.vcov_vp(varpar)
-    jac = _jacobian(problem.vcov_vp, varpar)
+    jac = jacobian(problem.vcov_vp, varpar)
     out = []
     for L in np.atleast_2d(contrasts):
         var = float(L @ cov_beta @ L)

@@ -26,13 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from analysis.stats.crossed import (
-    SINGULAR_TOL,
-    ConvergenceError,
-    _hessian,
-    _jacobian,
-    _one_blas_thread,
-)
+from analysis.stats.crossed import SINGULAR_TOL, ConvergenceError, _one_blas_thread
+from analysis.stats.numdiff import hessian, jacobian
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -488,11 +483,11 @@ def crossed_glmm(
         if problem.dense:
             grad = problem.gradient(par)
             # Central differences of the analytic gradient (error O(h^2), h = 1e-4 relative).
-            jac = np.array(_jacobian(problem.gradient, par))
+            jac = np.array(jacobian(problem.gradient, par))
             hess = (jac + jac.T) / 2
         else:
-            grad = np.array(_jacobian(problem.deviance, par))
-            hess = _hessian(problem.deviance, par)
+            grad = np.array(jacobian(problem.deviance, par))
+            hess = hessian(problem.deviance, par)
     theta = par[:2]
     max_grad = _max_grad(grad, hess)
     try:
