@@ -258,7 +258,9 @@ def _coerce(df: pd.DataFrame, schema: dict[str, object], source: str) -> pd.Data
             import re
 
             lowered = raw.where(~present, raw.astype(str).str.strip().str.lower())
-            bad = present & ~lowered.astype(str).map(lambda v: bool(re.fullmatch(FORMAT_NAME, v)))
+            named = lowered.astype(str).map(lambda v: bool(re.fullmatch(FORMAT_NAME, v)))
+            # An empty column maps to an empty object Series: make it boolean before negating.
+            bad = present & ~named.astype(bool)
             if bad.any():
                 examples = ", ".join(repr(v) for v in raw[bad].unique()[:3])
                 problems.append(
