@@ -12,33 +12,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_pipeline import _run
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MITIGATED = "mitigated:self-debias"
-
-
-def _run(*args: str, env: dict[str, str]) -> str:
-    # The console scripts import this checkout's packages, also when the virtualenv's
-    # editable install points at another one (a second worktree).
-    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [str(BIN / args[0]), *args[1:]],
-        cwd=ROOT,
-        env={**env, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def _database(tmp_path: Path, name: str) -> dict[str, str]:
