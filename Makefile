@@ -16,7 +16,7 @@ PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 # marked; tests asking for the PostgreSQL or Chromium fixture are marked by tests/conftest.py).
 FAST_MARKERS := not postgres and not browser and not gpu and not slow
 
-.PHONY: help install install-dev run test test-fast test-newest constraints lint format loadtest multihost \
+.PHONY: help install install-dev run test test-fast test-newest constraints lint format loadtest multihost demo-pipeline \
 	peer-bench audit clean axe screenshots messages translations
 
 # The first target, so a bare `make` lists the others (docs/development.md says more).
@@ -26,6 +26,7 @@ help:
 	@echo "make test-fast   the everyday tier: no PostgreSQL, browser, GPU, real model or slow test"
 	@echo "make lint        ruff check, ruff format --check, import-linter, bandit"
 	@echo "make format      ruff format the tree"
+	@echo "make demo-pipeline  reviews -> small model -> study -> bots -> report, offline (minutes)"
 	@echo "other targets:   install install-dev test-newest constraints loadtest multihost peer-bench audit"
 	@echo "                 axe screenshots messages translations clean (docs/development.md)"
 
@@ -114,6 +115,14 @@ test-newest:
 # Rewrite constraints.txt from .venv, after `make test` passed on the versions installed there.
 constraints: install-dev
 	$(BIN)/python tools/constraints.py write $(CONSTRAINTS)
+
+# The seed study in miniature, offline (framelab/demo.py): the real small model summarises the demo
+# reviews plainly and with two mitigations, VADER judges, the pairs, a SQLite study, bots over HTTP,
+# the export and the report, in DEMO_OUT; a second run resumes (`framelab demo pipeline --help`).
+DEMO_OUT  ?= demo-pipeline
+DEMO_ARGS ?=
+demo-pipeline: install-dev
+	$(BIN)/framelab demo pipeline --out $(DEMO_OUT) $(DEMO_ARGS)
 
 # PostgreSQL-backed gunicorn + async bots + integrity audit (bench/loadtest.py --help).
 M       ?= 0
