@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from analysis.report.pipeline import Results
 
 __all__ = [
+    "clustered_summary",
     "contrast_paragraph",
     "format_figure_jobs",
     "format_label",
@@ -141,12 +142,13 @@ def format_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
         )
         + "; Holm's correction runs across all contrasts of a model."
     )
+    diffs = t.get("format_differences")
+    blocks = list(dict.fromkeys(diffs["block"])) if diffs is not None else []
+    lead += clustered_summary(t, m, blocks)
     sections: list[dict[str, object]] = [
         {"title": "Main result", "text": lead, "tables": [], "figures": []},
         exclusions_section(t, "Excluded rows and participants by reason"),
     ]
-    diffs = t.get("format_differences")
-    blocks = list(dict.fromkeys(diffs["block"])) if diffs is not None else []
     for block in blocks:
         paragraphs = []
         for d in diffs[diffs["block"] == block].to_dict("records"):  # type: ignore[index]
@@ -195,6 +197,46 @@ def format_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
             )
     sections.extend(extra_sections(results, KNOWN))
     return sections
+
+
+def clustered_summary(
+    t: dict[str, pd.DataFrame], meta: Mapping[str, object], blocks: list[str]
+) -> str:
+    """The clustering-aware test of every contrast, for the report's first paragraph.
+
+    The GLMM (random intercepts of participant and pair) when it was fitted, else the GEE
+    (clustered by participant), with the reason the GLMM is missing; empty when neither is.
+    """
+    if "format_glmm" in t:
+        name, model = (
+            "format_glmm",
+            ("the logistic GLMM with random intercepts of participant and pair"),
+        )
+    elif "format_gee" in t:
+        why = meta.get("format_glmm_failed")
+        name, model = (
+            "format_gee",
+            "the GEE clustered by participant"
+            + (f" (the GLMM was not fitted: {why})" if why else ""),
+        )
+    else:
+        return ""
+    sentences = []
+    for block in blocks:
+        rows = t[name][t[name]["block"] == block].to_dict("records")
+        if not rows:
+            continue
+        where = "" if len(blocks) == 1 else f"Block {block}: "
+        parts = [
+            f"{format_label(str(r['level']))} vs {format_label(str(r['versus']))} "
+            f"OR = {apa.num(r['estimate'])}, {apa.ci(r['ci_low'], r['ci_high'])}, "
+            f"Holm-adjusted {apa.p_apa(r['p_adj'])}"
+            for r in rows
+        ]
+        sentences.append(f"{where}{'; '.join(parts)}.")
+    if not sentences:
+        return ""
+    return f" Clustering-aware test, {model}: " + " ".join(sentences)
 
 
 def format_figure_jobs(results: Results) -> list[tuple]:

@@ -94,3 +94,22 @@ def test_a_format_name_outside_the_schema_is_refused(tmp_path):
     res = CliRunner().invoke(main, ["analyze", "choice", str(path), "--out", str(tmp_path / "o")])
     assert res.exit_code != 0
     assert "mitigated:<method>" in res.output
+
+
+def test_the_first_paragraph_reports_the_clustered_test_of_every_contrast(tmp_path):
+    from analysis.report.format_pipeline import analyze_formats
+    from analysis.report.format_sections import format_sections
+
+    data = pd.read_csv(R_DATA / "kformat_4x80x12.csv")
+    results = analyze_formats(data)
+    first = format_sections(results, {})[0]
+    assert first["title"] == "Main result"
+    text = first["text"]
+    assert text.index("participants made") < text.index("Clustering-aware test, the logistic GLMM")
+    glmm = results.tables["format_glmm"]
+    assert text.count("Holm-adjusted p") == len(glmm) == 5
+    assert "summaries mitigated by self-debias vs plain summaries OR = " in text
+
+    no_glmm = analyze_formats(data, glmm=False)
+    text = format_sections(no_glmm, {})[0]["text"]
+    assert "Clustering-aware test, the GEE clustered by participant" in text
