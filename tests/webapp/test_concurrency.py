@@ -81,6 +81,62 @@ def _check_double_start(app, url: str, definition) -> None:
         assert db.session.scalar(select(func.count()).select_from(Participant)) == 1
 
 
+def _check_lost_enrolment(app, url: str, definition, monkeypatch) -> None:
+    """Two consent copies both find no participant before either enrols: one insert wins, the
+    unique identity refuses the other, which resumes the winner. Deterministic: both copies
+    wait for each other after their lookup, so the losing path runs every time.
+
+    PostgreSQL only: on SQLite every transaction is ``BEGIN IMMEDIATE``, so the second copy's
+    lookup waits for the first copy's commit and finds its participant (the eight-copy test).
+    """
+    import threading
+
+    from webapp.services import entry as entry_service
+
+    real = entry_service.find_participant
+    both_looked = threading.Barrier(2, timeout=20)
+    found: list[bool] = []
+    lock = threading.Lock()
+
+    def lookup(study, entry):
+        participant = real(study, entry)
+        with lock:
+            found.append(participant is not None)
+            first_two = len(found) <= 2
+        if first_two:
+            both_looked.wait()
+        return participant
+
+    transport = HttpTransport(url)
+    bot = Bot(transport, definition, BotBehaviour(platform="prolific"), external_id="loser")
+    bot.open()
+    data, action = bot.answer(), bot.page.forms[0].action
+    cookies = dict(transport.client.cookies)
+    transport.close()
+    monkeypatch.setattr(entry_service, "find_participant", lookup)  # for the two copies only
+
+    def send(_: int) -> tuple[int, str | None]:
+        with httpx.Client(base_url=url, cookies=cookies, follow_redirects=False) as client:
+            resp = client.post(action, data=data)
+            return resp.status_code, resp.headers.get("location")
+
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(send, range(2)))
+    assert [status for status, _ in replies] == [302, 302]
+    assert replies[0][1] == replies[1][1]  # both sent to the one participant's page
+    # Two lookups that found nobody, then the loser's lookup after its refused insert.
+    assert found == [False, False, True]
+    with app.app_context():
+        assert db.session.scalar(select(func.count()).select_from(Participant)) == 1
+
+
+@pytest.mark.postgres
+def test_a_consent_copy_that_loses_the_enrolment_resumes_the_winner_on_postgres(
+    pg_app, serve_app, monkeypatch
+):
+    _check_lost_enrolment(pg_app, serve_app(pg_app), load_demo(pg_app), monkeypatch)
+
+
 def test_migrations_match_models_on_sqlite(app):
     assert _schema_matches_models(app) == []
 
