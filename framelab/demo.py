@@ -181,11 +181,18 @@ def pipeline(
             state["steps"].pop(step.name, None)
     env_web = _web_env(out)
     fingerprints: dict[str, str] = {}
+    ran: set[str] = set()
     for step in steps:
         fingerprint = _fingerprint(step, fingerprints)
         fingerprints[step.name] = fingerprint
         done = state["steps"].get(step.name, {})
-        if done.get("fingerprint") == fingerprint and all(p.exists() for p in step.outputs):
+        # A step that works on an earlier step's database (not on files it can fingerprint)
+        # runs again whenever that step ran: a new database holds no bots.
+        if (
+            done.get("fingerprint") == fingerprint
+            and all(p.exists() for p in step.outputs)
+            and not ran.intersection(step.after)
+        ):
             took = done.get("seconds", 0)
             click.secho(f"== {step.name}: done earlier ({took:.0f} s), kept", fg="green")
             continue
@@ -195,6 +202,7 @@ def pipeline(
             _run(argv, env_web if step.web else _env_generate(), cwd=out)
         if step.action is not None:
             step.action()
+        ran.add(step.name)
         state["steps"][step.name] = {
             "fingerprint": fingerprint,
             "seconds": round(time.monotonic() - t0, 1),

