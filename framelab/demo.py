@@ -27,7 +27,7 @@ import os
 import secrets
 import shlex
 import socket
-import subprocess
+import subprocess  # nosec B404: runs FrameLab's own console scripts, never a shell
 import sys
 import time
 import urllib.request
@@ -363,7 +363,7 @@ def _bots(out: Path, provenance: Path, settings: dict[str, Any]) -> None:
     log = (out / "server.log").open("w", encoding="utf-8")
     argv = ["serve", "--host", "127.0.0.1", "--port", str(port)]
     click.echo(f"$ {_shown(argv)}  (log: {log.name})")
-    server = subprocess.Popen(  # noqa: S603  (our own console script, no shell)
+    server = subprocess.Popen(  # noqa: S603  # nosec B603: our own console script, no shell
         _argv(argv), env=env, cwd=out, stdout=log, stderr=subprocess.STDOUT
     )
     try:
@@ -431,7 +431,8 @@ def _run(argv: list[str], env: dict[str, str], *, cwd: Path) -> None:
             path.unlink()
         return
     click.echo(f"$ {_shown(argv)}")
-    done = subprocess.run(_argv(argv), env=env, cwd=cwd, check=False)  # noqa: S603
+    # Our own console scripts with arguments built here, no shell.
+    done = subprocess.run(_argv(argv), env=env, cwd=cwd, check=False)  # noqa: S603  # nosec B603
     if done.returncode != 0:
         raise click.ClickException(
             f"`{_shown(argv)}` failed (exit {done.returncode}); fix what it says and run the "
@@ -517,11 +518,12 @@ def _free_port() -> int:
 
 def _wait_healthy(url: str, server: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
+    health = f"{url}/healthz"  # http://127.0.0.1:PORT, built by this module
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise click.ClickException("the server stopped at start: see server.log")
         try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as answer:  # noqa: S310
+            with urllib.request.urlopen(health, timeout=2) as answer:  # noqa: S310  # nosec B310
                 if answer.status == 200:
                     return
         except OSError:
