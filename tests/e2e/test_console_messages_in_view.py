@@ -112,9 +112,12 @@ def test_creating_a_listing_without_a_token_says_so_inside_the_recruiter_section
         _login(page, base)
         page.goto(f"{base}/researcher/studies/product-choice-demo")
         page.locator('[data-recruit="create"]').click()
-        confirm = page.locator('[data-recruit-confirm="create"]')
-        if confirm.count():  # the costs are shown first; nothing is sent before "Yes"
-            confirm.click()
+        # The costs are shown first (nothing is sent before "Yes"), or the refusal at once. Wait
+        # for the page the click leads to: on a loaded machine it is still loading here.
+        page.wait_for_url(lambda url: url.endswith(("/recruit/create", "#recruit")))
+        if page.url.endswith("/recruit/create"):
+            page.locator('[data-recruit-confirm="create"]').click()
+            page.wait_for_url(lambda url: url.endswith("#recruit"))
         assert page.url.endswith("#recruit")
         text = _assert_in_view(page, '[data-flash="recruit"]')
         assert "PROLIFIC_TOKEN" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -36,6 +37,46 @@ class FakeServer:
         self.not_found = 0
 
 
+def _answer(prompt: str, attempt: int, model: str) -> tuple[int, dict, dict | None]:
+    """The fake server's reply (status, JSON body, headers) to one attempt at a prompt."""
+    if "rate-limit-once" in prompt and attempt == 1:
+        return (
+            429,
+            {"error": {"message": "slow down", "type": "rate_limit"}},
+            {"retry-after-ms": "10"},
+        )
+    if "server-error-once" in prompt and attempt == 1:
+        return 503, {"error": {"message": "busy"}}, {"retry-after-ms": "10"}
+    if "always-500" in prompt:
+        return 500, {"error": {"message": "boom"}}, {"retry-after-ms": "10"}
+    if "slow-once" in prompt and attempt == 1:
+        time.sleep(4.0)  # longer than the client's timeout: it gives up and retries
+    answer = "Positive" if "good" in prompt else f"echo {len(prompt)}"
+    words_in, words_out = len(prompt.split()), len(answer.split())
+    return (
+        200,
+        {
+            "id": "cmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": words_in,
+                "completion_tokens": words_out,
+                "total_tokens": words_in + words_out,
+            },
+        },
+        None,
+    )
+
+
 def _handler(state: FakeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:  # keep test output clean
@@ -67,42 +108,14 @@ def _handler(state: FakeServer) -> type[BaseHTTPRequestHandler]:
                 state.bodies.append(body)
             try:
                 time.sleep(0.05)  # let requests overlap so concurrency is observable
-                if "rate-limit-once" in prompt and attempt == 1:
-                    error = {"error": {"message": "slow down", "type": "rate_limit"}}
-                    return self._send(429, error, {"retry-after-ms": "10"})
-                if "server-error-once" in prompt and attempt == 1:
-                    return self._send(503, {"error": {"message": "busy"}}, {"retry-after-ms": "10"})
-                if "always-500" in prompt:
-                    return self._send(500, {"error": {"message": "boom"}}, {"retry-after-ms": "10"})
-                if "slow-once" in prompt and attempt == 1:
-                    time.sleep(1.0)  # longer than the client's timeout: it gives up and retries
-                answer = "Positive" if "good" in prompt else f"echo {len(prompt)}"
-                self._send(
-                    200,
-                    {
-                        "id": "cmpl-1",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": answer},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {
-                            "prompt_tokens": len(prompt.split()),
-                            "completion_tokens": len(answer.split()),
-                            "total_tokens": len(prompt.split()) + len(answer.split()),
-                        },
-                    },
-                )
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client timed out and hung up
+                status, payload, headers = _answer(prompt, attempt, body["model"])
             finally:
+                # Done before the answer is written: a client that has read it may send its next
+                # request before this thread runs again, which is not a fourth in flight.
                 with state.lock:
                     state.active -= 1
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._send(status, payload, headers)  # unless the client timed out and hung up
 
     return Handler
 
@@ -147,7 +160,9 @@ def _req(key: str, content: str) -> Request:
 
 
 def _backend(url: str | list[str], **kw) -> OpenAIBackend:
-    kw.setdefault("timeout", 0.5)
+    # Generous: on a loaded machine a short client timeout turns a slow answer into a retry the
+    # server also counts (an attempt too many, a fourth request in flight at concurrency 3).
+    kw.setdefault("timeout", 10.0)
     kw.setdefault("max_retries", 3)
     return OpenAIBackend("served-model", GenerationSettings(max_new_tokens=7), base_url=url, **kw)
 
@@ -171,7 +186,7 @@ def test_chat_completions_with_bounded_concurrency(server, monkeypatch) -> None:
 
 def test_retries_on_429_503_and_timeouts(server) -> None:
     url, state = server
-    backend = _backend(url, concurrency=4)
+    backend = _backend(url, concurrency=4, timeout=2.0)  # the slow answer takes 4 s
     reqs = [
         _req("a", "rate-limit-once"),
         _req("b", "server-error-once"),
