@@ -380,6 +380,7 @@ def _bots(out: Path, provenance: Path, settings: dict[str, Any]) -> None:
             server.wait(timeout=15)
         except subprocess.TimeoutExpired:
             server.kill()
+            server.wait()
         log.close()
 
 

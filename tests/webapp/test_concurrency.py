@@ -50,6 +50,18 @@ def _check_race(app, url: str, definition) -> None:
         )  # instructions, quiz, this choice
 
 
+def _post_copies(url: str, cookies, action: str, data, n: int) -> list[tuple[int, str | None]]:
+    """``n`` copies of one POST sent at once, each on its own connection: (status, location)."""
+
+    def send(_: int) -> tuple[int, str | None]:
+        with httpx.Client(base_url=url, cookies=cookies, follow_redirects=False) as client:
+            resp = client.post(action, data=data)
+            return resp.status_code, resp.headers.get("location")
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(send, range(n)))
+
+
 def _check_double_start(app, url: str, definition) -> None:
     """Eight copies of one consent POST at once enrol one participant, all sent to its page.
 
@@ -68,13 +80,7 @@ def _check_double_start(app, url: str, definition) -> None:
     cookies = dict(transport.client.cookies)
     transport.close()
 
-    def send(_: int) -> tuple[int, str | None]:
-        with httpx.Client(base_url=url, cookies=cookies, follow_redirects=False) as client:
-            resp = client.post(action, data=data)
-            return resp.status_code, resp.headers.get("location")
-
-    with ThreadPoolExecutor(8) as pool:
-        replies = list(pool.map(send, range(8)))
+    replies = _post_copies(url, cookies, action, data, 8)
     assert {status for status, _ in replies} == {302}, [r[0] for r in replies]
     assert len({location for _, location in replies}) == 1  # the same session for all
     with app.app_context():
@@ -115,13 +121,7 @@ def _check_lost_enrolment(app, url: str, definition, monkeypatch) -> None:
     transport.close()
     monkeypatch.setattr(entry_service, "find_participant", lookup)  # for the two copies only
 
-    def send(_: int) -> tuple[int, str | None]:
-        with httpx.Client(base_url=url, cookies=cookies, follow_redirects=False) as client:
-            resp = client.post(action, data=data)
-            return resp.status_code, resp.headers.get("location")
-
-    with ThreadPoolExecutor(2) as pool:
-        replies = list(pool.map(send, range(2)))
+    replies = _post_copies(url, cookies, action, data, 2)
     assert [status for status, _ in replies] == [302, 302]
     assert replies[0][1] == replies[1][1]  # both sent to the one participant's page
     # Two lookups that found nobody, then the loser's lookup after its refused insert.
