@@ -56,6 +56,7 @@ class Step:
     outputs: list[Path] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
     web: bool = False
+    remove_first: list[Path] = field(default_factory=list)
     action: Callable[[], None] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -198,6 +199,10 @@ def pipeline(
             continue
         click.secho(f"== {step.name}: {step.what}", fg="cyan", bold=True)
         t0 = time.monotonic()
+        for path in step.remove_first:
+            if path.exists():
+                click.echo(f"$ rm {_short(str(path))}")
+                path.unlink()
         for argv in step.commands:
             _run(argv, env_web if step.web else _env_generate(), cwd=out)
         if step.action is not None:
@@ -307,12 +312,11 @@ def _steps(
             inputs=[study_yaml, pairs_yaml],
             outputs=[database],
             web=True,
-            action=None,
+            # A fresh database each time: a changed study must not meet the old one's bots
+            # (`study load` refuses to replace a block that has participants).
+            remove_first=[database],
         )
     )
-    # A fresh database each time the study step runs: a changed study must not meet the bots of
-    # the old one (`study load` refuses to replace a block that has participants).
-    steps[-1].commands.insert(0, ["__remove__", str(database)])
 
     bots = Step(
         "bots",
@@ -425,12 +429,6 @@ def _short(arg: str) -> str:
 
 
 def _run(argv: list[str], env: dict[str, str], *, cwd: Path) -> None:
-    if argv[0] == "__remove__":
-        path = Path(argv[1])
-        if path.exists():
-            click.echo(f"$ rm {_short(str(path))}")
-            path.unlink()
-        return
     click.echo(f"$ {_shown(argv)}")
     # Our own console scripts with arguments built here, no shell.
     done = subprocess.run(_argv(argv), env=env, cwd=cwd, check=False)  # noqa: S603  # nosec B603
