@@ -100,7 +100,8 @@ def demo() -> None:
     default=1,
     show_default=True,
     help="torch CPU threads. One is the safe choice on a small machine that runs anything else: "
-    "on two busy cores, two threads were 13 times slower (docs/benchmarks.md).",
+    "on two cores shared with other work, two threads were about four times slower "
+    "(docs/benchmarks.md).",
 )
 @click.option("--n-bots", type=click.IntRange(min=4), default=120, show_default=True)
 @click.option(
