@@ -64,9 +64,35 @@ def make_app(database_url: str, *, migrate: bool = False, **extra: Any):
         }
     )
     if not copied:
-        with app.app_context():
-            upgrade()
+        try:
+            with app.app_context():
+                upgrade()
+        except BaseException:
+            dispose(app)  # the caller never gets the app to dispose of
+            raise
     return app
+
+
+def dispose(app) -> None:
+    """Close the pooled connections of ``app``'s engines.
+
+    An engine nobody disposes of keeps its connections open until the garbage collector
+    takes it, in whichever later test that happens; psycopg's ResourceWarning then fails
+    that test instead of the one that left the engine behind.
+    """
+    from webapp.extensions import dispose_engines
+
+    with app.app_context():
+        dispose_engines()
+
+
+@contextmanager
+def disposing(app) -> Iterator[Any]:
+    """``app`` while the block runs; its engines disposed of afterwards, whatever happens."""
+    try:
+        yield app
+    finally:
+        dispose(app)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -182,15 +208,32 @@ def pg_schema(pg_url: str) -> Iterator[str]:
 
     schema = f"framelab_test_{secrets.token_hex(4)}"
     admin = create_engine(normalise_database_url(pg_url))
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     try:
-        sep = "&" if "?" in pg_url else "?"
-        yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
-    finally:
         with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        try:
+            sep = "&" if "?" in pg_url else "?"
+            yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
+        finally:
+            with admin.begin() as conn:
+                conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    finally:
         admin.dispose()
+
+
+@contextmanager
+def admin_engine(pg_url: str) -> Iterator[Any]:
+    """An AUTOCOMMIT engine on the test database (to watch or end other sessions' connections),
+    disposed of when the block ends."""
+    from sqlalchemy import create_engine
+
+    from webapp.config import normalise_database_url
+
+    engine = create_engine(normalise_database_url(pg_url), isolation_level="AUTOCOMMIT")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture

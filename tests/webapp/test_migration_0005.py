@@ -8,16 +8,11 @@ from sqlalchemy import text
 
 from webapp import create_app
 
-from .conftest import make_app, pg_schema
+from .conftest import disposing, make_app, pg_schema
 
 
-def _at_0003(url: str):
-    from flask_migrate import upgrade
-
-    app = create_app({"ENV_NAME": "testing", "SECRET_KEY": "t", "SQLALCHEMY_DATABASE_URI": url})
-    with app.app_context():
-        upgrade(revision="0003_sentiment")
-    return app
+def _app(url: str):
+    return create_app({"ENV_NAME": "testing", "SECRET_KEY": "t", "SQLALCHEMY_DATABASE_URI": url})
 
 
 _ROWS = [
@@ -42,19 +37,18 @@ _ROWS = [
 
 
 def _check(url: str) -> None:
-    old = _at_0003(url)
-    with old.app_context():
-        from webapp.extensions import db, dispose_engines
+    from flask_migrate import upgrade
 
+    from webapp.extensions import db
+
+    old = _app(url)
+    with disposing(old), old.app_context():
+        upgrade(revision="0003_sentiment")
         for sql in _ROWS:
             db.session.execute(text(sql))
         db.session.commit()
-        db.session.remove()
-        dispose_engines()
     app = make_app(url)
-    with app.app_context():
-        from webapp.extensions import db, dispose_engines
-
+    with disposing(app), app.app_context():
         scopes = db.session.execute(
             text("SELECT id, scope FROM qualification_result ORDER BY id")
         ).all()
@@ -63,8 +57,6 @@ def _check(url: str) -> None:
             text("SELECT participant_id, assignment_id, hit_id, return_url FROM mturk_assignment")
         ).all()
         assert [tuple(r) for r in history] == [(1, "ASG1", "HIT1", "https://www.mturk.com")]
-        db.session.remove()
-        dispose_engines()
 
 
 def test_0005_moves_existing_rows_on_sqlite(tmp_path):

@@ -9,7 +9,7 @@ from sqlalchemy import inspect, text
 
 from webapp import create_app
 
-from .conftest import pg_schema
+from .conftest import disposing, pg_schema
 
 _ROWS = [
     "INSERT INTO study (id, slug, title, definition, definition_hash, version, export_salt, "
@@ -58,10 +58,10 @@ def _ledger() -> list[tuple]:
 def _check(url: str) -> None:
     from flask_migrate import downgrade, upgrade
 
-    from webapp.extensions import db, dispose_engines
+    from webapp.extensions import db
 
     app = _app(url)
-    with app.app_context():
+    with disposing(app), app.app_context():
         upgrade(revision="0008_console_indexes")
         for sql in _ROWS:
             db.session.execute(text(sql))
@@ -102,8 +102,6 @@ def _check(url: str) -> None:
 
         with db.engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), db.metadata) == []
-        db.session.remove()
-        dispose_engines()
 
 
 def test_0009_up_and_down_on_sqlite(tmp_path):

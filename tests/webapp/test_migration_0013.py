@@ -9,7 +9,7 @@ from sqlalchemy import inspect, text
 
 from webapp import create_app
 
-from .conftest import pg_schema
+from .conftest import disposing, pg_schema
 
 _ROWS = [
     "INSERT INTO study (id, slug, title, definition, definition_hash, version, export_salt, "
@@ -28,10 +28,10 @@ _ROWS = [
 def _check(url: str) -> None:
     from flask_migrate import downgrade, upgrade
 
-    from webapp.extensions import db, dispose_engines
+    from webapp.extensions import db
 
     app = create_app({"ENV_NAME": "testing", "SECRET_KEY": "t", "SQLALCHEMY_DATABASE_URI": url})
-    with app.app_context():
+    with disposing(app), app.app_context():
         upgrade(revision="0012_prereg_looks")
         for sql in _ROWS:
             db.session.execute(text(sql))
@@ -58,8 +58,6 @@ def _check(url: str) -> None:
         columns = {c["name"] for c in inspect(db.engine).get_columns("participant")}
         assert "is_test" not in columns and "is_preview" in columns
         assert db.session.scalar(text("SELECT count(*) FROM participant")) == 4
-        db.session.remove()
-        dispose_engines()
 
 
 def test_0013_up_and_down_on_sqlite(tmp_path):

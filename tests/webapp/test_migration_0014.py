@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from webapp import create_app
 
-from .conftest import pg_schema
+from .conftest import disposing, pg_schema
 
 _STUDY = (
     "INSERT INTO study (id, slug, title, definition, definition_hash, version, export_salt, "
@@ -36,10 +36,10 @@ def _choice(n: int, block: str, fmt: str) -> str:
 def _check(url: str) -> None:
     from flask_migrate import downgrade, upgrade
 
-    from webapp.extensions import db, dispose_engines
+    from webapp.extensions import db
 
     app = create_app({"ENV_NAME": "testing", "SECRET_KEY": "t", "SQLALCHEMY_DATABASE_URI": url})
-    with app.app_context():
+    with disposing(app), app.app_context():
         upgrade(revision="0013_test_participants")
         for sql in (_STUDY, _PARTICIPANT, _choice(1, "choices", "summary")):
             db.session.execute(text(sql))
@@ -70,8 +70,6 @@ def _check(url: str) -> None:
         uniques = inspect(db.engine).get_unique_constraints("choice_response")
         assert [u["column_names"] for u in uniques] == [["participant_id", "trial_index"]]
         assert db.session.scalar(text("SELECT count(*) FROM choice_response")) == 1
-        db.session.remove()
-        dispose_engines()
 
 
 def test_0014_up_and_down_on_sqlite(tmp_path):

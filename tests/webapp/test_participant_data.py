@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import select, text
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
 from webapp.extensions import db
 from webapp.models import ChoiceResponse, PageVisit, Participant
 
-from .conftest import load_demo, make_app, pg_schema
+from .conftest import admin_engine, disposing, load_demo, make_app, pg_schema
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -150,22 +150,16 @@ def test_a_page_whose_task_acts_on_entry_shows_and_records_once(any_app, tmp_pat
 def test_a_connection_the_server_ended_is_replaced_at_checkout(pg_url):
     # PostgreSQL restarted or ended the pooled connection: the next request gets a new one
     # (SQLAlchemy's pre-ping) instead of an error page.
-    from webapp.config import normalise_database_url
-
-    with pg_schema(pg_url) as url:
+    with pg_schema(pg_url) as url, admin_engine(pg_url) as admin:
         app = make_app(url)
-        assert app.config["SQLALCHEMY_ENGINE_OPTIONS"]["pool_pre_ping"] is True
-        admin = create_engine(normalise_database_url(pg_url), isolation_level="AUTOCOMMIT")
-        with app.app_context():
+        with disposing(app), app.app_context():
+            assert app.config["SQLALCHEMY_ENGINE_OPTIONS"]["pool_pre_ping"] is True
             old = db.session.execute(text("SELECT pg_backend_pid()")).scalar_one()
             db.session.remove()  # back to the pool, idle
             with admin.connect() as conn:
                 conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})
             time.sleep(0.2)
             new = db.session.execute(text("SELECT pg_backend_pid()")).scalar_one()
-            db.session.remove()
-            db.engine.dispose()
-        admin.dispose()
     assert new != old
 
 

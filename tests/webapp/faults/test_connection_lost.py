@@ -10,17 +10,21 @@ second connection between the view and the teardown.
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
-from webapp.config import normalise_database_url
+from ..conftest import admin_engine, load_demo
 
-from ..conftest import load_demo
+
+@pytest.fixture
+def admin(pg_url):
+    """An engine that ends other connections, disposed of after the test."""
+    with admin_engine(pg_url) as engine:
+        yield engine
 
 
 @pytest.mark.postgres
-def test_a_connection_terminated_after_the_view_still_gives_the_page(pg_app, pg_url):
+def test_a_connection_terminated_after_the_view_still_gives_the_page(pg_app, admin):
     definition = load_demo(pg_app)
-    admin = create_engine(normalise_database_url(pg_url), isolation_level="AUTOCOMMIT")
     killed: list[int] = []
 
     @pg_app.after_request
@@ -39,4 +43,3 @@ def test_a_connection_terminated_after_the_view_still_gives_the_page(pg_app, pg_
     assert resp.status_code == 200 and b'data-page="consent"' in resp.data
     # The pool recovers: the next request works on a fresh connection.
     assert client.get(f"/s/{definition['slug']}?participant=teardown2").status_code == 200
-    admin.dispose()

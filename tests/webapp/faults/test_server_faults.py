@@ -20,6 +20,8 @@ import pytest
 
 from webapp import create_app
 
+from ..conftest import disposing
+
 N_BOTS = 16
 N_ANNOTATORS = 8
 
@@ -35,18 +37,15 @@ def served(pg_url, loadtest, tmp_path) -> Iterator[tuple]:
     with loadtest.fresh_database(pg_url) as db_url:
         loadtest.prepare_database(db_url, env)
         app = create_app({"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": env["SECRET_KEY"]})
-        with app.app_context():
-            # Product-choice bots, plus sentiment-annotation bots (reserved slots) if available.
-            groups = [(get_study("product-choice-demo").definition, N_BOTS)]
-            sentiment = get_study("sentiment-demo")
-            if sentiment is not None:
-                groups.append((sentiment.definition, N_ANNOTATORS))
-        with loadtest.Gunicorn({**env, "DATABASE_URL": db_url}, 2, 2, tmp_path) as server:
-            yield app, server, groups
-        with app.app_context():
-            from webapp.extensions import dispose_engines
-
-            dispose_engines()
+        with disposing(app):
+            with app.app_context():
+                # Product-choice bots, plus sentiment-annotation bots (reserved slots) if available.
+                groups = [(get_study("product-choice-demo").definition, N_BOTS)]
+                sentiment = get_study("sentiment-demo")
+                if sentiment is not None:
+                    groups.append((sentiment.definition, N_ANNOTATORS))
+            with loadtest.Gunicorn({**env, "DATABASE_URL": db_url}, 2, 2, tmp_path) as server:
+                yield app, server, groups
 
 
 def _strike_mid_run(loadtest, url: str, groups, strike: Callable[[], None]):
