@@ -14,8 +14,9 @@ an interrupted bot run is cleared and run again, so the study never holds more b
 for. The web steps set their own ``DATABASE_URL``: the demo never touches the database the user
 configured.
 
-VADER, not the small model, is the judge: SmolLM2-135M labels nearly every text positive, which
-leaves the selection rule no neutral controls (docs/generation.md).
+VADER, not the small model, is the judge: SmolLM2-135M as judge labelled all of the first 12 demo
+reviews positive (VADER: 6 negative, 6 neutral), which leaves the selection rule no targets and
+no neutral controls (docs/generation.md).
 """
 
 from __future__ import annotations
