@@ -141,13 +141,18 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model options :func:`load` reads (shared by the generation benchmarks)."""
     parser.add_argument("--arch", default="tiny", help="tiny | llama3-8b (random weights)")
     parser.add_argument("--model", help="checkpoint directory (its tokenizer is used)")
     parser.add_argument("--random-weights", action="store_true", help="random weights of --arch")
     parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
     parser.add_argument("--device", default="auto")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    model_arguments(parser)
     parser.add_argument("--n-items", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--batch-sizes", default="1,4,16", help="comma-separated")

