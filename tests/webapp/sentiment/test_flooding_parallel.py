@@ -129,10 +129,13 @@ def _one_network(app, monkeypatch) -> None:
 def _many_networks(app, monkeypatch) -> None:
     app.config["ENROLMENTS_PER_CLIENT"] = 10
     definition = load(app, DEMO)
-    # Each from its own address: the per-network limit does not bind. 150 hold the 300 slots
-    # tentatively; the other 50 wait for slots instead of being told the study is full.
+    # Each from its own address: the per-network limit does not bind. The 300 slots end up
+    # held tentatively, two by each holder, or one where the candidates others were locking
+    # at that moment were skipped (SKIP LOCKED on PostgreSQL): 150 holders or more (162 were
+    # seen once). Everyone else waits for slots instead of being told the study is full.
     outcomes = _flood(app, definition, lambda i: f"10.{i // 250}.{i % 250}.1")
-    assert set(outcomes) == {"sentiment", "waiting"} and outcomes["waiting"] >= 40, outcomes
+    assert set(outcomes) <= {"sentiment", "waiting"}, outcomes
+    assert ITEMS * K // 2 <= outcomes["sentiment"] < N_FAKE, outcomes
     with app.app_context():
         held = slot_report.idle_holds(get_study("sentiment-demo"), utcnow())
     assert (held.slots, held.people) == (ITEMS * K, outcomes["sentiment"])
