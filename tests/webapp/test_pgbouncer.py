@@ -97,7 +97,7 @@ def test_bots_complete_the_study_through_pgbouncer_in_transaction_mode(
 ):
     from flask_migrate import upgrade
 
-    from tests.webapp.conftest import DEMO
+    from tests.webapp.conftest import DEMO, disposing
     from webapp import create_app
     from webapp.bots import run_bots
     from webapp.extensions import db
@@ -108,20 +108,19 @@ def test_bots_complete_the_study_through_pgbouncer_in_transaction_mode(
     migrations = Path(__file__).resolve().parents[2] / "migrations"
     config = {"TESTING": True, "SECRET_KEY": "p" * 40}
     setup = create_app({**config, "SQLALCHEMY_DATABASE_URI": direct})
-    with setup.app_context():
+    with disposing(setup), setup.app_context():
         upgrade(directory=str(migrations))
         definition = load_study(DEMO).study.definition
         db.session.remove()  # the connection goes back to the pool before the pool is closed
-        db.engine.dispose()
 
     monkeypatch.setenv("FRAMELAB_PGBOUNCER", "1")
     app = create_app({**config, "SQLALCHEMY_DATABASE_URI": bounced})
-    assert app.config["SQLALCHEMY_ENGINE_OPTIONS"]["connect_args"]["prepare_threshold"] is None
-    assert app.test_client().get("/healthz").status_code == 200
-    summary = run_bots(None, definition, n=12, url=serve_app(app), concurrency=6, seed=4)
-    assert summary.errors == [] and summary.counts == {"completed": 12}
-    with app.app_context():
-        assert db.session.scalar(select(func.count()).select_from(Participant)) == 12
-        assert db.session.scalar(select(func.count()).select_from(ChoiceResponse)) == 120
-        db.session.remove()
-        db.engine.dispose()
+    with disposing(app):  # closed even when an assertion fails
+        assert app.config["SQLALCHEMY_ENGINE_OPTIONS"]["connect_args"]["prepare_threshold"] is None
+        assert app.test_client().get("/healthz").status_code == 200
+        summary = run_bots(None, definition, n=12, url=serve_app(app), concurrency=6, seed=4)
+        assert summary.errors == [] and summary.counts == {"completed": 12}
+        with app.app_context():
+            assert db.session.scalar(select(func.count()).select_from(Participant)) == 12
+            assert db.session.scalar(select(func.count()).select_from(ChoiceResponse)) == 120
+            db.session.remove()
