@@ -8,9 +8,8 @@ admits a new request whenever one finishes. This script sends the same prompts t
 - ``static:B`` — the engine's batches of ``B`` (``TransformersBackend``: length-sorted, left-padded,
   one ``generate()`` each, dynamic KV cache);
 - ``static-cache:B`` — the same with ``static_cache=True`` (compiled decode step on CUDA);
-- ``continuous`` — every prompt added to one continuous-batching manager at once;
-- ``engine`` — the engine's default path for these settings (``TransformersBackend`` with its
-  default options), whichever of the above it takes;
+- ``continuous`` — every prompt added to one continuous-batching manager at once, as the
+  engine's continuous path does (its default on CUDA), with a ``max_new_tokens`` per request;
 
 and reports useful output tokens per second. Prompt lengths come from a corpus
 (``--lengths-from``: a JSONL file with a ``text`` field, each text's tokens counted with the
@@ -137,7 +136,9 @@ def run_static(model, tok, reqs, stops, args, batch: int, static_cache: bool) ->
         seed=args.seed,
         logits_processors=(stop_processor_factory(stops, eos),),
     )
-    backend = TransformersBackend.from_loaded(model, tok, settings, static_cache=static_cache)
+    backend = TransformersBackend.from_loaded(
+        model, tok, settings, static_cache=static_cache, batching="static"
+    )
     prompts = [backend.format_prompt(r.messages) for r in reqs]
     lengths = [len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"]]
     order = sorted(range(len(reqs)), key=lambda i: -lengths[i])  # the engine's own order
