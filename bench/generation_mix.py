@@ -22,7 +22,7 @@ produce EOS at a meaningful point, so the stop is forced (EOS in static batches,
 
 ``--sample-batches K`` times only K static batches spread evenly over the length order and
 scales their time to all batches (each batch's cost is independent of the others); the rows say
-``projected``. A full run of a static engine on an 8B model takes longer than a GPU lease.
+``projected``. A full run of a static engine on an 8B model takes many minutes of GPU time.
 
 CPU smoke run (tiny random model): ``python bench/generation_mix.py``. GPU run: see
 docs/benchmarks.md ("Generation on a realistic length mix").
