@@ -23,7 +23,7 @@ BATCHING = ("auto", "static", "continuous")
 
 
 class TransformersBackend:
-    """Generate with ``AutoModelForCausalLM`` in left-padded, length-sorted batches.
+    """Generate with ``AutoModelForCausalLM``: continuous batching or length-sorted batches.
 
     Parameters
     ----------
@@ -345,7 +345,7 @@ class TransformersBackend:
                     if not manager.is_running():
                         raise RuntimeError(
                             f"continuous batching stopped with {left} of {len(reqs)} requests "
-                            "unfinished; rerun to resume, or pass batching='static'"
+                            "unfinished; rerun to resume, or use static batches (--batching static)"
                         )
                     continue
                 if not result.is_finished():
