@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from generation import copy_bandwidth_tbs, load, model_arguments, sync  # noqa: E402
-from generation_mix import cpu_cache_config  # noqa: E402
+from generation_mix import cache_config  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -122,7 +122,7 @@ def continuous_rate(model, tok, ids, new_tokens: int) -> tuple[float, float]:
     start = time.perf_counter()
     with model.continuous_batching_context_manager(
         generation_config=config,
-        continuous_batching_config=cpu_cache_config(model, [prompt], new_tokens, rows=1),
+        continuous_batching_config=cache_config(model, [prompt], new_tokens, rows=1),
         block=True,
         timeout=30,
     ) as manager:

@@ -177,18 +177,12 @@ def run_static(model, tok, reqs, stops, args, batch: int, static_cache: bool) ->
     }
 
 
-def cpu_cache_config(model, prompt_ids: list[list[int]], max_new_tokens: int, rows: int = 16):
-    """On CUDA None (transformers sizes the cache to free GPU memory); on the CPU a cache for
-    ``rows`` requests at a time: sized to free memory it takes most of the machine's RAM."""
-    if next(model.parameters()).device.type == "cuda":
-        return None
-    from transformers import ContinuousBatchingConfig
+def cache_config(model, prompt_ids: list[list[int]], max_new_tokens: int, rows: int = 16):
+    """The engine's continuous-batching cache sizing on the model's device."""
+    from analysis.llm.backends.hf import continuous_cache_config
 
-    totals = sorted((len(p) + max_new_tokens for p in prompt_ids), reverse=True)[:rows]
-    return ContinuousBatchingConfig(
-        num_blocks=sum(-(-n // 256) for n in totals),
-        max_batch_tokens=max(512, max(map(len, prompt_ids))),
-    )
+    device = str(next(model.parameters()).device)
+    return continuous_cache_config(device, prompt_ids, max_new_tokens, rows)
 
 
 def run_continuous(model, tok, prompt_ids, stops, keys, args) -> dict:
@@ -205,7 +199,7 @@ def run_continuous(model, tok, prompt_ids, stops, keys, args) -> dict:
     tokens = 0
     with model.continuous_batching_context_manager(
         generation_config=config,
-        continuous_batching_config=cpu_cache_config(model, prompt_ids, args.max_new_tokens),
+        continuous_batching_config=cache_config(model, prompt_ids, args.max_new_tokens),
         block=True,
         timeout=30,
     ) as manager:
