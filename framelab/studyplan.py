@@ -184,7 +184,12 @@ def looks(slug: str) -> None:
             click.echo(f"look {k} at N = {int(r['n_planned'])}: not reached yet")
             continue
         state = "new" if row in new else "recorded earlier"
-        z = "no statistic" if row.z is None else f"z = {row.z:.3f}"
+        if row.z is None:
+            # Why the model gave none (e.g. it did not converge), as the analysis noted it.
+            why = str(r.get("notes") or "").removeprefix("no statistic: ").strip()
+            z = f"no statistic ({why})" if why else "no statistic"
+        else:
+            z = f"z = {row.z:.3f}"
         bound = f"efficacy bound {row.efficacy_z:.3f}"
         if row.futility_z is not None:
             bound += f", futility bound {row.futility_z:.3f}"

@@ -50,3 +50,29 @@ def test_looks_needs_an_analysis_block_and_participants(app):
     assert empty.exit_code == 0, empty.output
     assert "has no pre-registration of its current files" in empty.output
     assert "no choices yet; look 1 needs 35 participants" in empty.output
+
+
+def test_a_look_without_a_statistic_says_why(app, monkeypatch):
+    """A model that does not converge leaves its look without a statistic, and the researcher
+    reads the reason rather than a bare "no statistic"."""
+    import analysis.plan.looks as looks_module
+    from analysis.stats.crossed import ConvergenceError
+    from webapp.bots import run_bots
+
+    _load(app, DEMO)
+    with app.app_context():
+        from webapp.services.studies import get_study
+
+        definition = get_study("product-choice-demo").definition
+    assert run_bots(app, definition, n=36, seed=3).counts == {"completed": 36}
+
+    def diverges(sample, plan):
+        raise ConvergenceError("the Laplace fit stopped after 200 iterations")
+
+    monkeypatch.setattr(looks_module, "primary_test", diverges)
+    result = app.test_cli_runner().invoke(looks, ["product-choice-demo"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "look 1 (35 analysed, new): no statistic (the Laplace fit stopped after 200 iterations)"
+        in result.output
+    )
