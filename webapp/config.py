@@ -230,14 +230,20 @@ def _dev_secret_key(instance_path: Path) -> str:
     if path.exists():
         return path.read_text().strip()
     key = secrets.token_hex(32)
-    # Created with mode 0600 rather than chmod-ed after writing, which would leave the key
-    # readable by everyone in between; O_EXCL: two processes starting at once keep one key.
+    # Written whole to a private file of our own (mode 0600 at creation rather than chmod-ed
+    # after writing, which would leave the key readable by everyone in between), then linked
+    # into place: a link never replaces a file, so two processes starting at once keep one
+    # key, and the loser reads the winner's whole key, never a file still being written.
+    own = instance_path / f".secret_key.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+        with os.fdopen(fd, "w") as out:
+            out.write(key)
+        os.link(own, path)
     except FileExistsError:
         return path.read_text().strip()
-    with os.fdopen(fd, "w") as out:
-        out.write(key)
+    finally:
+        own.unlink(missing_ok=True)
     return key
 
 

@@ -140,3 +140,28 @@ def test_the_dev_secret_key_is_never_readable_by_others(tmp_path, open_umask, mo
     settings = resolve_config(tmp_path, None, environ={})
     key = tmp_path / "secret_key"
     assert _mode(key) == 0o600 and key.read_text() == settings["SECRET_KEY"]
+
+
+def test_processes_starting_at_once_all_read_the_one_whole_dev_key(tmp_path):
+    # Sixteen starts at once, thirty times: each gets the key the file holds, never the empty
+    # file a winner has created but not yet written.
+    import threading
+
+    for round_ in range(30):
+        instance = tmp_path / str(round_)
+        instance.mkdir()
+        barrier = threading.Barrier(16)
+        keys: list[str] = []
+
+        def start(instance=instance, barrier=barrier, keys=keys):
+            barrier.wait()
+            keys.append(resolve_config(instance, None, environ={})["SECRET_KEY"])
+
+        threads = [threading.Thread(target=start) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(keys) == {(instance / "secret_key").read_text()}
+        assert len(keys) == 16 and len(keys[0]) == 64
+        assert [p.name for p in instance.iterdir()] == ["secret_key"]
