@@ -64,7 +64,9 @@ def test_a_look_without_a_statistic_says_why(app, monkeypatch):
         from webapp.services.studies import get_study
 
         definition = get_study("product-choice-demo").definition
-    assert run_bots(app, definition, n=36, seed=3).counts == {"completed": 36}
+    # Five bots beyond look 1's 35: the plan's too-fast rule (0.3 of the median wall-clock
+    # duration) can exclude bots that ran before a load spike.
+    assert run_bots(app, definition, n=40, seed=3).counts == {"completed": 40}
 
     def diverges(sample, plan):
         raise ConvergenceError("the Laplace fit stopped after 200 iterations")
