@@ -219,7 +219,11 @@ def speed_sentence(speed: pd.DataFrame) -> str:
 
     r = speed.iloc[0]
     absolute, frac, floor = r["min_duration_s"], r["min_duration_frac_median"], r["floor_s"]
-    relative = f"{frac:g} × the median completion time ({fmt_count(r['median_duration_s'])} s)"
+    relative = (
+        ""  # no relative rule (e.g. --min-duration-frac 0): nothing to describe
+        if is_missing(frac)
+        else f"{frac:g} × the median completion time ({fmt_count(r['median_duration_s'])} s)"
+    )
     if not is_missing(absolute) and not is_missing(frac):
         text = (
             f"Participants faster than {fmt_count(floor)} s were excluded: the larger of "

@@ -91,6 +91,33 @@ def test_a_relative_floor_lets_many_bots_through_and_the_report_says_so(study):
     assert "Suggested" not in speed_sentence(fixed.tables["speed"])
 
 
+def test_the_relative_rule_switched_off_is_reported_not_a_crash(study, tmp_path):
+    # --min-duration-frac 0 switches the relative rule off; the report once formatted its
+    # missing fraction and stopped with a stack trace instead of writing.
+    none = analyze_choice(
+        study, rules=ChoiceRules(min_duration_frac_median=None), glmm=False, clustered=False
+    )
+    assert "No speed rule is set: nobody was screened for speed." in speed_sentence(
+        none.tables["speed"]
+    )
+    absolute = analyze_choice(
+        study,
+        rules=ChoiceRules(min_duration_s=5, min_duration_frac_median=None),
+        glmm=False,
+        clustered=False,
+    )
+    assert "Participants faster than 5 s were excluded (min_duration_s)." in speed_sentence(
+        absolute.tables["speed"]
+    )
+    export = tmp_path / "choice.csv"
+    study.to_csv(export, index=False)
+    args = ["analyze", "choice", str(export), "--no-figures", "--no-glmm", "--no-gee"]
+    out = tmp_path / "o"
+    result = CliRunner().invoke(main, [*args, "--min-duration-frac", "0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "No speed rule is set" in (out / "report.html").read_text(encoding="utf-8")
+
+
 def test_without_an_estimate_the_suggestion_comes_from_the_observed_median(study):
     speed = analyze_choice(study, glmm=False, clustered=False).tables["speed"].iloc[0]
     median = study.groupby("participant_id")["duration_s"].first().median()
