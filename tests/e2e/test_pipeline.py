@@ -107,10 +107,11 @@ def test_bots_export_analysis_from_the_command_line(tmp_path):
     res = chi2_choice(df, levels=["original", "summary"]).iloc[0]
     # Simulated 83.7% vs 52.3%: a difference of 0.314 that the test must recover. The bots'
     # formats follow the server's assignment, which is not seeded, so the estimate is a random
-    # draw and a 95 % interval misses 0.314 in one run of twenty; within 2.2 half-widths (about
-    # 4.3 standard errors) it stays in all but about one run in 50,000. For the same reason
-    # the Yates p-value is held to 0.01 (an estimate above about 0.135, 4.1 standard errors
-    # below the stated one): p < 1e-6 needs one above about 0.24, missed in one run of 20.
+    # draw and a 95 % interval misses 0.314 in about one run of twenty; within 2.2 half-widths
+    # (about 4.3 standard errors) it stays in all but about one run in 50,000. For the same
+    # reason the Yates p-value is held to 0.01 (an estimate above about 0.135, 4.1 standard
+    # errors below the stated one): p < 1e-6 needs one above about 0.24, missed in about one
+    # run of 20.
     assert res["ci_low"] < res["estimate"] < res["ci_high"]
     assert abs(res["estimate"] - 0.314) < 2.2 * (res["ci_high"] - res["ci_low"]) / 2
     assert res["p_val"] < 0.01
