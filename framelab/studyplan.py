@@ -28,8 +28,12 @@ def _loaded(slug: str) -> Any:
     return get_study(slug)
 
 
-def _bundle_folder(study: Any, folder: Path) -> Path:
-    """Write the stored files of the study's current version into ``folder``; the YAML's path."""
+def _bundle_folder(study: Any, folder: Path) -> tuple[Path, list[str]]:
+    """Write the stored files of the study's current version into ``folder``.
+
+    Returns the study YAML's path and the names of every stored file: the bundle the
+    pre-registration freezes is exactly what the web app stores.
+    """
     import yaml
     from sqlalchemy import select
 
@@ -53,7 +57,57 @@ def _bundle_folder(study: Any, folder: Path) -> Path:
             f"{study.slug} version {study.version} has no stored study file; load it again "
             "with `framelab study load`"
         )
-    return study_file
+    return study_file, [f.name for f in files]
+
+
+def _folder_bundle(path: Path) -> list[str]:
+    """The names of the files `framelab study load PATH` would store (the loader decides)."""
+    from webapp.studydef import folder_bundle, load_bundle
+    from webapp.validation import StudyDefinitionError
+
+    try:
+        bundle = folder_bundle(path)
+        load_bundle(bundle)
+    except StudyDefinitionError as exc:
+        raise click.ClickException(str(exc)) from None
+    return [f.name for f in bundle.files()]
+
+
+def _amendment(loaded: Any, study: Any, reason: str | None, freeze: Any) -> dict | None:
+    """The amendment block a new freeze of a loaded study needs, or ``None``; refuse a freeze
+    after data collection began without ``--amend``, and ``--amend`` where nothing is amended."""
+    from webapp.services import looks as looks_service
+
+    history = looks_service.preregistration_history(loaded)
+    if history:
+        latest = history[-1]
+        again = freeze(study, amendment=latest.record.get("amendment"))
+        if again["prereg_sha256"] == latest.prereg_sha256:
+            if reason is not None:
+                raise click.UsageError(
+                    f"--amend: this is {study.slug}'s recorded pre-registration unchanged "
+                    f"({latest.prereg_sha256[:12]}); there is nothing to amend"
+                )
+            return latest.record.get("amendment")
+    seen = looks_service.data_seen(loaded)
+    if seen is None:
+        if reason is not None:
+            raise click.UsageError(
+                f"--amend: data collection of {study.slug} has not begun; a pre-registration "
+                "written now is no amendment (run without --amend)"
+            )
+        return None
+    if not reason or not reason.strip():
+        raise click.ClickException(
+            f"data collection of {study.slug} has begun ({seen}): a new pre-registration is "
+            f"an amendment. Say why with `framelab prereg {study.slug} --amend REASON`; the "
+            "console and the report show it with what had been seen. Nothing was written."
+        )
+    return {
+        "amends": [row.prereg_sha256 for row in history],
+        "reason": reason.strip(),
+        "seen": seen,
+    }
 
 
 @click.command("prereg")
@@ -71,14 +125,23 @@ def _bundle_folder(study: Any, folder: Path) -> Path:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A `framelab plan power` output folder to cite in the sample-size section.",
 )
+@click.option(
+    "--amend",
+    "reason",
+    metavar="REASON",
+    help="Once data collection has begun (a participant completed or a look was recorded): "
+    "record this pre-registration as an amendment of the earlier ones, for this reason.",
+)
 @with_appcontext
-def prereg(study_arg: str, out_dir: Path, power_dir: Path | None) -> None:
+def prereg(study_arg: str, out_dir: Path, power_dir: Path | None, reason: str | None) -> None:
     """Write and freeze the pre-registration of STUDY (a study YAML, or a loaded study's slug).
 
-    The document hashes the study YAML, its stimulus files and the primary analysis command;
+    The document hashes every file of the study's bundle as the web app stores it (the YAML,
+    pairs files, images), the design, the analysis block and the primary analysis command;
     when the study is loaded (the same files), the hash is recorded and the console shows it.
     """
     import json
+    from functools import partial
 
     import pandas as pd
 
@@ -93,30 +156,42 @@ def prereg(study_arg: str, out_dir: Path, power_dir: Path | None) -> None:
         except (OSError, ValueError) as exc:
             raise click.ClickException(f"{power_dir}: no power.json ({exc})") from None
         power, scenario = pd.DataFrame(summary["table"]), summary["scenario"]
+    frozen = partial(freeze, document="prereg.md", power=power, scenario=scenario)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(study_arg)
         loaded = None
-        if not path.is_file():
+        if path.is_file():
+            names = _folder_bundle(path)
+        else:
             loaded = _loaded(study_arg)
             if loaded is None:
                 raise click.ClickException(
                     f"{study_arg!r} is neither a study file nor a loaded study's slug"
                 )
-            path = _bundle_folder(loaded, Path(tmp))
+            path, names = _bundle_folder(loaded, Path(tmp))
         try:
-            study = read_study(path)
-            record = freeze(study, document="prereg.md", power=power, scenario=scenario)
+            study = read_study(path, names)
+            loaded = loaded or _loaded(study.slug)
+            amendment = None
+            if loaded is not None and looks_service.bundle_sha256(loaded) == study.bundle_sha256:
+                amendment = _amendment(loaded, study, reason, frozen)
+            elif reason is not None:
+                raise click.UsageError(
+                    f"--amend: an amendment is recorded on the console, and {study.slug} is not "
+                    "loaded with these files"
+                )
+            record = frozen(study, amendment=amendment)
         except PlanError as exc:
             raise click.ClickException(str(exc)) from None
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "prereg.md").write_text(render_markdown(record), encoding="utf-8")
     (out_dir / "prereg.html").write_text(render_html(record), encoding="utf-8")
+    kind = "amendment" if amendment else "pre-registration"
     click.echo(
-        f"pre-registration of {study.slug}: hash {record['prereg_sha256']} (bundle "
+        f"{kind} of {study.slug}: hash {record['prereg_sha256']} (bundle "
         f"{record['bundle_sha256'][:12]}, {len(record['bundle'])} files); wrote "
         f"{out_dir / 'prereg.md'} and {out_dir / 'prereg.html'}"
     )
-    loaded = loaded or _loaded(study.slug)
     if loaded is None:
         click.echo(
             f"not recorded for the console: {study.slug} is not loaded (framelab study load "

@@ -635,9 +635,10 @@ __all__ = [
 class Preregistration(db.Model):
     """A study's frozen pre-registration, as ``framelab prereg`` recorded it.
 
-    The hash is the analysis package's (``docs/analysis.md``): of the bundle manifest, the
-    normalised ``analysis:`` block and the primary analysis command. The console compares
-    ``bundle_sha256`` with the stored files of the study's current version.
+    The hash is the analysis package's (``docs/analysis.md``): of the whole frozen record
+    (design, bundle manifest, ``analysis:`` block, command, ...), which ``record`` holds; an
+    amendment's record says what it amends and why. The console compares ``bundle_sha256``
+    with the stored files of the study's current version.
     """
 
     __tablename__ = "preregistration"

@@ -2,12 +2,17 @@
 
 The document answers the questions of AsPredicted and of OSF's pre-registration template
 (hypothesis, dependent variable, conditions, analyses, outliers and exclusions, sample size,
-other) from the study file, and ends with its frozen record: a JSON block holding the bundle
-manifest (the study YAML and every stimulus file, each with its SHA-256), the normalised
-``analysis:`` block, the boundaries of the looks and the command that runs the primary
-analysis. The pre-registration hash is the SHA-256 of the canonical JSON of
-``{"bundle_sha256", "analysis", "command"}``: the same study gives the same hash, and any change
-to a stimulus file, the block or the command gives another.
+other) from the study file, and ends with its frozen record: a JSON block holding the study's
+design, the bundle manifest (every file the web app stores with the study, each with its
+SHA-256), the normalised ``analysis:`` block, the boundaries of the looks, the command that runs
+the primary analysis, the power it cites and, for an amendment, what it amends and why. The
+pre-registration hash is the SHA-256 of the canonical JSON of the whole record but the hash
+itself: every check reads hashed content only, so no part of the record can be edited without
+changing the hash.
+
+A plain hash can be recomputed by whoever edits the record, so the hash that counts is the one
+the console recorded when ``framelab prereg SLUG`` froze the study: :func:`check_console`
+compares a document with that record (a history of freezes and amendments).
 
 ``framelab analyze choice EXPORT --prereg DOC`` reads the record back
 (:func:`read_prereg`: a record edited after freezing no longer matches its hash and is
@@ -30,7 +35,9 @@ from analysis.plan.spec import (
     FORMATS,
     TESTS,
     AnalysisPlan,
+    PlanError,
     StudyPlan,
+    bundle_sha256,
     canonical_json,
     plan_from_dict,
 )
@@ -42,6 +49,7 @@ __all__ = [
     "FORMAT",
     "PreregError",
     "analysis_command",
+    "check_console",
     "check_run",
     "check_study",
     "differences",
@@ -52,7 +60,9 @@ __all__ = [
     "render_markdown",
 ]
 
-FORMAT = "framelab-prereg/1"
+FORMAT = "framelab-prereg/2"
+# Its hash covered only part of the record (the primary analysis it was compared with was not).
+_OLD_FORMATS = ("framelab-prereg/1",)
 _MD_FENCE = "```json framelab-prereg"
 _HTML_ID = "framelab-prereg"
 # The analyze option that switches each exclusion rule off (the defaults keep them on).
@@ -97,9 +107,21 @@ def analysis_command(plan: AnalysisPlan, document: str = "prereg.md") -> str:
 
 
 def prereg_hash(record: dict[str, Any]) -> str:
-    """SHA-256 of what a pre-registration freezes: the bundle, the block and the command."""
-    frozen = {k: record[k] for k in ("bundle_sha256", "analysis", "command")}
+    """SHA-256 of the canonical JSON of the whole frozen record but ``prereg_sha256``."""
+    frozen = {k: v for k, v in record.items() if k != "prereg_sha256"}
     return hashlib.sha256(canonical_json(frozen).encode()).hexdigest()
+
+
+def _design(study: StudyPlan) -> dict[str, Any]:
+    """The product-choice design the document describes: blocks, formats and sequences."""
+    k = len(study.blocks[0].formats)
+    return {
+        "blocks": [
+            {"id": b.id, "formats": list(b.formats), "pairs": len(b.pairs)} for b in study.blocks
+        ],
+        # One sequence per format, as the web app assigns them (a cyclic k x k Latin square).
+        "sequences": [chr(ord("A") + r) for r in range(k)],
+    }
 
 
 def freeze(
@@ -108,6 +130,7 @@ def freeze(
     document: str = "prereg.md",
     power: pd.DataFrame | None = None,
     scenario: dict[str, float] | None = None,
+    amendment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The frozen record of a study's pre-registration.
 
@@ -121,16 +144,34 @@ def freeze(
         A power table (:func:`analysis.plan.power.power_table`) to cite in the sample size.
     scenario : dict, optional
         The assumptions that power table was simulated under.
+    amendment : dict, optional
+        For a pre-registration written after data collection began: ``amends`` (the hashes of
+        the pre-registrations recorded before, oldest first), ``reason`` (the researcher's
+        words) and ``seen`` (what had been observed: the looks taken, the participants who
+        completed), as the console states them.
 
     Returns
     -------
     dict
-        ``format, study, bundle, bundle_sha256, analysis, primary, command, looks`` (planned
-        sizes and boundaries), ``power`` (or ``None``), ``prereg_sha256``.
+        ``format, study, design`` (blocks, formats, sequences), ``bundle, bundle_sha256,
+        analysis, command, looks`` (planned sizes and boundaries), ``power`` (or ``None``),
+        ``amendment`` (or ``None``), ``prereg_sha256``.
+
+    Raises
+    ------
+    PlanError
+        No ``analysis:`` block, or the study was read without its bundle's file names.
     """
     from analysis.plan.sequential import boundaries
 
     plan = study.require_plan()
+    if not study.files:
+        raise PlanError(
+            f"{study.path.name}: a pre-registration freezes every file of the study's bundle; "
+            "read the study with the names of its bundle files (framelab prereg does)"
+        )
+    if amendment is not None and set(amendment) != {"amends", "reason", "seen"}:
+        raise PlanError(f"an amendment states amends, reason and seen, got {sorted(amendment)}")
     bounds = boundaries(plan.design())
     looks = [
         {
@@ -149,13 +190,14 @@ def freeze(
     record: dict[str, Any] = {
         "format": FORMAT,
         "study": {"slug": study.slug, "title": study.title, "file": study.path.name},
+        "design": _design(study),
         "bundle": [{"name": n, "sha256": d} for n, d in study.files],
         "bundle_sha256": study.bundle_sha256,
         "analysis": plan.as_dict(),
-        "primary": plan.primary(),
         "command": analysis_command(plan, document),
         "looks": looks,
         "power": None,
+        "amendment": dict(amendment) if amendment else None,
     }
     if power is not None:
         keep = ["n", "n_sims", "estimate", "ci_low", "ci_high", "expected_n"]
@@ -254,25 +296,69 @@ def _sentences(record: dict[str, Any]) -> list[tuple[str, list[str]]]:
             + ")."
         )
     other = [a["notes"]] if a["notes"] else []
-    other.append(
-        f"Frozen before data collection: pre-registration hash `{record['prereg_sha256']}` "
-        f"(bundle `{record['bundle_sha256']}`)."
+    frozen = (
+        f"pre-registration hash `{record['prereg_sha256']}` (bundle "
+        f"`{record['bundle_sha256']}`, {len(record['bundle'])} files)."
     )
+    change = record["amendment"]
+    if change is None:
+        other.append(f"Frozen before data collection: {frozen}")
+    else:
+        amends = ", ".join(f"`{h}`" for h in change["amends"]) or "none recorded before"
+        other.append(
+            f"Amendment, written after data collection began ({change['seen']}): "
+            f"{change['reason']} It replaces the earlier pre-registration(s): {amends}. "
+            f"Frozen: {frozen}"
+        )
     return [
         ("Hypothesis", [a["hypothesis"]]),
         ("Dependent variable", [f"`{dv}` of every product-choice trial."]),
-        (
-            "Conditions",
-            [
-                f"Format of the descriptions, within participants: `{ref}` (reference) and "
-                f"`{trt}` (treatment), counterbalanced by two sequences across participants."
-            ],
-        ),
+        ("Conditions", _conditions(record["design"], ref, trt)),
         ("Analyses", analyses),
         ("Outliers and exclusions", [" ".join(excl)]),
         ("Sample size", size),
         ("Other", other),
     ]
+
+
+def _conditions(design: dict[str, Any], ref: str, trt: str) -> list[str]:
+    """The design in words: formats, the Latin square, its sequences and the blocks."""
+    blocks, sequences = design["blocks"], design["sequences"]
+    formats = list(dict.fromkeys(f for b in blocks for f in b["formats"]))
+    k = len(sequences)
+    named = ", ".join(f"`{f}`" for f in formats)
+    if len(formats) == 2:
+        text = (
+            f"Format of the descriptions, within participants: `{ref}` (reference) and `{trt}` "
+            "(treatment)."
+        )
+    else:
+        text = (
+            f"Format of the descriptions, within participants: {len(formats)} formats, {named}. "
+            f"The primary test compares `{trt}` (treatment) with `{ref}` (reference) on the "
+            "trials shown in those two formats; the trials of the other formats are not part "
+            "of the primary test."
+        )
+    where = []
+    for b in blocks:
+        n = b["pairs"]
+        times = f"{n // k}" if n % k == 0 else f"{n // k} or {n // k + 1}"
+        where.append(
+            f"block `{b['id']}`: {n} product pairs, each participant reading each of its "
+            f"{len(b['formats'])} formats {times} times"
+        )
+    square = (
+        f"Which pair is shown in which format is balanced by a {k} x {k} cyclic Latin square: "
+        f"{k} sequences ({', '.join(sequences)}) handed out evenly across participants, each "
+        "pair shown in a different format in each sequence"
+    )
+    if len(blocks) > 1:
+        square += (
+            f"; the study has {len(blocks)} product-choice blocks and a participant's one "
+            "sequence sets the row of the square in every block"
+        )
+    blocks_text = "; ".join(where)
+    return [text, f"{square}. B{blocks_text[1:]}."]
 
 
 def _look_rows(record: dict[str, Any]) -> list[list[str]]:
@@ -309,8 +395,8 @@ def render_markdown(record: dict[str, Any]) -> str:
     out += [
         "## Frozen record",
         "",
-        "The files, the analysis block and the command below are what the hash freezes; "
-        "`framelab analyze choice ... --prereg` reads this block.",
+        "The whole record below, but its own hash, is what the hash freezes; "
+        "`framelab analyze choice ... --prereg` reads this block and nothing else.",
         "",
         _MD_FENCE,
         json.dumps(record, indent=2, sort_keys=True),
@@ -387,18 +473,30 @@ def read_prereg(path: str | Path) -> dict[str, Any]:
         record = json.loads(match.group(1))
     except json.JSONDecodeError as exc:
         raise PreregError(f"{path.name}: the frozen record is not valid JSON ({exc})") from None
+    if isinstance(record, dict) and record.get("format") in _OLD_FORMATS:
+        raise PreregError(
+            f"{path.name}: written by an earlier FrameLab ({record['format']}), whose hash did "
+            "not cover the primary analysis it was compared with; write it again with "
+            "`framelab prereg SLUG` (once data collection has begun, as an amendment)"
+        )
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise PreregError(f"{path.name}: not a {FORMAT} record")
-    try:
-        actual = prereg_hash(record)
-    except KeyError as exc:
-        raise PreregError(f"{path.name}: the frozen record lacks {exc}") from None
+    actual = prereg_hash(record)
     if actual != record.get("prereg_sha256"):
         raise PreregError(
             f"{path.name}: the frozen record was changed after freezing (its content hashes to "
             f"{actual[:12]}…, the document states {str(record.get('prereg_sha256'))[:12]}…); "
             "the pre-registration is the document as first written"
         )
+    try:
+        manifest = [(f["name"], f["sha256"]) for f in record["bundle"]]
+        missing = {"study", "analysis", "command", "amendment"} - set(record)
+    except (KeyError, TypeError):
+        raise PreregError(f"{path.name}: the record's bundle manifest is malformed") from None
+    if missing:
+        raise PreregError(f"{path.name}: the frozen record lacks {sorted(missing)}")
+    if bundle_sha256(manifest) != record.get("bundle_sha256"):
+        raise PreregError(f"{path.name}: bundle_sha256 is not the hash of the bundle manifest")
     return record
 
 
@@ -408,7 +506,8 @@ def differences(frozen: dict[str, Any], run: dict[str, Any]) -> list[str]:
     Parameters
     ----------
     frozen : dict
-        ``record["primary"]`` of a pre-registration.
+        The pre-registered primary analysis (:meth:`AnalysisPlan.primary` of the record's
+        ``analysis`` block).
     run : dict
         The same keys for the analysis about to run (:meth:`AnalysisPlan.primary`).
 
@@ -483,7 +582,7 @@ def check_run(
         exclusions=exclusions,
         transform="log" if log else "none",
     )
-    diffs = differences(record["primary"], run.primary())
+    diffs = differences(frozen.primary(), run.primary())
     if diffs:
         raise PreregError(
             f"this primary analysis differs from the pre-registered one ({document}, hash "
@@ -504,3 +603,63 @@ def check_study(data: pd.DataFrame, record: dict[str, Any]) -> None:
                 f"the export holds study {', '.join(found) or '(none)'}; the pre-registration "
                 f"is of {slug}"
             )
+
+
+def check_console(record: dict[str, Any], console: dict[str, Any]) -> str:
+    """Compare a document with the pre-registrations the console recorded for its study.
+
+    Parameters
+    ----------
+    record : dict
+        :func:`read_prereg` output.
+    console : dict
+        What the console holds for the study: ``preregistrations`` (oldest first, each with
+        ``prereg_sha256``, ``recorded_at``, ``recorded_by``, ``amendment``), ``bundle_sha256``
+        (of the stored files now) and ``study_version``.
+
+    Returns
+    -------
+    str
+        What the comparison found, for the console output and the report.
+
+    Raises
+    ------
+    PreregError
+        The console recorded other pre-registrations of the study: the document is not one
+        of them (edited and hashed again, or of another study), or a later one amends it.
+    """
+    slug, mine = record["study"]["slug"], record["prereg_sha256"]
+    history = console["preregistrations"]
+    if not history:
+        return (
+            f"not confirmed by the console: it has no pre-registration recorded for {slug} "
+            f"(`framelab prereg {slug}` records one)"
+        )
+    hashes = [h["prereg_sha256"] for h in history]
+    if mine not in hashes:
+        raise PreregError(
+            f"the console recorded {len(hashes)} pre-registration(s) of {slug} (latest "
+            f"{hashes[-1][:12]}, {history[-1]['recorded_at']}); this document's record hashes "
+            f"to {mine[:12]}: it is none of them (edited and hashed again after freezing?)"
+        )
+    if mine != hashes[-1]:
+        later = history[-1]
+        why = (later.get("amendment") or {}).get("reason", "")
+        raise PreregError(
+            f"this pre-registration of {slug} was amended: the console recorded "
+            f"{later['prereg_sha256'][:12]} on {later['recorded_at']}"
+            + (f" ({why})" if why else "")
+            + "; analyse with that document"
+        )
+    found = (
+        f"matches the pre-registration the console recorded for {slug} on "
+        f"{history[-1]['recorded_at']} (by {history[-1]['recorded_by']})"
+    )
+    if len(history) > 1:
+        found += f", the last of {len(history)} recorded"
+    if console["bundle_sha256"] != record["bundle_sha256"]:
+        found += (
+            f"; WARNING: the study's stored files changed after the freeze (now version "
+            f"{console['study_version']}): some participants may have seen other stimuli"
+        )
+    return found

@@ -20,9 +20,11 @@ The block (``docs/analysis.md``, "Plan, pre-register, stop")::
         spending: obrien-fleming   # or pocock
         futility: {z: [0, 0.5], binding: false}   # or {spending: obrien-fleming, beta: 0.2}
 
-The bundle of a study is its YAML and the stimulus files its task blocks name (as the web app
-stores it); its hash is the SHA-256 of the manifest ``"<sha256>  <name>\\n"`` per file, sorted
-by name (``sha256sum``'s format), so the console computes the same hash from the stored files.
+The bundle of a study is every file the web app stores with it: the YAML, its pairs files, its
+images and anything else uploaded with it. Which files those are is the web app's decision, so
+``framelab prereg`` asks it and names them to :func:`read_study`. The bundle's hash is the SHA-256
+of the manifest ``"<sha256>  <name>\\n"`` per file, sorted by name (``sha256sum``'s format), so
+the console computes the same hash from the stored files.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from analysis.exclusions import ChoiceRules
@@ -42,6 +44,7 @@ __all__ = [
     "DIRECTIONS",
     "TESTS",
     "AnalysisPlan",
+    "ChoiceBlock",
     "LookPlan",
     "PlanError",
     "StudyPlan",
@@ -69,8 +72,6 @@ FORMATS = ("original", "summary")
 RULE_FLAGS = ("require_completed", "require_quiz", "require_attention", "drop_duplicates")
 MAX_LOOKS = 10
 MIN_LOOK_N = 4  # participants at a look: two per sequence, two levels of each random factor
-# Values of task blocks that name bundle files end with one of these.
-_FILE_SUFFIXES = (".yaml", ".yml", ".csv", ".jsonl", ".json", ".txt")
 
 
 class PlanError(ValueError):
@@ -477,6 +478,26 @@ def _analysis(raw: Any, where: _Where, formats: tuple[str, ...] = FORMATS) -> An
 
 
 @dataclass(frozen=True)
+class ChoiceBlock:
+    """A product-choice block of the study.
+
+    Attributes
+    ----------
+    id : str
+        The block's ``id``.
+    formats : tuple of str
+        Its formats; sequence r shows pair j in ``formats[(j + r) % k]`` (a cyclic Latin square
+        with one sequence per format, as the web app assigns them).
+    pairs : tuple of str
+        Pair ids in file order (their position sets each pair's format per sequence).
+    """
+
+    id: str
+    formats: tuple[str, ...]
+    pairs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StudyPlan:
     """What planning and pre-registering need of a study file.
 
@@ -486,21 +507,32 @@ class StudyPlan:
         The study YAML.
     slug, title : str
         From the file.
-    pairs : tuple of str
-        Pair ids of the product-choice block, in file order (their position sets each pair's
-        format per sequence).
+    blocks : tuple of ChoiceBlock
+        The product-choice blocks, in study order.
     plan : AnalysisPlan or None
         The ``analysis:`` block, if the study has one.
     files : tuple of (str, str)
-        The bundle: ``(name, sha256)`` of the YAML and every file its task blocks name.
+        The bundle, ``(name, sha256)`` per file, when :func:`read_study` was given its file
+        names; empty otherwise.
     """
 
     path: Path
     slug: str
     title: str
-    pairs: tuple[str, ...]
+    blocks: tuple[ChoiceBlock, ...]
     plan: AnalysisPlan | None
-    files: tuple[tuple[str, str], ...]
+    files: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pairs(self) -> tuple[str, ...]:
+        """Pair ids of the first product-choice block (empty without one)."""
+        return self.blocks[0].pairs if self.blocks else ()
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        """Every format of the product-choice blocks, in block order (as the web app lists
+        them)."""
+        return tuple(dict.fromkeys(f for b in self.blocks for f in b.formats))
 
     @property
     def bundle_sha256(self) -> str:
@@ -542,68 +574,52 @@ def bundle_sha256(files) -> str:
     return hashlib.sha256(manifest.encode()).hexdigest()
 
 
-def _named_files(tasks: Any, folder: Path) -> list[str]:
-    """Bundle-relative names of the files the task blocks name that exist inside ``folder``."""
-    names: set[str] = set()
-
-    def visit(value: Any) -> None:
-        if isinstance(value, Mapping):
-            for child in value.values():
-                visit(child)
-        elif isinstance(value, list):
-            for child in value:
-                visit(child)
-        elif isinstance(value, str) and value.strip().lower().endswith(_FILE_SUFFIXES):
-            parts = [p for p in value.strip().split("/") if p not in ("", ".")]
-            if parts and ".." not in parts and "\n" not in value and not value.startswith("/"):
-                name = "/".join(parts)
-                path = folder / name
-                if path.is_file() and path.resolve().is_relative_to(folder.resolve()):
-                    names.add(name)
-
-    visit(tasks)
-    return sorted(names)
-
-
-def _pairs(tasks: Any, folder: Path, where: _Where) -> tuple[str, ...]:
+def _blocks(tasks: Any, folder: Path, where: _Where) -> tuple[ChoiceBlock, ...]:
+    """The product-choice blocks: their formats and pair ids (a pairs file is read)."""
     import yaml
 
-    blocks = [
-        b for b in tasks or [] if isinstance(b, Mapping) and b.get("type") == "product_choice"
-    ]
-    if not blocks:
-        return ()
-    pairs = blocks[0].get("pairs")
-    if isinstance(pairs, str):
-        path = folder / pairs.strip()
-        try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise where.error(f"cannot read the pairs file {pairs!r}: {exc}") from None
-        pairs = (doc or {}).get("pairs") if isinstance(doc, Mapping) else None
-    if not isinstance(pairs, list) or not all(isinstance(p, Mapping) and "id" in p for p in pairs):
-        raise where.error("the product_choice block's pairs have no ids")
-    return tuple(str(p["id"]) for p in pairs)
-
-
-def _formats(tasks: Any) -> tuple[str, ...]:
-    """Every format of the product-choice blocks, in block order (as the web app lists them)."""
-    out: list[str] = []
-    for block in tasks or []:
-        if isinstance(block, Mapping) and block.get("type") == "product_choice":
-            named = block.get("formats")
-            names = named if isinstance(named, list) and named else FORMATS
-            out += [str(f) for f in names if str(f) not in out]
+    out = []
+    for i, block in enumerate(tasks or []):
+        if not isinstance(block, Mapping) or block.get("type") != "product_choice":
+            continue
+        bw = where.at(i)
+        pairs = block.get("pairs")
+        if isinstance(pairs, str):
+            path = folder / pairs.strip()
+            try:
+                doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as exc:
+                raise bw.error(f"cannot read the pairs file {pairs!r}: {exc}") from None
+            pairs = (doc or {}).get("pairs") if isinstance(doc, Mapping) else None
+        if not isinstance(pairs, list) or not all(
+            isinstance(p, Mapping) and "id" in p for p in pairs
+        ):
+            raise bw.error("the product_choice block's pairs have no ids")
+        named = block.get("formats")
+        formats = named if isinstance(named, list) and named else FORMATS
+        out.append(
+            ChoiceBlock(
+                id=str(block.get("id", f"block {i + 1}")),
+                formats=tuple(str(f) for f in formats),
+                pairs=tuple(str(p["id"]) for p in pairs),
+            )
+        )
     return tuple(out)
 
 
-def read_study(path: str | Path) -> StudyPlan:
-    """Read a study YAML: slug, title, pair order, the ``analysis:`` block and the bundle.
+def read_study(path: str | Path, bundle: Iterable[str] | None = None) -> StudyPlan:
+    """Read a study YAML: slug, title, its product-choice design, the ``analysis:`` block.
 
     Parameters
     ----------
     path : str or Path
         The study file (e.g. ``stimuli/studies/product-choice-demo.yaml``).
+    bundle : iterable of str, optional
+        The names, relative to the study file's folder, of every file of its bundle as the web
+        app stores it (pairs files, images, anything uploaded with it); the study file is
+        always part of it. Each is hashed for :attr:`StudyPlan.files`. Which files a bundle
+        holds is the web app's decision (``framelab prereg`` asks it); without them
+        :attr:`StudyPlan.files` is empty and the study cannot be pre-registered.
 
     Returns
     -------
@@ -633,26 +649,38 @@ def read_study(path: str | Path) -> StudyPlan:
     where = _Where(path.name, "", tree)
     if not isinstance(raw, Mapping) or not isinstance(raw.get("slug"), str):
         raise where.error("expected a study definition with a slug")
-    tasks = raw.get("tasks")
-    pairs = _pairs(tasks, path.parent, where.at("tasks"))
-    plan = None
-    if raw.get("analysis") is not None:
-        if not pairs:
-            raise where.at("analysis").error(
-                "the pre-registered tests analyse a product_choice block; the study has none"
-            )
-        plan = _analysis(raw["analysis"], where.at("analysis"), _formats(tasks))
-    files = [(path.name, hashlib.sha256(data).hexdigest())]
-    for name in _named_files(tasks, path.parent):
-        files.append((name, hashlib.sha256((path.parent / name).read_bytes()).hexdigest()))
-    return StudyPlan(
+    study = StudyPlan(
         path=path,
         slug=raw["slug"],
         title=str(raw.get("title", "")),
-        pairs=pairs,
-        plan=plan,
-        files=tuple(sorted(files)),
+        blocks=_blocks(raw.get("tasks"), path.parent, where.at("tasks")),
+        plan=None,
+        files=() if bundle is None else _hashed(path, bundle),
     )
+    if raw.get("analysis") is None:
+        return study
+    if not study.blocks:
+        raise where.at("analysis").error(
+            "the pre-registered tests analyse a product_choice block; the study has none"
+        )
+    return replace(study, plan=_analysis(raw["analysis"], where.at("analysis"), study.formats))
+
+
+def _hashed(path: Path, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``(name, sha256)`` of the study file and each named bundle file beside it."""
+    folder = path.parent.resolve()
+    files = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()}
+    for name in names:
+        file = folder / name
+        if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts:
+            raise PlanError(f"{name!r} is not a file of the study's bundle")
+        try:
+            if not file.resolve().is_relative_to(folder):
+                raise PlanError(f"{name!r} is not a file of the study's bundle")
+            files[name] = hashlib.sha256(file.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise PlanError(f"{name}: cannot read the bundle file: {exc.strerror}") from None
+    return tuple(sorted(files.items()))
 
 
 def canonical_json(value: Any) -> str:

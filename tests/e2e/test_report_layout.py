@@ -50,7 +50,8 @@ def _choice_reports(tmp_path) -> list:
     result = runner.invoke(main, [*args, "--study", DEMO])
     assert result.exit_code == 0, result.output
     doc = tmp_path / "prereg.md"
-    doc.write_text(render_markdown(freeze(read_study(DEMO))), encoding="utf-8")
+    record = freeze(read_study(DEMO, ["product_pairs/demo.yaml"]))
+    doc.write_text(render_markdown(record), encoding="utf-8")
     pre = tmp_path / "prereg-report"
     args = ["analyze", "choice", str(export), "--prereg", str(doc), "--no-figures"]
     result = runner.invoke(main, [*args, "--out", str(pre)])

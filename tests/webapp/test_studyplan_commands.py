@@ -78,3 +78,142 @@ def test_a_look_without_a_statistic_says_why(app, monkeypatch):
         "look 1 (35 analysed, new): no statistic (the Laplace fit stopped after 200 iterations)"
         in result.output
     )
+
+
+FORMATS_DEMO = DEMO.parent / "product-choice-formats-demo.yaml"
+
+
+def _copy_formats_demo(folder: Path) -> Path:
+    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
+    shutil.copy(FORMATS_DEMO, folder / FORMATS_DEMO.name)
+    return folder / FORMATS_DEMO.name
+
+
+def _record(out: Path) -> dict:
+    from analysis.plan.prereg import read_prereg
+
+    return read_prereg(out / "prereg.md")
+
+
+def test_prereg_of_a_study_with_images_freezes_them_is_recorded_and_sees_a_swap(app, tmp_path):
+    """The stored bundle, images included, is what is frozen: recorded for the console, and a
+    swapped image is a changed bundle for the console and for `analyze --prereg`."""
+    from analysis.plan.prereg import check_console
+    from webapp.services import looks as looks_service
+    from webapp.services.studies import get_study
+
+    path = _copy_formats_demo(tmp_path / "study")
+    _load(app, path)
+    runner = app.test_cli_runner()
+    by_slug = runner.invoke(prereg, ["product-choice-formats-demo", "--out", str(tmp_path / "a")])
+    assert by_slug.exit_code == 0, by_slug.output
+    assert "recorded: the console shows it" in by_slug.output
+    record = _record(tmp_path / "a")
+    names = [f["name"] for f in record["bundle"]]
+    assert [n for n in names if n.endswith(".png")] == [
+        "product_pairs/images/kettle-harbor.png",
+        "product_pairs/images/kettle-stillwater.png",
+    ]
+    # From the file: the loader's files, the same as those stored, so the same hash.
+    by_file = runner.invoke(prereg, [str(path), "--out", str(tmp_path / "b")])
+    assert by_file.exit_code == 0, by_file.output
+    assert _record(tmp_path / "b")["prereg_sha256"] == record["prereg_sha256"]
+    # The text describes the design that runs.
+    text = (tmp_path / "a" / "prereg.md").read_text()
+    assert "two sequences" not in text and "3 sequences (A, B, C)" in text
+
+    image = path.parent / "product_pairs" / "images" / "kettle-harbor.png"
+    swapped = image.read_bytes().replace(b"IEND", b"IEND\x00", 1)
+    image.write_bytes(swapped)
+    _load(app, path)  # the image's hash is part of the definition: a new version
+    with app.app_context():
+        study = get_study("product-choice-formats-demo")
+        assert study.version == 2
+        console = looks_service.console_record(study)
+    assert "stored files changed after the freeze (now version 2)" in check_console(record, console)
+    again = runner.invoke(prereg, [str(path), "--out", str(tmp_path / "c")])
+    assert again.exit_code == 0, again.output
+    assert _record(tmp_path / "c")["bundle_sha256"] != record["bundle_sha256"]
+
+
+def _a_participant_completes(app) -> None:
+    import random
+
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        definition = get_study("product-choice-demo").definition
+    bot = Bot(FlaskTransport(app), definition, BotBehaviour(), rng=random.Random(1))
+    assert bot.run().outcome == "completed"
+
+
+def test_a_new_freeze_after_data_collection_began_is_an_amendment(app, tmp_path):
+    from webapp.extensions import db
+    from webapp.models import AuditEvent
+    from webapp.services import looks as looks_service
+    from webapp.services.studies import get_study
+
+    folder = tmp_path / "study"
+    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
+    shutil.copy(DEMO, folder / DEMO.name)
+    _load(app, folder / DEMO.name)
+    runner = app.test_cli_runner()
+    early = runner.invoke(prereg, ["product-choice-demo", "--amend", "x", "--out", str(tmp_path)])
+    assert early.exit_code == 2 and "data collection of product-choice-demo has not begun" in (
+        early.output
+    )
+    first = runner.invoke(prereg, ["product-choice-demo", "--out", str(tmp_path / "v1")])
+    assert first.exit_code == 0 and "recorded" in first.output, first.output
+    original = _record(tmp_path / "v1")
+    _a_participant_completes(app)
+
+    # The same content again is the same pre-registration: nothing to amend.
+    same = runner.invoke(prereg, ["product-choice-demo", "--out", str(tmp_path / "same")])
+    assert same.exit_code == 0 and _record(tmp_path / "same") == original
+
+    (folder / DEMO.name).write_text(
+        (folder / DEMO.name).read_text().replace("alpha: 0.025", "alpha: 0.02")
+    )
+    _load(app, folder / DEMO.name)
+    out = tmp_path / "v2"
+    refused = runner.invoke(prereg, ["product-choice-demo", "--out", str(out)])
+    assert refused.exit_code == 1
+    assert "data collection of product-choice-demo has begun (1 participant(s) completed)" in (
+        refused.output
+    )
+    assert "--amend REASON" in refused.output and not out.exists()
+    with app.app_context():  # the service refuses it too, whoever calls it
+        try:
+            looks_service.record_preregistration(
+                get_study("product-choice-demo"), {**original, "prereg_sha256": "ab" * 32,
+                 "bundle_sha256": looks_service.bundle_sha256(get_study("product-choice-demo"))},
+                "p.md", "cli",
+            )  # fmt: skip
+        except looks_service.LookError as exc:
+            assert "a new pre-registration is an amendment" in str(exc)
+        else:
+            raise AssertionError("a freeze after data collection was recorded as no amendment")
+
+    why = "The one-sided alpha is 0.02 as the grant states; 0.025 was a typo."
+    amended = runner.invoke(prereg, ["product-choice-demo", "--amend", why, "--out", str(out)])
+    assert amended.exit_code == 0, amended.output
+    assert amended.output.startswith("amendment of product-choice-demo")
+    assert "recorded: the console shows it" in amended.output
+    record = _record(out)
+    assert record["amendment"] == {
+        "amends": [original["prereg_sha256"]],
+        "reason": why,
+        "seen": "1 participant(s) completed",
+    }
+    seen = "Amendment, written after data collection began (1 participant(s) completed)"
+    assert f"{seen}: {why}" in (out / "prereg.md").read_text()
+    with app.app_context():
+        history = looks_service.console_record(get_study("product-choice-demo"))
+        actions = [e.action for e in db.session.scalars(db.select(AuditEvent))]
+    assert [h["prereg_sha256"] for h in history["preregistrations"]] == [
+        original["prereg_sha256"],
+        record["prereg_sha256"],
+    ]
+    assert actions.count("prereg.freeze") == 1 and actions.count("prereg.amend") == 1
+

@@ -6,6 +6,13 @@ here. The console then shows the frozen hash, each look's statistic against its 
 when a bound was crossed, offers to pause recruitment: nothing is paused until the researcher
 confirms (:func:`pause_for_look`), and every step is in the audit log.
 
+Once data collection has begun (a participant who is not a test participant completed, or a
+look was recorded), a new pre-registration is recorded only as an amendment: its record names
+the pre-registrations it amends, the researcher's reason and what had been seen, and the
+console shows the whole history (:func:`preregistration_history`). The console's record is
+what ``framelab analyze --prereg`` compares a document with (:func:`console_record`), since a
+plain hash can be recomputed by whoever edits the document.
+
 The bundle hash is the research package's (``docs/analysis.md``): SHA-256 of the manifest
 ``"<sha256>  <name>\\n"`` per stored file of the study's current version, sorted by name.
 """
@@ -18,11 +25,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from webapp.extensions import db
 from webapp.models import (
     InterimLook,
+    Participant,
+    ParticipantStatus,
     Preregistration,
     Researcher,
     Study,
@@ -74,7 +83,9 @@ def record_preregistration(
     Raises
     ------
     LookError
-        The record is of other files than the study's current version.
+        The record is of other files than the study's current version; or data collection
+        has begun and the record is no amendment, or amends other pre-registrations than the
+        recorded ones.
     """
     current = bundle_sha256(study)
     if record.get("bundle_sha256") != current:
@@ -83,14 +94,25 @@ def record_preregistration(
             f"{study.version} (bundle {str(record.get('bundle_sha256'))[:12]}, stored "
             f"{str(current)[:12]}); load the study file it was written from first"
         )
-    existing = db.session.scalar(
-        select(Preregistration).where(
-            Preregistration.study_id == study.id,
-            Preregistration.prereg_sha256 == record["prereg_sha256"],
-        )
-    )
+    history = preregistration_history(study)
+    existing = next((r for r in history if r.prereg_sha256 == record["prereg_sha256"]), None)
     if existing is not None:
         return existing
+    amendment = record.get("amendment")
+    seen = data_seen(study)
+    if seen and amendment is None:
+        raise LookError(
+            f"data collection of {study.slug} has begun ({seen}): a new pre-registration is "
+            f"an amendment; write it with `framelab prereg {study.slug} --amend REASON`"
+        )
+    recorded = [r.prereg_sha256 for r in history]
+    if amendment is not None and list(amendment.get("amends") or []) != recorded:
+        named = ", ".join(str(h)[:12] for h in amendment.get("amends") or []) or "none"
+        raise LookError(
+            f"the amendment amends {named}, but the console recorded "
+            f"{', '.join(h[:12] for h in recorded) or 'none'} for {study.slug}: write it again "
+            f"with `framelab prereg {study.slug} --amend REASON`"
+        )
     row = Preregistration(
         study_id=study.id,
         study_version=study.version,
@@ -102,25 +124,84 @@ def record_preregistration(
         created_at=utcnow(),
     )
     db.session.add(row)
-    audit.record(
-        actor,
-        "prereg.freeze",
-        study=study,
-        detail={"prereg_sha256": row.prereg_sha256, "document": row.document},
-        commit=False,
-    )
+    detail = {"prereg_sha256": row.prereg_sha256, "document": row.document}
+    if amendment is not None:
+        detail["reason"] = str(amendment.get("reason", ""))[:500]
+    action = "prereg.amend" if amendment is not None else "prereg.freeze"
+    audit.record(actor, action, study=study, detail=detail, commit=False)
     db.session.commit()
     return row
 
 
+def preregistration_history(study: Study) -> list[Preregistration]:
+    """Every pre-registration recorded for the study, oldest first (amendments after)."""
+    return list(
+        db.session.scalars(
+            select(Preregistration)
+            .where(Preregistration.study_id == study.id)
+            .order_by(Preregistration.id)
+        )
+    )
+
+
 def latest_preregistration(study: Study) -> Preregistration | None:
     """The study's most recent pre-registration, if any."""
-    return db.session.scalar(
-        select(Preregistration)
-        .where(Preregistration.study_id == study.id)
-        .order_by(Preregistration.id.desc())
-        .limit(1)
+    history = preregistration_history(study)
+    return history[-1] if history else None
+
+
+def data_seen(study: Study) -> str | None:
+    """What of the study's data exists to be seen, in words; ``None`` before data collection.
+
+    Data collection has begun once a participant who is not a test participant completed, or
+    a look was recorded (test participants, bots and previews, are no data).
+    """
+    completed = db.session.scalar(
+        select(func.count()).where(
+            Participant.study_id == study.id,
+            Participant.status == ParticipantStatus.completed,
+            Participant.is_test.is_(False),
+        )
     )
+    looks = recorded_looks(study)
+    if not completed and not looks:
+        return None
+    parts = [
+        f"look {row.look} recorded {row.computed_at:%Y-%m-%d %H:%M} UTC "
+        f"({row.n_analysed} analysed, {row.decision})"
+        for row in looks
+    ]
+    parts.append(f"{completed} participant(s) completed")
+    return "; ".join(parts)
+
+
+def console_record(study: Study) -> dict[str, Any]:
+    """The pre-registrations the console recorded for a study, as plain data.
+
+    Returns
+    -------
+    dict
+        ``preregistrations`` (oldest first: ``prereg_sha256``, ``recorded_at``
+        (``YYYY-MM-DD HH:MM UTC``), ``recorded_by``, ``document``, ``study_version``,
+        ``amendment``), ``bundle_sha256`` (of the stored files of the current version) and
+        ``study_version``: what ``analysis.plan.prereg.check_console`` compares a document
+        with.
+    """
+    return {
+        "preregistrations": [
+            {
+                "prereg_sha256": row.prereg_sha256,
+                "recorded_at": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+                "recorded_by": row.created_by,
+                "document": row.document,
+                "study_version": row.study_version,
+                "amendment": row.record.get("amendment"),
+            }
+            for row in preregistration_history(study)
+        ],
+        "bundle_sha256": bundle_sha256(study),
+        "study_version": study.version,
+    }
 
 
 def recorded_looks(study: Study) -> list[InterimLook]:
@@ -212,6 +293,7 @@ class LooksPanel:
     plan: Mapping[str, Any]
     prereg: Preregistration | None
     bundle_matches: bool | None
+    history: list[Preregistration] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     crossed: InterimLook | None = None
     can_pause: bool = False
@@ -223,7 +305,8 @@ def looks_panel(study: Study) -> LooksPanel | None:
     plan = study.definition.get("analysis")
     if plan is None:
         return None
-    prereg = latest_preregistration(study)
+    history = preregistration_history(study)
+    prereg = history[-1] if history else None
     matches = None if prereg is None else prereg.bundle_sha256 == bundle_sha256(study)
     recorded = {row.look: row for row in recorded_looks(study)}
     fractions = plan["looks"]["at"] if plan["looks"] else [1.0]
@@ -235,6 +318,7 @@ def looks_panel(study: Study) -> LooksPanel | None:
         plan=plan,
         prereg=prereg,
         bundle_matches=matches,
+        history=history,
         rows=rows,
         crossed=crossed,
         can_pause=crossed is not None

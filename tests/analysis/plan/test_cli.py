@@ -54,7 +54,7 @@ def test_power_needs_stated_assumptions_then_writes_and_resumes(tmp_path):
 
 
 def test_analyze_with_a_prereg_refuses_another_analysis_and_reports_the_primary(tmp_path):
-    record = freeze(read_study(DEMO))
+    record = freeze(read_study(DEMO, ["product_pairs/demo.yaml"]))
     doc = tmp_path / "prereg.md"
     doc.write_text(render_markdown(record))
     export = tmp_path / "long.csv"

@@ -167,3 +167,44 @@ def test_only_a_crossed_look_of_ones_own_study_can_be_paused(app, study, make_re
     anonymous = app.test_client().post(f"{URL}/looks/1/pause", data={"confirm": "yes"})
     assert anonymous.status_code in (302, 400)
     assert not [a for _, a in _audit(app) if a == "look.pause"]
+
+
+def test_an_amendment_is_recorded_only_after_data_and_the_page_shows_the_history(
+    app, study, make_researcher, make_bot
+):
+    from webapp.services import looks as service
+    from webapp.services.studies import get_study
+
+    client = make_researcher("ana")
+    own_demo(app, "ana")
+    with app.app_context():
+        bundle = service.bundle_sha256(get_study("product-choice-demo"))
+    first = {"prereg_sha256": "ab" * 32, "bundle_sha256": bundle, "amendment": None}
+    with app.app_context():
+        service.record_preregistration(get_study("product-choice-demo"), first, "p.md", "cli")
+    page = client.get(URL).get_data(as_text=True)
+    assert "data-prereg-history" not in page  # one freeze before data: nothing to list
+    assert make_bot().run().outcome == "completed"
+    why = "Attention checks were not shown to the first 40 people."
+    change = {"amends": ["cd" * 32], "reason": why, "seen": "1 participant(s) completed"}
+    second = {"prereg_sha256": "ef" * 32, "bundle_sha256": bundle, "amendment": change}
+    with app.app_context():
+        s = get_study("product-choice-demo")
+        assert service.data_seen(s) == "1 participant(s) completed"
+        for record, refusal in (
+            ({**second, "amendment": None}, "a new pre-registration is an amendment"),
+            (second, f"amends {'cd' * 6}, but the console recorded {'ab' * 6}"),
+        ):
+            try:
+                service.record_preregistration(s, record, "p.md", "cli")
+            except service.LookError as exc:
+                assert refusal in str(exc)
+            else:
+                raise AssertionError(f"recorded: {record}")
+        change["amends"] = ["ab" * 32]
+        service.record_preregistration(s, second, "p.md", "cli")
+    page = html.unescape(client.get(URL).get_data(as_text=True))
+    assert f"data-prereg-hash>{'ef' * 32}<" in page and "data-prereg-history" in page
+    assert 'data-prereg-row="2"' in page and f"data-prereg-amendment>{why}<" in page
+    assert "before data collection" in page and "1 participant(s) completed" in page
+    assert ("cli", "prereg.amend") in _audit(app)
