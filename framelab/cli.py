@@ -89,7 +89,14 @@ def main(ctx: click.Context) -> None:
     """FrameLab: run framing studies with people and measure what LLM text changes."""
     spec = _spec(ctx.invoked_subcommand) if ctx.invoked_subcommand else None
     if spec is not None and spec[0].startswith("analysis."):
-        return  # an analysis command: no Flask app to find, no Flask import
+        # An analysis command: no Flask app to find, no Flask import. `analyze --prereg` may
+        # ask for the console's record of a pre-registration; this reads it, importing the web
+        # app only then (the research package itself never does).
+        from analysis.cli import CONSOLE_RECORD
+        from framelab.console_record import console_record
+
+        ctx.meta[CONSOLE_RECORD] = console_record
+        return
     from flask.cli import ScriptInfo
 
     # Web commands use flask.cli.with_appcontext, which finds the app through ScriptInfo.

@@ -13,3 +13,9 @@ COMMANDS: dict[str, str] = {
     "news": "analysis.cli.news:news",
     "plan": "analysis.cli.plan:plan",
 }
+
+# The key under which the ``framelab`` console script puts, in click's context ``meta``, a
+# function ``slug -> dict`` returning the console's record of a study's pre-registrations (the
+# web app's ``webapp.services.looks.console_record``), or raising ``LookupError`` with the
+# reason it cannot be read. The research package never imports the web app: it is handed this.
+CONSOLE_RECORD = "framelab.console_record"

@@ -332,7 +332,7 @@ def choice_command(
         if prereg is not None:
             from analysis.plan.looks import preregistered_tables
 
-            record, frozen = prereg
+            record, frozen, console = prereg
             tables, meta = preregistered_tables(exported, frozen)
             results.tables.update(tables)
             results.meta.update(meta)
@@ -341,6 +341,8 @@ def choice_command(
                 "prereg_sha256": record["prereg_sha256"],
                 "bundle_sha256": record["bundle_sha256"],
                 "command": record["command"],
+                "console": console,
+                "amendment": record["amendment"],
                 "test": frozen.test,
                 "direction": frozen.direction,
                 "alpha": frozen.alpha,
@@ -379,16 +381,30 @@ def _formats_run(data, levels, prereg_path, covariates, wtp_slopes) -> bool:
 
 
 def _prereg(path: str, rules, levels, wtp_log: bool):
-    """The frozen record and plan of ``--prereg``; refuse a run whose primary analysis differs."""
-    from analysis.plan.prereg import PreregError, check_run, read_prereg
+    """The frozen record and plan of ``--prereg`` and what the console's record says of it;
+    refuse a run whose primary analysis differs, or a document the console did not record."""
+    from analysis.cli import CONSOLE_RECORD
+    from analysis.plan.prereg import PreregError, check_console, check_run, read_prereg
     from analysis.plan.spec import PlanError
 
+    lookup = click.get_current_context().meta.get(CONSOLE_RECORD)
     try:
         record = read_prereg(path)
         plan = check_run(record, Path(path).name, levels=levels, exclusions=rules, log=wtp_log)
+        slug = record["study"]["slug"]
+        if lookup is None:
+            console = (
+                "not compared with the console's record: run through the `framelab` command, "
+                "which reads the study's database"
+            )
+        else:
+            try:
+                console = check_console(record, lookup(slug))
+            except LookupError as exc:
+                console = f"not compared with the console's record of {slug}: {exc}"
     except (PreregError, PlanError) as exc:
         raise click.ClickException(str(exc)) from None
-    return record, plan
+    return record, plan, console
 
 
 def _estimated_minutes(path: str) -> float:

@@ -1,6 +1,7 @@
 """The report's first section when the analysis was pre-registered: the primary result.
 
-It says that the primary analysis is the pre-registered one (document and hash), at which look
+It says that the primary analysis is the pre-registered one (document and hash, what the
+console's record says of it, the amendment history when there is one), at which look
 the pre-registered rule stopped the study, and gives the stopping-rule-adjusted p-value,
 estimate and confidence interval beside the naive ones; the looks table follows.
 """
@@ -27,6 +28,15 @@ def primary_sentence(results: Results) -> str:
         f"{prereg['prereg_sha256'][:12]}): {prereg['test']}, {prereg['direction']}, alpha "
         f"{prereg['alpha']:g}."
     )
+    if prereg.get("console"):
+        head += f" Console record: {prereg['console']}."
+    change = prereg.get("amendment")
+    if change:
+        amends = ", ".join(h[:12] for h in change["amends"]) or "none recorded before"
+        head += (
+            f" This pre-registration is an amendment, written after data collection began "
+            f"({change['seen']}): {change['reason']} (amends: {amends})."
+        )
     if "primary" not in t:
         return f"{head} No primary result: {m.get('primary_failed', 'no look reached')}."
     r = t["primary"].iloc[0]

@@ -54,7 +54,9 @@ def _choice_reports(tmp_path) -> list:
     doc.write_text(render_markdown(record), encoding="utf-8")
     pre = tmp_path / "prereg-report"
     args = ["analyze", "choice", str(export), "--prereg", str(doc), "--no-figures"]
-    result = runner.invoke(main, [*args, "--out", str(pre)])
+    # Never the developer's own database: the console's record is "not compared" here.
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'no-console.sqlite'}"}
+    result = runner.invoke(main, [*args, "--out", str(pre)], env=env)
     assert result.exit_code == 0, result.output
     return [full / "report.html", pre / "report.html"]
 

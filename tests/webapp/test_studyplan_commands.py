@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from framelab.studyplan import looks, prereg
 from tests.webapp.conftest import DEMO
 
@@ -81,6 +83,7 @@ def test_a_look_without_a_statistic_says_why(app, monkeypatch):
 
 
 FORMATS_DEMO = DEMO.parent / "product-choice-formats-demo.yaml"
+KEY = "3f9a7c1e5b2d8f4a6c0e9b3d7f1a5c8e2b6d0f4a9c3e7b1d5f8a2c6e0b4d9f3a"
 
 
 def _copy_formats_demo(folder: Path) -> Path:
@@ -217,3 +220,43 @@ def test_a_new_freeze_after_data_collection_began_is_an_amendment(app, tmp_path)
     ]
     assert actions.count("prereg.freeze") == 1 and actions.count("prereg.amend") == 1
 
+
+def test_framelab_analyze_compares_the_document_with_the_console_record(app, tmp_path):
+    """`framelab analyze --prereg` reads the hash the console recorded, through the web app's
+    database, and refuses a document edited and hashed again; without a database it says so."""
+    from analysis.plan.prereg import prereg_hash, render_markdown
+    from analysis.simulate import simulate_choice_study
+    from framelab.cli import main
+
+    _load(app, DEMO)
+    frozen = app.test_cli_runner().invoke(prereg, ["product-choice-demo", "--out", str(tmp_path)])
+    assert "recorded: the console shows it" in frozen.output, frozen.output
+    record, doc = _record(tmp_path), tmp_path / "prereg.md"
+    export = tmp_path / "long.csv"
+    simulate_choice_study(
+        80, 10, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
+    ).to_csv(export, index=False)
+    args = ["analyze", "choice", str(export), "--prereg", str(doc), "--no-figures", "--no-gee"]
+    env = {
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "SECRET_KEY": KEY,
+        "FRAMELAB_ENV": "testing",
+    }
+    cli = CliRunner()
+    done = cli.invoke(main, [*args, "--out", str(tmp_path / "a")], env=env)
+    assert done.exit_code == 0, done.output
+    assert "Console record: matches the pre-registration the console recorded for " in done.output
+
+    forged = {**record, "analysis": {**record["analysis"], "alpha": 0.05}}
+    forged["prereg_sha256"] = prereg_hash(forged)
+    doc.write_text(render_markdown(forged))
+    refused = cli.invoke(main, [*args, "--out", str(tmp_path / "b")], env=env)
+    assert refused.exit_code == 1 and "it is none of them" in refused.output
+
+    missing = {**env, "DATABASE_URL": f"sqlite:///{tmp_path / 'none.sqlite'}"}
+    unchecked = cli.invoke(main, [*args, "--out", str(tmp_path / "c")], env=missing)
+    assert unchecked.exit_code == 0, unchecked.output
+    assert "not compared with the console's record of product-choice-demo: no database at" in (
+        unchecked.output
+    )
+    assert not (tmp_path / "none.sqlite").exists()

@@ -76,6 +76,10 @@ def test_analyze_with_a_prereg_refuses_another_analysis_and_reports_the_primary(
     primary = results["tables"]["primary"][0]
     assert primary["look"] == 1 and primary["reject"] is True and primary["later_looks"] == 2
     assert results["meta"]["preregistration"]["prereg_sha256"] == record["prereg_sha256"]
+    # Run on its own, the research package cannot read the console's record, and says so.
+    console = results["meta"]["preregistration"]["console"]
+    assert console.startswith("not compared with the console's record: run through the")
+    assert f"Console record: {console}." in done.output
     html = (tmp_path / "report" / "report.html").read_text()
     assert "Primary analysis (pre-registered)" in html
     assert html.index("Primary analysis (pre-registered)") < html.index("Excluded rows")
@@ -104,3 +108,103 @@ def test_power_takes_its_assumptions_from_a_pilot(tmp_path):
     assert summary["scenario"]["sd_pair"] == 0.25  # a flag overrides the pilot
     assert summary["scenario"]["baseline"] == pytest.approx(0.4, abs=0.1)
     assert summary["scenario"]["exclusion_share"] == 0.0
+
+
+def _export_and_document(tmp_path) -> tuple[dict, Path, Path]:
+    record = freeze(read_study(DEMO, ["product_pairs/demo.yaml"]))
+    doc = tmp_path / "prereg.md"
+    doc.write_text(render_markdown(record))
+    export = tmp_path / "long.csv"
+    simulate_choice_study(
+        80, 10, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
+    ).to_csv(export, index=False)
+    return record, doc, export
+
+
+def test_a_primary_block_edited_into_the_document_does_not_pass_as_pre_registered(tmp_path):
+    """The red team's edit: a `primary` block with the quiz exclusion off, and a run without it."""
+    import re
+
+    record, doc, export = _export_and_document(tmp_path)
+    primary = {
+        "test": "choice_glmm",
+        "dv": "chose_target",
+        "levels": ["original", "summary"],
+        "direction": "greater",
+        "alpha": 0.025,
+        "transform": "none",
+        "exclusions": {**record["analysis"]["exclusions"], "require_quiz": False},
+    }
+    match = re.search(r"```json framelab-prereg\n(.*?)\n```", doc.read_text(), re.S)
+    edited = {**json.loads(match.group(1)), "primary": primary}
+    doc.write_text(doc.read_text().replace(match.group(1), json.dumps(edited, indent=2)))
+    args = ["choice", str(export), "--prereg", str(doc), "--keep-failed-quiz", "--no-figures"]
+    result = CliRunner().invoke(analyze, [*args, "--out", str(tmp_path / "report")])
+    assert result.exit_code == 1
+    assert "the frozen record was changed after freezing" in result.output
+    assert "Primary analysis (pre-registered)" not in result.output
+    assert not (tmp_path / "report").exists()
+
+
+def _with_console(console):
+    """``framelab`` as the console script assembles it: a lookup of the console's record."""
+    import click
+
+    from analysis.cli import CONSOLE_RECORD
+
+    @click.group()
+    @click.pass_context
+    def main(ctx: click.Context) -> None:
+        ctx.meta[CONSOLE_RECORD] = console
+
+    main.add_command(analyze)
+    return main
+
+
+def test_analyze_compares_the_document_with_the_console_record(tmp_path):
+    from analysis.plan.prereg import prereg_hash
+
+    record, doc, export = _export_and_document(tmp_path)
+    held = {
+        "preregistrations": [
+            {
+                "prereg_sha256": record["prereg_sha256"],
+                "recorded_at": "2026-11-20 10:00 UTC",
+                "recorded_by": "cli",
+                "document": "prereg.md",
+                "study_version": 1,
+                "amendment": None,
+            }
+        ],
+        "bundle_sha256": record["bundle_sha256"],
+        "study_version": 1,
+    }
+    args = ["analyze", "choice", str(export), "--prereg", str(doc), "--no-figures", "--no-gee"]
+    console = _with_console(lambda slug: held)
+    done = CliRunner().invoke(console, [*args, "--out", str(tmp_path / "a")])
+    assert done.exit_code == 0, done.output
+    assert (
+        "Console record: matches the pre-registration the console recorded for "
+        "product-choice-demo on 2026-11-20 10:00 UTC (by cli)." in done.output
+    )
+    html = (tmp_path / "a" / "report.html").read_text()
+    assert "matches the pre-registration the console recorded" in html
+
+    # Edited and hashed again: it reads back, but it is not what the console recorded.
+    forged = {**record, "analysis": {**record["analysis"], "alpha": 0.05}}
+    forged["prereg_sha256"] = prereg_hash(forged)
+    doc.write_text(render_markdown(forged))
+    refused = CliRunner().invoke(console, [*args, "--out", str(tmp_path / "b")])
+    assert refused.exit_code == 1 and "it is none of them" in refused.output
+    assert not (tmp_path / "b").exists()
+
+    def unreachable(slug):
+        raise LookupError("the database postgresql://x@db/framelab cannot be read (refused)")
+
+    doc.write_text(render_markdown(record))
+    said = CliRunner().invoke(_with_console(unreachable), [*args, "--out", str(tmp_path / "c")])
+    assert said.exit_code == 0, said.output
+    assert (
+        "Console record: not compared with the console's record of product-choice-demo: the "
+        "database postgresql://x@db/framelab cannot be read (refused)." in said.output
+    )
