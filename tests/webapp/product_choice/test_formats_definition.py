@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from PIL import Image
 
 from webapp.bundle import Bundle
 from webapp.studydef import load_bundle, load_study_file
@@ -233,13 +234,55 @@ def test_image_names_cannot_leave_the_bundle(name):
     assert "root:" not in str(err)  # refused by the name's text: nothing was read
 
 
+def _encoded(kind: str, size: tuple[int, int] = (40, 30), mode: str = "RGB", **save) -> bytes:
+    """An image Pillow writes: a real file of that type and size."""
+    buffer = io.BytesIO()
+    Image.new(mode, size).save(buffer, kind, **save)
+    return buffer.getvalue()
+
+
 def test_accepted_image_types_are_judged_by_magic_bytes():
-    jpeg = b"\xff\xd8\xff\xe0" + bytes(40)
-    webp = b"RIFF\x10\x00\x00\x00WEBPVP8 " + bytes(20)
-    for name, content, kind in [("a.bin", jpeg, "image/jpeg"), ("b.img", webp, "image/webp")]:
+    # The names do not say what the files are: the content decides.
+    for name, content, kind in [
+        ("a.bin", _encoded("JPEG"), "image/jpeg"),
+        ("b.img", _encoded("WEBP"), "image/webp"),
+        ("c.dat", _encoded("PNG", (4096, 4096), "1"), "image/png"),  # exactly the limit
+    ]:
         pairs, extra = _with_image(name, content)
         d = load_bundle(_bundle(_raw(), pairs, extra))
         assert _block(d)["pairs"][1]["target"]["image"]["type"] == kind
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        # A few kilobytes that claim 400 million pixels: Pillow's own bomb check refuses
+        # the header, and the message is ours.
+        (_encoded("PNG", (20000, 20000), "1", optimize=True), "far more than 16,777,216 pixels"),
+        (_encoded("PNG", (5000, 4000), "1"), "the image is 5000 x 4000 pixels; at most 16,777,216"),
+        (_encoded("PNG", (4097, 4096), "1"), "the image is 4097 x 4096 pixels"),
+        (_encoded("JPEG", (100, 100))[:-400], "cannot be read as JPEG"),
+        (PNG[:60], "cannot be read as PNG"),
+        (b"RIFF\x10\x00\x00\x00WEBPVP8 " + bytes(20), "cannot be read as WEBP"),
+    ],
+    ids=["20000x20000", "5000x4000", "one-column-over", "truncated-jpeg", "cut-png", "fake-webp"],
+)
+def test_images_too_large_to_decode_or_broken_are_refused_before_decoding(content, reason):
+    pairs, extra = _with_image("photo.png", content)
+    err = _refused(_raw(), pairs, extra)
+    assert err.file == "product_pairs/formats-demo.yaml"
+    assert err.path == "pairs[1].target.image"
+    assert err.line is not None and reason in err.reason, err.reason
+    assert "scale it down" in err.reason or "damaged" in err.reason
+
+
+def test_the_frames_of_an_animation_count_together():
+    frames = [Image.new("RGB", (2048, 2048), c) for c in ("red", "blue", "green", "white", "red")]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "PNG", save_all=True, append_images=frames[1:])
+    pairs, extra = _with_image("moving.png", buffer.getvalue())
+    err = _refused(_raw(), pairs, extra)
+    assert "2048 x 2048 pixels x 5 frames" in err.reason
 
 
 def test_an_image_needs_its_text_alternative():

@@ -12,8 +12,11 @@ See ``docs/platform.md`` ("Product choice with k formats").
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from typing import Any
+
+from PIL import Image, UnidentifiedImageError
 
 from webapp.bundle import BundleError, size_text
 from webapp.i18n import N_, default_text
@@ -41,6 +44,11 @@ MAX_IMAGE_BYTES = 2 * 1024 * 1024
 SOURCE_MAX = 500  # a generation record's ID: model|task|method|prompt hash|item|variant
 # Image types by their first bytes, never by the file name or a declared type.
 IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+# Decoded size: a few kilobytes of PNG can claim 20000 x 20000 pixels (1.6 GB as RGBA) for the
+# server's check and every participant's browser. 4096 x 4096 is far more than a product photo
+# needs, and decodes in at most 64 MiB. Frames of an animation count together.
+MAX_IMAGE_PIXELS = 4096 * 4096
+_PILLOW_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WEBP"}
 
 
 def image_type(data: bytes) -> str | None:
@@ -59,6 +67,43 @@ def image_type(data: bytes) -> str | None:
         return IMAGE_TYPES["jpeg"]
     if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return IMAGE_TYPES["webp"]
+    return None
+
+
+def image_problem(data: bytes, kind: str) -> str | None:
+    """Why an image of media type ``kind`` cannot be shown, or ``None`` when it decodes well.
+
+    The header is read first and the pixel count checked against :data:`MAX_IMAGE_PIXELS`
+    before anything is decoded; Pillow's own decompression-bomb check (it refuses far larger
+    images while reading the header) is caught too. Then the first frame is decoded, so a
+    truncated or corrupt file is refused at upload rather than broken on the participant's
+    page.
+
+    Examples
+    --------
+    >>> image_problem(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(8), "image/png")
+    'the image cannot be read as PNG: the file is damaged or not an image'
+    """
+    name = _PILLOW_FORMATS[kind]
+    unreadable = f"the image cannot be read as {name}: the file is damaged or not an image"
+    try:
+        with Image.open(io.BytesIO(data), formats=[name]) as image:
+            width, height = image.size
+            frames = getattr(image, "n_frames", 1)
+            if width * height * frames > MAX_IMAGE_PIXELS:
+                shape = f"{width} x {height} pixels" + (f" x {frames} frames" if frames > 1 else "")
+                return (
+                    f"the image is {shape}; at most {MAX_IMAGE_PIXELS:,} pixels are accepted "
+                    "(e.g. 4096 x 4096): scale it down"
+                )
+            image.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        return (
+            f"the image has far more than {MAX_IMAGE_PIXELS:,} pixels (e.g. 4096 x 4096): "
+            "scale it down"
+        )
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError):
+        return unreadable
     return None
 
 
@@ -102,6 +147,9 @@ def _image(product: dict[str, Any], where: Where) -> dict[str, str]:
     kind = image_type(data)
     if kind is None:
         raise iw.error("not a PNG, JPEG or WebP image (judged by the file's content)")
+    problem = image_problem(data, kind)
+    if problem is not None:
+        raise iw.error(problem)
     alt = get_line(product, "image_alt", where, default="")
     if not alt.strip():
         raise where.at("image_alt").error(
