@@ -6,7 +6,8 @@ Precedence, highest first:
 2. the environment: ``SECRET_KEY``, ``DATABASE_URL``, ``FRAMELAB_ENV``
    (``development`` | ``production`` | ``testing``), ``FRAMELAB_STUDIES_DIR``,
    ``FRAMELAB_PROXY_HOPS``, ``FRAMELAB_ACTIVE_WINDOW_MINUTES``, ``FRAMELAB_AUTO_TIMEOUT``,
-   ``FRAMELAB_ENROLMENTS_PER_CLIENT``, ``FRAMELAB_ENROLMENT_WINDOW_MINUTES``;
+   ``FRAMELAB_ENROLMENTS_PER_CLIENT``, ``FRAMELAB_ENROLMENT_WINDOW_MINUTES``,
+   ``FRAMELAB_DEFINITION_CACHE_MB``;
 3. the defaults of the class selected by ``FRAMELAB_ENV`` (``development`` when unset).
 
 The database defaults to ``instance/framelab.sqlite``. ``DATABASE_URL`` may use Heroku's
@@ -83,6 +84,10 @@ class BaseConfig:
     # A lab or classroom behind one address needs a higher FRAMELAB_ENROLMENTS_PER_CLIENT.
     ENROLMENTS_PER_CLIENT = 0
     ENROLMENT_WINDOW_MINUTES = 10
+    # Study definitions each web process keeps parsed, in MiB of their stored JSON
+    # (``FRAMELAB_DEFINITION_CACHE_MB``; least recently used dropped first; about twice this
+    # in memory). A definition is at most 16 MiB (webapp.studydef.MAX_DEFINITION_BYTES).
+    DEFINITION_CACHE_MB = 64
     # Seconds one study's console overview is reused across polls and tabs in a web process
     # (webapp.services.monitor.OverviewCache; 0: computed for every request).
     OVERVIEW_CACHE_SECONDS = 5.0
@@ -132,6 +137,7 @@ _INT_ENV = {
     "FRAMELAB_AUTO_TIMEOUT": "AUTO_TIMEOUT",
     "FRAMELAB_ENROLMENTS_PER_CLIENT": "ENROLMENTS_PER_CLIENT",
     "FRAMELAB_ENROLMENT_WINDOW_MINUTES": "ENROLMENT_WINDOW_MINUTES",
+    "FRAMELAB_DEFINITION_CACHE_MB": "DEFINITION_CACHE_MB",
 }
 # Connection pool of each app process (SQLAlchemy's QueuePool arguments). The connections a
 # deployment needs add up over processes and hosts: workers x (pool_size + max_overflow) per

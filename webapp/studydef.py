@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError
+from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError, size_text
 from webapp.i18n import DEFAULT_LANGUAGE, available_languages, definition_language
 from webapp.study_analysis import validate_analysis
 from webapp.validation import (
@@ -168,6 +168,39 @@ def _language(raw: Mapping[str, Any], where: Where) -> str:
     return language
 
 
+# What one upload may ask of the server and of one participant. Validation costs time in
+# proportion to the bundle (bounded by webapp.bundle's size limits); these bound the design: a
+# study of 150 product-choice blocks with 9,600 trials per participant is no study a person can
+# take, yet every page, the console and the exports would carry its weight.
+MAX_BLOCKS = 50
+MAX_PAGES = 1000  # pages one participant is shown, over all blocks
+# The definition as stored (JSON, stimulus files read in): every web process keeps the
+# definitions of the studies people open (webapp.services.studies.DefinitionCache).
+MAX_DEFINITION_BYTES = 16 * 1024 * 1024
+
+
+def _too_many_blocks(n: int, tasks_where: Where) -> StudyDefinitionError:
+    return tasks_where.error(
+        f"{n} task blocks; a study has at most {MAX_BLOCKS}: put the pairs or items of one "
+        "kind into one block (a block takes any number), or split the study"
+    )
+
+
+def _page_count(blocks: list[dict[str, Any]], tasks_where: Where) -> None:
+    from webapp.tasks import get_task_type
+
+    pages = {b["id"]: get_task_type(b["type"]).n_steps(b) for b in blocks}
+    total = sum(pages.values())
+    if total > MAX_PAGES:
+        largest = sorted(pages.items(), key=lambda kv: -kv[1])[:3]
+        named = ", ".join(f"{block_id!r} {n:,}" for block_id, n in largest)
+        raise tasks_where.error(
+            f"each participant would see {total:,} pages (largest blocks: {named}); at most "
+            f"{MAX_PAGES:,} per participant: give each block fewer pairs or items per "
+            "participant, or split the study"
+        )
+
+
 def _block(
     block: Any, i: int, tasks_where: Where, blocks: list[dict[str, Any]], seen: set[str]
 ) -> dict[str, Any]:
@@ -266,15 +299,18 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = []
     seen: set[str] = set()
     # The defaults a block does not override are written in the study's language.
+    raw_blocks = found.run(get_list, raw.get("tasks"), tasks_where, min_len=1) or []
+    if len(raw_blocks) > MAX_BLOCKS:  # too many to validate: the count is the error
+        found.add(_too_many_blocks(len(raw_blocks), tasks_where))
+        raw_blocks = []
     with definition_language(language):
-        for i, block in enumerate(
-            found.run(get_list, raw.get("tasks"), tasks_where, min_len=1) or []
-        ):
+        for i, block in enumerate(raw_blocks):
             checked = found.run(_block, block, i, tasks_where, blocks, seen)
             if checked is not None:
                 blocks.append(checked)
     if blocks and not found.errors:
         found.run(_block_order, blocks, tasks_where)
+        found.run(_page_count, blocks, tasks_where)
     recruitment = found.run(_recruitment, raw.get("recruitment"), where.at("recruitment"))
     if recruitment is not None and not found.errors:
         found.run(_study_full_code, blocks, recruitment, where)
@@ -372,9 +408,14 @@ def load_bundle(bundle: Bundle) -> dict[str, Any]:
             ) from None
         definition = validate_definition(parse_yaml(text, where), where)
         try:  # what the database's JSON column will accept (PostgreSQL refuses NaN)
-            json.dumps(definition, allow_nan=False)
+            stored = json.dumps(definition, allow_nan=False)
         except ValueError:
             raise where.error("a number is not finite (NaN or infinity)") from None
+        if len(stored) > MAX_DEFINITION_BYTES:  # ASCII: json.dumps escapes the rest
+            raise where.error(
+                f"the study is {len(stored) / 2**20:.1f} MiB once its files are read in; at most "
+                f"{size_text(MAX_DEFINITION_BYTES)}: use fewer or shorter texts or items"
+            )
         return definition
     except StudyDefinitionErrors as exc:
         raise StudyDefinitionErrors([_with_line(e) for e in exc.errors], exc.more) from None

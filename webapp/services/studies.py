@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import io
 import secrets
+import threading
 import zipfile
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from flask import current_app
+from sqlalchemy import Text, bindparam, cast, func, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import defer
 from sqlalchemy.orm.attributes import set_committed_value
@@ -175,9 +178,9 @@ def get_study(slug: str) -> Study | None:
     """Return the study with this slug, or ``None``.
 
     The definition (about 12 kB of JSON for the demo study, otherwise read and parsed on every
-    participant request) comes from a per-process cache
-    keyed by the row's id and ``definition_hash``, which the row itself carries, so a changed
-    definition is never served from the cache.
+    participant request) comes from the app's :class:`DefinitionCache`, keyed by the row's id
+    and ``definition_hash``, which the row itself carries, so a changed definition is never
+    served from the cache.
     """
     study = db.session.scalar(_BY_SLUG, {"slug": slug})
     if study is not None:
@@ -197,28 +200,68 @@ def with_cached_definition(study: Study) -> Study:
     return study
 
 
-_DEFINITIONS: dict[tuple[int, str], dict[str, Any]] = {}
-_DEFINITIONS_MAX = 256  # studies per process; past it the cache starts over
+class DefinitionCache:
+    """Study definitions of one web process, the least recently used dropped first.
+
+    Bounded by the definitions' size as stored (their JSON text), not by their number:
+    anonymous visitors to entry links decide which studies get loaded, and one study may be
+    a thousand times another's size. A parsed definition takes about twice its JSON in memory
+    (16.2 MB of JSON: 31 MiB). The definition just stored always stays, so a study larger than
+    the whole bound is still read once, not on every request. Safe across threads.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size_bytes = 0
+        self._entries: OrderedDict[tuple[int, str], tuple[dict[str, Any], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[int, str]) -> dict[str, Any] | None:
+        """The definition cached under ``key`` (``(study id, definition hash)``), if any."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: tuple[int, str], definition: dict[str, Any], size_bytes: int) -> None:
+        """Keep ``definition`` (``size_bytes`` of JSON), dropping the least recently used."""
+        with self._lock:
+            old = self._entries.pop(key, None)
+            self.size_bytes += size_bytes - (old[1] if old else 0)
+            self._entries[key] = (definition, size_bytes)
+            while self.size_bytes > self.max_bytes and len(self._entries) > 1:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.size_bytes -= dropped
 
 
-def cached_definition(study_id: int, hash_: str) -> dict[str, Any] | None:
-    """The definition of the study ``study_id`` whose ``definition_hash`` is ``hash_``, if
-    this process has it cached (for a row about to be made an object with it)."""
-    return _DEFINITIONS.get((study_id, hash_))
+def definition_cache() -> DefinitionCache:
+    """The current app's definition cache, of ``DEFINITION_CACHE_MB`` (made at first use)."""
+    cache = current_app.extensions.get("framelab_definitions")
+    if cache is None:
+        size = int(float(current_app.config["DEFINITION_CACHE_MB"]) * 1024 * 1024)
+        cache = current_app.extensions.setdefault("framelab_definitions", DefinitionCache(size))
+    return cache
 
 
 def _attach_definition(study: Study) -> None:
     """Give a row loaded without its definition the cached (or freshly read) definition."""
-    key = (study.id, study.definition_hash)
-    definition = _DEFINITIONS.get(key)
+    cache = definition_cache()
+    definition = cache.get((study.id, study.definition_hash))
     if definition is None:
         row = db.session.execute(
-            select(Study.definition, Study.definition_hash).where(Study.id == study.id)
+            select(
+                Study.definition,
+                Study.definition_hash,
+                func.length(cast(Study.definition, Text)).label("size"),
+            ).where(Study.id == study.id)
         ).one()
-        definition, key = row.definition, (study.id, row.definition_hash)
-        if len(_DEFINITIONS) >= _DEFINITIONS_MAX:
-            _DEFINITIONS.clear()
-        _DEFINITIONS[key] = definition  # dict assignment is atomic under the GIL
+        definition = row.definition
+        cache.put((study.id, row.definition_hash), definition, int(row.size or 0))
         set_committed_value(study, "definition_hash", row.definition_hash)
     set_committed_value(study, "definition", definition)
 
