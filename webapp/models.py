@@ -366,7 +366,8 @@ class AuditEvent(db.Model):
 
 
 class LoginAttempt(db.Model):
-    """A failed console login, kept for rate limiting (no raw IP: an HMAC of it)."""
+    """A failed console login, or a client an account logged in from, kept for rate limiting
+    (no raw IP: an HMAC of it; see :mod:`webapp.services.accounts`)."""
 
     __tablename__ = "login_attempt"
 
@@ -374,6 +375,12 @@ class LoginAttempt(db.Model):
     username: Mapped[str] = mapped_column(String(80), index=True)
     client_hash: Mapped[str] = mapped_column(String(32), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    succeeded: Mapped[bool] = mapped_column(
+        Boolean,
+        default=False,
+        server_default=false(),
+        comment="a login that succeeded: the account's known client, not a failure",
+    )
 
 
 class EnrolmentAttempt(db.Model):

@@ -1,8 +1,9 @@
-"""Security headers. Participant pages may be framed by MTurk only, and only for MTurk sessions."""
+"""Security headers (participant pages may be framed by MTurk only, and only for MTurk
+sessions), and a warning when a reverse proxy's forwarding headers go unread."""
 
 from __future__ import annotations
 
-from flask import Flask, Response, g
+from flask import Flask, Response, g, request
 
 MTURK_ANCESTORS = "https://*.mturk.com https://workersandbox.mturk.com https://www.mturk.com"
 # Forms may post (and their redirects may lead) to the recruiters' completion endpoints.
@@ -15,9 +16,31 @@ def allow_mturk_framing() -> None:
     g.framelab_mturk_frame = True
 
 
+PROXY_WARNING = (
+    "requests arrive with %s but FRAMELAB_PROXY_HOPS is 0: every visitor has the proxy's "
+    "address here, so the login and enrolment limits count all of them as one client (one "
+    "person's failed logins lock everyone out). Set FRAMELAB_PROXY_HOPS to the number of "
+    "proxies in front of the app (docs/platform.md, Deploy)."
+)
+
+
 def register(app: Flask) -> None:
-    """Add the headers to every response (HSTS in production only)."""
+    """Add the headers to every response (HSTS in production only); warn once about a proxy
+    whose forwarding headers nobody reads."""
     hsts = app.config.get("ENV_NAME") == "production"
+    if not int(app.config.get("PROXY_HOPS") or 0):
+        warned: list[str] = []  # once per process: the first forwarded request says it
+
+        @app.before_request
+        def _unread_proxy_headers() -> None:
+            if warned:
+                return
+            header = next(
+                (h for h in ("X-Forwarded-For", "Forwarded") if h in request.headers), None
+            )
+            if header is not None:
+                warned.append(header)
+                app.logger.warning(PROXY_WARNING, header)
 
     @app.after_request
     def _headers(response: Response) -> Response:

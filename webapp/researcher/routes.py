@@ -127,7 +127,7 @@ def _active_window() -> timedelta:
 
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
-    """Log a researcher in (rate limited per username and per client)."""
+    """Log a researcher in (rate limited per account and client, per client, and overall)."""
     form = LoginForm()
     error, status = None, 200
     if form.validate_on_submit():
@@ -142,7 +142,7 @@ def login() -> Any:
         else:
             researcher = authenticate(username, form.password.data or "")
             if researcher is not None:
-                accounts.clear_failures(username)
+                accounts.record_login(username, client, now)
                 session.clear()  # nothing from before the login survives it
                 session.update(accounts.session_values(researcher, _secret()))
                 audit.record(researcher, "login")

@@ -5,10 +5,17 @@ The login limiter is a small table rather than Flask-Limiter: failures must be c
 several web processes and hosts (production runs stateless gunicorn workers), and the database
 is the one store they already share; Flask-Limiter would need Redis or memcached for that.
 
+Failures are counted per (account, client), so someone who knows a researcher's username
+cannot lock the researcher out of their own client; per client over all accounts, so one
+client cannot try a few passwords on every account; and over the whole server, so many
+clients together cannot either: past :data:`MAX_FAILURES_GLOBAL` only the clients an account
+has logged in from before (its *known clients*, :data:`KNOWN_CLIENT_DAYS`) may try it.
+
 The limiter reserves an attempt *before* the password is checked (:func:`reserve_attempt`):
-checking the count and recording the attempt happen in one short transaction under a lock,
+checking the counts and recording the attempt happen in one short transaction under a lock,
 so parallel requests cannot all pass a check made before any of them was recorded. A
-successful login then forgets the username's failures, including its own reservation.
+successful login then forgets that client's failures for the account, including its own
+reservation, and remembers the client (:func:`record_login`).
 """
 
 from __future__ import annotations
@@ -21,13 +28,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import true as sa_true
 
 from webapp.extensions import db
 from webapp.models import LoginAttempt, Researcher, Study
 
 LOGIN_WINDOW = timedelta(minutes=15)
-MAX_FAILURES_PER_USER = 5
-MAX_FAILURES_PER_CLIENT = 20
+MAX_FAILURES_PER_ACCOUNT_CLIENT = 5  # one account from one client
+MAX_FAILURES_PER_CLIENT = 20  # one client, all accounts together
+MAX_FAILURES_GLOBAL = 100  # all clients and accounts; past it only known clients may try
+KNOWN_CLIENT_DAYS = 90
+FAILURE_KEPT = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -73,10 +84,12 @@ def lock_keys(*keys: str) -> None:
         )
 
 
-def _blocked(column: Any, value: str, limit: int, now: datetime) -> LoginLimit | None:
+def _blocked(condition: Any, limit: int, now: datetime) -> LoginLimit | None:
     n, oldest = db.session.execute(
         select(func.count(), func.min(LoginAttempt.created_at)).where(
-            column == value, LoginAttempt.created_at >= now - LOGIN_WINDOW
+            condition,
+            LoginAttempt.succeeded.is_(False),
+            LoginAttempt.created_at >= now - LOGIN_WINDOW,
         )
     ).one()
     if n < limit:
@@ -87,15 +100,31 @@ def _blocked(column: Any, value: str, limit: int, now: datetime) -> LoginLimit |
     return LoginLimit(False, max(retry, 1))
 
 
-def reserve_attempt(username: str, client: str, now: datetime) -> LoginLimit:
-    """Count a login attempt as a failure unless the limit is reached; commit.
+def _known(username: str, client: str, now: datetime) -> bool:
+    """True when ``username`` logged in from ``client`` within :data:`KNOWN_CLIENT_DAYS`."""
+    return (
+        db.session.scalar(
+            select(LoginAttempt.id).where(
+                LoginAttempt.username == username,
+                LoginAttempt.client_hash == client,
+                LoginAttempt.succeeded.is_(True),
+                LoginAttempt.created_at >= now - timedelta(days=KNOWN_CLIENT_DAYS),
+            )
+        )
+        is not None
+    )
 
-    At most :data:`MAX_FAILURES_PER_USER` failures per username and
-    :data:`MAX_FAILURES_PER_CLIENT` per client within :data:`LOGIN_WINDOW`; the block lifts
-    when the oldest counted failure leaves the window. The check and the record are one
-    locked transaction, so N parallel attempts reserve at most the limit between them. Call
-    it *before* checking the password; :func:`clear_failures` undoes the reservation when
-    the password is right.
+
+def reserve_attempt(username: str, client: str, now: datetime) -> LoginLimit:
+    """Count a login attempt as a failure unless a limit is reached; commit.
+
+    Within :data:`LOGIN_WINDOW`: at most :data:`MAX_FAILURES_PER_ACCOUNT_CLIENT` failures of
+    one username from one client, :data:`MAX_FAILURES_PER_CLIENT` from one client, and,
+    unless the client is one the account logged in from before, :data:`MAX_FAILURES_GLOBAL`
+    over the whole server. A block lifts when the oldest failure it counts leaves the window.
+    The checks and the record are one locked transaction, so N parallel attempts reserve at
+    most the limit between them. Call it *before* checking the password;
+    :func:`record_login` undoes the reservation when the password is right.
 
     Parameters
     ----------
@@ -110,25 +139,42 @@ def reserve_attempt(username: str, client: str, now: datetime) -> LoginLimit:
         ``allowed`` when the attempt was reserved (the password may be checked).
     """
     username = username[:80]
-    lock_keys(f"login-user:{username}", f"login-client:{client}")
-    for column, value, limit in (
-        (LoginAttempt.username, username, MAX_FAILURES_PER_USER),
-        (LoginAttempt.client_hash, client, MAX_FAILURES_PER_CLIENT),
-    ):
-        blocked = _blocked(column, value, limit, now)
+    lock_keys(f"login-user:{username}", f"login-client:{client}", "login-all")
+    limits = [
+        (
+            (LoginAttempt.username == username) & (LoginAttempt.client_hash == client),
+            MAX_FAILURES_PER_ACCOUNT_CLIENT,
+        ),
+        (LoginAttempt.client_hash == client, MAX_FAILURES_PER_CLIENT),
+    ]
+    if not _known(username, client, now):
+        limits.append((sa_true(), MAX_FAILURES_GLOBAL))
+    for condition, limit in limits:
+        blocked = _blocked(condition, limit, now)
         if blocked is not None:
             db.session.rollback()
             return blocked
     db.session.add(LoginAttempt(username=username, client_hash=client, created_at=now))
-    old = LoginAttempt.created_at < now - timedelta(days=1)
+    old = (LoginAttempt.succeeded.is_(False) & (LoginAttempt.created_at < now - FAILURE_KEPT)) | (
+        LoginAttempt.created_at < now - timedelta(days=KNOWN_CLIENT_DAYS)
+    )
     db.session.execute(delete(LoginAttempt).where(old))
     db.session.commit()
     return LoginLimit(True)
 
 
-def clear_failures(username: str) -> None:
-    """Forget a username's failures (and this login's reservation) after a success; commit."""
-    db.session.execute(delete(LoginAttempt).where(LoginAttempt.username == username[:80]))
+def record_login(username: str, client: str, now: datetime) -> None:
+    """After a right password: forget this client's failures for the account (and this
+    login's reservation) and remember the client as the account's own; commit.
+
+    Failures from other clients stay counted: they are someone else's guesses.
+    """
+    username = username[:80]
+    mine = (LoginAttempt.username == username) & (LoginAttempt.client_hash == client)
+    db.session.execute(delete(LoginAttempt).where(mine))
+    db.session.add(
+        LoginAttempt(username=username, client_hash=client, created_at=now, succeeded=True)
+    )
     db.session.commit()
 
 

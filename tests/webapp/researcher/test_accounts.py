@@ -24,7 +24,7 @@ def test_login_without_csrf_token_is_refused(client):
     assert resp.status_code == 400
 
 
-def test_login_is_rate_limited_per_username(app, make_researcher):
+def test_login_is_rate_limited_per_username_and_client(app, make_researcher):
     make_researcher("ana")
     client = app.test_client()
     for _ in range(5):
@@ -32,8 +32,11 @@ def test_login_is_rate_limited_per_username(app, make_researcher):
     blocked = login(client, "ana")  # even the right password is refused while blocked
     assert blocked.status_code == 429
     assert "Too many failed logins" in blocked.get_data(as_text=True)
-    other = app.test_client()
-    assert login(other, "ana").status_code == 429  # the block is per username, not per cookie
+    other = app.test_client()  # the same address: the block is per client, not per cookie
+    assert login(other, "ana").status_code == 429
+    elsewhere = app.test_client()
+    elsewhere.environ_base["REMOTE_ADDR"] = "203.0.113.5"
+    assert login(elsewhere, "ana").status_code == 302
 
 
 def test_login_clears_the_session_and_password_reset_logs_out(app, make_researcher):

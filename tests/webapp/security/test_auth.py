@@ -76,7 +76,7 @@ def _parallel_wrong_passwords(app, n: int) -> list[int]:
     "backend", [pytest.param("postgresql", marks=pytest.mark.postgres), "sqlite"]
 )
 def test_parallel_wrong_passwords_check_at_most_the_limit(backend, request, tmp_path, hash_calls):
-    from webapp.services.accounts import MAX_FAILURES_PER_USER
+    from webapp.services.accounts import MAX_FAILURES_PER_ACCOUNT_CLIENT
     from webapp.services.researchers import set_researcher
 
     if backend == "postgresql":
@@ -87,10 +87,82 @@ def test_parallel_wrong_passwords_check_at_most_the_limit(backend, request, tmp_
         set_researcher("ana", PASSWORD)
     statuses = _parallel_wrong_passwords(app, 40)
     assert len(statuses) == 40
-    assert len(hash_calls) <= MAX_FAILURES_PER_USER, f"{len(hash_calls)} passwords checked"
+    assert len(hash_calls) <= MAX_FAILURES_PER_ACCOUNT_CLIENT, f"{len(hash_calls)} checked"
     assert statuses.count(200) == len(hash_calls) and statuses.count(429) == 40 - len(hash_calls)
-    # The right password is refused too while the block lasts.
+    # The right password is refused too while the block lasts, from that client.
     assert login(app.test_client(), "ana").status_code == 429
+
+
+def _from(app, address: str):
+    """A browser at ``address`` (the login limiter's client)."""
+    client = app.test_client()
+    client.environ_base["REMOTE_ADDR"] = address
+    return client
+
+
+def test_an_anonymous_visitor_cannot_lock_the_owner_out_of_their_own_client(app):
+    from webapp.services.researchers import set_researcher
+
+    with app.app_context():
+        set_researcher("ana", PASSWORD)
+    attacker = _from(app, "198.51.100.7")
+    for i in range(5):
+        assert login(attacker, "ana", f"guess {i}").status_code == 200
+    assert login(attacker, "ana").status_code == 429  # the guesser is blocked, even when right
+    # The owner, from her own client, has never been known to the server: she still gets in.
+    assert login(_from(app, "203.0.113.5"), "ana").status_code == 302
+    # Her success forgets nothing of the attacker's failures.
+    assert login(attacker, "ana").status_code == 429
+
+
+def test_one_client_trying_many_accounts_is_bounded(app):
+    from webapp.services.accounts import MAX_FAILURES_PER_CLIENT
+    from webapp.services.researchers import set_researcher
+
+    with app.app_context():
+        set_researcher("zoe", PASSWORD)
+    sprayer = _from(app, "198.51.100.8")
+    for i in range(MAX_FAILURES_PER_CLIENT):  # two guesses at each of ten names
+        assert login(sprayer, f"user{i // 2}", f"guess {i}").status_code == 200
+    assert login(sprayer, "zoe").status_code == 429  # a name it never tried: still blocked
+    assert login(_from(app, "203.0.113.9"), "zoe").status_code == 302
+
+
+def test_many_clients_spraying_hit_the_global_bound_and_known_clients_still_log_in(app):
+    from webapp.models import utcnow
+    from webapp.services import accounts
+    from webapp.services.researchers import set_researcher
+
+    with app.app_context():
+        set_researcher("ana", PASSWORD)
+        set_researcher("bob", PASSWORD)
+    # Ana has logged in from her own client before; Bob never from the one he uses below.
+    assert login(_from(app, "203.0.113.5"), "ana").status_code == 302
+    with app.app_context():
+        now = utcnow()
+        for i in range(accounts.MAX_FAILURES_GLOBAL):  # one guess from each of 100 clients
+            client = accounts.client_hash(f"10.0.{i // 250}.{i % 250}", "any")
+            assert accounts.reserve_attempt(f"name{i % 7}", client, now).allowed
+    assert login(_from(app, "203.0.113.5"), "ana").status_code == 302
+    blocked = login(_from(app, "192.0.2.44"), "bob")
+    assert blocked.status_code == 429 and "Too many failed logins" in blocked.get_data(as_text=True)
+
+
+def test_requests_forwarded_by_an_unconfigured_proxy_are_reported_once(tmp_path, caplog):
+    quiet = make_app(f"sqlite:///{tmp_path / 'a.sqlite'}")
+    caplog.set_level("WARNING")
+    quiet.test_client().get("/researcher/login")  # no proxy: nothing to say
+    assert "FRAMELAB_PROXY_HOPS" not in caplog.text
+    for _ in range(3):
+        quiet.test_client().get("/researcher/login", headers={"X-Forwarded-For": "203.0.113.5"})
+    warnings = [r for r in caplog.records if "FRAMELAB_PROXY_HOPS is 0" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "requests arrive with X-Forwarded-For" in warnings[0].getMessage()
+    assert "count all of them as one client" in warnings[0].getMessage()
+    caplog.clear()
+    configured = make_app(f"sqlite:///{tmp_path / 'b.sqlite'}", PROXY_HOPS=1)
+    configured.test_client().get("/researcher/login", headers={"X-Forwarded-For": "203.0.113.5"})
+    assert "FRAMELAB_PROXY_HOPS" not in caplog.text
 
 
 def test_unknown_usernames_cost_a_password_hash_like_known_ones(app, hash_calls):
