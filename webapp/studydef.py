@@ -43,6 +43,7 @@ from webapp.validation import (
     check_strings,
     check_text,
     column_length,
+    get_bool,
     get_id,
     get_int,
     get_line,
@@ -79,6 +80,7 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
             "description",
             "target_n",
             "time_limit_minutes",
+            "verified_entry",
         },
         where,
     )
@@ -125,7 +127,31 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
             if "time_limit_minutes" in raw
             else {}
         ),
+        # Entry only with the IDs of the listing FrameLab created (webapp.services.entry
+        # .check_verified); stored only when given, so older definitions keep their hash.
+        **(
+            {"verified_entry": get_bool(raw, "verified_entry", where, default=False)}
+            if "verified_entry" in raw
+            else {}
+        ),
     }
+
+
+def _verified_entry(definition: Mapping[str, Any], where: Where) -> None:
+    """``verified_entry`` needs a study whose every entry comes through FrameLab's own listing."""
+    recruiter = definition.get("recruiter")
+    if recruiter is None:
+        raise where.error(
+            "needs a 'recruiter:' block: FrameLab can check only the IDs of a Prolific study "
+            "or MTurk HIT it created itself, and a plain-link study has no such listing"
+        )
+    platforms = definition["recruitment"]["platforms"]
+    if platforms != [recruiter["platform"]]:
+        others = [p for p in platforms if p != recruiter["platform"]]
+        raise where.error(
+            f"entries through {others} cannot be checked against the {recruiter['platform']} "
+            f"listing: set recruitment.platforms to [{recruiter['platform']}]"
+        )
 
 
 def _payment(raw: Any, where: Where) -> dict[str, Any]:
@@ -334,6 +360,8 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         definition["recruiter"] = validate_recruiter(
             raw["recruiter"], where.at("recruiter"), definition
         )
+    if definition["recruitment"].get("verified_entry"):
+        _verified_entry(definition, where.at("recruitment").at("verified_entry"))
     if raw.get("analysis") is not None:  # stored only when given: older hashes stay
         definition["analysis"] = validate_analysis(
             raw["analysis"], where.at("analysis"), definition

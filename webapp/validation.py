@@ -311,6 +311,14 @@ def get_int(
     return value
 
 
+def get_bool(raw: Mapping[str, Any], key: str, where: Where, *, default: bool) -> bool:
+    """Return ``raw[key]`` when it is ``true`` or ``false`` (or ``default``)."""
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise where.at(key).error(f"expected true or false, got {value!r}")
+    return value
+
+
 def get_template(
     raw: Mapping[str, Any], key: str, where: Where, fields: tuple[str, ...], default: str
 ) -> str:

@@ -71,6 +71,10 @@ def _entry(study: Study, params: dict[str, str]) -> Entry:
             gettext("This study does not take participants through this link."),
             400,
         )
+    try:
+        entry_service.check_verified(study, entry)
+    except EntryError as exc:
+        raise ParticipantError(exc.code, exc.message, exc.status) from None
     return entry
 
 

@@ -18,7 +18,14 @@ from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
 from webapp.i18n import N_
-from webapp.models import Participant, ParticipantStatus, Platform, PlatformIdentity, Study
+from webapp.models import (
+    Participant,
+    ParticipantStatus,
+    Platform,
+    PlatformIdentity,
+    Recruitment,
+    Study,
+)
 from webapp.services import testmark
 from webapp.services.assignments import record_assignment
 from webapp.services.design import choose_sequence, study_sequences
@@ -302,6 +309,43 @@ def record_visit(participant: Participant, entry: Entry, now: datetime) -> int |
     )
     db.session.commit()
     return row.id
+
+
+def check_verified(study: Study, entry: Entry) -> None:
+    """Refuse an entry that does not come through the listing FrameLab created for the study.
+
+    Only for a study with ``recruitment: verified_entry: true`` (validation keeps that to a
+    study whose ``recruiter:`` creates its one listing). A Prolific entry must carry the
+    ``STUDY_ID`` of the Prolific study FrameLab created and recorded, an MTurk entry the
+    ``hitId`` of its HIT; until the listing exists nobody enters. Test entries (bots, previews)
+    carry a key of their own and an MTurk preview enrols nobody. The platform's session and
+    assignment IDs cannot be checked here: neither platform confirms one before submission
+    without a call to its API.
+
+    Raises
+    ------
+    EntryError
+        ``E403-UNVERIFIED``.
+    """
+    if entry.test or entry.preview or not study.definition["recruitment"].get("verified_entry"):
+        return
+    listing = db.session.scalar(
+        select(Recruitment.external_id).where(
+            Recruitment.study_id == study.id, Recruitment.platform == entry.platform
+        )
+    )
+    issued = canonical_spelling(entry.platform, listing or "")
+    if not issued or canonical_spelling(entry.platform, entry.external_study_id or "") != issued:
+        raise EntryError(
+            "E403-UNVERIFIED",
+            _again(
+                lazy_gettext(
+                    "This link does not come from the study's own listing on the recruitment "
+                    "platform."
+                )
+            ),
+            403,
+        )
 
 
 def is_excluded(study: Study, entry: Entry) -> bool:

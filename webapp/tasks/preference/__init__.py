@@ -40,6 +40,7 @@ from webapp.validation import (
     Where,
     check_keys,
     check_text,
+    get_bool,
     get_line,
     get_mapping,
     get_str,
@@ -90,13 +91,6 @@ def read_pairs(raw: Any, where: Where) -> list[dict[str, Any]]:
             }
         )
     return pairs
-
-
-def _flag(body: dict[str, Any], key: str, where: Where, default: bool) -> bool:
-    value = body.get(key, default)
-    if not isinstance(value, bool):
-        raise where.at(key).error("expected true or false")
-    return value
 
 
 def balanced_order(annotation: Annotation, block_id: str, now: Any, rng: Any) -> str:
@@ -162,9 +156,9 @@ class PairwisePreferenceTask(TaskType):
             "question": get_str(
                 body, "question", where, default=default_text("Which summary is better?")
             ),
-            "ask_reason": _flag(body, "ask_reason", where, True),
-            "reason_required": _flag(body, "reason_required", where, False),
-            "show_source": _flag(body, "show_source", where, True),
+            "ask_reason": get_bool(body, "ask_reason", where, default=True),
+            "reason_required": get_bool(body, "reason_required", where, default=False),
+            "show_source": get_bool(body, "show_source", where, default=True),
         }
 
     def n_steps(self, block: dict[str, Any]) -> int:
