@@ -142,7 +142,6 @@ _YAML_CASES = [
     (_PC, lambda r: r.update(title="A\x00B"), "title", "NUL"),
     (_PC, lambda r: r.update(title="two\nlines"), "title", "line break"),
     (_PC, lambda r: r.update(description="bell\x07"), "description", "U+0007"),
-    (_PC, lambda r: r.update(title="half \ud800 a pair"), "title", "surrogate"),
     (
         _PC,
         lambda r: r["recruitment"]["completion_codes"].update(completed="C7F\x003"),
@@ -251,6 +250,17 @@ def test_a_forbidden_character_in_any_researcher_string_is_refused_where_it_is(
     assert err.path.startswith(path), (err.path, path)
     assert reason in err.reason, err.reason
     assert err.line is not None
+
+
+def test_an_unpaired_surrogate_escape_in_yaml_is_refused_at_its_line(stimuli_copy):
+    # A YAML text cannot hold one: its parser refuses the escape "\ud800" at its line.
+    path = _mutate_yaml(stimuli_copy, _PC, lambda r: r.update(title="half \ud800 a pair"))
+    err = _refused(path)
+    title_line = next(
+        i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith("title:")
+    )
+    assert err.file == f"{_PC}.yaml" and err.line == title_line
+    assert "invalid Unicode character escape code" in err.reason, err.reason
 
 
 def test_the_product_pairs_file_is_checked_too(stimuli_copy):
