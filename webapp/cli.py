@@ -424,37 +424,87 @@ def serve(host: str, port: int) -> None:
 @click.command()
 @click.argument("slug")
 @click.option("--platform", type=click.Choice(["prolific", "mturk"]), required=True)
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "--force", is_flag=True, help="Write bonuses already issued again (the ledger keeps one)."
+    "--force",
+    is_flag=True,
+    help="Write bonuses already written to a file again (never those the API pays or paid).",
+)
+@click.option(
+    "--file-not-used",
+    "not_used",
+    multiple=True,
+    metavar="CODE",
+    help=(
+        "The payment file with this participant's bonus was never uploaded: make it payable "
+        "again (repeat for several, or 'all'); audited. Writes no file."
+    ),
 )
 @with_appcontext
-def bonus(slug: str, platform: str, out: Path, force: bool) -> None:
-    """Issue bonuses by the study's rule and write Prolific's or MTurk's payment file."""
+def bonus(
+    slug: str, platform: str, out: Path | None, force: bool, not_used: tuple[str, ...]
+) -> None:
+    """Issue bonuses by the study's rule and write Prolific's or MTurk's payment file.
+
+    The file carries every bonus that is due and not yet sent; the ledger records each as sent
+    by file, and `framelab recruit SLUG bonus` never pays those. If you did not upload the
+    file, say so with --file-not-used.
+    """
     from webapp.models import Platform, utcnow
-    from webapp.services.payments import PaymentError, issue_bonuses, write_bonus_file
+    from webapp.recruit.results import cents
+    from webapp.services.payments import (
+        PaymentError,
+        file_not_used,
+        issue_bonuses,
+        write_bonus_file,
+    )
     from webapp.services.studies import get_study
 
     s = get_study(slug)
     if s is None:
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
+    if not_used:
+        if out is not None or force:
+            raise click.ClickException(
+                "--file-not-used writes no file: leave out --out and --force"
+            )
+        try:
+            done = file_not_used(s, Platform(platform), not_used, actor="cli", now=utcnow())
+        except PaymentError as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(
+            f"payable again: {len(done)} bonus(es) ({' '.join(done)}); the next `framelab "
+            f"recruit {slug} bonus` (or a new file) pays them, after checking {platform}'s own "
+            "record of bonuses"
+        )
+        return
+    if out is None:
+        raise click.ClickException("give --out FILE (or --file-not-used CODE)")
     try:
-        issue = issue_bonuses(s, Platform(platform), issued_by="cli", now=utcnow(), force=force)
+        issue = issue_bonuses(
+            s, Platform(platform), issued_by="cli", now=utcnow(), to_file=True, force=force
+        )
     except PaymentError as exc:
         raise click.ClickException(f"{exc}; use --force to write the file again") from None
     with out.open("w", newline="", encoding="utf-8") as fh:
         n = write_bonus_file(issue.lines, Platform(platform), fh)
-    total = sum(line.amount_cents for line in issue.lines) / 100
+    again = len(issue.lines) - issue.newly_issued - issue.from_ledger
     click.echo(
-        f"wrote {n} bonuses (${total:.2f}) to {out}: {issue.newly_issued} new, "
-        f"{len(issue.lines) - issue.newly_issued} written again, "
-        f"{issue.skipped_issued - (len(issue.lines) - issue.newly_issued)} already issued "
+        f"wrote {n} bonuses ({cents(sum(line.amount_cents for line in issue.lines))}) to {out}: "
+        f"{issue.newly_issued} new, {again} written again, {issue.from_ledger} issued earlier "
+        f"and not yet sent, {issue.skipped_issued - issue.from_ledger - again} already issued "
         f"and skipped, {issue.zero} with no bonus"
+    )
+    click.echo(
+        "the ledger records them as sent by file: upload the file to pay them; the API never "
+        "pays them (if you do not upload it: --file-not-used CODE)"
     )
     if issue.reconciled:
         click.echo(f"paid only participants the last {platform} reconciliation file lists")
     for code, reason in issue.excluded:
         click.echo(f"left out: {code}: {reason}")
+    for code, why in issue.not_written:
+        click.echo(f"not written: {code}: {why}")
 
 
 @click.command()

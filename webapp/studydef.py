@@ -154,6 +154,11 @@ def _verified_entry(definition: Mapping[str, Any], where: Where) -> None:
         )
 
 
+# The most bonus one participant may be paid unless ``payment.bonus.max_usd`` says more: a slip
+# in ``usd`` (10 for 0.10) must be refused at load, not paid a hundred times over.
+DEFAULT_MAX_BONUS_USD = 10.0
+
+
 def _payment(raw: Any, where: Where) -> dict[str, Any]:
     from webapp.models import BonusPayment
 
@@ -161,16 +166,47 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
     check_keys(raw, {"base_usd", "bonus"}, where)
     bonus_where = where.at("bonus")
     bonus = get_mapping(raw.get("bonus") or {"usd": 0}, bonus_where)
-    check_keys(bonus, {"usd", "rule"}, bonus_where)
+    check_keys(bonus, {"usd", "rule", "max_usd"}, bonus_where)
+    usd = get_number(bonus, "usd", bonus_where, default=0.0, minimum=0)
+    if abs(usd * 100 - round(usd * 100)) > 1e-6:  # platforms pay whole cents; 0.004 is not 0
+        raise bonus_where.at("usd").error(
+            f"must be a whole number of cents (e.g. 0.01), got {usd}: it would not be paid as "
+            "written"
+        )
     return {
         "base_usd": get_number(raw, "base_usd", where, minimum=0),
         "bonus": {
-            "usd": get_number(bonus, "usd", bonus_where, default=0.0, minimum=0),
+            "usd": usd,
             "rule": get_line(
                 bonus, "rule", bonus_where, default="none", max_len=column_length(BonusPayment.rule)
             ),
+            # Stored only when given, so older definitions keep their hash.
+            **(
+                {"max_usd": get_number(bonus, "max_usd", bonus_where, minimum=0.01)}
+                if "max_usd" in bonus
+                else {}
+            ),
         },
     }
+
+
+def _bonus_bound(definition: dict[str, Any], where: Where) -> None:
+    """Refuse a bonus rule that can pay one participant more than ``payment.bonus.max_usd``."""
+    bonus = definition["payment"]["bonus"]
+    if bonus["rule"] == "none" or not bonus["usd"]:
+        return
+    choices = sum(
+        len(b.get("pairs", [])) for b in definition["tasks"] if b["type"] == "product_choice"
+    )
+    cap = bonus.get("max_usd", DEFAULT_MAX_BONUS_USD)
+    most = round(bonus["usd"] * 100) * choices
+    if most > round(cap * 100):
+        at = where.at("payment").at("bonus")
+        raise at.error(
+            f"pays up to {most / 100:.2f} per participant ({choices} choices x "
+            f"{bonus['usd']}), above max_usd {cap:.2f}; set max_usd to the most you mean to pay "
+            "one person"
+        )
 
 
 def _slug(raw: Mapping[str, Any], where: Where) -> str:
@@ -352,6 +388,7 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         "tasks": blocks,
     }
     found.check()
+    _bonus_bound(definition, where)
     if raw.get("language") is not None:  # stored only when given: older hashes stay
         definition["language"] = language
     if raw.get("recruiter") is not None:  # stored only when given: older hashes stay

@@ -42,14 +42,25 @@ from webapp.models import (
     Study,
     utcnow,
 )
+from webapp.recruit import ledger
 from webapp.recruit.bonus_actions import BonusActions
 from webapp.recruit.errors import NotSent, OutcomeUnknown, RecruitError, Refused, safe_text
-from webapp.recruit.results import Cost, Report, Submission, cents, fee
+from webapp.recruit.results import (
+    Confirmation,
+    ConfirmationChanged,
+    Cost,
+    Report,
+    Submission,
+    cents,
+    fee,
+)
 from webapp.recruit.settings import RecruiterSettings
 from webapp.services import audit
 from webapp.services.entry import canonical_spelling
 
 __all__ = [
+    "Confirmation",
+    "ConfirmationChanged",
     "Cost",
     "NotSent",
     "OutcomeUnknown",
@@ -140,14 +151,23 @@ class Recruiter(BonusActions, ABC):
         """Reject one submission with a reason."""
 
     @abstractmethod
-    def _pay(self, rows: list[tuple[BonusPayment, PlatformIdentity]], report: Report) -> None:
-        """Pay ledger rows not yet paid, moving them through :mod:`webapp.recruit.ledger`."""
+    def _pay(
+        self,
+        rows: list[tuple[BonusPayment, PlatformIdentity]],
+        report: Report,
+        claim: ledger.Claim,
+        allowed: set[int],
+    ) -> None:
+        """Pay the ledger rows of ``allowed`` (ids: what was confirmed), moving rows through
+        :mod:`webapp.recruit.ledger` under this run's ``claim``. Any open row of ``rows`` the
+        platform already lists as paid is recorded ``paid``, whatever its state."""
 
     @abstractmethod
     def _settle(
         self,
         rows: list[tuple[BonusPayment, PlatformIdentity]],
         report: Report,
+        claim: ledger.Claim,
         *,
         retry_refused: bool,
         release: frozenset[str],
@@ -458,7 +478,11 @@ class Recruiter(BonusActions, ABC):
         return {canonical_spelling(self.platform, ext): p for p, ext in rows}
 
     def approval_plan(self) -> tuple[Report, list[Submission]]:
-        """Which waiting submissions would be approved (completed here) and which not, why."""
+        """Which waiting submissions would be approved (completed here) and which not, why.
+
+        The report's confirmation names exactly the submissions (and rewards) it approves;
+        a platform that approves work by itself after a while says when, for each one.
+        """
         status_report, subs = self.status()
         done = self._completed_here()
         waiting = [s for s in subs if s.status == self.approve_status]
@@ -470,23 +494,60 @@ class Recruiter(BonusActions, ABC):
                     f"not approved: submission {s.submission_id}: did not complete the study "
                     "here (or was excluded); review it by hand"
                 )
+            if s.auto_approve_at is not None:
+                report.lines.append(
+                    f"waiting for review: {s.submission_id}: {self.label} approves it by "
+                    f"itself on {s.auto_approve_at:%Y-%m-%d %H:%M} UTC unless it is reviewed "
+                    "first"
+                )
         report.cost = self.cost(0)
         n = len(chosen)
         pay = self.settings.reward_cents * n
+        report.confirmation = Confirmation.of(
+            "approve", {s.submission_id: self.settings.reward_cents for s in chosen}
+        )
         report.lines.append(
             f"approve {n} submission(s): rewards {cents(pay)} + fees "
             f"{cents(fee(pay, self.cost(0).fee_rate))}"
         )
+        report.lines += report.confirmation.lines()
         report.counts = {"approve": n, "waiting": len(waiting), "cost_cents": pay}
         return report, chosen
 
-    def approve(self) -> Report:
-        """Approve exactly the waiting submissions of people who completed the study here."""
+    def approve(self, *, confirmed: Confirmation | None = None) -> Report:
+        """Approve exactly the submissions ``confirmed`` names (an :meth:`approval_plan`'s
+        confirmation); ``None`` approves what the plan offers at this moment (scripts and
+        tests: the CLI and the console always pass what their preview showed).
+
+        If any confirmed submission is no longer offered (reviewed meanwhile, excluded here)
+        nothing is approved and :class:`~webapp.recruit.results.ConfirmationChanged` carries
+        the new plan; submissions offered beyond the confirmation are left for a new one.
+        """
         report, chosen = self.approval_plan()
+        offer = report.confirmation or Confirmation.of("approve", {})
+        agreed = offer if confirmed is None else confirmed
+        changed = agreed.changed(offer)
+        if confirmed is not None and (confirmed.action != "approve" or changed):
+            raise ConfirmationChanged(
+                f"{len(changed)} of the {len(confirmed.rows)} submission(s) you confirmed "
+                "changed since (reviewed, or no longer complete here); nothing was approved: "
+                "confirm the new list",
+                report,
+            )
+        keys = agreed.as_dict()
+        chosen = [s for s in chosen if s.submission_id in keys]
+        more = agreed.rest(offer)
         if chosen:
             self._approve(chosen)
         self._record("approve", {"approved": len(chosen), "waiting": report.counts["waiting"]})
+        report.counts["approve"] = len(chosen)
         report.lines.append(f"approved {len(chosen)}")
+        if more.rows:
+            report.counts["more"] = len(more.rows)
+            report.lines.append(
+                f"{len(more.rows)} more submission(s) became ready for approval after the "
+                "confirmation: not approved by this run; confirm them separately"
+            )
         return report
 
     def reject(self, participant_codes: Iterable[str], reason: str, category: str) -> Report:

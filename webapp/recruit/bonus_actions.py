@@ -17,7 +17,7 @@ from webapp.extensions import db
 from webapp.models import BonusPayment, Participant, PlatformIdentity, utcnow
 from webapp.recruit import ledger
 from webapp.recruit.errors import RecruitError
-from webapp.recruit.results import Report, cents
+from webapp.recruit.results import Confirmation, ConfirmationChanged, Report, cents
 from webapp.services.entry import canonical_spelling
 
 if TYPE_CHECKING:
@@ -40,6 +40,9 @@ class BonusActions:
     """``bonus_plan``, ``bonus`` and ``settle`` of a :class:`~webapp.recruit.base.Recruiter`."""
 
     unsettled_note = "ask the platform's support; FrameLab never sends it again"
+    # States besides TO_PAY whose rows a run may send (MTurk sends an unknown outcome again
+    # with the same token when ListBonusPayments has no such bonus; Prolific never does).
+    resend_states: tuple[str | None, ...] = ()
 
     def _ledger(self: Recruiter, *, open_only: bool = True) -> list[Row]:
         """This study's ledger rows on this platform (``open_only``: not yet paid).
@@ -69,11 +72,18 @@ class BonusActions:
 
     def platform_status(self: Recruiter, ident: PlatformIdentity) -> str | None:
         """The person's status in the last listing of submissions (``None``: not listed)."""
-        worker = canonical_spelling(self.platform, ident.external_id)
+        return self.status_of(canonical_spelling(self.platform, ident.external_id))
+
+    def status_of(self: Recruiter, worker: str) -> str | None:
+        """The status of a canonical platform ID in the last listing (``None``: not listed)."""
         return next((s.status for s in self.last_submissions if s.worker_id == worker), None)
 
     def bonus_plan(self: Recruiter) -> Report:
-        """Sync statuses, then say what would be paid now and what not, why (nothing paid)."""
+        """Sync statuses, then say what would be paid now and what not, why (nothing paid).
+
+        The report's :attr:`~webapp.recruit.results.Report.confirmation` is exactly the rows
+        "to pay now" names, with their amounts: :meth:`bonus` pays those and nothing else.
+        """
         from webapp.services.payments import PaymentError, bonus_plan
 
         self.status()
@@ -82,23 +92,37 @@ class BonusActions:
         except PaymentError as exc:
             raise RecruitError(str(exc)) from None
         issued = {b.participant_id for b, _ in self._ledger(open_only=False)}
-        new = sum(x.amount_cents for x in plan.lines if x.participant_id not in issued)
-        due, withheld, waiting = 0, [], 0
-        for b, ident in self._ledger():
-            if b.platform_state not in TO_PAY:
-                waiting += b.amount_cents if b.platform_state in (ledger.PAYING, ledger.SENT) else 0
-                continue
-            status = self.platform_status(ident)
+        offer: dict[str, int] = {}
+        new = due = waiting = 0
+        withheld: list[tuple[str, str]] = []
+        filed: list[Row] = []
+
+        def consider(pid: int, code: str, amount: int, status: str | None) -> bool:
             if payable(status):
-                due += b.amount_cents
-            else:
-                withheld.append(
-                    (ident.participant.code, status or f"not in this {self.label} study")
-                )
+                offer[str(pid)] = amount
+                return True
+            withheld.append((code, status or f"not in this {self.label} study"))
+            return False
+
+        for line in plan.lines:
+            if line.participant_id not in issued and line.amount_cents:
+                status = self.status_of(line.worker_id)
+                if consider(line.participant_id, line.participant_code, line.amount_cents, status):
+                    new += line.amount_cents
+        for b, ident in self._ledger():
+            if b.platform_state == ledger.FILED:
+                filed.append((b, ident))
+            elif b.platform_state in TO_PAY + self.resend_states:
+                code, status = ident.participant.code, self.platform_status(ident)
+                if consider(b.participant_id, code, b.amount_cents, status):
+                    due += b.amount_cents
+            elif b.platform_state in (ledger.PAYING, ledger.SENT):
+                waiting += b.amount_cents
         to_pay = new + due
         cost = self.cost(to_pay)
         bonus_fees = cost.bonus_fees
         report = Report("bonus", cost=cost)
+        report.confirmation = Confirmation.of("bonus", offer)
         report.lines += [
             f"new bonuses by the study's rule: {cents(new)}; in the ledger, not yet sent: "
             f"{cents(due)}",
@@ -109,33 +133,79 @@ class BonusActions:
                 if waiting
                 else []
             ),
+            *(
+                f"sent by file: {i.participant.code} ({cents(b.amount_cents)}): never paid "
+                "through the API; if that file was not used, say so with `framelab bonus "
+                f"{self.study.slug} --platform {self.platform.value} --file-not-used "
+                f"{i.participant.code}`"
+                for b, i in filed
+            ),
             f"to pay now: {cents(to_pay)} + fees {cents(bonus_fees)} = "
-            f"{cents(to_pay + bonus_fees)}",
+            f"{cents(to_pay + bonus_fees)} ({len(offer)} bonus(es))",
+            *report.confirmation.lines(),
         ]
         report.counts = {"to_pay_cents": to_pay, "to_pay_fees_cents": bonus_fees}
         return report
 
-    def bonus(self: Recruiter, *, now: datetime | None = None) -> Report:
-        """Issue new bonuses into the ledger, then pay every ledger row not yet paid, once.
+    def bonus(
+        self: Recruiter, *, confirmed: Confirmation | None = None, now: datetime | None = None
+    ) -> Report:
+        """Pay exactly the bonuses ``confirmed`` names (a :meth:`bonus_plan`'s confirmation),
+        once; ``None`` pays what the plan offers at this moment (scripts and tests: the CLI
+        and the console always pass what their preview showed).
 
-        Each run first confirms the payments of earlier runs that the platform now lists, and
-        re-reads every person's status on the platform just before paying them.
+        The plan is made again first; if any confirmed row is no longer offered at its amount
+        (paid meanwhile, rejected, the majority moved) nothing is paid and
+        :class:`~webapp.recruit.results.ConfirmationChanged` carries the new plan. Rows offered
+        beyond the confirmation (people who finished since) are not paid: the report counts
+        them (``more``) for a new confirmation. Each run first records the payments the
+        platform already lists, and re-reads every person's status just before paying them.
         """
-        from webapp.services.payments import PaymentError, issue_bonuses
+        from webapp.services.payments import AMOUNT_CHANGED, PaymentError, issue_bonuses
 
         report = self.bonus_plan()
+        offer = report.confirmation or Confirmation.of("bonus", {})
+        agreed = offer if confirmed is None else confirmed
+        changed = agreed.changed(offer)
+        if confirmed is not None and (confirmed.action != "bonus" or changed):
+            raise ConfirmationChanged(
+                f"{len(changed)} of the {len(confirmed.rows)} bonus(es) you confirmed changed "
+                "since (paid, withheld, or a new amount); nothing was paid: confirm the new "
+                "amounts",
+                report,
+            )
+        amounts = {int(pid): amount for pid, amount in agreed.rows}
         try:
             issue = issue_bonuses(
                 self.study,
                 self.platform,
                 issued_by=str(getattr(self.actor, "username", self.actor)),
                 now=now or utcnow(),
+                to_file=False,
+                only=amounts,
             )
             report.lines.append(f"issued {issue.newly_issued} new bonus(es) into the ledger")
+            report.lines += [
+                f"not issued: {code}: {why}"
+                for code, why in issue.excluded
+                if why == AMOUNT_CHANGED
+            ]
         except PaymentError as exc:
             if "no new bonuses" not in str(exc):
                 raise RecruitError(str(exc)) from None
-        return self._ledger_step(report, self._pay)
+        allowed = {
+            b.id for b, _ in self._ledger() if amounts.get(b.participant_id) == b.amount_cents
+        }
+        more = agreed.rest(offer)
+        if more.rows:
+            report.counts["more"] = len(more.rows)
+            report.lines.append(
+                f"{len(more.rows)} more bonus(es), {cents(more.total)}, became payable after "
+                "the confirmation: not paid by this run; confirm them separately"
+            )
+        return self._ledger_step(
+            report, lambda rows, rep, claim: self._pay(rows, rep, claim, allowed)
+        )
 
     def settle(
         self: Recruiter, *, retry_refused: bool = False, release: frozenset[str] = frozenset()
@@ -165,30 +235,35 @@ class BonusActions:
         report.lines += status_report.lines
         return self._ledger_step(
             report,
-            lambda rows, rep: self._settle(rows, rep, retry_refused=retry_refused, release=release),
+            lambda rows, rep, claim: self._settle(
+                rows, rep, claim, retry_refused=retry_refused, release=release
+            ),
         )
 
     def _ledger_step(
-        self: Recruiter, report: Report, step: Callable[[list[Row], Report], None]
+        self: Recruiter, report: Report, step: Callable[[list[Row], Report, ledger.Claim], None]
     ) -> Report:
-        """Run ``step`` over the open ledger rows, then summarise and audit (a lost claim
-        stops the step: the run says so and has paid nothing more)."""
+        """Run ``step`` over the open ledger rows with this run's one claim, then summarise and
+        audit (a lost claim stops the step: the run says so and has paid nothing more)."""
         rows = self._ledger()
+        claim = ledger.Claim()
         try:
-            step(rows, report)
+            step(rows, report, claim)
         except ledger.ClaimLost as exc:
             report.lines.append(f"stopped: {exc}")
             report.counts["claim_lost"] = 1
-        self._summarise(report, {b.id for b, _ in rows})
+        self._summarise(report, claim)
         self._record(report.action, dict(report.counts))
         return report
 
-    def _summarise(self: Recruiter, report: Report, before: set[int]) -> None:
-        """Counts and lines for what the ledger holds after a run (payments by their state)."""
+    def _summarise(self: Recruiter, report: Report, claim: ledger.Claim) -> None:
+        """Counts and lines for what the ledger holds after a run (payments by their state;
+        ``paid`` counts only the rows this run itself recorded as paid)."""
         db.session.expire_all()
         rows = self._ledger(open_only=False)
         now = ledger.clock()
-        paid = [b for b, _ in rows if b.id in before and b.platform_state == ledger.PAID]
+        mine = claim.moved.get(ledger.PAID, set())
+        paid = [b for b, _ in rows if b.id in mine and b.platform_state == ledger.PAID]
         by_state: dict[str | None, list[Row]] = {}
         for b, i in rows:
             by_state.setdefault(b.platform_state, []).append((b, i))
@@ -234,6 +309,22 @@ class BonusActions:
                 f"({cents(b.amount_cents)}) was accepted at {when(b)} but {self.label} does not "
                 f"list it as paid; {self.unsettled_note}"
             )
+        for b, i in rows:
+            held = b.claim_token is not None and b.claim_token != claim.token
+            if held and b.platform_state != ledger.PAID and b.claimed_at is not None:
+                lines.append(
+                    f"waits: {i.participant.code} ({cents(b.amount_cents)}, "
+                    f"{b.platform_state or 'new'}): held by another run since "
+                    f"{b.claimed_at:%Y-%m-%d %H:%M} UTC, which is still running or stopped "
+                    "(killed, its machine gone); "
+                    + (
+                        "its pay call may have been sent: `settle` looks it up"
+                        if b.platform_state == ledger.PAYING
+                        else "nothing of it was paid yet"
+                    )
+                    + f"; from {b.claimed_at + ledger.CLAIM_EXPIRES:%H:%M} UTC the next `bonus` "
+                    "or `settle` run takes it over"
+                )
         for b, i in by_state.get(ledger.REFUSED, []):
             lines.append(
                 f"refused: {i.participant.code} ({cents(b.amount_cents)}): {b.platform_note}; "

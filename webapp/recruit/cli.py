@@ -65,13 +65,14 @@ def recruit(
     status, approve, reject PARTICIPANT..., bonus, settle, pause, close.
 
     Costly actions (create, publish, approve, bonus) print what they will spend and ask first;
-    --dry-run stops there. settle resolves what an interrupted run left open (a create or
-    publish whose answer was lost, payments of unknown outcome) against the platform and pays
-    nothing. The token (PROLIFIC_TOKEN) or AWS credentials come from the environment and are
-    never printed or logged.
+    --dry-run stops there. approve and bonus then do exactly the rows their preview printed:
+    if any changed meanwhile nothing is done and the new preview is printed. settle resolves
+    what an interrupted run left open (a create or publish whose answer was lost, payments of
+    unknown outcome) against the platform and pays nothing. The token (PROLIFIC_TOKEN) or AWS
+    credentials come from the environment and are never printed or logged.
     """
     from webapp.recruit import get_recruiter
-    from webapp.recruit.base import RecruitError
+    from webapp.recruit.base import ConfirmationChanged, RecruitError
     from webapp.services.studies import get_study
 
     s = get_study(slug)
@@ -101,7 +102,13 @@ def recruit(
                 return
             if not yes:
                 click.confirm(f"{action} on {r.label}{_spend(action, preview)}?", abort=True)
-        if action == "create":
+        if action in ("approve", "bonus"):
+            try:
+                report = getattr(r, action)(confirmed=preview.confirmation)
+            except ConfirmationChanged as exc:
+                _echo(["", "changed since the preview above; now:", *exc.preview.lines])
+                raise click.ClickException(f"{exc}; run the command again") from None
+        elif action == "create":
             report = r.create(url)
         elif action == "settle":
             report = r.settle(retry_refused=retry_refused, release=frozenset(release))
@@ -123,19 +130,17 @@ def recruit(
     _echo(report.lines)
 
 
-def _usd(cents: int) -> str:
-    return f"${cents / 100:,.2f}"
-
-
 def _spend(action: str, preview: Any) -> str:
     """What the confirmation names: what this action pays now (bonus: the bonuses and their
     fees; approve: the rewards; create and publish: the listing's whole cost, at most)."""
+    from webapp.recruit.results import cents
+
     counts = preview.counts
     if action == "bonus":
-        return f" ({_usd(counts['to_pay_cents'])} + {_usd(counts['to_pay_fees_cents'])} fees now)"
+        return f" ({cents(counts['to_pay_cents'])} + {cents(counts['to_pay_fees_cents'])} fees now)"
     if action == "approve":
-        return f" ({_usd(counts['cost_cents'])} in rewards, plus fees)"
-    return f" (up to {_usd(preview.cost.total)})" if preview.cost else ""
+        return f" ({cents(counts['cost_cents'])} in rewards, plus fees)"
+    return f" (up to {cents(preview.cost.total)})" if preview.cost else ""
 
 
 def _echo(lines: list[str]) -> None:

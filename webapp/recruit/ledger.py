@@ -1,10 +1,15 @@
-"""The bonus ledger's state machine for payments made through a recruiter's API.
+"""The bonus ledger's state machine, for every way a bonus is paid: a payment file the
+researcher uploads, or a recruiter's API.
 
 A ledger row (:class:`~webapp.models.BonusPayment`) moves through these ``platform_state``
 values; the platform's id for the payment is ``platform_payment_id``:
 
 ============  ==========================================================================
-``None``      issued, nothing sent yet
+``None``      issued, nothing sent yet: the API may pay it, or a payment file may take it
+``filed``     written to a payment file for the researcher to upload (``sent_at``: when);
+              the API never pays it. The platform listing the bonus makes it ``paid``; only
+              the researcher saying the file was not used (an audited action,
+              :func:`webapp.services.payments.file_not_used`) makes it new again
 ``claimed``   a run is setting it up on Prolific (a set-up pays nothing by itself)
 ``set_up``    part of a Prolific bulk bonus set-up, whose pay call has not been sent
 ``paying``    the pay call is being sent, or was sent and its outcome is unknown (never sent
@@ -38,12 +43,24 @@ from webapp.models import BonusPayment
 from webapp.recruit.errors import RecruitError
 
 NEW: str | None = None
+FILED = "filed"
 CLAIMED = "claimed"
 SET_UP = "set_up"
 PAYING = "paying"
 SENT = "sent"
 PAID = "paid"
 REFUSED = "refused"
+# How each state reads in the console's ledger and the command's output.
+LABELS: dict[str | None, str] = {
+    NEW: "issued, not yet sent",
+    FILED: "sent by file (never paid through the API)",
+    CLAIMED: "being set up through the API",
+    SET_UP: "set up on the platform, not paid",
+    PAYING: "pay call sent, outcome unknown",
+    SENT: "accepted by the platform, not yet seen paid",
+    PAID: "paid",
+    REFUSED: "refused by the platform",
+}
 # A run that stops answering (killed, its machine gone) leaves its rows claimed; after this
 # another run may take them. Far longer than one run's calls (five attempts of at most 30 s).
 CLAIM_EXPIRES = timedelta(hours=1)
@@ -88,6 +105,9 @@ class Claim:
 
     def __init__(self) -> None:
         self.token = secrets.token_hex(16)
+        # Rows this run itself moved, by the state it moved them to: a run reports what it
+        # did, never what another run did meanwhile.
+        self.moved: dict[str | None, set[int]] = {}
 
     def take(
         self, ids: Collection[int], states: Iterable[str | None], *, to: Any = _UNCHANGED
@@ -118,13 +138,16 @@ class Claim:
             .execution_options(synchronize_session=False)
         )
         db.session.commit()
-        return set(
+        held = set(
             db.session.scalars(
                 select(BonusPayment.id).where(
                     BonusPayment.id.in_(ids), BonusPayment.claim_token == self.token
                 )
             )
         )
+        if to is not _UNCHANGED:
+            self.moved.setdefault(to, set()).update(held)
+        return held
 
     def move(
         self,
@@ -169,6 +192,8 @@ class Claim:
                 "(it stalled past the claim's expiry); this run changed and paid nothing more"
             )
         db.session.commit()
+        if to != frm:
+            self.moved.setdefault(to, set()).update(ids)
 
     def release(self, ids: Collection[int], state: str | None, **values: Any) -> None:
         """Give held rows up, leaving them in (or returning them to) ``state``."""

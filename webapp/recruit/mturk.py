@@ -19,10 +19,15 @@ never driven from the other.
 - ``status``: ``ListAssignmentsForHIT`` (reconciled into platform statuses);
 - ``approve``/``reject``: ``ApproveAssignment``/``RejectAssignment`` (with feedback);
 - ``bonus``: ``SendBonus`` with the ledger row's ``UniqueRequestToken``, each row claimed
-  (:mod:`webapp.recruit.ledger`) and its assignment's status read (``GetAssignment``) just
-  before: a rejected assignment gets none. A row whose earlier send has an unknown outcome is
-  first looked up with ``ListBonusPayments`` and sent again (same token) only if MTurk has no
-  such bonus.
+  (:mod:`webapp.recruit.ledger`), looked up first with ``ListBonusPayments`` (every page: a
+  bonus MTurk already lists, from a payment file or an earlier send whose outcome was
+  unknown, is recorded paid and never sent again, even after MTurk forgot the token) and its
+  assignment's status read (``GetAssignment``) just before: a rejected assignment gets none.
+  Rows written to a payment file are never sent; ``ListBonusPayments`` confirms them.
+
+MTurk approves a submitted assignment by itself once its HIT type's auto-approval delay has
+passed (seven days here, :data:`AUTO_APPROVE_SECONDS`), paying the reward: the approval plan
+shows each waiting assignment's ``AutoApprovalTime``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from sqlalchemy import select
 
 from webapp.extensions import db
 from webapp.models import (
@@ -92,6 +99,7 @@ class MTurkRecruiter(Recruiter):
         "the next run looks it up with ListBonusPayments and sends it (same token) only if "
         "MTurk has no such bonus"
     )
+    resend_states = (ledger.PAYING,)
 
     def __init__(
         self, *args: Any, production: bool = False, client: Any = None, **kwargs: Any
@@ -458,11 +466,13 @@ class MTurkRecruiter(Recruiter):
                     f"MTurk's list of assignments has an entry without an id, worker or status "
                     f"(entry {n}); nothing was changed"
                 )
+            auto = a.get("AutoApprovalTime")
             out.append(
                 Submission(
                     submission_id=assignment,
                     worker_id=canonical_spelling(Platform.mturk, worker),
                     status=MTURK_STATUS.get(status.lower(), status.upper()),
+                    auto_approve_at=auto.astimezone(UTC) if isinstance(auto, datetime) else None,
                 )
             )
         return out
@@ -473,8 +483,6 @@ class MTurkRecruiter(Recruiter):
         row = self._listing()
         qual = row.extra.get("qualification_type_id")
         if qual:
-            from sqlalchemy import select
-
             done = set(row.extra.get("blocked", []))
             workers = db.session.scalars(
                 select(PlatformIdentity.external_id)
@@ -483,6 +491,9 @@ class MTurkRecruiter(Recruiter):
                     Participant.study_id == self.study.id,
                     Participant.platform == Platform.mturk,
                     Participant.status == ParticipantStatus.screened_out,
+                    # A test participant's ID is no worker's: MTurk refuses it (and would
+                    # refuse every later status, approve and bonus with it).
+                    Participant.is_test.is_(False),
                 )
             )
             new = sorted({canonical_spelling(Platform.mturk, w) for w in workers} - done)
@@ -527,7 +538,9 @@ class MTurkRecruiter(Recruiter):
 
     # -- bonuses ----------------------------------------------------------------------------
     def _already_paid(self, b: BonusPayment, assignment: str) -> bool:
-        """Whether MTurk lists a bonus of this row's amount on the assignment."""
+        """Whether MTurk lists a bonus of this row's amount on the assignment that no other
+        row of the ledger recorded as paid accounts for (every page of ListBonusPayments)."""
+        listed: list[float] = []
         for p in self._pages(
             "list_bonus_payments",
             "BonusPayments",
@@ -535,15 +548,25 @@ class MTurkRecruiter(Recruiter):
             AssignmentId=assignment,
         ):
             try:
-                amount = round(float(p.get("BonusAmount", "")) * 100)
+                listed.append(float(p.get("BonusAmount", "")) * 100)
             except (TypeError, ValueError):
                 raise RecruitError(
                     f"MTurk lists a bonus of {safe_text(repr(p.get('BonusAmount')), 40)} on "
                     f"{assignment}, not an amount; nothing was changed"
                 ) from None
-            if amount == b.amount_cents:
-                return True
-        return False
+        others = [
+            o.amount_cents
+            for o in db.session.scalars(
+                select(BonusPayment).where(
+                    BonusPayment.participant_id == b.participant_id,
+                    BonusPayment.platform == Platform.mturk,
+                    BonusPayment.platform_state == ledger.PAID,
+                    BonusPayment.id != b.id,
+                )
+            )
+        ]
+        pid = b.participant_id
+        return bool(ledger.matched_amounts([b], {pid: listed}, {pid: others}))
 
     def _assignment_status(self, assignment: str) -> str | None:
         """The assignment's status on MTurk now, in Prolific's words (``GetAssignment``)."""
@@ -553,12 +576,18 @@ class MTurkRecruiter(Recruiter):
             raise RecruitError(f"MTurk's answer for assignment {assignment} has no status")
         return MTURK_STATUS.get(status.lower(), status.upper())
 
-    def _pay(self, rows: list[tuple[BonusPayment, PlatformIdentity]], report: Report) -> None:
-        claim = ledger.Claim()
+    def _pay(
+        self,
+        rows: list[tuple[BonusPayment, PlatformIdentity]],
+        report: Report,
+        claim: ledger.Claim,
+        allowed: set[int],
+    ) -> None:
         db.session.expire_all()
         for b, ident in rows:
             state = b.platform_state
-            if state not in (ledger.NEW, ledger.PAYING):
+            sends = state in (ledger.NEW, ledger.PAYING) and b.id in allowed
+            if not sends and state != ledger.FILED:
                 continue
             assignment = ident.external_session_id
             code = ident.participant.code
@@ -569,7 +598,12 @@ class MTurkRecruiter(Recruiter):
                 report.lines.append(f"bonus of {code}: being paid by another run")
                 continue
             try:
-                self._pay_row(claim, b, state, ident, assignment, report)
+                if self._already_paid(b, assignment):  # whatever the state: MTurk's record
+                    claim.move([b.id], state, ledger.PAID, keep=False, paid_at=ledger.clock())
+                elif sends:
+                    self._pay_row(claim, b, state, ident, assignment, report)
+                else:
+                    claim.release([b.id], state)  # sent by file: MTurk does not list it yet
             except ledger.ClaimLost:
                 raise
             except RecruitError as exc:  # a read before sending failed: nothing was sent
@@ -586,9 +620,6 @@ class MTurkRecruiter(Recruiter):
         report: Report,
     ) -> None:
         code = ident.participant.code
-        if state == ledger.PAYING and self._already_paid(b, assignment):
-            claim.move([b.id], state, ledger.PAID, keep=False, paid_at=ledger.clock())
-            return
         status = self._assignment_status(assignment)  # immediately before paying
         if not payable(status):
             claim.move([b.id], state, ledger.NEW, keep=False)
@@ -638,25 +669,26 @@ class MTurkRecruiter(Recruiter):
         self,
         rows: list[tuple[BonusPayment, PlatformIdentity]],
         report: Report,
+        claim: ledger.Claim,
         *,
         retry_refused: bool,
         release: frozenset[str],
     ) -> None:
         """Sends with an unknown outcome: paid if MTurk lists the bonus (its listing is
-        synchronous), else new again (the next run sends it with the same token)."""
+        synchronous), else new again (the next run sends it with the same token). Rows sent
+        by file: paid once MTurk lists them, else left as they are."""
         if release:
             report.lines.append(
                 "MTurk lists its bonuses at once: settle decides from that list, --release is "
                 "not needed"
             )
-        claim = ledger.Claim()
         db.session.expire_all()
         for b, ident in rows:
             state, code = b.platform_state, ident.participant.code
             if state == ledger.REFUSED and retry_refused:
                 claim.move(claim.take([b.id], (state,)), state, ledger.NEW, keep=False)
                 report.lines.append(f"{code}: refused bonus is new again; `bonus` sends it")
-            if state != ledger.PAYING or not ident.external_session_id:
+            if state not in (ledger.PAYING, ledger.FILED) or not ident.external_session_id:
                 continue
             held = claim.take([b.id], (state,))
             if not held:
@@ -664,6 +696,8 @@ class MTurkRecruiter(Recruiter):
             if self._already_paid(b, ident.external_session_id):
                 claim.move(held, state, ledger.PAID, keep=False, paid_at=ledger.clock())
                 report.lines.append(f"settled {code}: MTurk lists the bonus; recorded as paid")
+            elif state == ledger.FILED:
+                claim.release(held, state)
             else:
                 claim.move(held, state, ledger.NEW, keep=False)
                 report.lines.append(f"settled {code}: MTurk has no such bonus; `bonus` sends it")

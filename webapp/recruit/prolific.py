@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from webapp.extensions import db
 from webapp.models import BonusPayment, Platform, PlatformIdentity, Recruitment
+from webapp.recruit import ledger
 from webapp.recruit.base import (
     MAX_ATTEMPTS,
     Cost,
@@ -455,19 +456,28 @@ class ProlificRecruiter(Recruiter):
         )
 
     # -- bonuses ----------------------------------------------------------------------------
-    def _pay(self, rows: list[tuple[BonusPayment, PlatformIdentity]], report: Report) -> None:
+    def _pay(
+        self,
+        rows: list[tuple[BonusPayment, PlatformIdentity]],
+        report: Report,
+        claim: ledger.Claim,
+        allowed: set[int],
+    ) -> None:
         from webapp.recruit.prolific_pay import ProlificPayments
 
-        ProlificPayments(self).pay(rows, report)
+        ProlificPayments(self, claim).pay(rows, report, allowed)
 
     def _settle(
         self,
         rows: list[tuple[BonusPayment, PlatformIdentity]],
         report: Report,
+        claim: ledger.Claim,
         *,
         retry_refused: bool,
         release: frozenset[str],
     ) -> None:
         from webapp.recruit.prolific_pay import ProlificPayments
 
-        ProlificPayments(self).settle(rows, report, retry_refused=retry_refused, release=release)
+        ProlificPayments(self, claim).settle(
+            rows, report, retry_refused=retry_refused, release=release
+        )

@@ -15,11 +15,18 @@ set-up twice pays twice. So, with the ledger's claims (:mod:`webapp.recruit.ledg
    ``sent``, a refusal or a connection that never opened puts them back, and an unknown
    outcome leaves them ``paying``: never sent again;
 4. a later run (``bonus`` or ``settle``) reads each submission's ``bonus_payments`` (cents):
-   a listed amount makes its row ``paid``. A ``paying`` row Prolific still does not list 24
+   a listed amount makes its row ``paid``. Every run reads them first for every row it
+   might pay, whatever its state: a bonus Prolific already lists (a payment file pasted into
+   Prolific, a payment by hand) is recorded ``paid`` and never set up. A set-up whose fees,
+   VAT or total come out higher than what was confirmed (the ``fee_rate`` of the recruiter
+   block) is never paid. A ``paying`` row Prolific still does not list 24
    hours after the call is reported, never sent again on FrameLab's own judgement: the pay
    call is not idempotent and Prolific offers no way to read its state, so a late payment
    would be a second one. The researcher checks on Prolific and releases it
    (``settle --release CODE``); only then does the next ``bonus`` run set it up again.
+
+A set-up is paid only when every row carrying its id is still ``set_up`` and confirmed for
+this run; any other set-up is dropped (its rows new again): a set-up pays everyone in it.
 """
 
 from __future__ import annotations
@@ -35,13 +42,15 @@ from webapp.recruit import ledger
 from webapp.recruit.bonus_actions import payable
 from webapp.recruit.errors import NotSent, RecruitError, Refused
 from webapp.recruit.prolific_answers import answer_dict, prolific_id
-from webapp.recruit.results import Report, Submission, cents
+from webapp.recruit.results import Report, Submission, cents, fee
 from webapp.services.entry import canonical_spelling
 
 if TYPE_CHECKING:
     from webapp.recruit.prolific import ProlificRecruiter
 
 Row = tuple[BonusPayment, PlatformIdentity]
+# States a row waits in before its pay call: the run reads Prolific's record before paying it.
+OPEN = (ledger.NEW, ledger.CLAIMED, ledger.SET_UP)
 SET_UP_PATH = "/api/v1/submissions/bonus-payments/"
 
 
@@ -59,11 +68,11 @@ def _dollars(amount: int) -> str:
 
 
 class ProlificPayments:
-    """One run's payment of a study's Prolific ledger rows (one claim for the whole run)."""
+    """One run's payment of a study's Prolific ledger rows (the run's one claim)."""
 
-    def __init__(self, recruiter: ProlificRecruiter) -> None:
+    def __init__(self, recruiter: ProlificRecruiter, claim: ledger.Claim) -> None:
         self.r = recruiter
-        self.claim = ledger.Claim()
+        self.claim = claim
         self.listing = recruiter._listing()
 
     def _subs(self) -> dict[str, Submission]:
@@ -75,30 +84,28 @@ class ProlificPayments:
         return rows
 
     # -- the run --------------------------------------------------------------------------
-    def pay(self, rows: list[Row], report: Report) -> None:
-        """Confirm earlier payments, set up new rows, pay every set-up held (see module)."""
-        self.confirm(rows, report, (ledger.SENT,))
-        self.set_up(rows, report)
-        self.pay_set_ups(report)
-        now = ledger.clock()
-        busy = [
-            b
-            for b, _ in self._current(rows)
-            if b.platform_state in (ledger.CLAIMED, ledger.SET_UP)
-            and b.claim_token not in (None, self.claim.token)
-            and b.claimed_at is not None
-            and b.claimed_at >= now - ledger.CLAIM_EXPIRES
-        ]
-        if busy:
-            report.lines.append(
-                f"{len(busy)} bonus(es) are being set up or paid by another run (or by one that "
-                "was interrupted: a set-up alone pays nothing; a run an hour later takes them)"
-            )
+    def pay(self, rows: list[Row], report: Report, allowed: set[int]) -> None:
+        """Record what Prolific already lists, set up the ``allowed`` new rows, pay every
+        set-up of ``allowed`` rows this run holds (see module)."""
+        before = {b.id: b.platform_state for b, _ in rows}
+        found = self.confirm(rows, report, (ledger.SENT, ledger.FILED, *OPEN))
+        for b, i in rows:
+            if b.id in found and before[b.id] in OPEN:
+                report.lines.append(
+                    f"recorded as paid: {i.participant.code} ({cents(b.amount_cents)}): Prolific "
+                    "already lists this bonus (a payment file, or a payment by hand); not paid "
+                    "again"
+                )
+        self.set_ups(allowed)  # drops those it may not pay before new rows are set up
+        self.set_up(rows, report, allowed)
+        for bulk, group in self.set_ups(allowed).items():
+            self._pay_one(bulk, group, report)
 
-    def confirm(self, rows: list[Row], report: Report, states: tuple[str, ...]) -> set[int]:
+    def confirm(self, rows: list[Row], report: Report, states: tuple[str | None, ...]) -> set[int]:
         """Mark ``paid`` the rows in ``states`` whose amount Prolific lists on the submission.
 
-        Returns the participants whose submission was read (the others cannot be judged).
+        Returns the ids of the rows so recorded. The participants whose submission could not
+        be read are left as they are (they cannot be judged).
         """
         waiting = [(b, i) for b, i in self._current(rows) if b.platform_state in states]
         subs = self._subs()
@@ -121,17 +128,19 @@ class ProlificPayments:
         found = ledger.matched_amounts(
             [b for b, _ in waiting if b.participant_id in listed], listed, already
         )
+        done: set[int] = set()
         for state in states:
             held = self.claim.take([b.id for b in found if b.platform_state == state], (state,))
             self.claim.move(held, state, ledger.PAID, keep=False, paid_at=ledger.clock())
-        return set(listed)
+            done |= held
+        return done
 
-    def set_up(self, rows: list[Row], report: Report) -> None:
-        """Claim the new rows of people Prolific lists as payable and set them up."""
+    def set_up(self, rows: list[Row], report: Report, allowed: set[int]) -> None:
+        """Claim the ``allowed`` new rows of people Prolific lists as payable, set them up."""
         subs = self._subs()
         candidates: list[Row] = []
         for b, i in self._current(rows):
-            if b.platform_state not in (ledger.NEW, ledger.CLAIMED):
+            if b.platform_state not in (ledger.NEW, ledger.CLAIMED) or b.id not in allowed:
                 continue
             sub = subs.get(worker(i))
             if sub is None:
@@ -196,34 +205,69 @@ class ProlificPayments:
         try:
             body = answer_dict(data, "the bonus set-up")
             bulk = prolific_id(body.get("id"), "the bonus set-up")
-            amount = body.get("amount")
-            numeric = isinstance(amount, int | float) and not isinstance(amount, bool)
-            if numeric and round(amount) != asked:
-                raise RecruitError(
-                    f"Prolific set up {bulk} for {round(amount)} cents, not the {asked} "
-                    "asked for; it is never paid"
-                )
+            self._check_charge(bulk, body, asked)
         except RecruitError as exc:
             self.claim.move(ids, ledger.CLAIMED, ledger.NEW, keep=False)
             report.lines.append(f"bonus set-up not used: {exc}")
+            report.counts["not_set_up"] = report.counts.get("not_set_up", 0) + len(ids)
             return []
         self.claim.move(ids, ledger.CLAIMED, ledger.SET_UP, platform_payment_id=bulk)
         report.lines.append(f"set up bonus payment {bulk} ({len(group)} bonuses, {cents(asked)})")
         return []
 
-    def pay_set_ups(self, report: Report) -> None:
-        """Pay every set-up whose rows this run can hold, each once (see the module)."""
+    def _check_charge(self, bulk: str, body: dict[str, object], asked: int) -> None:
+        """Refuse a set-up Prolific would charge more for than was confirmed: its ``amount``
+        must be the bonuses asked for, and ``total_amount`` (or amount, ``fees`` and ``vat``)
+        at most those plus the fees at the recruiter block's ``fee_rate`` (what the
+        confirmation showed). Prolific gives fractions of a cent; less than one is rounding.
+        """
+
+        def number(key: str) -> float | None:
+            value = body.get(key)
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            return float(value) if ok else None  # type: ignore[arg-type]
+
+        amount, fees, vat, total = (number(k) for k in ("amount", "fees", "vat", "total_amount"))
+        if amount is not None and round(amount) != asked:
+            raise RecruitError(
+                f"Prolific set up {bulk} for {round(amount)} cents, not the {asked} "
+                "asked for; it is never paid"
+            )
+        confirmed = asked + fee(asked, self.r.settings.fee_rate)
+        charged = total if total is not None else asked + (fees or 0.0) + (vat or 0.0)
+        if charged - confirmed >= 1:
+            raise RecruitError(
+                f"Prolific would charge {cents(round(charged))} for set-up {bulk} (bonuses "
+                f"{cents(asked)}, fees {cents(round(fees or 0))}, VAT {cents(round(vat or 0))}), "
+                f"more than the {cents(confirmed)} confirmed at fee_rate "
+                f"{self.r.settings.fee_rate:g}; it is never paid. Set the recruiter block's "
+                "fee_rate to your account's rate with VAT, then confirm again"
+            )
+
+    def set_ups(self, allowed: set[int]) -> dict[str, list[Row]]:
+        """The set-ups this run may pay, held: every row carrying the set-up's id is
+        ``set_up`` and in ``allowed``. Any other set-up this run can hold is dropped (its
+        rows new again; a set-up pays nothing), since paying it would pay everyone in it."""
         groups: dict[str, list[Row]] = defaultdict(list)
-        for b, i in self.r._ledger():
-            if b.platform_state == ledger.SET_UP and b.platform_payment_id:
+        for b, i in self.r._ledger(open_only=False):
+            if b.platform_payment_id:
                 groups[b.platform_payment_id].append((b, i))
+        out: dict[str, list[Row]] = {}
         for bulk, group in groups.items():
-            ids = set(_ids(group))
+            ids = {b.id for b, _ in group if b.platform_state == ledger.SET_UP}
+            if not ids:
+                continue
             held = self.claim.take(ids, (ledger.SET_UP,))
             if held != ids:
                 self.claim.release(held, ledger.SET_UP)
                 continue  # another run holds (part of) it
-            self._pay_one(bulk, group, report)
+            if len(ids) == len(group) and ids <= allowed:
+                out[bulk] = group
+            else:
+                self.claim.move(
+                    ids, ledger.SET_UP, ledger.NEW, keep=False, platform_payment_id=None
+                )
+        return out
 
     def _pay_one(self, bulk: str, group: list[Row], report: Report) -> None:
         ids = _ids(group)
@@ -272,7 +316,9 @@ class ProlificPayments:
         """Confirm what Prolific lists as paid; make new again rows of runs that died (claims
         expired), refused rows if asked, and unsettled payments the researcher released.
         Sends no payment."""
-        checked = self.confirm(rows, report, (ledger.SENT, ledger.PAYING))
+        self.confirm(rows, report, (ledger.SENT, ledger.PAYING, ledger.FILED))
+        subs = self._subs()
+        checked = {b.participant_id for b, i in rows if worker(i) in subs}
         now = ledger.clock()
         released: set[str] = set()
         for b, i in self._current(rows):

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
+from datetime import datetime
+
+from webapp.recruit.errors import RecruitError
 
 
 def cents(amount: int) -> str:
@@ -48,6 +53,59 @@ class Submission:
     worker_id: str  # canonical spelling
     status: str  # upper case, Prolific's words (MTurk's mapped onto them)
     code: str | None = None
+    # When the platform approves it by itself unless it is reviewed first (MTurk's
+    # AutoApprovalTime), if the platform says.
+    auto_approve_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """Exactly what a preview offered to do: one ``(key, cents)`` per row, sorted.
+
+    ``bonus``: the key is the participant's id (one ledger row per participant and rule) and
+    the amount the bonus; ``approve``: the submission id and its reward. What is confirmed is
+    done, and nothing else; a row that changed since refuses the whole action
+    (:class:`ConfirmationChanged`).
+    """
+
+    action: str
+    rows: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, action: str, rows: dict[str, int]) -> Confirmation:
+        """The confirmation of ``rows`` (key → cents), in a canonical order."""
+        return cls(action, tuple(sorted((str(k), int(v)) for k, v in rows.items())))
+
+    @property
+    def total(self) -> int:
+        """The sum of the rows' amounts, in cents."""
+        return sum(amount for _, amount in self.rows)
+
+    def as_dict(self) -> dict[str, int]:
+        """Key → cents."""
+        return dict(self.rows)
+
+    def digest(self) -> str:
+        """A short fingerprint of the rows (shown beside the total; equal rows, equal digest)."""
+        text = json.dumps([self.action, self.rows], separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def changed(self, now: Confirmation) -> list[str]:
+        """The keys confirmed here whose row ``now`` no longer offers at the same amount."""
+        offered = now.as_dict()
+        return [key for key, amount in self.rows if offered.get(key) != amount]
+
+    def rest(self, now: Confirmation) -> Confirmation:
+        """What ``now`` offers beyond this confirmation (rows that came after it)."""
+        mine = self.as_dict()
+        return Confirmation.of(self.action, {k: v for k, v in now.rows if k not in mine})
+
+    def lines(self) -> list[str]:
+        """The line that names what is confirmed (count, total, fingerprint)."""
+        return [
+            f"this confirmation: {len(self.rows)} row(s), {cents(self.total)} "
+            f"(fingerprint {self.digest()})"
+        ]
 
 
 @dataclass
@@ -58,6 +116,16 @@ class Report:
     lines: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     cost: Cost | None = None
+    confirmation: Confirmation | None = None  # a preview's: exactly what it offers to do
+
+
+class ConfirmationChanged(RecruitError):
+    """What a preview offered changed before it was done (someone paid, rejected, or the
+    majority moved): nothing was done; ``preview`` is the new offer to confirm."""
+
+    def __init__(self, message: str, preview: Report) -> None:
+        super().__init__(message)
+        self.preview = preview
 
 
 def fee(amount: int, rate: float) -> int:

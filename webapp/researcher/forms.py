@@ -6,7 +6,7 @@ Select choices are plain strings: WTForms 3.3 deprecates (value, label) tuples.
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired, MultipleFileField
 from wtforms import BooleanField, HiddenField, PasswordField, SelectField, StringField
-from wtforms.validators import InputRequired, Length, Optional
+from wtforms.validators import DataRequired, InputRequired, Length, Optional
 
 
 class LoginForm(FlaskForm):
@@ -84,7 +84,19 @@ class BonusForm(FlaskForm):
     """Issue bonuses and download the payment file."""
 
     platform = SelectField("Platform", choices=["prolific", "mturk"])
-    force = BooleanField("Write earlier bonuses again (never pays them twice in the ledger)")
+    force = BooleanField(
+        "Write bonuses already sent by file again (never those the API pays or paid)"
+    )
+
+
+class FileNotUsedForm(FlaskForm):
+    """Say a payment file was never uploaded: its bonuses become payable again."""
+
+    platform = SelectField("Platform", choices=["prolific", "mturk"])
+    codes = StringField(
+        "Participants whose file was not used (p_… codes, space-separated, or all)",
+        [DataRequired(), Length(max=4000)],
+    )
 
 
 class ReconcileForm(FlaskForm):

@@ -1,17 +1,25 @@
 """Console views of the recruiter (webapp.recruit): buttons on the study page, each through a
-confirmation page that states what the action costs before anything is sent."""
+confirmation page that states what the action costs before anything is sent.
+
+Approving and paying bonuses carry exactly what their confirmation page showed: the rows and
+amounts, signed with the server's secret in a hidden field. The confirmed POST does those rows
+only; if any changed meanwhile nothing is done and the new confirmation is shown, and rows that
+came after it (people who finished since) are shown as a new confirmation once it is done.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import flash, g, redirect, render_template, url_for
+from flask import current_app, flash, g, redirect, render_template, url_for
 from flask_wtf import FlaskForm
+from itsdangerous import BadSignature, URLSafeSerializer
 from wtforms import HiddenField, SelectField, StringField, TextAreaField
 from wtforms.validators import Length
 
 from webapp.models import Study
 from webapp.recruit.prolific import REJECTION_CATEGORIES
+from webapp.recruit.results import Confirmation, ConfirmationChanged, Report
 from webapp.researcher.blueprint import bp
 from webapp.researcher.routes import _study, login_required, public_base_url
 
@@ -32,6 +40,9 @@ BUTTONS = {
 
 
 _NO_CONFIRMATION = {"status", "settle"}
+# Actions whose confirmation names the exact rows (and amounts) to do, and nothing else.
+_EXACT = {"approve", "bonus"}
+_SALT = "framelab.recruit.confirmation"
 # A flash message is one line of the page: the platform's reasons are already short, and
 # nothing longer reaches the page.
 FLASH_MAX = 400
@@ -41,6 +52,7 @@ class RecruitForm(FlaskForm):
     """One recruiter action; ``confirm`` is set by the confirmation page."""
 
     confirm = HiddenField()
+    confirmation = HiddenField()  # approve, bonus: the signed rows the page showed
     participants = StringField("Participants (p_… codes, space-separated)", [Length(max=2000)])
     reason = TextAreaField(
         "Message to the participant (Prolific: 100 characters or more)", [Length(max=2000)]
@@ -74,6 +86,49 @@ def _recruit_panel() -> dict[str, Any]:
     return {"recruit_panel": panel}
 
 
+def _signer() -> URLSafeSerializer:
+    return URLSafeSerializer(current_app.secret_key, salt=_SALT)
+
+
+def _signed(s: Study, confirmation: Confirmation) -> str:
+    """The confirmation, signed for this study (it cannot be edited or used for another)."""
+    return str(
+        _signer().dumps({"study": s.slug, "action": confirmation.action, "rows": confirmation.rows})
+    )
+
+
+def _confirmed(s: Study, action: str, token: str) -> Confirmation | None:
+    """The confirmation a page carried, if its signature holds for this study and action."""
+    try:
+        data = _signer().loads(token or "")
+    except BadSignature:
+        return None
+    if not isinstance(data, dict) or data.get("study") != s.slug or data.get("action") != action:
+        return None
+    rows = data.get("rows")
+    if not isinstance(rows, list) or not all(
+        isinstance(r, list) and len(r) == 2 and isinstance(r[1], int) for r in rows
+    ):
+        return None
+    return Confirmation.of(action, {str(k): v for k, v in rows})
+
+
+def _confirm_page(
+    s: Study, action: str, report: Report, form: RecruitForm, notice: list[str] | None = None
+) -> str:
+    return render_template(
+        "researcher/recruit_confirm.html",
+        s=s,
+        action=action,
+        label=BUTTONS[action],
+        lines=report.lines,
+        notice=notice or [],
+        signed=_signed(s, report.confirmation) if report.confirmation else "",
+        form=form,
+        study=None,
+    )
+
+
 def recruit_action(slug: str, action: str) -> Any:
     """Show what a recruiter action costs; do it once confirmed."""
     from webapp.recruit import get_recruiter
@@ -88,28 +143,36 @@ def recruit_action(slug: str, action: str) -> Any:
     try:
         r = get_recruiter(s, actor=g.researcher)
         participants = (form.participants.data or "").split()
+        previews = {
+            "create": r.plan,
+            "publish": r.plan,
+            "approve": lambda: r.approval_plan()[0],
+            "bonus": r.bonus_plan,
+        }
         if action not in _NO_CONFIRMATION and form.confirm.data != "yes":
-            preview = {
-                "create": r.plan,
-                "publish": r.plan,
-                "approve": lambda: r.approval_plan()[0],
-                "bonus": r.bonus_plan,
-            }.get(action)
-            lines = preview().lines if preview else []
+            preview = previews[action]() if action in previews else Report(action)
             if action == "reject":
-                lines = [f"reject {len(participants)} submission(s): {' '.join(participants)}"]
+                preview.lines = [
+                    f"reject {len(participants)} submission(s): {' '.join(participants)}"
+                ]
             elif action in ("pause", "close"):
-                lines = [f"{action} the {r.label} listing; costs nothing now", *r.plan().lines]
-            return render_template(
-                "researcher/recruit_confirm.html",
-                s=s,
-                action=action,
-                label=BUTTONS[action],
-                lines=lines,
-                form=form,
-                study=None,
-            )
-        if action == "create":
+                preview.lines = [
+                    f"{action} the {r.label} listing; costs nothing now",
+                    *r.plan().lines,
+                ]
+            return _confirm_page(s, action, preview, form)
+        if action in _EXACT:
+            confirmed = _confirmed(s, action, form.confirmation.data or "")
+            if confirmed is None:
+                flash("That confirmation was not valid; please look again.", "warning:recruit")
+                return redirect(back)
+            try:
+                report = getattr(r, action)(confirmed=confirmed)
+            except ConfirmationChanged as exc:
+                return _confirm_page(s, action, exc.preview, form, [str(exc)])
+            if report.counts.get("more"):  # done; what came after it needs its own yes
+                return _confirm_page(s, action, previews[action](), form, report.lines)
+        elif action == "create":
             report = r.create(public_base_url())
         elif action == "status":
             report = r.status()[0]

@@ -42,6 +42,7 @@ from webapp.researcher.forms import (
     BonusForm,
     ClearTestDataForm,
     DuplicateForm,
+    FileNotUsedForm,
     LoadForm,
     LoginForm,
     ParticipantActionForm,
@@ -282,6 +283,7 @@ def study(slug: str) -> str:
         action_form=ParticipantActionForm(),
         preview_form=PreviewForm(),
         bonus_form=BonusForm(),
+        file_not_used_form=FileNotUsedForm(),
         reconcile_form=ReconcileForm(),
         clear_form=ClearTestDataForm(),
         test_counts=testdata.count_test_participants(s),
@@ -509,7 +511,12 @@ def bonus(slug: str) -> Any:
     platform = Platform(form.platform.data)
     try:
         issue = payments.issue_bonuses(
-            s, platform, issued_by=g.researcher.username, now=utcnow(), force=form.force.data
+            s,
+            platform,
+            issued_by=g.researcher.username,
+            now=utcnow(),
+            to_file=True,
+            force=form.force.data,
         )
     except payments.PaymentError as exc:
         # The console's own wording (the service's message is shared with the CLI's --force).
@@ -518,6 +525,9 @@ def bonus(slug: str) -> Any:
     if issue.excluded:
         left_out = "; ".join(f"{code}: {why}" for code, why in issue.excluded)
         flash(f"Bonuses left out on {platform.value}: {left_out}", "warning:payments")
+    if issue.not_written:
+        held = "; ".join(f"{code}: {why}" for code, why in issue.not_written)
+        flash(f"Not in the file (the API pays or paid them): {held}", "warning:payments")
     out = io.StringIO()
     payments.write_bonus_file(issue.lines, platform, out)
     return Response(
@@ -527,6 +537,32 @@ def bonus(slug: str) -> Any:
             "Content-Disposition": f'attachment; filename="{slug}-bonus-{platform.value}.csv"'
         },
     )
+
+
+@bp.post("/studies/<slug>/bonus/file-not-used")
+@login_required
+def bonus_file_not_used(slug: str) -> Any:
+    """Record that a payment file was never uploaded: its bonuses become payable again."""
+    s = _study(slug)
+    form = FileNotUsedForm()
+    if not form.validate_on_submit():
+        return _back(slug, "payments", "Choose the platform and name the participants.")
+    try:
+        done = payments.file_not_used(
+            s,
+            Platform(form.platform.data),
+            (form.codes.data or "").split(),
+            actor=g.researcher,
+            now=utcnow(),
+        )
+    except payments.PaymentError as exc:
+        return _back(slug, "payments", str(exc))
+    flash(
+        f"Payable again ({form.platform.data}): {' '.join(done)}. Pay them with a new file or "
+        "the recruiter's Pay bonuses, which first checks the platform's own record.",
+        "info:payments",
+    )
+    return redirect(url_for("researcher.study", slug=slug) + "#payments")
 
 
 @bp.post("/studies/<slug>/reconcile")

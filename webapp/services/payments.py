@@ -6,7 +6,10 @@ real (not test) participants (the published study paid a base of $3 plus such a 
 exact tie both choices count as matching, so nobody loses a bonus to a coin flip.
 
 The ledger (:class:`~webapp.models.BonusPayment`) holds one row per participant and rule; an
-issued bonus is never issued again. Amounts are kept in integer cents so sums are exact.
+issued bonus is never issued again. Amounts are kept in integer cents so sums are exact. A
+bonus is paid one of two ways, both through the ledger's one state machine
+(:mod:`webapp.recruit.ledger`): a payment file the researcher uploads (its rows become
+``filed``, which the API never pays) or the recruiter's API (``framelab recruit SLUG bonus``).
 
 Who is paid: platform IDs are compared in one canonical form (:func:`normalise_platform_id`),
 so ``5f1a…`` and ``5F1A…`` are one person, paid once. Once a reconciliation file of the
@@ -21,7 +24,7 @@ import csv
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
 
@@ -44,6 +47,7 @@ from webapp.services.export import spreadsheet_safe
 RULES = ("none", "majority_choice")
 PAYABLE_PLATFORMS = (Platform.prolific, Platform.mturk)
 MTURK_COLUMNS = ("WorkerId", "AssignmentId", "BonusAmount", "Reason", "UniqueRequestToken")
+AMOUNT_CHANGED = "its amount changed since it was confirmed"
 # Recruiter statuses (from a reconciliation import) under which a bonus is paid.
 PAYABLE_STATUSES = frozenset({"APPROVED", "AWAITING REVIEW", "SUBMITTED"})
 
@@ -95,6 +99,10 @@ class BonusIssue:
     zero: int  # eligible participants whose bonus is 0 (left out: platforms refuse 0)
     excluded: list[tuple[str, str]]  # (participant code, why no bonus) — see bonus_plan
     reconciled: bool  # a reconciliation file of the platform decided who is paid
+    from_ledger: int = 0  # issued earlier, never sent: written to a file for the first time
+    # (participant code, why): issued bonuses the file does not carry, because the recruiter's
+    # API holds, sent or paid them (a file never repeats what the API may pay)
+    not_written: list[tuple[str, str]] = field(default_factory=list)
 
 
 def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
@@ -118,6 +126,14 @@ def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
         raise StudyDefinitionError(
             source, "payment.bonus.rule", "majority_choice needs a product_choice block"
         )
+
+
+def bonus_cap_cents(definition: Mapping[str, Any]) -> int:
+    """The most bonus one participant may be paid (``payment.bonus.max_usd``, or the default
+    of :data:`webapp.studydef.DEFAULT_MAX_BONUS_USD`), in cents."""
+    from webapp.studydef import DEFAULT_MAX_BONUS_USD
+
+    return round(definition["payment"]["bonus"].get("max_usd", DEFAULT_MAX_BONUS_USD) * 100)
 
 
 def _reference(study: Study) -> list[Participant]:
@@ -219,6 +235,7 @@ def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
         raise PaymentError(f"study {study.slug!r} pays no bonus (payment.bonus: {bonus})")
     check_payment_rule(study.definition, study.slug)
     cents = round(bonus["usd"] * 100)
+    cap = bonus_cap_cents(study.definition)
     people = _reference(study)
     majority = majority_choices(people)
     reconciled = reconciliation_imported(study, platform)
@@ -240,6 +257,11 @@ def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
             excluded.append((p.code, reason))
             continue
         n = sum(c.chose_target in majority[(c.pair_id, c.format)] for c in p.choices)
+        if n * cents > cap:  # a definition loaded before the bound was checked at load
+            raise PaymentError(
+                f"{p.code}'s bonus ({n} x {cents} cents) is above the study's bound of {cap} "
+                "cents per participant (payment.bonus.max_usd); nothing was issued"
+            )
         lines.append(
             BonusLine(
                 participant_id=p.id,
@@ -264,13 +286,26 @@ def compute_bonuses(study: Study, platform: Platform) -> list[BonusLine]:
 
 
 def issue_bonuses(
-    study: Study, platform: Platform, *, issued_by: str, now: datetime, force: bool = False
+    study: Study,
+    platform: Platform,
+    *,
+    issued_by: str,
+    now: datetime,
+    to_file: bool,
+    force: bool = False,
+    only: Mapping[int, int] | None = None,
 ) -> BonusIssue:
     """Record new bonuses in the ledger and return the lines for the payment file; commit.
 
-    Without ``force`` only bonuses not yet in the ledger are issued, and a run with nothing new
-    is refused. With ``force`` the file also repeats earlier bonuses with their *recorded*
-    amounts and request tokens (to re-create a lost file); the ledger never gets a second row.
+    With ``to_file`` (a payment file is being written) the file carries every bonus that is
+    payable and not yet sent: new ones and ledger rows still new (issued by an API run that
+    has not paid them); all of them become ``filed`` (:mod:`webapp.recruit.ledger`), which the
+    API never pays. Without ``to_file`` (the API path) new rows stay new for the API to pay.
+
+    Without ``force`` a run with nothing to write or issue is refused. With ``force`` the file
+    also repeats the ``filed`` rows with their *recorded* amounts and request tokens (to
+    re-create a lost file); rows the API holds, sent or paid are never written again
+    (:attr:`BonusIssue.not_written` names them). The ledger never gets a second row.
 
     Parameters
     ----------
@@ -280,7 +315,13 @@ def issue_bonuses(
     issued_by : str
         Who issues them (username or ``cli``), recorded in the ledger.
     now : datetime
+    to_file : bool
+        The payment-file path (``True``) or the API path (``False``); no default, so a caller
+        always says which.
     force : bool
+    only : Mapping, optional
+        Participant id → confirmed amount in cents: issue only these, and only at that amount
+        (a bonus whose amount changed since it was confirmed is left out, with the reason).
 
     Returns
     -------
@@ -291,36 +332,49 @@ def issue_bonuses(
     PaymentError
         Unpayable platform, no bonus rule, or nothing new to issue without ``force``.
     """
+    from webapp.recruit import ledger as states
+
     if platform not in PAYABLE_PLATFORMS:
         raise PaymentError("bonus files exist for prolific and mturk only")
     rule = study.definition["payment"]["bonus"]["rule"]
     plan = bonus_plan(study, platform)
-    computed = plan.lines
-    ledger = {
+    excluded = list(plan.excluded)
+    issued = {
         b.participant_id: b
         for b in db.session.scalars(
             select(BonusPayment).where(BonusPayment.study_id == study.id, BonusPayment.rule == rule)
         )
     }
     lines: list[BonusLine] = []
+    not_written: list[tuple[str, str]] = []
+    waiting: dict[int, BonusLine] = {}  # ledger rows still new: the file takes them
     new = skipped = zero = 0
-    for line in computed:
-        issued = ledger.get(line.participant_id)
-        if issued is not None:
+    filed_note = states.note(f"written to a payment file by {issued_by}")
+
+    def recorded(line: BonusLine, row: BonusPayment, again: bool) -> BonusLine:
+        values = {"amount_cents": row.amount_cents, "reason": row.reason}
+        values.update(request_token=row.request_token, already_issued=again)
+        return BonusLine(**{**line.__dict__, **values})
+
+    for line in plan.lines:
+        row = issued.get(line.participant_id)
+        if row is not None:
             skipped += 1
-            if force:
-                lines.append(
-                    BonusLine(
-                        **{
-                            **line.__dict__,
-                            "amount_cents": issued.amount_cents,
-                            "reason": issued.reason,
-                            "request_token": issued.request_token,
-                            "already_issued": True,
-                        }
-                    )
-                )
+            if not to_file:
+                continue
+            if row.platform_state is states.NEW and row.platform == platform:
+                waiting[row.id] = recorded(line, row, False)
+            elif row.platform_state == states.FILED and force:
+                lines.append(recorded(line, row, True))
+            elif row.platform_state != states.FILED:
+                not_written.append((line.participant_code, _api_state(row)))
             continue
+        if only is not None:
+            if line.participant_id not in only:
+                continue
+            if only[line.participant_id] != line.amount_cents:
+                excluded.append((line.participant_code, AMOUNT_CHANGED))
+                continue
         if line.amount_cents == 0:
             zero += 1
             continue
@@ -335,13 +389,27 @@ def issue_bonuses(
                 reason=line.reason,
                 issued_by=issued_by,
                 issued_at=now,
+                **(
+                    {"platform_state": states.FILED, "sent_at": now, "platform_note": filed_note}
+                    if to_file
+                    else {}
+                ),
             )
         )
         lines.append(line)
         new += 1
-    if not new and not force:
+    # Rows still new are taken for the file by the ledger's compare-and-set: a row an API run
+    # holds at this moment stays with that run (named below), never in both.
+    claim = states.Claim()
+    taken = claim.take(waiting, (states.NEW,), to=states.FILED) if waiting else set()
+    for row_id, line in waiting.items():
+        if row_id in taken:
+            lines.append(line)
+        else:
+            not_written.append((line.participant_code, "being paid through the API by a run"))
+    if not new and not taken and not force:
         db.session.rollback()
-        left_out = f"; {len(plan.excluded)} left out" if plan.excluded else ""
+        left_out = f"; {len(excluded)} left out" if excluded else ""
         raise PaymentError(
             f"no new bonuses to issue for {study.slug!r} on {platform.value}: {skipped} were "
             f"already issued (see the ledger){left_out}"
@@ -355,10 +423,12 @@ def issue_bonuses(
         detail={
             "platform": platform.value,
             "new": new,
-            "repeated": len(lines) - new,
+            "from_ledger": len(taken),
+            "repeated": len(lines) - new - len(taken),
             "total_cents": sum(x.amount_cents for x in lines if not x.already_issued),
             "force": force,
-            "excluded": len(plan.excluded),
+            "to_file": to_file,
+            "excluded": len(excluded),
             "reconciled": plan.reconciled,
         },
         commit=False,
@@ -367,11 +437,91 @@ def issue_bonuses(
         db.session.commit()
     except IntegrityError:  # another issue of the same bonuses committed first
         db.session.rollback()
+        claim.release(taken, states.NEW)
         raise PaymentError(
             "bonuses were being issued at the same time elsewhere; nothing was issued by this "
             "run; run it again to issue what is still missing"
         ) from None
-    return BonusIssue(lines, new, skipped, zero, plan.excluded, plan.reconciled)
+    claim.release(taken, states.FILED, sent_at=now, platform_note=filed_note)
+    return BonusIssue(lines, new, skipped, zero, excluded, plan.reconciled, len(taken), not_written)
+
+
+def _api_state(row: BonusPayment) -> str:
+    """Why the API path, not a file, owns a ledger row (its state in words)."""
+    from webapp.recruit import ledger as states
+
+    return {
+        states.PAID: "paid through the API",
+        states.REFUSED: f"refused by the platform ({row.platform_note or 'see the ledger'})",
+    }.get(row.platform_state or "", f"being paid through the API ({row.platform_state})")
+
+
+def file_not_used(
+    study: Study, platform: Platform, codes: Iterable[str], *, actor: Any, now: datetime
+) -> list[str]:
+    """The researcher says a payment file was not used: its ``filed`` rows become payable.
+
+    ``codes`` names the participants (pseudonymous codes) whose bonus was in a file that was
+    never uploaded, or is ``["all"]`` for every ``filed`` row of ``platform``. Each row moves
+    ``filed`` → new by the ledger's compare-and-set, with a note, and the action is audited
+    (who, when, which). The API path still reads the platform's own record before paying any
+    of them, so a file that was used after all is not paid twice.
+
+    Returns
+    -------
+    list of str
+        The codes made payable again.
+
+    Raises
+    ------
+    PaymentError
+        A code that is not one of the study's participants with a ``filed`` bonus on
+        ``platform`` (nothing is changed then).
+    """
+    from webapp.recruit import ledger as states
+    from webapp.services import audit
+
+    wanted = list(dict.fromkeys(c.strip() for c in codes if c.strip()))
+    rows = dict(
+        (code, b)
+        for b, code in db.session.execute(
+            select(BonusPayment, Participant.code)
+            .join(Participant, Participant.id == BonusPayment.participant_id)
+            .where(
+                BonusPayment.study_id == study.id,
+                BonusPayment.platform == platform,
+                BonusPayment.platform_state == states.FILED,
+            )
+        )
+    )
+    if not wanted:
+        raise PaymentError("name the participants whose file was not used (their p_… codes)")
+    chosen = sorted(rows) if wanted == ["all"] else wanted
+    unknown = [c for c in chosen if c not in rows]
+    if unknown:
+        raise PaymentError(
+            f"no bonus of {', '.join(unknown)} on {platform.value} is waiting in a payment "
+            "file (see the ledger); nothing was changed"
+        )
+    claim = states.Claim()
+    held = claim.take([rows[c].id for c in chosen], (states.FILED,))
+    who = str(getattr(actor, "username", actor))
+    claim.move(
+        held,
+        states.FILED,
+        states.NEW,
+        keep=False,
+        sent_at=None,
+        platform_note=states.note(f"{who} said the payment file was not used ({now:%Y-%m-%d})"),
+    )
+    done = [c for c in chosen if rows[c].id in held]
+    audit.record(
+        actor,
+        "bonus.file_not_used",
+        study=study,
+        detail={"platform": platform.value, "participants": done},
+    )
+    return done
 
 
 def write_prolific(lines: Iterable[BonusLine], out: IO[str]) -> int:
@@ -414,7 +564,10 @@ def write_bonus_file(lines: Iterable[BonusLine], platform: Platform, out: IO[str
 
 
 def ledger_rows(study: Study) -> list[dict[str, Any]]:
-    """Return the ledger of a study, oldest first (pseudonymous IDs only)."""
+    """Return the ledger of a study, oldest first (pseudonymous IDs only), each row with how
+    far its payment got (``state``: sent by file, paid, …; :data:`webapp.recruit.ledger.LABELS`)."""
+    from webapp.recruit.ledger import LABELS
+
     rows = db.session.execute(
         select(BonusPayment, Participant.code)
         .join(Participant, Participant.id == BonusPayment.participant_id)
@@ -429,6 +582,7 @@ def ledger_rows(study: Study) -> list[dict[str, Any]]:
             "amount_usd": f"{b.amount_cents / 100:.2f}",
             "issued_by": b.issued_by,
             "issued_at": b.issued_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "state": LABELS.get(b.platform_state, b.platform_state or ""),
         }
         for b, code in rows
     ]

@@ -89,7 +89,11 @@ def test_a_lost_claim_changes_no_row(app, fake, load_recruit_study):
         take_part(app, fake, definition, study_id, name)
     with app.app_context():
         issue_bonuses(
-            get_study("product-choice-demo"), Platform.prolific, issued_by="t", now=utcnow()
+            get_study("product-choice-demo"),
+            Platform.prolific,
+            issued_by="t",
+            now=utcnow(),
+            to_file=False,
         )
         ids = set(db.session.scalars(select(BonusPayment.id)))
         assert len(ids) == 2

@@ -212,6 +212,11 @@ def test_approve_completed_only_and_bonus_once(app, load_recruit_study, mturk, n
         "Reason": ANY,
         "UniqueRequestToken": line.request_token,
     }
+    stub.add_response(  # MTurk's own record first: no bonus on the assignment yet
+        "list_bonus_payments",
+        {"BonusPayments": [], "NumResults": 0},
+        {"AssignmentId": listed[0][1], "MaxResults": 100},
+    )
     stub.add_response(
         "get_assignment",
         {"Assignment": {"AssignmentId": listed[0][1], "AssignmentStatus": "Approved"}},
@@ -252,7 +257,9 @@ def test_an_unknown_send_is_looked_up_before_sending_again(app, load_recruit_stu
     with app.app_context():
         from webapp.models import utcnow
 
-        issue_bonuses(get_study(SLUG), Platform.mturk, issued_by="test", now=utcnow())
+        issue_bonuses(
+            get_study(SLUG), Platform.mturk, issued_by="test", now=utcnow(), to_file=False
+        )
         row = db.session.scalars(select(BonusPayment)).one()
         row.platform_state = "paying"  # an earlier run died after sending
         amount = f"{row.amount_cents / 100:.2f}"

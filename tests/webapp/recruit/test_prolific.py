@@ -431,7 +431,11 @@ def test_claims_of_a_run_that_died_are_taken_an_hour_later(app, fake, load_recru
         with app.app_context():
             if not db.session.scalars(select(BonusPayment)).all():
                 issue_bonuses(
-                    get_study("product-choice-demo"), Platform.prolific, issued_by="t", now=utcnow()
+                    get_study("product-choice-demo"),
+                    Platform.prolific,
+                    issued_by="t",
+                    now=utcnow(),
+                    to_file=False,
                 )
             row = db.session.scalars(select(BonusPayment)).one()
             row.platform_state = "claimed"

@@ -32,7 +32,7 @@ def test_bonus_ledger_and_concurrent_runs_on_postgres(pg_app):
             try:
                 outcomes.append(
                     issue_bonuses(
-                        study, Platform.prolific, issued_by="t", now=utcnow()
+                        study, Platform.prolific, issued_by="t", now=utcnow(), to_file=True
                     ).newly_issued
                 )
             except PaymentError as exc:
@@ -51,7 +51,9 @@ def test_bonus_ledger_and_concurrent_runs_on_postgres(pg_app):
 
         assert db.session.scalar(db.select(db.func.count()).select_from(BonusPayment)) == 6
         with pytest.raises(PaymentError, match="no new bonuses"):
-            issue_bonuses(get_study(SLUG), Platform.prolific, issued_by="t", now=utcnow())
+            issue_bonuses(
+                get_study(SLUG), Platform.prolific, issued_by="t", now=utcnow(), to_file=True
+            )
 
 
 def test_login_limiter_and_reconcile_on_postgres(pg_app):

@@ -83,7 +83,7 @@ def _everything_about_test_participants_on(app) -> None:
             Platform.prolific.value
         }
         # Payments: only real people, bonus rule over real choices only (10 matching each).
-        issue = issue_bonuses(study, Platform.prolific, issued_by="t", now=utcnow())
+        issue = issue_bonuses(study, Platform.prolific, issued_by="t", now=utcnow(), to_file=True)
         out = io.StringIO()
         assert write_bonus_file(issue.lines, Platform.prolific, out) == 3
         assert "test-" not in out.getvalue()
