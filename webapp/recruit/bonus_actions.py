@@ -60,6 +60,9 @@ class BonusActions:
                 Participant.is_test.is_(False),
             )
             .order_by(BonusPayment.id)
+            # Rows as the database has them now, even if this session loaded them before
+            # another run (or this one, through a compare-and-set) changed them.
+            .execution_options(populate_existing=True)
         )
         if open_only:
             query = query.where(BonusPayment.platform_state.is_distinct_from(ledger.PAID))

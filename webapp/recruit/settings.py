@@ -8,7 +8,7 @@ stored in the study definition only when present, so studies without it keep the
       places: 70
       reward_usd: 3.00          # default: payment.base_usd
       estimated_minutes: 12     # default: the study's estimated_minutes
-      fee_rate: 0.333           # Prolific's service fee on rewards and bonuses (your invoice's)
+      fee_rate: 0.3334          # Prolific's fee on rewards and bonuses with any VAT (default 1/3)
       devices: [desktop]        # Prolific: desktop, tablet, mobile
       eligibility:              # Prolific filters, as its API takes them
         - {filter_id: current-country-of-residence, selected_values: ["1"]}
@@ -40,8 +40,10 @@ from webapp.validation import (
 RECRUITERS = ("prolific", "mturk")
 _QUAL_ID = re.compile(r"^[0-9A-Z]{20,64}$")
 PROLIFIC_DEVICES = ("desktop", "tablet", "mobile")
-# Prolific's service fee on rewards and bonuses; each account's invoice says its own rate.
-DEFAULT_PROLIFIC_FEE = 0.333
+# Prolific's service fee on rewards and bonuses: a third, as its own answers compute it (the
+# API reference's bonus set-up: fees 283.34 on 850). Each account's invoice says its own rate;
+# a bonus set-up whose fees and VAT come out above this rate's is never paid.
+DEFAULT_PROLIFIC_FEE = 1 / 3
 # MTurk's system qualification types (documented in the MTurk API reference). Masters has a
 # different id in the sandbox.
 MTURK_SYSTEM_QUALIFICATIONS = {
@@ -176,7 +178,10 @@ def _qualifications(raw: Any, where: Where) -> list[dict[str, Any]]:
             for j, loc in enumerate(get_list(item["locales"], lw, min_len=1)):
                 text = str(loc).strip()
                 country, _, sub = text.partition("-")
-                if len(country) != 2 or not country.isalpha() or (sub and not sub.isalnum()):
+                # MTurk's Locale takes two characters for each (botocore's model: min 2, max 2).
+                if len(country) != 2 or not country.isalpha() or (
+                    sub and (len(sub) != 2 or not sub.isalnum())
+                ):
                     raise lw.at(j).error(f"{text!r} is not a country code such as US or US-NY")
                 locales.append(
                     {"Country": country.upper(), **({"Subdivision": sub.upper()} if sub else {})}

@@ -342,7 +342,9 @@ def issue_bonuses(
     issued = {
         b.participant_id: b
         for b in db.session.scalars(
-            select(BonusPayment).where(BonusPayment.study_id == study.id, BonusPayment.rule == rule)
+            select(BonusPayment)
+            .where(BonusPayment.study_id == study.id, BonusPayment.rule == rule)
+            .execution_options(populate_existing=True)  # states as they are now
         )
     }
     lines: list[BonusLine] = []

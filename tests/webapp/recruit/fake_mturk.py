@@ -12,7 +12,17 @@ refuses, as its API reference documents:
   and pays nothing more; after 24 hours the same token pays again;
 - ``CreateQualificationType`` refuses a second type of the same name;
 - ``CreateHITType`` returns the existing HIT type for the same values;
-- ``ApproveAssignment``/``RejectAssignment`` only for a ``Submitted`` assignment.
+- ``ApproveAssignment``/``RejectAssignment`` only for a ``Submitted`` assignment;
+- any parameter that breaks the ``pattern`` or ``max`` of its shape in botocore's MTurk service
+  model (a worker ID is ``^A[A-Z0-9]+$``, an assignment or HIT id ``^[A-Z0-9]+$``) is refused
+  with a ``ValidationException``, as the service refuses it (botocore's client checks types
+  and required members, not patterns);
+- ``ListHITs``, ``ListAssignmentsForHIT``, ``ListBonusPayments`` and
+  ``ListQualificationTypes`` answer in pages of :data:`PAGE` with a ``NextToken``;
+- an assignment carries ``SubmitTime`` and ``AutoApprovalTime`` (its HIT type's
+  ``AutoApprovalDelayInSeconds`` later: MTurk approves it by itself then).
+
+:meth:`FakeMTurk.run_bonus_file` is the researcher sending a ``SendBonus`` plan file.
 
 :meth:`FakeMTurk.fail` makes the next calls of an operation throttle, fail with a
 ``ServiceFault``, never connect, or time out reading the answer (before or after MTurk did
@@ -22,6 +32,9 @@ the work); :attr:`FakeMTurk.now` is MTurk's clock (move it to pass 24 hours).
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -46,6 +59,45 @@ def sandbox_client() -> Any:
         aws_access_key_id="AKIDEXAMPLE",
         aws_secret_access_key="not-a-secret",
     )
+
+
+def _invalid(shape: Any, value: Any, where: str) -> list[str]:
+    """Every breach of the model's ``pattern`` and ``max`` under ``shape`` (recursively)."""
+    if shape is None:
+        return []
+    if shape.type_name == "structure" and isinstance(value, dict):
+        return [
+            e
+            for name, member in shape.members.items()
+            if name in value
+            for e in _invalid(member, value[name], f"{where}.{name}".lstrip("."))
+        ]
+    if shape.type_name == "list" and isinstance(value, list):
+        return [e for i, v in enumerate(value) for e in _invalid(shape.member, v, f"{where}[{i}]")]
+    if shape.type_name == "string" and isinstance(value, str):
+        out = []
+        pattern, most = shape.metadata.get("pattern"), shape.metadata.get("max")
+        if pattern and re.search(pattern, value) is None:
+            out.append(
+                f"Value {value!r} at '{where}' failed to satisfy constraint: Member must "
+                f"satisfy regular expression pattern: {pattern}"
+            )
+        if most is not None and len(value) > most:
+            out.append(f"Value at '{where}' failed to satisfy constraint: length <= {most}")
+        return out
+    return []
+
+
+def _page(key: str, rows: list[dict[str, Any]], p: dict[str, Any]) -> dict[str, Any]:
+    """One page of ``rows`` as MTurk's list operations answer (``NextToken`` when more)."""
+    start = int(p.get("NextToken") or 0)
+    page = rows[start : start + PAGE]
+    more = start + PAGE < len(rows)
+    return {
+        key: [dict(r) for r in page],
+        "NumResults": len(page),
+        **({"NextToken": str(start + PAGE)} if more else {}),
+    }
 
 
 def _id(n: int = 30) -> str:
@@ -73,6 +125,7 @@ class FakeMTurk:
     hit_tokens: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     bonus_tokens: dict[str, datetime] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
+    refused: list[tuple[str, list[str]]] = field(default_factory=list)  # validation errors
     faults: list[list[Any]] = field(default_factory=list)  # [operation, kind, times, after]
 
     # -- test controls -----------------------------------------------------------------------
@@ -91,12 +144,29 @@ class FakeMTurk:
 
     def assign(self, hit_id: str, worker: str, assignment: str, status: str = "Submitted") -> None:
         """A worker submitted ``assignment`` of ``hit_id``."""
+        hit_type = self.hit_types.get(self.hits.get(hit_id, {}).get("HITTypeId", ""), {})
+        delay = hit_type.get("AutoApprovalDelayInSeconds", 30 * 24 * 3600)  # MTurk's default
         self.assignments[assignment] = {
             "AssignmentId": assignment,
             "WorkerId": worker,
             "HITId": hit_id,
             "AssignmentStatus": status,
+            "SubmitTime": self.now,
+            "AutoApprovalTime": self.now + timedelta(seconds=delay),
         }
+
+    def run_bonus_file(self, text: str) -> None:
+        """The researcher runs a ``SendBonus`` plan (``framelab bonus --platform mturk``'s
+        CSV) against MTurk, one call per row with its token, as a script of theirs would."""
+        client = self.client()
+        for row in csv.DictReader(io.StringIO(text)):
+            client.send_bonus(
+                WorkerId=row["WorkerId"],
+                AssignmentId=row["AssignmentId"],
+                BonusAmount=row["BonusAmount"],
+                Reason=row["Reason"],
+                UniqueRequestToken=row["UniqueRequestToken"],
+            )
 
     def paid(self, assignment: str) -> list[str]:
         """The bonus amounts paid on an assignment."""
@@ -111,6 +181,15 @@ class FakeMTurk:
         operation = model.name
         params = context.get("fake_mturk_params", {})
         self.calls.append(operation)
+        broken = _invalid(model.input_shape, params, "")
+        if broken:
+            self.refused.append((operation, broken))
+            return self._error(
+                TurkError(
+                    f"{len(broken)} validation error(s) detected: " + "; ".join(broken),
+                    code="ValidationException",
+                )
+            )
         for fault in self.faults:
             op, kind, times, after = fault
             if op == operation and times > 0:
@@ -166,10 +245,8 @@ class FakeMTurk:
         return {"QualificationType": dict(self.qualification_types[qid])}
 
     def op_ListQualificationTypes(self, p: dict[str, Any]) -> dict[str, Any]:
-        found = [
-            dict(q) for q in self.qualification_types.values() if p.get("Query", "") in q["Name"]
-        ]
-        return {"QualificationTypes": found, "NumResults": len(found)}
+        found = [q for q in self.qualification_types.values() if p.get("Query", "") in q["Name"]]
+        return _page("QualificationTypes", found, p)
 
     def op_CreateHITType(self, p: dict[str, Any]) -> dict[str, Any]:
         for tid, values in self.hit_types.items():
@@ -210,15 +287,7 @@ class FakeMTurk:
         return {"HIT": dict(self.hits[p["HITId"]])}
 
     def op_ListHITs(self, p: dict[str, Any]) -> dict[str, Any]:
-        hits = list(self.hits.values())
-        start = int(p.get("NextToken") or 0)
-        page = hits[start : start + PAGE]
-        more = start + PAGE < len(hits)
-        return {
-            "HITs": [dict(h) for h in page],
-            "NumResults": len(page),
-            **({"NextToken": str(start + PAGE)} if more else {}),
-        }
+        return _page("HITs", list(self.hits.values()), p)
 
     def op_UpdateExpirationForHIT(self, p: dict[str, Any]) -> dict[str, Any]:
         if p["HITId"] not in self.hits:
@@ -227,8 +296,8 @@ class FakeMTurk:
         return {}
 
     def op_ListAssignmentsForHIT(self, p: dict[str, Any]) -> dict[str, Any]:
-        rows = [dict(a) for a in self.assignments.values() if a["HITId"] == p["HITId"]]
-        return {"Assignments": rows, "NumResults": len(rows)}
+        rows = [a for a in self.assignments.values() if a["HITId"] == p["HITId"]]
+        return _page("Assignments", rows, p)
 
     def op_GetAssignment(self, p: dict[str, Any]) -> dict[str, Any]:
         a = self.assignments.get(p["AssignmentId"])
@@ -280,5 +349,5 @@ class FakeMTurk:
         return {}
 
     def op_ListBonusPayments(self, p: dict[str, Any]) -> dict[str, Any]:
-        rows = [dict(b) for b in self.bonuses if b["AssignmentId"] == p.get("AssignmentId")]
-        return {"BonusPayments": rows, "NumResults": len(rows)}
+        rows = [b for b in self.bonuses if b["AssignmentId"] == p.get("AssignmentId")]
+        return _page("BonusPayments", rows, p)

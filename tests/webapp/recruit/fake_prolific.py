@@ -14,11 +14,19 @@ Prolific refuses —
   ``bonus_payments`` (cents, only once paid);
 - bulk approval by submission ids; submission transitions (a ``REJECT`` needs a category and
   a message of 100 characters or more);
-- bonus set-up (``id``, and ``amount``, ``fees``, ``total_amount`` in cents) refused with a
-  400 that names every ID that did not take part (or that :attr:`FakeProlific.refuse_ids`
-  refuses); payment answers 202 and pays *later* (:meth:`FakeProlific.process_payments`, as
-  Prolific pays "in the following minutes") and is *not* idempotent: paying one set-up twice
-  pays twice, as Prolific warns.
+- bonus set-up (``id``, and ``amount``, ``fees``, ``vat``, ``total_amount`` in cents, the
+  fee and VAT at :attr:`FakeProlific.fee_rate` and :attr:`FakeProlific.vat_rate`, which tests
+  vary as accounts differ) refused with a 400 that names every ID that did not take part, is
+  not a Prolific ID (24 hex digits), or that :attr:`FakeProlific.refuse_ids` refuses; payment
+  answers 202 and pays *later* (:meth:`FakeProlific.process_payments`, as Prolific pays "in
+  the following minutes") and is *not* idempotent: paying one set-up twice pays twice, as
+  Prolific warns. A pay call whose total is above the workspace's
+  :attr:`FakeProlific.balance` is refused (400, insufficient balance);
+- no concurrent bonus requests: a set-up or pay call that arrives while another bonus request
+  of the workspace is being handled (:attr:`FakeProlific.bonus_in_flight`; a test sets it for
+  one from elsewhere, such as the researcher's browser) is answered 429;
+- :meth:`FakeProlific.upload_file` is the researcher pasting a payment file into Prolific's
+  bulk bonus page (set up and paid at once).
 
 Errors have Prolific's body ``{"error": {"status", "error_code", "title", "detail"}}``;
 :meth:`FakeProlific.inject` makes the next calls to a path answer 429 or 5xx, before or after
@@ -56,6 +64,11 @@ STUDY_TRANSITIONS = {
 }
 
 
+PROLIFIC_ID = re.compile(r"[0-9a-f]{24}")
+BONUS_PATHS = r"^/api/v1/(submissions/bonus-payments|bulk-bonus-payments/\w+/pay)/$"
+CONCURRENT = "A bonus payment request is already being processed; try again later."
+
+
 def _oid() -> str:
     return secrets.token_hex(12)  # Prolific ids are 24 hex digits
 
@@ -85,6 +98,10 @@ class FakeProlific:
     # [method, path regex, status, times, after]: after=True does the work, then loses the answer
     faults: list[list[Any]] = field(default_factory=list)
     refuse_ids: dict[str, str] = field(default_factory=dict)  # pid -> why a set-up refuses it
+    fee_rate: float = 1 / 3  # Prolific's service fee, as its API reference's example computes
+    vat_rate: float = 0.0  # VAT on the fee, where the account pays it
+    balance: float = 10.0**9  # the workspace's funds, in cents
+    bonus_in_flight: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
 
@@ -155,11 +172,32 @@ class FakeProlific:
         sub["completed_at"] = "2026-11-23T23:20:00Z"
         sub["status"] = "RETURNED" if returned or action == "REQUEST_RETURN" else "AWAITING REVIEW"
 
+    def upload_file(self, study_id: str, text: str) -> str:
+        """The researcher pastes a payment file (``participant_id,amount`` lines) into
+        Prolific's bulk bonus page and pays it; returns the set-up's id."""
+        with self.lock:
+            made = self.set_up_bonuses(None, {"study_id": study_id, "csv_bonuses": text})
+            assert made.status_code == 201, made.get_data(as_text=True)
+            bid = json.loads(made.get_data(as_text=True))["id"]
+            assert self.pay_bonuses(None, None, bid).status_code == 202
+        return bid
+
     # -- HTTP --------------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
-        with self.lock:
-            response = self.dispatch(request)
+        bonus = request.method == "POST" and re.search(BONUS_PATHS, request.path) is not None
+        if bonus:
+            with self.lock:
+                busy, self.bonus_in_flight = self.bonus_in_flight, True
+            if busy:  # another bonus request of this workspace is being handled
+                self.calls.append((request.method, request.path, "concurrent"))
+                return error(429, "Too many requests", CONCURRENT)(environ, start_response)
+        try:
+            with self.lock:
+                response = self.dispatch(request)
+        finally:
+            if bonus:
+                self.bonus_in_flight = False
         return response(environ, start_response)
 
     def dispatch(self, req: Request) -> Response:
@@ -322,7 +360,7 @@ class FakeProlific:
             return ok(sub)
         return error(400, "Invalid request", f"unsupported transition {body.get('action')!r}")
 
-    def set_up_bonuses(self, req: Request, body: Any) -> Response:
+    def set_up_bonuses(self, req: Request | None, body: Any) -> Response:
         body = body or {}
         sid = body.get("study_id")
         if sid not in self.studies:
@@ -330,6 +368,9 @@ class FakeProlific:
         lines, wrong = [], []
         for line in str(body.get("csv_bonuses") or "").splitlines():
             pid, _, amount = line.partition(",")
+            if not PROLIFIC_ID.fullmatch(pid):
+                wrong.append(f"{pid}: is not a valid participant ID")
+                continue
             taken = any(
                 s["participant_id"] == pid and s["study_id"] == sid
                 for s in self.submissions.values()
@@ -350,23 +391,32 @@ class FakeProlific:
             return error(400, "Invalid request", {"csv_bonuses": ["This field is required."]})
         bid = _oid()
         amount = round(sum(a for _, a in lines) * 100, 2)  # cents, as documented
-        fees = round(amount / 3, 2)
-        self.bulk[bid] = {"lines": lines, "study": sid, "paid": 0}
+        fees = round(amount * self.fee_rate, 2)
+        vat = round(fees * self.vat_rate, 2)
+        total = round(amount + fees + vat, 2)
+        self.bulk[bid] = {"lines": lines, "study": sid, "paid": 0, "total": total}
         return ok(
             {
                 "id": bid,
                 "study": sid,
                 "amount": amount,
                 "fees": fees,
-                "vat": 0,
-                "total_amount": amount + fees,
+                "vat": vat,
+                "total_amount": total,
             },
             201,
         )
 
-    def pay_bonuses(self, req: Request, body: Any, bid: str) -> Response:
+    def pay_bonuses(self, req: Request | None, body: Any, bid: str) -> Response:
         if bid not in self.bulk:
             return error(404, "Not found", "Bulk bonus payment not found")
+        if self.bulk[bid]["total"] > self.balance:
+            return error(
+                400,
+                "Invalid request",
+                "Insufficient balance in your workspace to pay these bonuses; top up and retry.",
+            )
+        self.balance -= self.bulk[bid]["total"]
         self.bulk[bid]["paid"] += 1
         for pid, amount in self.bulk[bid]["lines"]:  # not idempotent, as Prolific warns
             self.pending.append((bid, pid, amount))

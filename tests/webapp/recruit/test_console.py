@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 
+import pytest
+
 from tests.webapp.researcher.conftest import csrf_from, own_demo
 
 URL = "/researcher/studies/product-choice-demo"
@@ -17,13 +19,13 @@ def test_buttons_confirm_the_cost_before_anything_is_sent(
     own_demo(app, "ana")
     page = client.get(URL).get_data(as_text=True)
     assert 'id="recruit"' in page and "Not listed yet." in page
-    assert "total     $31.99" in html.unescape(page)
+    assert "total     $32.00" in html.unescape(page)
     token = csrf_from(page)
 
     # First press: a confirmation page with the cost; nothing sent.
     confirm = client.post(f"{URL}/recruit/create", data={"csrf_token": token})
     text = html.unescape(confirm.get_data(as_text=True))
-    assert confirm.status_code == 200 and "total     $31.99" in text
+    assert confirm.status_code == 200 and "total     $32.00" in text
     assert 'data-recruit-confirm="create"' in text and fake.calls == []
 
     # Confirmed: created with this server's address, then published.
@@ -100,3 +102,78 @@ def test_a_platform_error_is_shown_short_and_without_credentials(
     (message,) = [line for line in page.splitlines() if "Prolific refused" in line]
     assert TOKEN not in page and "Authorization: ***" in message
     assert len(message.strip()) < 500
+
+
+def _confirm_form(page: str) -> dict[str, str]:
+    """The hidden fields of a confirmation page (what pressing its Yes sends)."""
+    import re
+
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', page))
+    return {k: html.unescape(v) for k, v in fields.items()}
+
+
+@pytest.mark.parametrize("action", ["bonus", "approve"])
+def test_the_console_does_exactly_what_its_confirmation_showed(
+    app, fake, load_recruit_study, make_researcher, action
+):
+    """One person finished when the page was shown; four more before Yes was pressed. Yes
+    pays (approves) the one shown; the four are shown as a new confirmation (before, all five
+    were paid: $4.40 under a confirmation of $1.00 + $0.33)."""
+    from tests.webapp.recruit.test_prolific import take_part
+
+    definition = load_recruit_study()
+    client = make_researcher("ana")
+    own_demo(app, "ana")
+    token = csrf_from(client.get(URL).get_data(as_text=True))
+    for step in ("create", "publish"):
+        client.post(f"{URL}/recruit/{step}", data={"csrf_token": token, "confirm": "yes"})
+    (study_id,) = fake.studies
+    first = take_part(app, fake, definition, study_id, "first")
+    page = client.post(f"{URL}/recruit/{action}", data={"csrf_token": token}).get_data(as_text=True)
+    shown = _confirm_form(page)
+    assert shown["confirmation"] and "1 row(s)" in page
+    later = [take_part(app, fake, definition, study_id, f"later{i}") for i in range(4)]
+    done = client.post(f"{URL}/recruit/{action}", data=shown)
+    text = html.unescape(done.get_data(as_text=True))
+    assert done.status_code == 200 and "4 more" in text and "4 row(s)" in text
+    if action == "bonus":
+        fake.process_payments()
+        assert {pid for _, pid, _ in fake.payments} == {first}
+    else:
+        status = {s["participant_id"]: s["status"] for s in fake.submissions.values()}
+        assert status[first] == "APPROVED"
+        assert {status[p] for p in later} == {"AWAITING REVIEW"}
+    # The new confirmation, confirmed, does the four.
+    client.post(f"{URL}/recruit/{action}", data=_confirm_form(done.get_data(as_text=True)))
+    if action == "bonus":
+        fake.process_payments()
+        assert sorted(pid for _, pid, _ in fake.payments) == sorted([first, *later])
+    else:
+        assert all(s["status"] == "APPROVED" for s in fake.submissions.values())
+
+
+def test_a_changed_or_forged_confirmation_does_nothing(
+    app, fake, load_recruit_study, make_researcher
+):
+    from tests.webapp.recruit.test_prolific import take_part
+
+    definition = load_recruit_study()
+    client = make_researcher("ana")
+    own_demo(app, "ana")
+    token = csrf_from(client.get(URL).get_data(as_text=True))
+    for step in ("create", "publish"):
+        client.post(f"{URL}/recruit/{step}", data={"csrf_token": token, "confirm": "yes"})
+    (study_id,) = fake.studies
+    pid = take_part(app, fake, definition, study_id, "a")
+    page = client.post(f"{URL}/recruit/bonus", data={"csrf_token": token}).get_data(as_text=True)
+    shown = _confirm_form(page)
+    forged = client.post(
+        f"{URL}/recruit/bonus", data={**shown, "confirmation": "x" + shown["confirmation"]}
+    )
+    assert forged.status_code == 302 and fake.bulk == {}
+    (sub,) = fake.submissions.values()
+    sub["status"] = "REJECTED"  # between the page and the Yes
+    changed = client.post(f"{URL}/recruit/bonus", data=shown)
+    text = html.unescape(changed.get_data(as_text=True))
+    assert changed.status_code == 200 and "nothing was paid" in text
+    assert "to pay now: $0.00" in text and fake.bulk == {} and fake.paid_to(pid) == 0

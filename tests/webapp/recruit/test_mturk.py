@@ -22,7 +22,7 @@ recruiter:
   reward_usd: 3.00
   qualifications:
     - {type: approval_rate, comparator: GreaterThanOrEqualTo, value: 95}
-    - {type: locale, comparator: In, locales: [US, GB-ENG]}
+    - {type: locale, comparator: In, locales: [US, US-NY]}
   block_screened_out: true
   lifetime_hours: 48
   assignment_minutes: 60
@@ -79,7 +79,7 @@ def publish(app, client, stub):
                 {
                     "QualificationTypeId": "00000000000000000071",
                     "Comparator": "In",
-                    "LocaleValues": [{"Country": "US"}, {"Country": "GB", "Subdivision": "ENG"}],
+                    "LocaleValues": [{"Country": "US"}, {"Country": "US", "Subdivision": "NY"}],
                     "ActionsGuarded": "DiscoverPreviewAndAccept",
                 },
                 {

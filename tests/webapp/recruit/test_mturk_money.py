@@ -145,7 +145,7 @@ def assignment(app, load_recruit_study, turk) -> str:
     act(app, turk, "create", base_url="https://study.example.org")
     act(app, turk, "publish")
     (hit,) = turk.hits
-    worker_done(app, definition, turk, hit, "done", "3ASSIGNDONE00000000000000000000")
+    worker_done(app, definition, turk, hit, "adone", "3ASSIGNDONE00000000000000000000")
     return "3ASSIGNDONE00000000000000000000"
 
 
@@ -180,3 +180,119 @@ def test_an_approval_whose_answer_was_lost_is_done_not_an_error(app, turk, assig
     assert report.counts["approve"] == 1
     assert turk.assignments[assignment]["AssignmentStatus"] == "Approved"
     assert turk.calls.count("ApproveAssignment") == 2
+
+
+# -- the fake refuses what MTurk refuses ---------------------------------------------------------
+
+
+def test_the_fake_refuses_ids_that_break_botocores_patterns(turk):
+    """botocore's client checks types, not patterns; MTurk refuses a worker ID outside
+    ``^A[A-Z0-9]+$`` (its model's CustomerId), and so does the fake."""
+    from botocore.exceptions import ClientError
+
+    client = turk.client()
+    with pytest.raises(ClientError) as refused:
+        client.send_bonus(
+            WorkerId="TEST-835E7134A02EA3162331",
+            AssignmentId="3ASSIGN0000000000000000000000",
+            BonusAmount="1.00",
+            Reason="r",
+            UniqueRequestToken="t",
+        )
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "^A[A-Z0-9]+$" in str(refused.value) and turk.bonuses == []
+
+
+def test_no_test_participant_is_sent_to_mturk(app, load_recruit_study, turk):
+    """A screened-out pilot bot (``TEST-…``) is never given the screened-out qualification:
+    MTurk refuses its ID, and every later status, approve and bonus would have failed with it
+    (before, each status sent it)."""
+    definition = load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    for test_secret, name in ((app.config["SECRET_KEY"], "pilot"), (None, "aquiz")):
+        bot = Bot(
+            FlaskTransport(app),
+            definition,
+            BotBehaviour(platform="mturk", fail_quiz=True),
+            rng=random.Random(name),
+            external_id=name,
+            test_secret=test_secret,
+        )
+        own = bot.entry_url
+        assignment = f"3ASSIGN{name.upper()}".ljust(30, "0")
+        bot.entry_url = lambda extra=None, own=own, a=assignment: own(
+            {"hitId": hit, "assignmentId": a}
+        )
+        assert bot.run().outcome == "screened_out"
+    report, _ = act(app, turk, "status")
+    assert turk.refused == [] and turk.calls.count("AssociateQualificationWithWorker") == 1
+    assert "kept 1 screened-out worker(s) out of the HIT" in report.lines
+    assert listing(app)[2]["blocked"] == [platform_id("mturk", "aquiz")]
+
+
+# -- one ledger for the payment file and the API -------------------------------------------------
+
+
+def test_a_bonus_paid_by_file_is_not_paid_again_a_day_later(
+    app, turk, assignment, runner, tmp_path
+):
+    """The researcher sends the SendBonus plan of `framelab bonus --platform mturk`; 25 hours
+    later MTurk has forgotten its tokens, and "Pay bonuses" pays nothing more (before, it
+    sent the same bonus again: two bonuses)."""
+    out = tmp_path / "mturk.csv"
+    result = runner.invoke(args=["bonus", SLUG, "--platform", "mturk", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    turk.run_bonus_file(out.read_text())
+    assert len(turk.paid(assignment)) == 1
+    turk.now += timedelta(hours=25)
+    report = act(app, turk, "bonus")
+    assert len(turk.paid(assignment)) == 1 and turk.calls.count("SendBonus") == 1
+    assert report.counts["paid"] == 1  # ListBonusPayments: recorded as paid
+    with app.app_context():
+        from sqlalchemy import select
+
+        from webapp.extensions import db
+        from webapp.models import BonusPayment
+
+        assert db.session.scalars(select(BonusPayment.platform_state)).all() == ["paid"]
+
+
+def test_the_api_reads_mturks_record_before_paying_a_new_row(app, turk, assignment):
+    """A row still new whose bonus MTurk already lists (every page of ListBonusPayments) is
+    recorded as paid, never sent (before, only rows of an unknown outcome were looked up)."""
+    from webapp.models import Platform, utcnow
+    from webapp.services.payments import issue_bonuses
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        (line,) = issue_bonuses(
+            get_study(SLUG), Platform.mturk, issued_by="t", now=utcnow(), to_file=False
+        ).lines
+    client = turk.client()
+    for n, amount in enumerate(("0.05", "0.07", line.amount)):  # a third page holds it
+        client.send_bonus(
+            WorkerId=line.worker_id,
+            AssignmentId=assignment,
+            BonusAmount=amount,
+            Reason="by hand",
+            UniqueRequestToken=f"hand-{n}",
+        )
+    act(app, turk, "bonus")
+    assert len(turk.paid(assignment)) == 3 and turk.calls.count("SendBonus") == 3
+
+
+def test_the_review_list_shows_when_mturk_approves_by_itself(app, load_recruit_study, turk):
+    """Three assignments (two pages of ListAssignmentsForHIT): each waiting one is listed with
+    the date MTurk approves it unless it is reviewed (the HIT type's seven days)."""
+    definition = load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    for name in ("aone", "atwo", "athree"):
+        worker_done(app, definition, turk, hit, name, f"3ASSIGN{name.upper()}".ljust(30, "0"))
+    report, chosen = act(app, turk, "approval_plan")
+    assert len(chosen) == 3
+    due = (turk.now + timedelta(days=7)).strftime("%Y-%m-%d %H:%M")
+    assert sum(f"approves it by itself on {due} UTC" in line for line in report.lines) == 3

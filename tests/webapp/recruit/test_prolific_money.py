@@ -286,3 +286,222 @@ def test_a_refusal_that_names_no_one_refuses_no_bonus(app, fake, one_done):
     assert report.counts["refused"] == 0 and ledger_states(app) == [(None, None)]
     assert any("permission" in line for line in report.lines)
     assert in_app(app, lambda r: r.bonus()).counts["sent"] == 1
+
+
+# -- one ledger for the payment file and the API -------------------------------------------------
+
+
+def write_file(runner, tmp_path, *extra: str):
+    """``framelab bonus --platform prolific --out FILE``; (result, the file's text)."""
+    out = tmp_path / "bonus.csv"
+    result = runner.invoke(
+        args=["bonus", "product-choice-demo", "--platform", "prolific", "--out", str(out), *extra]
+    )
+    return result, out.read_text() if out.exists() else ""
+
+
+def test_a_bonus_paid_by_file_is_never_paid_again_by_the_api(app, fake, one_done, runner, tmp_path):
+    """The researcher writes the payment file and pastes it into Prolific; a later "Pay
+    bonuses" pays nothing more (before, it paid the same $1.00 again: $2.00 in all)."""
+    result, text = write_file(runner, tmp_path)
+    assert result.exit_code == 0, result.output and "sent by file" in result.output
+    assert ledger_states(app) == [("filed", None)]
+    fake.upload_file(next(iter(fake.studies)), text)
+    before = in_app(app, lambda r: r.bonus())  # Prolific has not paid the file yet
+    assert before.counts["sent"] == 0 and ledger_states(app) == [("filed", None)]
+    assert any("sent by file" in line for line in before.lines)
+    fake.process_payments()
+    after = in_app(app, lambda r: r.bonus())  # now Prolific lists it: recorded, not paid
+    assert after.counts["sent"] == 0 and ledger_states(app)[0][0] == "paid"
+    assert pays(fake) == 1 and fake.paid_to(one_done) == 1.00
+
+
+def test_the_api_reads_prolifics_record_before_paying_any_row(app, fake, one_done):
+    """A row still new in the ledger whose bonus Prolific already lists (paid by a file of an
+    older version, or by hand) is recorded as paid, never set up (before, it was paid again)."""
+    import io
+
+    from webapp.models import Platform, utcnow
+    from webapp.services.payments import issue_bonuses, write_bonus_file
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        issue = issue_bonuses(
+            get_study("product-choice-demo"),
+            Platform.prolific,
+            issued_by="t",
+            now=utcnow(),
+            to_file=False,
+        )
+        text = io.StringIO()
+        write_bonus_file(issue.lines, Platform.prolific, text)
+    fake.upload_file(next(iter(fake.studies)), text.getvalue())
+    fake.process_payments()
+    report = in_app(app, lambda r: r.bonus())
+    assert report.counts["sent"] == 0 and report.counts["paid"] == 1
+    assert any("already lists this bonus" in line for line in report.lines)
+    assert ledger_states(app)[0][0] == "paid" and len(fake.bulk) == 1
+    assert fake.paid_to(one_done) == 1.00
+
+
+def test_a_file_not_used_is_said_so_audited_and_then_paid_once(
+    app, fake, one_done, runner, tmp_path
+):
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import AuditEvent
+
+    write_file(runner, tmp_path)
+    assert in_app(app, lambda r: r.bonus()).counts["sent"] == 0  # sent by file: not paid
+    code = unsettled_code(app)
+    wrong = runner.invoke(
+        args=["bonus", "product-choice-demo", "--platform", "prolific", "--file-not-used", "p_x"]
+    )
+    assert wrong.exit_code != 0 and "p_x" in wrong.output
+    assert ledger_states(app) == [("filed", None)]
+    done = runner.invoke(
+        args=["bonus", "product-choice-demo", "--platform", "prolific", "--file-not-used", code]
+    )
+    assert done.exit_code == 0 and code in done.output
+    assert ledger_states(app) == [(None, None)]
+    with app.app_context():
+        (event,) = db.session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "bonus.file_not_used")
+        )
+        assert event.actor == "cli" and event.detail["participants"] == [code]
+    paid = in_app(app, lambda r: r.bonus())
+    fake.process_payments()
+    assert paid.counts["sent"] == 1 and fake.paid_to(one_done) == 1.00
+
+
+def test_force_never_writes_again_what_the_api_paid(
+    app, fake, load_recruit_study, runner, tmp_path
+):
+    """``bonus --force`` re-creates a lost file: it repeats the rows sent by file, never a row
+    the API sent or paid (before, it wrote every issued bonus, unmarked)."""
+    definition = load_recruit_study()
+    study_id = listed(app, fake)
+    a = take_part(app, fake, definition, study_id, "a")
+    in_app(app, lambda r: r.bonus())  # a: sent through the API
+    b = take_part(app, fake, definition, study_id, "b")
+    in_app(app, lambda r: r.status())  # the file pays whom the last status lists
+    first, text = write_file(runner, tmp_path)  # b: by file
+    assert first.exit_code == 0 and a not in text and b in text, first.output
+    forced, again = write_file(runner, tmp_path, "--force")
+    assert forced.exit_code == 0 and again == text
+    assert "not written" in forced.output and "through the API" in forced.output
+    fake.process_payments()
+    forced, again = write_file(runner, tmp_path, "--force")  # a is paid now: still left out
+    assert a not in again and b in again
+
+
+@pytest.mark.parametrize(
+    ("fee_rate", "vat_rate"), [(0.4, 0.0), (1 / 3, 0.2)], ids=["higher-fee", "vat"]
+)
+def test_a_set_up_charging_more_than_confirmed_is_never_paid(
+    app, fake, one_done, fee_rate, vat_rate
+):
+    """Prolific's set-up answer names its fees and VAT: above what the confirmation showed
+    (the recruiter block's fee_rate), the set-up is dropped and nothing is paid (before, only
+    the amount was compared, and the higher charge was paid)."""
+    fake.fee_rate, fake.vat_rate = fee_rate, vat_rate
+    report = in_app(app, lambda r: r.bonus())
+    assert pays(fake) == 0 and report.counts["sent"] == 0
+    assert any("more than the $1.33 confirmed" in line for line in report.lines)
+    assert ledger_states(app) == [(None, None)]  # new again; nothing refused
+    fake.fee_rate, fake.vat_rate = 1 / 3, 0.0
+    assert in_app(app, lambda r: r.bonus()).counts["sent"] == 1 and pays(fake) == 1
+
+
+def test_prolific_refuses_a_bonus_while_another_is_processed_and_nothing_is_lost(
+    app, fake, one_done
+):
+    """Prolific takes no concurrent bonus requests of a workspace (say, a file being pasted
+    in the browser): the set-up is answered 429, retried, and left new; nothing is refused."""
+    fake.bonus_in_flight = True
+    busy = in_app(app, lambda r: r.bonus())
+    assert busy.counts["sent"] == 0 and busy.counts["refused"] == 0
+    assert any("429" in line for line in busy.lines) and ledger_states(app) == [(None, None)]
+    fake.bonus_in_flight = False
+    assert in_app(app, lambda r: r.bonus()).counts["sent"] == 1 and pays(fake) == 1
+
+
+def test_insufficient_balance_pays_nothing_and_the_set_up_is_paid_once_later(app, fake, one_done):
+    fake.balance = 50.0  # cents: less than the $1.33 asked
+    short = in_app(app, lambda r: r.bonus())
+    assert short.counts["sent"] == 0 and short.counts["refused"] == 0 and pays(fake) == 0
+    assert any("Insufficient balance" in line for line in short.lines)
+    assert ledger_states(app)[0][0] == "set_up"
+    fake.balance = 10_000.0
+    assert in_app(app, lambda r: r.bonus()).counts["sent"] == 1 and pays(fake) == 1
+    fake.process_payments()
+    assert fake.paid_to(one_done) == 1.00
+
+
+# -- what is confirmed is what is paid ----------------------------------------------------------
+
+
+def finishing_meanwhile(monkeypatch, then):
+    """The researcher reads the printed preview; ``then`` happens before they answer yes."""
+    import click
+
+    def confirm(text, **kw):
+        then()
+        return True
+
+    monkeypatch.setattr(click, "confirm", confirm)
+
+
+def test_cli_bonus_pays_what_its_preview_printed(
+    app, fake, load_recruit_study, runner, monkeypatch
+):
+    """Someone finishes between the preview and the yes: only the previewed bonus is paid
+    and the new one is named (before, both were paid under a confirmation of one)."""
+    definition = load_recruit_study()
+    study_id = listed(app, fake)
+    a = take_part(app, fake, definition, study_id, "a")
+    late: list[str] = []
+    finishing_meanwhile(
+        monkeypatch, lambda: late.append(take_part(app, fake, definition, study_id, "b"))
+    )
+    result = runner.invoke(args=["recruit", "product-choice-demo", "bonus"])
+    assert result.exit_code == 0, result.output
+    assert "to pay now: $1.00 + fees $0.33 = $1.33 (1 bonus(es))" in result.output
+    assert "1 more bonus(es)" in result.output
+    fake.process_payments()
+    assert {pid for _, pid, _ in fake.payments} == {a}, result.output
+    assert fake.paid_to(late[0]) == 0
+
+
+def test_cli_bonus_pays_nothing_when_a_confirmed_row_changed(
+    app, fake, one_done, runner, monkeypatch
+):
+    """Rejected between the preview and the yes: nothing is paid, the new preview is printed."""
+
+    def reject() -> None:
+        submission_of(fake, one_done)["status"] = "REJECTED"
+
+    finishing_meanwhile(monkeypatch, reject)
+    result = runner.invoke(args=["recruit", "product-choice-demo", "bonus"])
+    assert result.exit_code != 0 and "changed since the preview" in result.output
+    assert "nothing was paid" in result.output and "to pay now: $0.00" in result.output
+    assert fake.bulk == {} and pays(fake) == 0
+
+
+def test_cli_approve_approves_what_its_preview_printed(
+    app, fake, load_recruit_study, runner, monkeypatch
+):
+    definition = load_recruit_study()
+    study_id = listed(app, fake)
+    a = take_part(app, fake, definition, study_id, "a")
+    late: list[str] = []
+    finishing_meanwhile(
+        monkeypatch, lambda: late.append(take_part(app, fake, definition, study_id, "b"))
+    )
+    result = runner.invoke(args=["recruit", "product-choice-demo", "approve"])
+    assert result.exit_code == 0, result.output
+    assert "approve 1 submission(s): rewards $3.00" in result.output
+    assert "approved 1" in result.output and "1 more submission(s)" in result.output
+    assert submission_of(fake, a)["status"] == "APPROVED"
+    assert submission_of(fake, late[0])["status"] == "AWAITING REVIEW"

@@ -58,7 +58,7 @@ def test_defaults_come_from_the_study(tmp_path):
     d = load(tmp_path, "\nrecruiter: {platform: prolific, places: 70}\n")
     r = d["recruiter"]
     assert (r["reward_cents"], r["estimated_minutes"]) == (300, 12)  # payment.base_usd, 12 min
-    assert r["devices"] == ["desktop", "tablet", "mobile"] and r["fee_rate"] == 0.333
+    assert r["devices"] == ["desktop", "tablet", "mobile"] and r["fee_rate"] == 1 / 3
 
 
 def test_no_block_keeps_the_definition_and_its_hash(tmp_path):
