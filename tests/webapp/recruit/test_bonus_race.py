@@ -1,14 +1,19 @@
-"""Two bonus runs racing over the same ledger rows: a run that stalls in its Prolific set-up
-past the claim's expiry loses its rows to a second run and, when its answer finally comes,
-changes nothing and pays nothing. On SQLite and on PostgreSQL (each UPDATE of a row's state
-is conditional on the run's claim; the database decides)."""
+"""Bonus runs racing over the same ledger rows: a run that stalls in its Prolific set-up past
+the claim's expiry loses its rows to a second run and, when its answer finally comes, changes
+nothing and pays nothing (SQLite and PostgreSQL: each UPDATE of a row's state is conditional
+on the run's claim; the database decides); and the payment file and the API, each in a
+process of its own on one PostgreSQL database, pay each bonus once."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
+from tests.webapp.conftest import ROOT
 from tests.webapp.recruit.conftest import PROLIFIC_BLOCK, study_with
 from tests.webapp.recruit.test_prolific import in_app, listed, take_part
 
@@ -108,3 +113,87 @@ def test_a_lost_claim_changes_no_row(app, fake, load_recruit_study):
             a.move(ids, ledger.CLAIMED, ledger.SET_UP, platform_payment_id="x" * 24)
         rows = db.session.scalars(select(BonusPayment)).all()
         assert {(r.platform_state, r.platform_payment_id) for r in rows} == {(ledger.CLAIMED, None)}
+
+
+def _framelab(app, fake, *args: str) -> subprocess.Popen:
+    """``framelab ARGS`` in a process of its own, on the app's database and the fake Prolific
+    (as a second terminal, or the console on another host, would run it)."""
+    from tests.webapp.recruit.fake_prolific import TOKEN
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "SECRET_KEY": app.config["SECRET_KEY"],
+        "PROLIFIC_API_URL": fake.url,
+        "PROLIFIC_TOKEN": TOKEN,
+    }
+    return subprocess.Popen(  # noqa: S603  (our own command line)
+        [sys.executable, "-c", "from framelab.cli import main; main()", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=300)
+    return proc.returncode, out
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_file_and_api_in_separate_processes_pay_each_bonus_once(pg_app, fake, tmp_path):
+    """The payment file and the API, each in its own process on one PostgreSQL database:
+    first one after the other (the file pasted into Prolific, then "Pay bonuses" in another
+    process pays nothing more), then both started at once (whichever takes a row, each
+    person is paid exactly once, by the file or by the API)."""
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import BonusPayment, PlatformIdentity
+    from webapp.services.studies import load_study
+
+    with pg_app.app_context():
+        definition = load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study.definition
+    study_id = listed(pg_app, fake)
+    slug = definition["slug"]
+    out = tmp_path / "bonus.csv"
+    file_cmd = ("bonus", slug, "--platform", "prolific", "--out", str(out))
+    api_cmd = ("recruit", slug, "bonus", "--yes")
+
+    first = take_part(pg_app, fake, definition, study_id, "a")
+    in_app(pg_app, lambda r: r.status())
+    code, output = _finish(_framelab(pg_app, fake, *file_cmd))
+    assert code == 0, output
+    fake.upload_file(study_id, out.read_text())
+    fake.process_payments()
+    code, output = _finish(_framelab(pg_app, fake, *api_cmd))
+    assert code == 0, output
+    assert fake.paid_to(first) == 1.00 and sum(b["paid"] for b in fake.bulk.values()) == 1
+
+    people = [take_part(pg_app, fake, definition, study_id, n) for n in ("b", "c", "d")]
+    in_app(pg_app, lambda r: r.status())
+    out.unlink()
+    procs = [_framelab(pg_app, fake, *file_cmd), _framelab(pg_app, fake, *api_cmd)]
+    results = [_finish(p) for p in procs]
+    if out.exists():
+        fake.upload_file(study_id, out.read_text())
+    code, output = _finish(_framelab(pg_app, fake, *api_cmd))  # pays whatever is left
+    assert code == 0, (results, output)
+    fake.process_payments()
+    with pg_app.app_context():
+        owed = {
+            ext: b.amount_cents
+            for b, ext in db.session.execute(
+                select(BonusPayment, PlatformIdentity.external_id).join(
+                    PlatformIdentity,
+                    PlatformIdentity.participant_id == BonusPayment.participant_id,
+                )
+            )
+        }
+    assert sorted(owed) == sorted([first, *people])
+    for pid in people:
+        assert round(fake.paid_to(pid) * 100) == owed[pid], (pid, results)
