@@ -101,6 +101,9 @@ def recruit(
                 click.echo("dry run: nothing was sent")
                 return
             if not yes:
+                # No transaction waits on the researcher's answer (on SQLite it would hold the
+                # write lock and stall the participants' pages meanwhile).
+                r.release()
                 click.confirm(f"{action} on {r.label}{_spend(action, preview)}?", abort=True)
         if action in ("approve", "bonus"):
             try:

@@ -131,11 +131,8 @@ def test_the_console_does_exactly_what_its_confirmation_showed(
     first = take_part(app, fake, definition, study_id, "first")
     page = client.post(f"{URL}/recruit/{action}", data={"csrf_token": token}).get_data(as_text=True)
     shown = _confirm_form(page)
-    assert shown["confirmation"] and "1 row(s)" in page
     later = [take_part(app, fake, definition, study_id, f"later{i}") for i in range(4)]
     done = client.post(f"{URL}/recruit/{action}", data=shown)
-    text = html.unescape(done.get_data(as_text=True))
-    assert done.status_code == 200 and "4 more" in text and "4 row(s)" in text
     if action == "bonus":
         fake.process_payments()
         assert {pid for _, pid, _ in fake.payments} == {first}
@@ -143,6 +140,9 @@ def test_the_console_does_exactly_what_its_confirmation_showed(
         status = {s["participant_id"]: s["status"] for s in fake.submissions.values()}
         assert status[first] == "APPROVED"
         assert {status[p] for p in later} == {"AWAITING REVIEW"}
+    assert "1 row(s)" in page and shown["confirmation"]
+    text = html.unescape(done.get_data(as_text=True))
+    assert done.status_code == 200 and "4 more" in text and "4 row(s)" in text
     # The new confirmation, confirmed, does the four.
     client.post(f"{URL}/recruit/{action}", data=_confirm_form(done.get_data(as_text=True)))
     if action == "bonus":

@@ -304,11 +304,11 @@ def test_a_bonus_paid_by_file_is_never_paid_again_by_the_api(app, fake, one_done
     """The researcher writes the payment file and pastes it into Prolific; a later "Pay
     bonuses" pays nothing more (before, it paid the same $1.00 again: $2.00 in all)."""
     result, text = write_file(runner, tmp_path)
-    assert result.exit_code == 0, result.output and "sent by file" in result.output
-    assert ledger_states(app) == [("filed", None)]
+    assert result.exit_code == 0, result.output
     fake.upload_file(next(iter(fake.studies)), text)
     before = in_app(app, lambda r: r.bonus())  # Prolific has not paid the file yet
-    assert before.counts["sent"] == 0 and ledger_states(app) == [("filed", None)]
+    assert fake.paid_to(one_done) == 1.00 and before.counts["sent"] == 0
+    assert ledger_states(app) == [("filed", None)] and "sent by file" in result.output
     assert any("sent by file" in line for line in before.lines)
     fake.process_payments()
     after = in_app(app, lambda r: r.bonus())  # now Prolific lists it: recorded, not paid
@@ -443,11 +443,19 @@ def test_insufficient_balance_pays_nothing_and_the_set_up_is_paid_once_later(app
 
 
 def finishing_meanwhile(monkeypatch, then):
-    """The researcher reads the printed preview; ``then`` happens before they answer yes."""
+    """The researcher reads the printed preview; ``then`` happens before they answer yes (in
+    a thread of its own: participants' requests are not the command's)."""
+    import threading
+
     import click
 
     def confirm(text, **kw):
-        then()
+        from webapp.extensions import db
+
+        db.session.commit()  # the command waits holding no transaction
+        elsewhere = threading.Thread(target=then)
+        elsewhere.start()
+        elsewhere.join()
         return True
 
     monkeypatch.setattr(click, "confirm", confirm)
@@ -466,12 +474,11 @@ def test_cli_bonus_pays_what_its_preview_printed(
         monkeypatch, lambda: late.append(take_part(app, fake, definition, study_id, "b"))
     )
     result = runner.invoke(args=["recruit", "product-choice-demo", "bonus"])
-    assert result.exit_code == 0, result.output
-    assert "to pay now: $1.00 + fees $0.33 = $1.33 (1 bonus(es))" in result.output
-    assert "1 more bonus(es)" in result.output
     fake.process_payments()
     assert {pid for _, pid, _ in fake.payments} == {a}, result.output
-    assert fake.paid_to(late[0]) == 0
+    assert fake.paid_to(late[0]) == 0 and result.exit_code == 0
+    assert "to pay now: $1.00 + fees $0.33 = $1.33 (1 bonus(es))" in result.output
+    assert "1 more bonus(es)" in result.output
 
 
 def test_cli_bonus_pays_nothing_when_a_confirmed_row_changed(
@@ -500,8 +507,7 @@ def test_cli_approve_approves_what_its_preview_printed(
         monkeypatch, lambda: late.append(take_part(app, fake, definition, study_id, "b"))
     )
     result = runner.invoke(args=["recruit", "product-choice-demo", "approve"])
-    assert result.exit_code == 0, result.output
-    assert "approve 1 submission(s): rewards $3.00" in result.output
-    assert "approved 1" in result.output and "1 more submission(s)" in result.output
     assert submission_of(fake, a)["status"] == "APPROVED"
-    assert submission_of(fake, late[0])["status"] == "AWAITING REVIEW"
+    assert submission_of(fake, late[0])["status"] == "AWAITING REVIEW", result.output
+    assert result.exit_code == 0 and "approve 1 submission(s): rewards $3.00" in result.output
+    assert "approved 1" in result.output and "1 more submission(s)" in result.output
