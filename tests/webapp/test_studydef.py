@@ -74,6 +74,16 @@ def _write(tmp_path: Path, mutate) -> Path:
         (lambda r: r["tasks"].pop(0), "tasks[0]", "consent"),
         (lambda r: r["tasks"][2].update(attemps=3), "tasks[2]", "unknown key"),
         (lambda r: r["payment"].update(base_usd="two"), "payment.base_usd", "expected a number"),
+        (  # would round to $0.00: refused, not paid as nothing
+            lambda r: r["payment"]["bonus"].update(usd=0.004),
+            "payment.bonus.usd",
+            "whole number of cents",
+        ),
+        (  # 10 choices x $1.50 = $15.00 per person, above the default bound of $10.00
+            lambda r: r["payment"]["bonus"].update(usd=1.5),
+            "payment.bonus",
+            "above max_usd 10.00",
+        ),
         (  # a second product_choice block with the same pairs: answers are analysed by pair
             lambda r: r["tasks"].insert(4, {**copy.deepcopy(r["tasks"][3]), "id": "more"}),
             "tasks[4].pairs",
@@ -169,3 +179,11 @@ def test_an_unquoted_question_mark_gets_a_hint_to_quote_the_text(tmp_path):
     with pytest.raises(StudyDefinitionError) as info:
         load_study_file(path)
     assert "line 2" in str(info.value) and "put the whole text in double quotes" in str(info.value)
+
+
+def test_a_bonus_above_the_default_bound_loads_when_max_usd_says_so(tmp_path):
+    def mutate(raw):
+        raw["payment"]["bonus"].update(usd=1.5, max_usd=15)
+
+    definition = load_study_file(_write(tmp_path, mutate))
+    assert definition["payment"]["bonus"] == {"usd": 1.5, "rule": "majority_choice", "max_usd": 15}

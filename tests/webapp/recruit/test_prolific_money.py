@@ -511,3 +511,59 @@ def test_cli_approve_approves_what_its_preview_printed(
     assert submission_of(fake, late[0])["status"] == "AWAITING REVIEW", result.output
     assert result.exit_code == 0 and "approve 1 submission(s): rewards $3.00" in result.output
     assert "approved 1" in result.output and "1 more submission(s)" in result.output
+
+
+# -- what a run says -----------------------------------------------------------------------------
+
+
+def test_settle_says_why_a_row_of_a_stopped_run_waits(app, fake, one_done):
+    """A run killed mid set-up leaves its row claimed: settle names it, since when, that
+    nothing of it was paid, and when another run takes it over (before: nothing was said)."""
+    from datetime import timedelta
+
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import BonusPayment, Platform, utcnow
+    from webapp.services.payments import issue_bonuses
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        issue_bonuses(
+            get_study("product-choice-demo"),
+            Platform.prolific,
+            issued_by="t",
+            now=utcnow(),
+            to_file=False,
+        )
+        row = db.session.scalars(select(BonusPayment)).one()
+        row.platform_state, row.claim_token = "claimed", "deadbeef" * 4
+        row.claimed_at = utcnow() - timedelta(seconds=60)
+        db.session.commit()
+    report = in_app(app, lambda r: r.settle())
+    (line,) = [x for x in report.lines if x.startswith("waits:")]
+    assert "held by another run since" in line and "nothing of it was paid yet" in line
+    assert "takes it over" in line and ledger_states(app) == [("claimed", None)]
+
+
+def test_a_run_reports_only_the_payments_it_recorded_itself(app, fake, one_done, monkeypatch):
+    """Another run confirms the payment while this one runs: it is counted by that run, not
+    by this one too (before, a run counted every row paid by its end)."""
+    from webapp.recruit.prolific_pay import ProlificPayments
+
+    in_app(app, lambda r: r.bonus())
+    fake.process_payments()
+    original = ProlificPayments.confirm
+    other: list = []
+
+    def confirm(self, rows, report, states):
+        if not other:  # another terminal's settle runs now (this one holds no transaction)
+            self.r.release()
+            other.append(None)
+            other[0] = in_app(app, lambda r: r.settle())
+        return original(self, rows, report, states)
+
+    monkeypatch.setattr(ProlificPayments, "confirm", confirm)
+    this = in_app(app, lambda r: r.settle())
+    assert other[0].counts["paid"] == 1 and this.counts["paid"] == 0
+    assert ledger_states(app)[0][0] == "paid"
