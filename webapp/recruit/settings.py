@@ -179,8 +179,10 @@ def _qualifications(raw: Any, where: Where) -> list[dict[str, Any]]:
                 text = str(loc).strip()
                 country, _, sub = text.partition("-")
                 # MTurk's Locale takes two characters for each (botocore's model: min 2, max 2).
-                if len(country) != 2 or not country.isalpha() or (
-                    sub and (len(sub) != 2 or not sub.isalnum())
+                if (
+                    len(country) != 2
+                    or not country.isalpha()
+                    or (sub and (len(sub) != 2 or not sub.isalnum()))
                 ):
                     raise lw.at(j).error(f"{text!r} is not a country code such as US or US-NY")
                 locales.append(

@@ -128,10 +128,13 @@ def test_the_console_does_exactly_what_its_confirmation_showed(
     for step in ("create", "publish"):
         client.post(f"{URL}/recruit/{step}", data={"csrf_token": token, "confirm": "yes"})
     (study_id,) = fake.studies
-    first = take_part(app, fake, definition, study_id, "first")
-    page = client.post(f"{URL}/recruit/{action}", data={"csrf_token": token}).get_data(as_text=True)
-    shown = _confirm_form(page)
-    later = [take_part(app, fake, definition, study_id, f"later{i}") for i in range(4)]
+    # Everyone chooses the target every time: every choice matches the majority, so each
+    # bonus is $1.00 however many finish (the amounts themselves do not move).
+    same = {"p_target": {"original": 1.0, "summary": 1.0}}
+    first = take_part(app, fake, definition, study_id, "first", **same)
+    page = client.post(f"{URL}/recruit/{action}", data={"csrf_token": token})
+    shown = _confirm_form(page.get_data(as_text=True))
+    later = [take_part(app, fake, definition, study_id, f"later{i}", **same) for i in range(4)]
     done = client.post(f"{URL}/recruit/{action}", data=shown)
     if action == "bonus":
         fake.process_payments()
@@ -140,7 +143,7 @@ def test_the_console_does_exactly_what_its_confirmation_showed(
         status = {s["participant_id"]: s["status"] for s in fake.submissions.values()}
         assert status[first] == "APPROVED"
         assert {status[p] for p in later} == {"AWAITING REVIEW"}
-    assert "1 row(s)" in page and shown["confirmation"]
+    assert "1 row(s)" in page.get_data(as_text=True) and shown["confirmation"]
     text = html.unescape(done.get_data(as_text=True))
     assert done.status_code == 200 and "4 more" in text and "4 row(s)" in text
     # The new confirmation, confirmed, does the four.
