@@ -90,9 +90,10 @@ class BonusForm(FlaskForm):
 
 
 class FileNotUsedForm(FlaskForm):
-    """Say a payment file was never uploaded: its bonuses become payable again."""
+    """Say a payment file was never uploaded: its bonuses become payable again (made with
+    ``prefix="unused"``: the payments section has another platform field)."""
 
-    platform = SelectField("Platform", choices=["prolific", "mturk"])
+    platform = SelectField("The file was for", choices=["prolific", "mturk"])
     codes = StringField(
         "Participants whose file was not used (p_… codes, space-separated, or all)",
         [DataRequired(), Length(max=4000)],

@@ -283,7 +283,7 @@ def study(slug: str) -> str:
         action_form=ParticipantActionForm(),
         preview_form=PreviewForm(),
         bonus_form=BonusForm(),
-        file_not_used_form=FileNotUsedForm(),
+        file_not_used_form=FileNotUsedForm(prefix="unused"),
         reconcile_form=ReconcileForm(),
         clear_form=ClearTestDataForm(),
         test_counts=testdata.count_test_participants(s),
@@ -520,7 +520,7 @@ def bonus(slug: str) -> Any:
         )
     except payments.PaymentError as exc:
         # The console's own wording (the service's message is shared with the CLI's --force).
-        hint = "tick “Write earlier bonuses again” to download the file anyway"
+        hint = "tick “Write bonuses already sent by file again” to download the file anyway"
         return _back(slug, "payments", f"{exc}; {hint}")
     if issue.excluded:
         left_out = "; ".join(f"{code}: {why}" for code, why in issue.excluded)
@@ -544,7 +544,7 @@ def bonus(slug: str) -> Any:
 def bonus_file_not_used(slug: str) -> Any:
     """Record that a payment file was never uploaded: its bonuses become payable again."""
     s = _study(slug)
-    form = FileNotUsedForm()
+    form = FileNotUsedForm(prefix="unused")
     if not form.validate_on_submit():
         return _back(slug, "payments", "Choose the platform and name the participants.")
     try:

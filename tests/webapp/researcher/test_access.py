@@ -83,6 +83,7 @@ def test_a_researcher_cannot_read_or_change_another_researchers_study(
         f"{base}/preview": {},
         f"{base}/state": {"state": "paused"},
         f"{base}/bonus": {"platform": "prolific"},
+        f"{base}/bonus/file-not-used": {"unused-platform": "prolific", "unused-codes": "all"},
         f"{base}/participants": {"participant": "p_x", "action": "exclude", "reason": "x"},
     }
     for url, data in posts.items():

@@ -155,7 +155,23 @@ def test_bonus_from_the_console_downloads_the_file(app, study, make_researcher, 
     refused = ana.get(again.headers["Location"]).get_data(as_text=True)
     # The console names its own checkbox, not the command line's --force.
     assert "no new bonuses" in refused and "--force" not in refused
-    assert "Write earlier bonuses again" in refused
+    assert "Write bonuses already sent by file again" in refused
+    # The ledger says how each was paid; a file never uploaded is said so, audited.
+    assert refused.count("sent by file (never paid through the API)") == 2
+    said = ana.post(
+        f"/researcher/studies/{SLUG}/bonus/file-not-used",
+        data={"csrf_token": token, "unused-platform": "prolific", "unused-codes": "all"},
+    )
+    page = ana.get(said.headers["Location"]).get_data(as_text=True)
+    assert "Payable again (prolific)" in page and page.count("issued, not yet sent") == 2
+    with app.app_context():
+        from webapp.extensions import db
+        from webapp.models import AuditEvent
+
+        (event,) = db.session.scalars(
+            db.select(AuditEvent).where(AuditEvent.action == "bonus.file_not_used")
+        )
+        assert event.actor == "ana" and len(event.detail["participants"]) == 2
 
 
 def test_a_study_without_a_bonus_rule_is_refused(app, study, runner, tmp_path):
