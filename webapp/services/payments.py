@@ -500,6 +500,8 @@ def file_not_used(
         raise PaymentError("name the participants whose file was not used (their p_… codes)")
     chosen = sorted(rows) if wanted == ["all"] else wanted
     unknown = [c for c in chosen if c not in rows]
+    if not chosen:
+        raise PaymentError(f"no bonus on {platform.value} is waiting in a payment file")
     if unknown:
         raise PaymentError(
             f"no bonus of {', '.join(unknown)} on {platform.value} is waiting in a payment "
