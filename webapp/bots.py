@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
-from webapp.bot_pages import FormSpec, Page, parse_page
+from webapp.bot_pages import Page, parse_page
 
 
 class SubmissionDidNotFail(AssertionError):
@@ -179,10 +179,6 @@ def parse_format_effects(specs: Iterable[str]) -> dict[str, float]:
             raise ValueError(f"{spec!r}: write FORMAT=P with P between 0 and 1, e.g. summary=0.8")
         out[name] = p
     return out
-
-
-def _opposite(sentiment: str) -> str:
-    return "negative" if sentiment == "positive" else "positive"
 
 
 @dataclass
@@ -342,104 +338,26 @@ class Bot:
         return self._fetch("POST", form.action or self.page.url, data)
 
     # -- answering ----------------------------------------------------------------------------
-    def _block(self) -> dict[str, Any]:
-        assert self.page is not None
-        block_id = self.page.main.get("data-block")
-        return next(b for b in self.definition["tasks"] if b["id"] == block_id)
+    def block(self, page: Page | None = None) -> dict[str, Any] | None:
+        """The study block of ``page`` (default the current one), named by its ``data-block``."""
+        page = page or self.page
+        block_id = page.main.get("data-block") if page is not None else None
+        return next((b for b in self.definition["tasks"] if b["id"] == block_id), None)
 
     def answer(self) -> dict[str, str]:
-        """The form data this bot would submit on the current page."""
+        """The form data this bot would submit on the current page: the hidden fields, a
+        response time, and what the block's task type answers (``TaskType.bot_answer``)."""
+        from webapp.tasks import get_task_type
+
         page = self.page
         assert page is not None and page.forms
-        form = page.forms[0]
-        data = form.hidden()
+        data = page.forms[0].hidden()
         if "rt_ms" in data:
             data["rt_ms"] = str(self.rng.randint(900, 12_000))  # as rt.js would
-        kind = page.kind
-        if kind == "consent":
-            data["agree"] = "y"
-        elif kind in {"quiz", "attention_check"}:
-            for q in self._block()["questions"]:
-                right = q["correct"]
-                if kind == "quiz" and self.behaviour.fail_quiz:
-                    data[f"q_{q['id']}"] = next(o for o in q["options"] if o != right)
-                else:
-                    data[f"q_{q['id']}"] = right
-        elif kind == "demographics":
-            for q in self._block()["questions"]:
-                name = f"q_{q['id']}"
-                if q["kind"] == "choice":
-                    data[name] = self.rng.choice(q["options"])
-                elif q["kind"] == "number":
-                    data[name] = str(self.rng.randint(max(q["min"], 18), min(q["max"], 75)))
-                else:
-                    data[name] = "bot"
-        elif kind == "choice":
-            data["side"] = self._choose_side(page, form)
-        elif kind == "wtp":
-            data["premium"] = self._premium(page)
-        elif kind == "sentiment_qualification":
-            items = self._block()["items"]
-            wrong = self.rng.randrange(len(items)) if self.behaviour.fail_quiz else -1
-            for i, it in enumerate(items):
-                base = it["base_sentiment"]
-                data[f"q_{it['item_id']}"] = _opposite(base) if i == wrong else base
-        elif kind == "sentiment":
-            data["label"] = self._label(page)
-        elif kind == "summary_rating":
-            data.update(self._ratings(form))
-        elif kind == "pairwise_preference":
-            data.update(self._preference(page))
+        block = self.block()
+        if block is not None:
+            data.update(get_task_type(block["type"]).bot_answer(self, page, block))
         return data
-
-    def _ratings(self, form: FormSpec) -> dict[str, str]:
-        out = {}
-        for name in form.names():
-            values = [int(r["value"]) for r in form.radios(name)]
-            if values:
-                drawn = round(self.rng.gauss(self.behaviour.rating_mean, 1.0))
-                out[name] = str(min(max(drawn, min(values)), max(values)))
-        return out
-
-    def _preference(self, page: Page) -> dict[str, str]:
-        b = self.behaviour
-        a_first = page.main["data-order"] == "a_first"
-        if self.rng.random() < b.p_position:
-            choice = "first"
-        else:
-            chose_a = self.rng.random() < b.p_choose_a
-            choice = "first" if chose_a == a_first else "second"
-        return {"choice": choice, "reason": "bot reason" if self.rng.random() < 0.5 else ""}
-
-    def _label(self, page: Page) -> str:
-        block = self._block()
-        item_id = page.main["data-item"]
-        gold = next((g for g in block["gold_items"] if g["item_id"] == item_id), None)
-        if gold is not None:  # attention items: answered as known
-            return gold["gold_label"]
-        base = next(it for it in block["items"] if it["item_id"] == item_id)["base_sentiment"]
-        return _opposite(base) if self.rng.random() < self.behaviour.p_shift else base
-
-    def _choose_side(self, page: Page, form: FormSpec) -> str:
-        pair_id = page.main["data-pair"]
-        fmt = page.main["data-format"]
-        block = self._block()
-        pair = next(p for p in block["pairs"] if p["id"] == pair_id)
-        target_name = pair["target"]["manufacturer"]
-        radios = form.radios("side")
-        target = next(r for r in radios if r.get("data-manufacturer") == target_name)
-        other = next(r for r in radios if r is not target)
-        chose_target = self.rng.random() < self.behaviour.p_target.get(fmt, 0.5)
-        self.last_chose_target = chose_target
-        return (target if chose_target else other)["value"]
-
-    def _premium(self, page: Page) -> str:
-        price = float(page.main["data-other-price"])
-        maximum = float(page.main["data-max"])
-        b = self.behaviour
-        mean = b.wtp_mean_pct + (b.wtp_target_shift_pct if self.last_chose_target else 0.0)
-        pct = max(0.0, self.rng.gauss(mean, b.wtp_sd_pct))
-        return f"{min(maximum, price * pct / 100):.2f}"
 
     def step(self) -> Page:
         """Answer the current page and return the next one (on a page that waits for a slot:
@@ -452,15 +370,11 @@ class Bot:
         page = self.post(data)
         if page.status < 400 and page.kind not in {"error"} and not page.invalid:
             self.submitted += 1
-            if before is not None and before.kind == "sentiment":
-                self.labels.append((before.main["data-item"], data["label"]))
-            if before is not None and before.kind == "summary_rating":
-                item = before.main["data-item"]
-                rated = [k for k in data if k[:1] == "r" and k[1:].split("_")[0].isdigit()]
-                self.answers += [(item, k, data[k]) for k in rated]
-            if before is not None and before.kind == "pairwise_preference":
-                item = before.main["data-pair"]
-                self.answers += [(item, before.main["data-order"], data["choice"])]
+            block = self.block(before)
+            if before is not None and block is not None:
+                from webapp.tasks import get_task_type
+
+                get_task_type(block["type"]).bot_saved(self, before, data)
         return page
 
     def must_fail(

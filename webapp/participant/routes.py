@@ -32,6 +32,7 @@ from webapp.services import entry as entry_service
 from webapp.services.accounts import client_hash
 from webapp.services.entry import Entry, EntryError
 from webapp.sessions import console_researcher
+from webapp.tasks import get_task_type
 from webapp.tasks.base import PageContext, PageForm, TaskType
 
 # A refused submission's typed values and messages wait here for the GET after the redirect
@@ -202,7 +203,8 @@ def entry(slug: str) -> Response | str:
         return _study_full(study, entry.platform.value)
     form = ConsentForm(data=entry.params())
     consent = study.definition["tasks"][0]
-    return render_template("participant/consent.html", study=study, block=consent, form=form)
+    page = get_task_type(consent["type"]).template_name
+    return render_template(page, study=study, block=consent, form=form)
 
 
 @bp.post("/s/<slug>/start")
@@ -364,7 +366,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
         status = 200
     form.page.data = flow.page_token(participant, _secret())
     form.rt_ms.data = ""
-    html = render_template(task.template, study=study, form=form, action=here, **payload)
+    html = render_template(task.template_name, study=study, form=form, action=here, **payload)
     return html, status
 
 

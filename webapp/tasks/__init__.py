@@ -1,17 +1,21 @@
 """The registry of task types. A study block's ``type`` names one of these.
 
-Each task type is one package here (``product_choice/``, ``rating/`` with its ``export``,
-``sentiment/`` with its ``items`` and ``export``, ...). To add one (e.g. ``sentiment_annotation``):
-write a package whose ``__init__`` holds a :class:`~webapp.tasks.base.TaskType` subclass (schema
-in ``validate``, form in ``build_form``, template name, storage in ``save``), add its template
-under ``templates/tasks/``, and list the class in ``_BUILTIN`` below. What several task types
-share sits beside them (``base``, ``widgets``, ``evaluation_slots``); a task type never imports
-another one.
+Each task type is one folder here, like an oTree app (``product_choice/``, ``sentiment/``, ...):
+its :class:`~webapp.tasks.base.TaskType` subclass (schema, pages, form, save, bot answer, slots,
+export tables and codebook entries) and its ``templates/``. The flow, the bots, the allocation
+and the export ask the registered type; none of them names one. What several types share sits
+beside them (``base``, ``widgets``, ``evaluation_slots``); a task type never imports another.
+
+Types installed from another package are found through the ``framelab.tasks`` entry-point
+group: each entry point names a ``TaskType`` subclass (docs/development.md).
 """
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 from flask import Blueprint
+from jinja2 import BaseLoader, FileSystemLoader, PrefixLoader
 
 from webapp.tasks.base import TaskType
 from webapp.tasks.preference import PairwisePreferenceTask
@@ -21,9 +25,10 @@ from webapp.tasks.rating import SummaryRatingTask
 from webapp.tasks.sentiment import SentimentAnnotationTask, SentimentQualificationTask
 from webapp.tasks.text_pages import ConsentTask, DebriefTask, InstructionsTask
 
-# Only serves the task templates; task pages are routed by the participant blueprint.
-bp = Blueprint("tasks", __name__, template_folder="templates")
+ENTRY_POINT_GROUP = "framelab.tasks"
 
+# The order is the order of the types' columns in the wide export (product choice, then
+# demographics) and of their extra export formats (items, then pairs).
 _BUILTIN: tuple[type[TaskType], ...] = (
     ConsentTask,
     InstructionsTask,
@@ -37,12 +42,55 @@ _BUILTIN: tuple[type[TaskType], ...] = (
     PairwisePreferenceTask,
     DebriefTask,
 )
-_REGISTRY: dict[str, TaskType] = {cls.name: cls() for cls in _BUILTIN}
+_REGISTRY: dict[str, TaskType] = {}
+# Each type's templates under its name; the loader reads this dict at every lookup, so a type
+# registered after the app was created renders too.
+_TEMPLATES: dict[str, BaseLoader] = {}
+
+# Serves the task types' templates; task pages are routed by the participant blueprint.
+bp = Blueprint("tasks", __name__)
+bp.jinja_loader = PrefixLoader(_TEMPLATES)
 
 
 def register(task_type: TaskType) -> None:
-    """Add a task type (used by extensions and tests)."""
+    """Add a task type: its name for study blocks, its folder's ``templates/`` for its pages.
+
+    Raises
+    ------
+    ValueError
+        The name is taken by another type (registering the same class again does nothing).
+    """
+    known = _REGISTRY.get(task_type.name)
+    if known is not None and type(known) is not type(task_type):
+        raise ValueError(
+            f"task type {task_type.name!r} is already registered ({type(known).__module__}."
+            f"{type(known).__qualname__}); choose another name"
+        )
     _REGISTRY[task_type.name] = task_type
+    _TEMPLATES[task_type.name] = FileSystemLoader(task_type.folder() / "templates")
+
+
+def unregister(name: str) -> None:
+    """Remove a task type (for tests that register throwaway ones)."""
+    _REGISTRY.pop(name, None)
+    _TEMPLATES.pop(name, None)
+
+
+def load_installed() -> list[str]:
+    """Register the task types that installed packages name in the ``framelab.tasks``
+    entry-point group; return their names.
+
+    Each entry point loads a :class:`~webapp.tasks.base.TaskType` subclass; anything else
+    is refused naming the entry point.
+    """
+    names = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, TaskType)):
+            raise TypeError(f"entry point {ep.name} = {ep.value}: not a TaskType subclass")
+        register(cls())
+        names.append(cls.name)
+    return names
 
 
 def get_task_type(name: str) -> TaskType | None:
@@ -50,6 +98,16 @@ def get_task_type(name: str) -> TaskType | None:
     return _REGISTRY.get(name)
 
 
+def task_types() -> list[TaskType]:
+    """The registered task types, built-in ones first, in registration order."""
+    return list(_REGISTRY.values())
+
+
 def task_type_names() -> list[str]:
     """Return the registered task type names, sorted."""
     return sorted(_REGISTRY)
+
+
+for _cls in _BUILTIN:
+    register(_cls())
+load_installed()

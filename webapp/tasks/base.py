@@ -1,23 +1,32 @@
-"""What a task type is: a YAML schema, a form, a template and a save service, in one unit.
+"""What a task type is: a YAML schema, pages, a form, a save service, a bot's answer, slots and
+export tables, in one unit.
 
 A study is a list of blocks; each block has a task type. The participant flow
 (:mod:`webapp.services.flow`) asks the block's task type how many pages it has, which form and
-template a page uses, and how to save a valid submission. Adding a task type means adding one
-module here, one template in ``templates/tasks/`` and one line in ``webapp/tasks/__init__.py``.
+template a page uses, and how to save a valid submission; the bots (:mod:`webapp.bots`) ask it
+what to answer, the allocation (:mod:`webapp.services.allocation`) whether it hands out slots,
+and the export (:mod:`webapp.services.export`) which tables and columns it adds. A task type is
+one folder (``docs/development.md``, "Adding a task type").
 """
 
 from __future__ import annotations
 
 import enum
+import inspect
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flask_wtf import FlaskForm
 from wtforms import HiddenField
 
 if TYPE_CHECKING:
+    from webapp.bot_pages import Page
+    from webapp.bots import Bot
+    from webapp.export_common import ExportScope
     from webapp.models import Participant, Study
     from webapp.validation import Where
 
@@ -186,12 +195,50 @@ def waiting_context(block: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# An export table's rows and columns, built for one scope from the study's blocks of its type.
+TableRows = Callable[["ExportScope", list[dict[str, Any]]], tuple[list[dict[str, Any]], list[str]]]
+
+
+@dataclass(frozen=True)
+class ExportTable:
+    """A table a task type adds to its study's export (:mod:`webapp.services.export`).
+
+    ``build(scope, blocks)`` returns the rows and the table's own columns. A study has one
+    ``long`` table: that of the type with the highest ``rank`` among its blocks' types (with
+    the platform-ID and ``is_test`` columns added on request); any other name (``items``,
+    ``pairs``) is an export format of the studies that have a block of the type.
+    """
+
+    name: str
+    build: TableRows
+    rank: int = 0
+
+
+# A codebook entry: column -> (type: int|float|str, meaning, allowed values).
+Codebook = Mapping[str, tuple[str, str, str]]
+
+
 class TaskType:
     """Base class of task types; subclasses set ``name`` and override what they need."""
 
     name: ClassVar[str]
+    # The page's template: a file in the ``templates/`` folder beside the type's module,
+    # found as ``<name>/<template>`` (:attr:`template_name`) through the registry's loader.
     template: ClassVar[str]
     form: ClassVar[type[PageForm]] = PageForm
+    # The tables this type adds to the export, and the codebook entries of their columns.
+    tables: ClassVar[tuple[ExportTable, ...]] = ()
+    codebook: ClassVar[Codebook] = {}
+
+    @classmethod
+    def folder(cls) -> Path:
+        """The folder of the type's module: its ``templates/`` live there."""
+        return Path(inspect.getfile(cls)).resolve().parent
+
+    @property
+    def template_name(self) -> str:
+        """The page template's name for ``render_template``."""
+        return f"{self.name}/{self.template}"
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         """Validate the block's keys (without ``id``/``type``) and return them normalised."""
@@ -245,3 +292,34 @@ class TaskType:
         (``next`` skips it, ``screen_out`` ends the session).
         """
         return None
+
+    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+        """Make a :attr:`limits_slots` block's item rows match the definition (the caller
+        commits); return True when rows changed."""
+        return False
+
+    def formats(self, block: dict[str, Any]) -> tuple[str, ...]:
+        """The formats the block's trials are balanced over by the Latin square
+        (:mod:`webapp.services.design`); none for a type without formats."""
+        return ()
+
+    def images(self, block: dict[str, Any]) -> list[dict[str, Any]]:
+        """The bundle's images the block shows (``file``, ``sha256``, ...): only these are
+        served (:func:`webapp.services.studies.study_image`)."""
+        return []
+
+    def wide(
+        self, scope: ExportScope, blocks: list[dict[str, Any]]
+    ) -> tuple[list[str], Callable[[Participant], dict[str, Any]]]:
+        """Columns this type adds to the one-row-per-participant ``wide`` export, and a
+        participant's cells. Asked of every registered type, with its blocks in the study
+        (maybe none)."""
+        return [], lambda p: {}
+
+    def bot_answer(self, bot: Bot, page: Page, block: dict[str, Any]) -> dict[str, str]:
+        """The fields a scripted participant (:class:`webapp.bots.Bot`) fills in on this
+        type's page; the form's hidden fields are sent as they are."""
+        return {}
+
+    def bot_saved(self, bot: Bot, page: Page, data: dict[str, str]) -> None:
+        """Note on the bot what the server accepted of this page (``labels``, ``answers``)."""

@@ -136,7 +136,7 @@ class PairwisePreferenceTask(TaskType):
     """A reserved batch of pairs, one page each: choose the better summary."""
 
     name = "pairwise_preference"
-    template = "tasks/pairwise_preference.html"
+    template = "pairwise_preference.html"
     acts_on_entry = True
     limits_slots = True
 
@@ -264,3 +264,17 @@ class PairwisePreferenceTask(TaskType):
         response.rt_ms = rt_ms
         # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT
+
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        """Summary ``a`` with ``p_choose_a``, or the first shown with ``p_position``."""
+        b = bot.behaviour
+        a_first = page.main["data-order"] == "a_first"
+        if bot.rng.random() < b.p_position:
+            choice = "first"
+        else:
+            chose_a = bot.rng.random() < b.p_choose_a
+            choice = "first" if chose_a == a_first else "second"
+        return {"choice": choice, "reason": "bot reason" if bot.rng.random() < 0.5 else ""}
+
+    def bot_saved(self, bot: Any, page: Any, data: dict[str, str]) -> None:
+        bot.answers.append((page.main["data-pair"], page.main["data-order"], data["choice"]))

@@ -199,7 +199,7 @@ class ProductChoiceTask(TaskType):
     """Ten (or any number of) product pairs, each a choice page and a WTP page."""
 
     name = "product_choice"
-    template = "tasks/product_choice.html"
+    template = "product_choice.html"
     # Choices are keyed by (participant, block, trial_index) and analysed by pair: several
     # blocks may run in one study when no pair is in two of them (check_with_blocks).
 
@@ -400,3 +400,21 @@ class ProductChoiceTask(TaskType):
             },
         )
         return NEXT
+
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        """The target with the bot's probability for the page's format; on the WTP page a
+        premium drawn as a percent of the other price (``BotBehaviour``)."""
+        b = bot.behaviour
+        if page.kind == "wtp":
+            price, maximum = float(page.main["data-other-price"]), float(page.main["data-max"])
+            mean = b.wtp_mean_pct + (b.wtp_target_shift_pct if bot.last_chose_target else 0.0)
+            pct = max(0.0, bot.rng.gauss(mean, b.wtp_sd_pct))
+            return {"premium": f"{min(maximum, price * pct / 100):.2f}"}
+        pair = next(p for p in block["pairs"] if p["id"] == page.main["data-pair"])
+        radios = page.forms[0].radios("side")
+        target = next(
+            r for r in radios if r.get("data-manufacturer") == pair["target"]["manufacturer"]
+        )
+        other = next(r for r in radios if r is not target)
+        bot.last_chose_target = bot.rng.random() < b.p_target.get(page.main["data-format"], 0.5)
+        return {"side": (target if bot.last_chose_target else other)["value"]}

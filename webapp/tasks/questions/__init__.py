@@ -208,11 +208,19 @@ def _n_correct(answers: dict[str, str], questions: list[dict[str, Any]]) -> int:
     return sum(answers[q["id"]] == q["correct"] for q in questions)
 
 
+def _bot_answers(block: dict[str, Any], wrong: bool = False) -> dict[str, str]:
+    """The right answers (a wrong option for each when ``wrong``), as a bot sends them."""
+    return {
+        f"q_{q['id']}": next(o for o in q["options"] if (o != q["correct"]) == wrong)
+        for q in block["questions"]
+    }
+
+
 class QuizTask(TaskType):
     """Comprehension quiz: all answers must be correct within ``attempts`` tries."""
 
     name = "quiz"
-    template = "tasks/questions.html"
+    template = "questions.html"
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions", "attempts", "on_fail"}, where)
@@ -281,12 +289,15 @@ class QuizTask(TaskType):
             return SaveResult(Outcome.screen_out)
         return NEXT
 
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        return _bot_answers(block, wrong=bot.behaviour.fail_quiz)
+
 
 class AttentionCheckTask(TaskType):
     """Instructed-response questions; the result is ``attention_passed`` in the export."""
 
     name = "attention_check"
-    template = "tasks/questions.html"
+    template = "questions.html"
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
@@ -312,12 +323,15 @@ class AttentionCheckTask(TaskType):
         _write_response(ctx, self.name, {"answers": answers, "passed": passed}, rt_ms)
         return NEXT
 
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        return _bot_answers(block)
+
 
 class DemographicsTask(TaskType):
     """Optional or required questions: ``choice``, ``number`` (with min/max) or ``text``."""
 
     name = "demographics"
-    template = "tasks/questions.html"
+    template = "questions.html"
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
@@ -404,3 +418,15 @@ class DemographicsTask(TaskType):
         answers = {q["id"]: form[f"q_{q['id']}"].data for q in ctx.block["questions"]}
         _write_response(ctx, self.name, {"answers": answers}, rt_ms)
         return NEXT
+
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        data = {}
+        for q in block["questions"]:
+            if q["kind"] == "choice":
+                value = bot.rng.choice(q["options"])
+            elif q["kind"] == "number":
+                value = str(bot.rng.randint(max(q["min"], 18), min(q["max"], 75)))
+            else:
+                value = "bot"
+            data[f"q_{q['id']}"] = value
+        return data

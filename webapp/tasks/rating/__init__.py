@@ -200,7 +200,7 @@ class SummaryRatingTask(TaskType):
     """A reserved batch of sources, one page each: every summary rated on every dimension."""
 
     name = "summary_rating"
-    template = "tasks/summary_rating.html"
+    template = "summary_rating.html"
     acts_on_entry = True
     limits_slots = True
 
@@ -315,3 +315,17 @@ class SummaryRatingTask(TaskType):
         )
         # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT
+
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        """Each rating drawn around ``rating_mean`` (sd 1), rounded into the scale."""
+        form, out = page.forms[0], {}
+        for name in form.names():
+            values = [int(r["value"]) for r in form.radios(name)]
+            if values:
+                drawn = round(bot.rng.gauss(bot.behaviour.rating_mean, 1.0))
+                out[name] = str(min(max(drawn, min(values)), max(values)))
+        return out
+
+    def bot_saved(self, bot: Any, page: Any, data: dict[str, str]) -> None:
+        rated = [k for k in data if k[:1] == "r" and k[1:].split("_")[0].isdigit()]
+        bot.answers += [(page.main["data-item"], k, data[k]) for k in rated]

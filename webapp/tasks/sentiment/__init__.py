@@ -72,6 +72,11 @@ STUDY_FULL = "study_full"
 QUALIFICATION_FAILED = "qualification_failed"
 
 
+def opposite(sentiment: str) -> str:
+    """The other base sentiment."""
+    return "negative" if sentiment == "positive" else "positive"
+
+
 def validate_labels(raw: Any, where: Where) -> list[str]:
     """Return the block's labels in lower case (default positive, negative; neutral optional)."""
     values = get_list(raw if raw is not None else ["Positive", "Negative"], where, min_len=2)
@@ -110,7 +115,7 @@ class SentimentQualificationTask(TaskType):
     """Unframed statements on one page; accuracy below the requirement screens out."""
 
     name = "sentiment_qualification"
-    template = "tasks/sentiment_qualification.html"
+    template = "sentiment_qualification.html"
     acts_on_entry = True
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
@@ -239,12 +244,23 @@ class SentimentQualificationTask(TaskType):
         p.end_reason = QUALIFICATION_FAILED
         return SaveResult(Outcome.screen_out)
 
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        """Every base sentiment, one of them wrong when the bot is to fail."""
+        items = block["items"]
+        wrong = bot.rng.randrange(len(items)) if bot.behaviour.fail_quiz else -1
+        return {
+            f"q_{it['item_id']}": opposite(it["base_sentiment"])
+            if i == wrong
+            else it["base_sentiment"]
+            for i, it in enumerate(items)
+        }
+
 
 class SentimentAnnotationTask(TaskType):
     """A reserved batch of items (plus gold items), one labelling page each."""
 
     name = "sentiment_annotation"
-    template = "tasks/sentiment.html"
+    template = "sentiment.html"
     acts_on_entry = True
     limits_slots = True
 
@@ -379,3 +395,16 @@ class SentimentAnnotationTask(TaskType):
         )
         # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT
+
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        """Gold items as known; others against their base sentiment with ``p_shift``."""
+        item_id = page.main["data-item"]
+        gold = next((g for g in block["gold_items"] if g["item_id"] == item_id), None)
+        if gold is not None:
+            return {"label": gold["gold_label"]}
+        base = next(it for it in block["items"] if it["item_id"] == item_id)["base_sentiment"]
+        shift = bot.rng.random() < bot.behaviour.p_shift
+        return {"label": opposite(base) if shift else base}
+
+    def bot_saved(self, bot: Any, page: Any, data: dict[str, str]) -> None:
+        bot.labels.append((page.main["data-item"], data["label"]))

@@ -33,7 +33,7 @@ class ConsentTask(_TextTask):
     """Information sheet and consent; agreeing starts the session."""
 
     name = "consent"
-    template = "participant/consent.html"
+    template = "consent.html"
     default_heading = N_("Consent to take part")
     default_button = N_("I agree, start the study")
 
@@ -45,12 +45,15 @@ class ConsentTask(_TextTask):
         )
         return out
 
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        return {"agree": "y"}
+
 
 class InstructionsTask(_TextTask):
     """Instructions before the tasks."""
 
     name = "instructions"
-    template = "tasks/text.html"
+    template = "text.html"
     default_heading = N_("Instructions")
 
 
@@ -58,6 +61,6 @@ class DebriefTask(_TextTask):
     """What the study was about; its button completes the session."""
 
     name = "debrief"
-    template = "tasks/text.html"
+    template = "text.html"
     default_heading = N_("Thank you")
     default_button = N_("Finish and submit")
