@@ -146,9 +146,10 @@ def study_timeouts(slugs: tuple[str, ...]) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["long", "wide", "page-times", "codebook", "items", "pairs"]),
     default="long",
     show_default=True,
+    # Task types add formats (items, pairs, ...): the export refuses one the study lacks.
+    help="long, wide, page-times, codebook, or a task type's table: items, pairs (docs/export.md).",
 )
 @click.option(
     "--out",

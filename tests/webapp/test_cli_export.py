@@ -89,7 +89,7 @@ def test_done_when_40_bots_give_400_balanced_rows(runner, study, tmp_path):
 
 
 def test_export_columns_follow_the_contract_and_hide_platform_ids(runner, make_bot, tmp_path):
-    from webapp.services.export import LONG_CHOICE_COLUMNS
+    from webapp.tasks.product_choice.export import LONG_CHOICE_COLUMNS
 
     bots = [make_bot(), make_bot(fail_quiz=True), make_bot(abandon_at=6)]
     outcomes = [b.run().outcome for b in bots]

@@ -179,7 +179,7 @@ def test_bots_on_postgres_in_process(pg_app):
     assert summary.errors == []
     assert summary.counts == {"completed": 5, "abandoned": 1}
     with pg_app.app_context():
-        from webapp.services.export import choice_rows
+        from webapp.tasks.product_choice.export import choice_rows
         from webapp.services.studies import get_study
 
         rows = choice_rows(get_study("product-choice-demo"))

@@ -58,7 +58,7 @@ def test_researcher_sessions_are_previews_left_out_of_exports(app, client, study
     with app.app_context():
         p = db.session.scalars(select(Participant)).one()
         assert p.is_preview is True
-        from webapp.services.export import choice_rows
+        from webapp.tasks.product_choice.export import choice_rows
 
         assert choice_rows(p.study) == []
         assert len(choice_rows(p.study, include_test=True)) == 10

@@ -50,11 +50,9 @@ from webapp.models import (
 )
 
 ANNOTATION_TASK = "sentiment_annotation"
-# Every task type that hands out slots with this module. Only the sentiment blocks are synced
-# here (sync_items); the rating and preference task types sync their own items
-# (webapp.tasks.evaluation_slots) and share the rest: reserve_batch, record_label, study_is_full.
+# Every task type whose ``limits_slots`` is set hands out slots with this module: it syncs its
+# items (TaskType.sync_slots) and shares the rest: reserve_batch, record_label, study_is_full.
 # What the console and exports report of the slots is in webapp.services.slot_report.
-SLOT_TASKS = (ANNOTATION_TASK, "summary_rating", "pairwise_preference")
 # Candidates locked beyond the batch size: a few may turn out to be full when recounted.
 _MARGIN = 4
 # Items a sentiment participant holds ahead of their labels: the first part of a batch, and
@@ -88,53 +86,64 @@ def annotation_blocks(study: Study) -> list[dict[str, Any]]:
     return [b for b in study.definition["tasks"] if b["type"] == ANNOTATION_TASK]
 
 
-def sync_items(study: Study) -> bool:
-    """Make the item table match the study definition (after a load or a ``--force`` reload).
+def slot_blocks(study: Study) -> list[dict[str, Any]]:
+    """The study's blocks whose task type hands out slots (``TaskType.limits_slots``)."""
+    from webapp.tasks.registry import get_task_type
 
-    Cheap when nothing changed (one count query per block). Otherwise the study row is locked
-    so concurrent first requests insert the items once. Items are never deleted: labels refer
-    to them; an item dropped from the CSV just stops being offered. The caller commits.
+    return [b for b in study.definition["tasks"] if get_task_type(b["type"]).limits_slots]
+
+
+def sync_items(study: Study) -> bool:
+    """Make the item rows of every slot-limited block match the study definition (after a
+    load or a ``--force`` reload; ``TaskType.sync_slots``). The caller commits.
 
     Returns
     -------
     bool
         True when rows were added or updated.
     """
-    changed = False
-    for block in annotation_blocks(study):
-        wanted = len(block["items"]) + len(block["gold_items"])
-        n, low = db.session.execute(
-            select(func.count(), func.min(AnnotationItem.study_version)).where(
+    from webapp.tasks.registry import get_task_type
+
+    synced = [get_task_type(b["type"]).sync_slots(study, b) for b in slot_blocks(study)]
+    return any(synced)
+
+
+def sync_block(study: Study, block: dict[str, Any], items: list[dict[str, Any]]) -> bool:
+    """Make a slot-limited block's item rows match ``items`` (``AnnotationItem`` columns:
+    ``item_id``, ``text``, ``base_sentiment``, ``is_gold``, ``gold_label``, ``extra``), in
+    order; True when rows were added or updated.
+
+    Cheap when nothing changed (one count query). Otherwise the study row is locked so
+    concurrent first requests insert the items once. Items are never deleted: labels refer
+    to them; an item dropped from the definition just stops being offered. The caller commits.
+    """
+    n, low = db.session.execute(
+        select(func.count(), func.min(AnnotationItem.study_version)).where(
+            AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+        )
+    ).one()
+    if n >= len(items) and low == study.version:
+        return False
+    db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
+    existing = {
+        it.item_id: it
+        for it in db.session.scalars(
+            select(AnnotationItem).where(
                 AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
             )
-        ).one()
-        if n >= wanted and low == study.version:
-            continue
-        changed = True
-        db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
-        existing = {
-            it.item_id: it
-            for it in db.session.scalars(
-                select(AnnotationItem).where(
-                    AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
-                )
-            )
-        }
-        rows = [(it, False) for it in block["items"]] + [(g, True) for g in block["gold_items"]]
-        for position, (it, gold) in enumerate(rows):
-            row = existing.get(it["item_id"])
-            if row is None:
-                row = AnnotationItem(study_id=study.id, block_id=block["id"], item_id=it["item_id"])
-                db.session.add(row)
-            row.position = position
-            row.text = it["text"]
-            row.base_sentiment = it["base_sentiment"]
-            row.is_gold = gold
-            row.gold_label = it["gold_label"] if gold else None
-            row.extra = dict(it["extra"])
-            row.study_version = study.version
-        db.session.flush()
-    return changed
+        )
+    }
+    for position, item in enumerate(items):
+        row = existing.get(item["item_id"])
+        if row is None:
+            row = AnnotationItem(study_id=study.id, block_id=block["id"], item_id=item["item_id"])
+            db.session.add(row)
+        for key, value in item.items():
+            setattr(row, key, value)
+        row.position = position
+        row.study_version = study.version
+    db.session.flush()
+    return True
 
 
 def _has_labelled(participant_id: Any) -> Any:
@@ -316,7 +325,9 @@ def reserve_batch(
     want = total - have if limit is None else min(limit, total - have)
     if want <= 0:
         return []
-    sync_items(study)
+    from webapp.tasks.registry import get_task_type
+
+    get_task_type(block["type"]).sync_slots(study, block)
     k = block["annotators_per_item"]
     dialect = db.session.get_bind().dialect.name
     savepoint = db.session.begin_nested()
@@ -516,23 +527,12 @@ def study_is_full(study: Study, now: datetime) -> bool:
     they come back within minutes unless their holders start work. So made-up IDs that enter
     and wait can never make the study look full to the people arriving after them.
     """
-    blocks = [b for b in study.definition["tasks"] if b["type"] in SLOT_TASKS]
+    blocks = slot_blocks(study)
     if not blocks:
         return False
     if sync_items(study):
         db.session.commit()
-    for block in blocks:
-        if block["type"] != ANNOTATION_TASK:
-            synced = db.session.scalar(
-                select(func.count()).where(
-                    AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
-                )
-            )
-            if synced < len(block["items"]):
-                return False  # items not synced yet (nobody reached the block): all free
-        if _firm_free_item(study, block, now) is not None:
-            return False
-    return True
+    return all(_firm_free_item(study, block, now) is None for block in blocks)
 
 
 def held_by_newcomers(

@@ -24,8 +24,6 @@ from flask_wtf import FlaskForm
 from wtforms import HiddenField
 
 if TYPE_CHECKING:
-    from webapp.bot_pages import Page
-    from webapp.bots import Bot
     from webapp.export_common import ExportScope
     from webapp.models import Participant, Study
     from webapp.validation import Where
@@ -316,10 +314,11 @@ class TaskType:
         (maybe none)."""
         return [], lambda p: {}
 
-    def bot_answer(self, bot: Bot, page: Page, block: dict[str, Any]) -> dict[str, str]:
-        """The fields a scripted participant (:class:`webapp.bots.Bot`) fills in on this
-        type's page; the form's hidden fields are sent as they are."""
+    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+        """The fields a scripted participant (``bot``, a :class:`webapp.bots.Bot`) fills in on
+        this type's page (``page``, a :class:`webapp.bot_pages.Page`); the form's hidden fields
+        are sent as they are."""
         return {}
 
-    def bot_saved(self, bot: Bot, page: Page, data: dict[str, str]) -> None:
+    def bot_saved(self, bot: Any, page: Any, data: dict[str, str]) -> None:
         """Note on the bot what the server accepted of this page (``labels``, ``answers``)."""

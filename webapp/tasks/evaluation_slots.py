@@ -17,9 +17,9 @@ import json
 import random
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
-from webapp.export_common import scope_participants
+from webapp.export_common import ExportScope, iso_time
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
 from webapp.tasks.base import Outcome, PageContext, SaveResult, reservation_keys
@@ -101,42 +101,15 @@ def allocation_keys(body: dict[str, Any], where: Where, n_items: int) -> dict[st
     }
 
 
-def sync_block_items(study: Study, block: dict[str, Any]) -> None:
-    """Make the block's ``AnnotationItem`` rows match its items (cheap when nothing changed).
+def sync_block_items(study: Study, block: dict[str, Any]) -> bool:
+    """Make the block's ``AnnotationItem`` rows match its items (the texts stay in the
+    definition); True when rows changed. The caller commits."""
+    from webapp.services.allocation import sync_block
 
-    The study row is locked before inserting, so concurrent first requests insert once. Items
-    are never deleted (slots refer to them). The caller commits.
-    """
-    ids = [it["item_id"] for it in block["items"]]
-    n, low = db.session.execute(
-        select(func.count(), func.min(AnnotationItem.study_version)).where(
-            AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
-        )
-    ).one()
-    if n >= len(ids) and low == study.version:
-        return
-    db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
-    existing = {
-        it.item_id: it
-        for it in db.session.scalars(
-            select(AnnotationItem).where(
-                AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
-            )
-        )
-    }
-    for position, item in enumerate(block["items"]):
-        row = existing.get(item["item_id"])
-        if row is None:
-            row = AnnotationItem(study_id=study.id, block_id=block["id"], item_id=item["item_id"])
-            db.session.add(row)
-        row.position = position
-        row.text = item["text"]
-        row.base_sentiment = ""  # not a sentiment item
-        row.is_gold = False
-        row.gold_label = None
-        row.extra = {}
-        row.study_version = study.version
-    db.session.flush()
+    # Not sentiment items: no base sentiment, no gold.
+    empty = {"base_sentiment": "", "is_gold": False, "gold_label": None, "extra": {}}
+    rows = [{"item_id": it["item_id"], "text": it["text"], **empty} for it in block["items"]]
+    return sync_block(study, block, rows)
 
 
 def slot(ctx: PageContext, trial_index: int) -> Annotation | None:
@@ -187,8 +160,6 @@ def reserve(ctx: PageContext) -> list[Annotation] | SaveResult | None:
 
     if slot(ctx, ctx.step) is not None:
         return None
-    if ctx.step == 0:
-        sync_block_items(ctx.study, ctx.block)
     reserved = allocation.reserve_batch(
         ctx.study,
         ctx.block,
@@ -214,8 +185,9 @@ def item_of(block: dict[str, Any], annotation: Annotation) -> dict[str, Any]:
     return next(it for it in block["items"] if it["item_id"] == item_id)
 
 
-def answered_rows(study: Study, block_id: str, include_test: bool, include_excluded: bool):
-    """(annotation, item row, participant, response) of every answered page of a block."""
+def answered_rows(scope: ExportScope, block_id: str) -> Any:
+    """(annotation, item row, participant, response) of every answered page of a block, for
+    the participants in ``scope``."""
     from sqlalchemy import and_
     from sqlalchemy.orm import selectinload
 
@@ -232,11 +204,22 @@ def answered_rows(study: Study, block_id: str, include_test: bool, include_exclu
             ),
         )
         .where(
-            AnnotationItem.study_id == study.id,
+            AnnotationItem.study_id == scope.study.id,
             AnnotationItem.block_id == block_id,
             Annotation.answered_at.is_not(None),
         )
         .options(selectinload(Participant.identity))
         .order_by(Participant.id, Annotation.trial_index)
     )
-    return db.session.execute(scope_participants(query, include_test, include_excluded))
+    return db.session.execute(scope.where(query))
+
+
+def answer_cells(scope: ExportScope, a: Annotation, p: Participant) -> dict[str, Any]:
+    """The cells of a long-table row both types share: who answered, the slot, the time."""
+    return {
+        **scope.who(p),
+        "trial_index": a.trial_index,
+        "surplus": int(a.surplus),
+        "rt_ms": a.rt_ms,
+        "answered_at": iso_time(a.answered_at),
+    }

@@ -33,7 +33,7 @@ def _load(app, path: Path = FORMATS_DEMO) -> dict:
 
 
 def _rows(app, slug: str = SLUG) -> list[dict]:
-    from webapp.services.export import choice_rows
+    from webapp.tasks.product_choice.export import choice_rows
     from webapp.services.studies import get_study
 
     with app.app_context():

@@ -361,7 +361,7 @@ def test_a_forbidden_character_in_a_jsonl_record_is_refused_at_its_line(
 
 
 def test_a_task_type_that_passes_a_string_through_unchecked_is_caught_before_storage(tmp_path):
-    from webapp.tasks import _REGISTRY, register
+    from webapp.tasks import register, unregister
     from webapp.tasks.base import TaskType
 
     class Careless(TaskType):
@@ -383,7 +383,7 @@ def test_a_task_type_that_passes_a_string_through_unchecked_is_caught_before_sto
         assert err.path == "tasks[3].notes[1]" and "NUL" in err.reason
         assert err.line is not None
     finally:
-        _REGISTRY.pop("careless_test_type")
+        unregister("careless_test_type")
 
 
 # -- on PostgreSQL, where these were 500s ------------------------------------------------------

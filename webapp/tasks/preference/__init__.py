@@ -23,10 +23,11 @@ from wtforms import TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
 from webapp.i18n import default_text
-from webapp.models import Annotation, AnnotationState, Participant, TaskResponse
+from webapp.models import Annotation, AnnotationState, Participant, Study, TaskResponse
 from webapp.tasks import evaluation_slots as slots
 from webapp.tasks.base import (
     NEXT,
+    ExportTable,
     Outcome,
     PageContext,
     PageForm,
@@ -34,6 +35,7 @@ from webapp.tasks.base import (
     TaskType,
     waiting_context,
 )
+from webapp.tasks.preference import export
 from webapp.tasks.widgets import RadioField
 from webapp.validation import (
     LINE_MAX,
@@ -139,6 +141,11 @@ class PairwisePreferenceTask(TaskType):
     template = "pairwise_preference.html"
     acts_on_entry = True
     limits_slots = True
+    tables = (
+        ExportTable("long", export.long_table, rank=2),
+        ExportTable("pairs", export.pairs_table),
+    )
+    codebook = export.CODEBOOK
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         own = {"question", "ask_reason", "reason_required", "show_source"}
@@ -160,6 +167,9 @@ class PairwisePreferenceTask(TaskType):
             "reason_required": get_bool(body, "reason_required", where, default=False),
             "show_source": get_bool(body, "show_source", where, default=True),
         }
+
+    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+        return slots.sync_block_items(study, block)
 
     def n_steps(self, block: dict[str, Any]) -> int:
         return block["items_per_participant"]

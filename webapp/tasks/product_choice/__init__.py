@@ -28,7 +28,16 @@ from webapp.i18n import (
 )
 from webapp.models import ChoiceResponse
 from webapp.services.design import FORMATS, Trial, block_formats, derive_sequence
-from webapp.tasks.base import NEXT, PageContext, PageForm, SaveResult, TaskType, insert_row
+from webapp.tasks.base import (
+    NEXT,
+    ExportTable,
+    PageContext,
+    PageForm,
+    SaveResult,
+    TaskType,
+    insert_row,
+)
+from webapp.tasks.product_choice import export
 from webapp.tasks.product_choice.pairs import (
     product_text,
     validate_formats,
@@ -200,6 +209,9 @@ class ProductChoiceTask(TaskType):
 
     name = "product_choice"
     template = "product_choice.html"
+    # Rank 0: the long table of a study whose blocks have no other (an empty one).
+    tables = (ExportTable("long", export.long_table),)
+    codebook = export.CODEBOOK
     # Choices are keyed by (participant, block, trial_index) and analysed by pair: several
     # blocks may run in one study when no pair is in two of them (check_with_blocks).
 
@@ -269,6 +281,16 @@ class ProductChoiceTask(TaskType):
                     "every product_choice block of a study needs the same number of formats "
                     "(each participant's sequence is one row of the Latin square in every block)"
                 )
+
+    def formats(self, block: dict[str, Any]) -> tuple[str, ...]:
+        return block_formats(block)
+
+    def images(self, block: dict[str, Any]) -> list[dict[str, Any]]:
+        products = [pair[side] for pair in block["pairs"] for side in ("target", "control")]
+        return [prod["image"] for prod in products if prod.get("image") is not None]
+
+    def wide(self, scope: Any, blocks: list[dict[str, Any]]) -> tuple[list[str], Any]:
+        return export.wide(scope, blocks)
 
     def n_steps(self, block: dict[str, Any]) -> int:
         return 2 * len(block["pairs"])

@@ -13,6 +13,7 @@ from flask_babel import lazy_gettext, ngettext
 from wtforms import IntegerField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
 
+from webapp.export_common import column_name
 from webapp.i18n import default_text, format_number, group_symbol, study_language
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.tasks.base import (
@@ -332,6 +333,7 @@ class DemographicsTask(TaskType):
 
     name = "demographics"
     template = "questions.html"
+    codebook = {"demo_*": ("str", "answer to demographics question {}", "")}
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"heading", "text", "questions"}, where)
@@ -371,6 +373,31 @@ class DemographicsTask(TaskType):
             "text": get_str(body, "text", where, default=""),
             "questions": questions,
         }
+
+    def wide(self, scope: Any, blocks: list[dict[str, Any]]) -> tuple[list[str], Any]:
+        """A ``demo_QUESTION`` column per question, in study order."""
+        from sqlalchemy import select
+
+        from webapp.extensions import db
+        from webapp.models import Participant
+
+        columns = [f"demo_{column_name(q['id'])}" for b in blocks for q in b["questions"]]
+        answers: dict[int, dict[str, Any]] = {}
+        rows = db.session.execute(
+            select(TaskResponse.participant_id, TaskResponse.payload)
+            .join(Participant, Participant.id == TaskResponse.participant_id)
+            .where(Participant.study_id == scope.study.id, TaskResponse.task_type == self.name)
+        )
+        for pid, payload in rows:
+            answers.setdefault(pid, {}).update(payload.get("answers") or {})
+
+        def cells(p: Participant) -> dict[str, Any]:
+            return {
+                f"demo_{column_name(q)}": None if value in ("", None) else str(value)
+                for q, value in answers.get(p.id, {}).items()
+            }
+
+        return columns, cells
 
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
         class _Form(PageForm):

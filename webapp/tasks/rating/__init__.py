@@ -19,10 +19,11 @@ from flask_babel import lazy_gettext
 from wtforms.validators import InputRequired
 
 from webapp.i18n import N_, default_text
-from webapp.models import TaskResponse
+from webapp.models import Study, TaskResponse
 from webapp.tasks import evaluation_slots as slots
 from webapp.tasks.base import (
     NEXT,
+    ExportTable,
     Outcome,
     PageContext,
     PageForm,
@@ -30,6 +31,7 @@ from webapp.tasks.base import (
     TaskType,
     waiting_context,
 )
+from webapp.tasks.rating import export
 from webapp.tasks.widgets import RadioField
 from webapp.validation import (
     LINE_MAX,
@@ -203,6 +205,8 @@ class SummaryRatingTask(TaskType):
     template = "summary_rating.html"
     acts_on_entry = True
     limits_slots = True
+    tables = (ExportTable("long", export.long_table, rank=3),)
+    codebook = export.CODEBOOK
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {*slots.COMMON_KEYS, "dimensions", "scale", "passages_open"}, where)
@@ -220,6 +224,9 @@ class SummaryRatingTask(TaskType):
             "instructions": get_str(body, "instructions", where, default=""),
             "passages_open": open_,
         }
+
+    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+        return slots.sync_block_items(study, block)
 
     def n_steps(self, block: dict[str, Any]) -> int:
         return block["items_per_participant"]

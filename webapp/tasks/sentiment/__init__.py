@@ -35,11 +35,13 @@ from webapp.models import (
     Annotation,
     AnnotationItem,
     QualificationResult,
+    Study,
     TaskResponse,
     qualification_scope,
 )
 from webapp.tasks.base import (
     NEXT,
+    ExportTable,
     Outcome,
     PageContext,
     PageForm,
@@ -48,6 +50,7 @@ from webapp.tasks.base import (
     reservation_keys,
     waiting_context,
 )
+from webapp.tasks.sentiment import export
 from webapp.tasks.sentiment.items import LABELS, read_items
 from webapp.tasks.widgets import RadioField
 from webapp.validation import (
@@ -263,6 +266,11 @@ class SentimentAnnotationTask(TaskType):
     template = "sentiment.html"
     acts_on_entry = True
     limits_slots = True
+    tables = (
+        ExportTable("long", export.long_table, rank=1),
+        ExportTable("items", export.items_table),
+    )
+    codebook = export.CODEBOOK
 
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(
@@ -321,6 +329,26 @@ class SentimentAnnotationTask(TaskType):
                 default=default_text("What is the sentiment of this statement?"),
             ),
         }
+
+    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+        from webapp.services.allocation import sync_block
+
+        rows = [(it, False) for it in block["items"]] + [(g, True) for g in block["gold_items"]]
+        return sync_block(
+            study,
+            block,
+            [
+                {
+                    "item_id": it["item_id"],
+                    "text": it["text"],
+                    "base_sentiment": it["base_sentiment"],
+                    "is_gold": gold,
+                    "gold_label": it["gold_label"] if gold else None,
+                    "extra": dict(it["extra"]),
+                }
+                for it, gold in rows
+            ],
+        )
 
     def n_steps(self, block: dict[str, Any]) -> int:
         return block["items_per_participant"] + block["n_gold"]

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from webapp.export_common import PLATFORM_ID_COLUMNS, iso_time, with_test_column
+from webapp.export_common import ExportScope, iso_time
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, utcnow
 
@@ -58,68 +58,39 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
 }
 
 
-def annotation_rows(
-    study: Study,
-    *,
-    include_platform_ids: bool = False,
-    include_test: bool = False,
-    include_excluded: bool = False,
-) -> list[dict[str, Any]]:
-    """Return one row per label (the sentiment study's ``long`` export).
+def long_table(
+    scope: ExportScope, blocks: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per label (the sentiment study's ``long`` export), by participant and
+    ``trial_index``; keys :data:`ANNOTATION_LONG_COLUMNS`.
 
     Reservations without a label are not rows; surplus labels are, with ``surplus = 1``.
-
-    Parameters
-    ----------
-    study : Study
-    include_platform_ids : bool
-        Add the raw recruiter IDs (``platform_participant_id`` etc.).
-    include_test, include_excluded : bool
-        Keep test participants (bots, previews) / participants a researcher excluded.
-
-    Returns
-    -------
-    list of dict
-        Keys :data:`ANNOTATION_LONG_COLUMNS` (plus the platform ID columns on request),
-        ordered by participant and ``trial_index``.
     """
     query = (
         select(Annotation, AnnotationItem, Participant)
         .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
         .join(Participant, Participant.id == Annotation.participant_id)
-        .where(AnnotationItem.study_id == study.id, Annotation.label.is_not(None))
+        .where(AnnotationItem.study_id == scope.study.id, Annotation.label.is_not(None))
         .options(selectinload(Participant.identity))
         .order_by(Participant.id, AnnotationItem.block_id, Annotation.trial_index)
     )
-    if not include_test:
-        query = query.where(Participant.is_test.is_(False))
-    if not include_excluded:
-        query = query.where(Participant.excluded.is_(False))
     rows = []
-    for a, item, p in db.session.execute(query):
-        row = {
-            "study_slug": study.slug,
-            "participant_id": p.code,
-            "platform": p.platform.value,
-            "status": p.status.value,
-            "item_id": item.item_id,
-            "label": a.label,
-            "base_sentiment": item.base_sentiment,
-            "is_gold": int(item.is_gold),
-            "gold_correct": int(a.label == item.gold_label) if item.is_gold else None,
-            "surplus": int(a.surplus),
-            "trial_index": a.trial_index,
-            "rt_ms": a.rt_ms,
-            "answered_at": iso_time(a.answered_at),
-            "is_test": int(p.is_test),
-        }
-        if include_platform_ids:
-            ident = p.identity
-            row["platform_participant_id"] = ident.external_id if ident else None
-            row["platform_study_id"] = ident.external_study_id if ident else None
-            row["platform_session_id"] = ident.external_session_id if ident else None
-        rows.append(row)
-    return rows
+    for a, item, p in db.session.execute(scope.where(query)):
+        rows.append(
+            {
+                **scope.who(p),
+                "item_id": item.item_id,
+                "label": a.label,
+                "base_sentiment": item.base_sentiment,
+                "is_gold": int(item.is_gold),
+                "gold_correct": int(a.label == item.gold_label) if item.is_gold else None,
+                "surplus": int(a.surplus),
+                "trial_index": a.trial_index,
+                "rt_ms": a.rt_ms,
+                "answered_at": iso_time(a.answered_at),
+            }
+        )
+    return rows, list(ANNOTATION_LONG_COLUMNS)
 
 
 def item_rows(study: Study) -> tuple[list[dict[str, Any]], list[str]]:
@@ -161,25 +132,8 @@ def item_rows(study: Study) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, [*ITEM_COLUMNS, *extra]
 
 
-def sentiment_table(
-    study: Study,
-    fmt: str,
-    *,
-    include_platform_ids: bool = False,
-    include_test: bool = False,
-    include_excluded: bool = False,
+def items_table(
+    scope: ExportScope, blocks: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows and columns of the sentiment study's ``long`` or ``items`` table."""
-    if fmt == "items":
-        return item_rows(study)
-    columns = list(ANNOTATION_LONG_COLUMNS)
-    if include_platform_ids:
-        columns += PLATFORM_ID_COLUMNS
-    columns = with_test_column(columns, include_test)
-    rows = annotation_rows(
-        study,
-        include_platform_ids=include_platform_ids,
-        include_test=include_test,
-        include_excluded=include_excluded,
-    )
-    return rows, columns
+    """The ``items`` table (:func:`item_rows`); it has no participants to scope."""
+    return item_rows(scope.study)
