@@ -203,7 +203,7 @@ def validate_analysis(raw: Any, where: Where, definition: Mapping[str, Any]) -> 
     StudyDefinitionError
         Located, with the reason.
     """
-    if not any(b["type"] == "product_choice" for b in definition["tasks"]):
+    if not study_formats(definition):
         raise where.error(
             "the pre-registered tests analyse a product_choice block; the study has none"
         )

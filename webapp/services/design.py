@@ -66,16 +66,25 @@ def sequences_for(n_formats: int) -> tuple[str, ...]:
     return tuple(SEQUENCE_LETTERS[:n_formats])
 
 
+def _balanced_blocks(
+    study_def: Mapping[str, Any],
+) -> list[tuple[Mapping[str, Any], tuple[str, ...]]]:
+    """(block, formats) of each block whose task type balances formats (``TaskType.formats``:
+    the product-choice blocks)."""
+    from webapp.tasks.registry import get_task_type
+
+    found = ((b, get_task_type(b["type"]).formats(b)) for b in study_def["tasks"])
+    return [(b, formats) for b, formats in found if formats]
+
+
 def study_sequences(study_def: Mapping[str, Any]) -> tuple[str, ...]:
     """The sequences participants of a study are balanced over.
 
     One per format of its product-choice blocks (validation makes every block name the same
     number of formats); ``A`` and ``B`` for a study without one.
     """
-    for block in study_def["tasks"]:
-        if block["type"] == "product_choice":
-            return sequences_for(len(block_formats(block)))
-    return SEQUENCES
+    found = _balanced_blocks(study_def)
+    return sequences_for(len(found[0][1])) if found else SEQUENCES
 
 
 def study_formats(study_def: Mapping[str, Any]) -> tuple[str, ...]:
@@ -86,11 +95,7 @@ def study_formats(study_def: Mapping[str, Any]) -> tuple[str, ...]:
     >>> study_formats({"tasks": [{"type": "product_choice", "pairs": []}]})
     ('original', 'summary')
     """
-    out: list[str] = []
-    for block in study_def["tasks"]:
-        if block["type"] == "product_choice":
-            out += [f for f in block_formats(block) if f not in out]
-    return tuple(out)
+    return tuple(dict.fromkeys(f for _, formats in _balanced_blocks(study_def) for f in formats))
 
 
 def pair_format(pair_position: int, sequence: str, formats: Sequence[str] = FORMATS) -> str:
@@ -142,14 +147,14 @@ def derive_sequence(
     ['original', 'summary', 'original', 'summary']
     """
     blocks = [
-        b
-        for b in study_def["tasks"]
-        if b["type"] == "product_choice" and (block_id is None or b["id"] == block_id)
+        (b, formats)
+        for b, formats in _balanced_blocks(study_def)
+        if block_id is None or b["id"] == block_id
     ]
     if not blocks:
         raise ValueError(f"no product_choice block {block_id or ''} in the study")
-    pairs = blocks[0]["pairs"]
-    formats = block_formats(blocks[0])
+    pairs = blocks[0][0]["pairs"]
+    formats = blocks[0][1]
     k, sequences = len(formats), sequences_for(len(formats))
     if sequence not in sequences:
         raise ValueError(f"sequence must be one of {sequences}, got {sequence!r}")

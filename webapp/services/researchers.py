@@ -386,7 +386,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
 
 def uses_sequences(study: Study) -> bool:
     """True when the study counterbalances formats (A/B sequences mean something only then)."""
-    return any(b["type"] == "product_choice" for b in study.definition["tasks"])
+    return bool(study_formats(study.definition))
 
 
 # Items the overview lists (the items page pages through all of them).

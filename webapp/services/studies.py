@@ -30,6 +30,7 @@ from webapp.models import (
 )
 from webapp.services.design import study_sequences
 from webapp.studydef import folder_bundle, load_bundle
+from webapp.tasks import get_task_type
 
 
 class StudyLoadError(RuntimeError):
@@ -307,13 +308,9 @@ def study_image(study: Study, digest: str) -> StudyImage | None:
     """
     found = None
     for block in study.definition["tasks"]:
-        if block["type"] != "product_choice":
-            continue
-        for pair in block["pairs"]:
-            for side in ("target", "control"):
-                image = pair[side].get("image")
-                if image is not None and image["sha256"] == digest:
-                    found = image
+        for image in get_task_type(block["type"]).images(block):
+            if image["sha256"] == digest:
+                found = image
     if found is None:
         return None
     content = db.session.scalar(
