@@ -7,7 +7,7 @@ Usage::
 
 One run creates a fresh PostgreSQL database with the demo studies, serves it with gunicorn,
 runs N participants through the three-format demo (``product-choice-formats-demo``) as
-concurrent :class:`webapp.bots_async.AsyncBot` over HTTP, and then checks
+concurrent :class:`bots_async.AsyncBot` over HTTP, and then checks
 
 * the load test's integrity audit (``bench/loadtest_audit.py``): every acknowledged answer
   stored once with its value, nothing the bots did not send;

@@ -14,7 +14,7 @@ What one run does (everything on 127.0.0.1, everything it creates is removed at 
    many clients as the app has request threads) in a second fresh database;
 3. starts gunicorn (``gthread`` workers) on a free loopback port;
 4. runs N product-choice participants (and M sentiment-annotation participants when that task
-   type and a study using it exist) concurrently as :class:`webapp.bots_async.AsyncBot` over real
+   type and a study using it exist) concurrently as :class:`bots_async.AsyncBot` over real
    HTTP; each bot logs every submission the server acknowledged;
 5. audits the database against the bots' log: every acknowledged answer stored exactly once
    with the submitted value, every completed participant with every response, no participant
@@ -327,7 +327,7 @@ class Gunicorn:
 
 def server_latencies(access_log: Path) -> dict[str, dict[str, float]]:
     """Server-side request times per route from gunicorn's access log (``%(D)s`` in µs)."""
-    from webapp.bots_async import route_class
+    from bots_async import route_class
 
     times: dict[str, list[float]] = defaultdict(list)
     if access_log.exists():

@@ -109,8 +109,9 @@ async def run_async_bots(
     -------
     BotRun
     """
+    from bots_async import AsyncBot, AsyncHttpTransport
+
     from webapp.bots import BotBehaviour, BotResult
-    from webapp.bots_async import AsyncBot, AsyncHttpTransport
 
     master = random.Random(seed)
     plan = [(d, i) for d, n in groups for i in range(n)]

@@ -14,7 +14,7 @@ What one run does (everything on 127.0.0.1, everything it creates is removed at 
 3. starts a loopback HTTP proxy that sends each request to the next server in turn, so one
    participant's consecutive pages are served by different servers (the hardest case for
    anything a server keeps in memory: CSRF cookie, page tokens, caches);
-4. runs N product-choice participants as :class:`webapp.bots_async.AsyncBot` through the proxy;
+4. runs N product-choice participants as :class:`bots_async.AsyncBot` through the proxy;
 5. audits the database against the bots' log (every acknowledged answer stored once with its
    value, no participant twice, balanced sequences) and checks that every server served
    requests.

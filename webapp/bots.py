@@ -78,7 +78,7 @@ class HttpTransport:
     """Requests to a running server through httpx (cookies kept per bot).
 
     ``keepalive_s`` stays below gunicorn's default keep-alive timeout (2 s), as in
-    :class:`webapp.bots_async.AsyncHttpTransport`: with httpx's default (5 s) a bot that paused
+    ``AsyncHttpTransport`` of ``bench/bots_async.py``: with httpx's default (5 s) a bot that paused
     for 2–5 s reused a connection the server had just closed and its request failed with
     "Server disconnected without sending a response" (seen in the sentiment concurrency test).
     """

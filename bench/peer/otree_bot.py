@@ -1,6 +1,6 @@
 """An asynchronous participant for the oTree version of the product-choice study.
 
-The counterpart of :class:`webapp.bots_async.AsyncBot` for ``bench/peer/otree_project``: it
+The counterpart of :class:`bots_async.AsyncBot` for ``bench/peer/otree_project``: it
 arrives through the session-wide link with its Prolific ID as ``participant_label`` (as oTree's
 documentation connects Prolific), answers every page over HTTP the way the FrameLab bot does
 (correct quiz and attention answers, a random side, a premium drawn as a share of the price,
@@ -20,8 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-
-from webapp.bots_async import Timing
+from bots_async import Timing
 
 _PAGE = re.compile(r"^/p/[^/]+/[^/]+/(?P<page>[A-Za-z]+)/\d+$")
 _ROUND = re.compile(r"Product (\d+) of")

@@ -278,8 +278,7 @@ def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, 
 
 async def _floor_bots(url, args, profile, pages):
     import httpx
-
-    from webapp.bots_async import Timing
+    from bots_async import Timing
 
     timings: list[Timing] = []
     rng = random.Random(args.seed)
