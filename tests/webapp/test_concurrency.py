@@ -179,8 +179,8 @@ def test_bots_on_postgres_in_process(pg_app):
     assert summary.errors == []
     assert summary.counts == {"completed": 5, "abandoned": 1}
     with pg_app.app_context():
-        from webapp.tasks.product_choice.export import choice_rows
         from webapp.services.studies import get_study
+        from webapp.tasks.product_choice.export import choice_rows
 
         rows = choice_rows(get_study("product-choice-demo"))
     completed = [r for r in rows if r["status"] == "completed"]

@@ -33,8 +33,8 @@ def _load(app, path: Path = FORMATS_DEMO) -> dict:
 
 
 def _rows(app, slug: str = SLUG) -> list[dict]:
-    from webapp.tasks.product_choice.export import choice_rows
     from webapp.services.studies import get_study
+    from webapp.tasks.product_choice.export import choice_rows
 
     with app.app_context():
         return choice_rows(get_study(slug), include_test=True)

@@ -117,8 +117,8 @@ def test_lifecycle_gates_participants(app, make_researcher):
 def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researcher):
     from webapp.extensions import db
     from webapp.models import Participant
-    from webapp.tasks.product_choice.export import choice_rows
     from webapp.services.studies import get_study
+    from webapp.tasks.product_choice.export import choice_rows
 
     ana = make_researcher("ana")
     upload(ana, DEMO.read_text(), "demo.yaml")
