@@ -59,8 +59,9 @@ CHOICE_LONG_COLUMNS: dict[str, object] = {
     "target_side": ("left", "right"),
     "chosen_side": ("left", "right"),
     "chose_target": "bool",
-    "other_price_usd": "float",
-    "wtp_premium_usd": "float",
+    "currency": "str",
+    "other_price": "float",
+    "wtp_premium": "float",
     "wtp_premium_pct": "float",
     "rt_ms": "int",
     "wtp_rt_ms": "int",
@@ -71,6 +72,8 @@ CHOICE_LONG_COLUMNS: dict[str, object] = {
     "attention_passed": "bool",
     "duration_s": "float",
 }
+# Amount columns of exports written before amounts were in the study's currency (always USD).
+DOLLAR_COLUMNS = {"other_price_usd": "other_price", "wtp_premium_usd": "wtp_premium"}
 SENTIMENTS = ("positive", "negative", "neutral")
 ANNOTATION_LONG_COLUMNS: dict[str, object] = {
     "study_slug": "str",
@@ -375,10 +378,25 @@ def _validate_export(df: pd.DataFrame, name: str, kind: str | None) -> pd.DataFr
     kind = kind or _detect_kind(list(df.columns))
     if kind not in _SCHEMAS:
         raise ValueError(f"unknown export kind {kind!r}; use one of {sorted(_SCHEMAS)}")
+    if kind == "choice":
+        df = _currency_columns(df)
     schema = _SCHEMAS[kind]
     source = f"{name} ({kind} export)"
     _check_columns(df, schema, source)
     return _coerce(df, schema, source)
+
+
+def _currency_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """An older export's dollar columns under their current names, with ``currency`` USD."""
+    old = [c for c in DOLLAR_COLUMNS if c in df.columns]
+    if not old or "currency" in df.columns:
+        return df
+    clash = [DOLLAR_COLUMNS[c] for c in old if DOLLAR_COLUMNS[c] in df.columns]
+    if clash:
+        raise ExportFormatError(f"both {old} and {clash}: keep one spelling of each amount")
+    out = df.rename(columns=DOLLAR_COLUMNS)
+    out.insert(list(out.columns).index(DOLLAR_COLUMNS[old[0]]), "currency", "USD")
+    return out
 
 
 def load_choice(path: str | Path) -> pd.DataFrame:

@@ -41,26 +41,41 @@ def study() -> None:
     default=None,
     help="Researcher who owns the study in the console (unowned studies: admins only).",
 )
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Only validate: report every error and note of each file; the database is not touched.",
+)
 @with_appcontext
-def study_load(files: tuple[Path, ...], force: bool, owner: str | None) -> None:
+def study_load(files: tuple[Path, ...], force: bool, owner: str | None, check: bool) -> None:
     """Load or update studies from YAML files (they are live at once; the console makes drafts).
 
     A study file names only files of its own folder (no absolute paths, ``..`` or symbolic
-    links; regular files within the size limits of :mod:`webapp.bundle`).
+    links; regular files within the size limits of :mod:`webapp.bundle`). With ``--check``
+    each file is validated as loading would (its pairs file, images and ``analysis:`` block
+    included) and nothing is stored.
     """
     from webapp.extensions import db
     from webapp.services import audit
     from webapp.services.accounts import get_researcher
     from webapp.services.studies import StudyLoadError, load_study
+    from webapp.studydef import folder_bundle, load_bundle
     from webapp.validation import StudyDefinitionError, error_lines
 
+    if check and (force or owner):
+        raise click.UsageError("--check stores nothing: --force and --owner do not apply to it")
     owner_row = get_researcher(owner) if owner else None
     if owner and owner_row is None:
         raise click.ClickException(f"no researcher {owner!r}; create it with create-researcher")
     failed = False
     for path in files:
+        notes: list[str] = []
         try:
-            result = load_study(path, force=force)
+            if check:
+                definition = load_bundle(folder_bundle(path), notes)
+            else:
+                result = load_study(path, force=force)
+                notes = list(result.notes)
         except StudyDefinitionError as exc:
             for line in error_lines(exc):  # each error of the file on its own line
                 click.echo(f"error: {line}", err=True)
@@ -69,6 +84,11 @@ def study_load(files: tuple[Path, ...], force: bool, owner: str | None) -> None:
         except StudyLoadError as exc:
             click.echo(f"error: {exc}", err=True)
             failed = True
+            continue
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+        if check:
+            click.echo(f"valid: {definition['slug']} from {path} (not stored)")
             continue
         s = result.study
         if owner_row is not None:
@@ -451,6 +471,7 @@ def bonus(
     by file, and `framelab recruit SLUG bonus` never pays those. If you did not upload the
     file, say so with --file-not-used.
     """
+    from webapp.i18n import study_currency
     from webapp.models import Platform, utcnow
     from webapp.recruit.results import cents
     from webapp.services.payments import (
@@ -490,8 +511,10 @@ def bonus(
     with out.open("w", newline="", encoding="utf-8") as fh:
         n = write_bonus_file(issue.lines, Platform(platform), fh)
     again = len(issue.lines) - issue.newly_issued - issue.from_ledger
+    currency = study_currency(s.definition)
     click.echo(
-        f"wrote {n} bonuses ({cents(sum(line.amount_cents for line in issue.lines))}) to {out}: "
+        f"wrote {n} bonuses ({cents(sum(line.amount_cents for line in issue.lines), currency)}) "
+        f"to {out}: "
         f"{issue.newly_issued} new, {again} written again, {issue.from_ledger} issued earlier "
         f"and not yet sent, {issue.skipped_issued - issue.from_ledger - again} already issued "
         f"and skipped, {issue.zero} with no bonus"

@@ -10,6 +10,10 @@ Block defaults that a study may override (a quiz's heading, the WTP question) ar
 the normalised definition when it is validated, in the study's language
 (:func:`default_text`), so a study's stored definition shows what its participants read.
 
+Amounts are written and read in the study's language and currency (``payment.currency``;
+:func:`study_currency` is the one place that reads it): ``84,50 €`` in a German EUR study,
+``$84.50`` in an English USD one.
+
 Compiled catalogues (``.mo``) are build outputs: :func:`compile_catalogues` writes any that
 are missing or older than their ``.po`` when the app is created (``make install`` runs
 ``pybabel compile`` too), so a fresh clone serves every language without a manual step.
@@ -22,19 +26,31 @@ import contextvars
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
-from babel.numbers import format_currency, format_decimal, get_decimal_symbol, get_group_symbol
+from babel.numbers import (
+    format_currency,
+    format_decimal,
+    get_currency_name,
+    get_currency_symbol,
+    get_decimal_symbol,
+    get_group_symbol,
+)
 from babel.support import NullTranslations, Translations
 from flask import Flask, g
-from flask_babel import Babel, lazy_gettext, refresh
+from flask_babel import Babel, gettext, lazy_gettext, refresh
 
 TRANSLATIONS = Path(__file__).resolve().parent / "translations"
 DEFAULT_LANGUAGE = "en"
 DOMAIN = "messages"
-CURRENCY = "USD"
+# The currencies a study may pay and price in (``payment.currency``): those the recruiters
+# pay in (Prolific's workspaces: GBP, USD, EUR; MTurk: USD).
+CURRENCIES = ("USD", "GBP", "EUR")
+DEFAULT_CURRENCY = "USD"
 
 # Jinja's gettext is installed by init_app (below), not by Flask-Babel: Flask-Babel's callables
 # resolve the domain, the locale and its cache key on every message, a measurable share of a
@@ -99,7 +115,10 @@ def init_app(app: Flask) -> None:
     )
     # {% trans %} blocks are extracted and looked up with their whitespace collapsed.
     app.jinja_env.policies["ext.i18n.trimmed"] = True
-    app.jinja_env.filters["money"] = lambda value: format_money(value, _selected_language())
+    app.jinja_env.filters["money"] = lambda value, currency=DEFAULT_CURRENCY: format_money(
+        value, _selected_language(), currency
+    )
+    app.jinja_env.globals["study_currency"] = study_currency
 
     @app.context_processor
     def _html_lang() -> dict[str, str]:
@@ -134,6 +153,17 @@ def _wtforms_catalogue(language: str) -> NullTranslations:
 def study_language(definition: dict) -> str:
     """The language of a study's normalised definition (``en`` when it names none)."""
     return definition.get("language", DEFAULT_LANGUAGE)
+
+
+def study_currency(definition: Mapping[str, Any]) -> str:
+    """The currency of a study's prices, WTP answers, rewards and bonuses (``payment.currency``).
+
+    Examples
+    --------
+    >>> study_currency({"payment": {"currency": "EUR"}}), study_currency({"tasks": []})
+    ('EUR', 'USD')
+    """
+    return definition.get("payment", {}).get("currency", DEFAULT_CURRENCY)
 
 
 def use_language(language: str) -> None:
@@ -177,18 +207,35 @@ def default_text(message: str) -> str:
 
 
 @cache
-def money_affixes(language: str) -> tuple[str, str]:
-    """What stands before and after an amount in ``language`` (``("$", "")``, ``("", "$")``)."""
-    sample = format_currency(1, CURRENCY, locale=language)
+def money_affixes(language: str, currency: str = DEFAULT_CURRENCY) -> tuple[str, str]:
+    """What stands before and after an amount in ``language`` (``("$", "")``, ``("", "€")``)."""
+    sample = format_currency(1, currency, locale=language)
     number = format_decimal(1, format="0.00", locale=language)
     before, _, after = sample.partition(number)
     return before.strip(), after.strip()
 
 
 @lru_cache(maxsize=4096)  # babel formats in about 0.1 ms; a study has few distinct prices
-def format_money(value: float, language: str) -> str:
-    """An amount in US dollars as written in ``language``: ``$1,234.50``, ``1.234,50 $``."""
-    return format_currency(value, CURRENCY, locale=language)
+def format_money(value: float | Decimal, language: str, currency: str = DEFAULT_CURRENCY) -> str:
+    """An amount as written in ``language``: ``$1,234.50``, ``1.234,50 €``.
+
+    Examples
+    --------
+    >>> format_money(84.5, "de", "EUR"), format_money(84.5, "en", "GBP")
+    ('84,50\xa0€', '£84.50')
+    """
+    return format_currency(value, currency, locale=language)
+
+
+def format_cents(amount: int, currency: str = DEFAULT_CURRENCY) -> str:
+    """Whole cents (pence) as the console writes them, in English: ``1234`` → ``'€12.34'``."""
+    return format_money(Decimal(amount) / 100, DEFAULT_LANGUAGE, currency)
+
+
+@cache
+def currency_name(currency: str, language: str) -> str:
+    """The currency's name for amounts in ``language``: ``US dollars``, ``Euro``, ``euros``."""
+    return get_currency_name(currency, count=2, locale=language)
 
 
 @lru_cache(maxsize=4096)
@@ -199,11 +246,9 @@ def format_number(value: float | int, language: str) -> str:
 
 # Messages for amounts a participant typed (evaluated in the page's language).
 AMOUNT_DIGITS = lazy_gettext("Please type the amount with the digits 0 to 9, for example 12.50.")
-AMOUNT_NEGATIVE = lazy_gettext("Please enter an amount of $0 or more.")
 AMOUNT_GROUPED = lazy_gettext(
     "Please type the amount without commas, for example 1000 or 12.50 (use a point for cents)."
 )
-AMOUNT_NOT_NUMBER = lazy_gettext("Please enter a number of dollars, for example 5 or 12.50.")
 
 
 @cache
@@ -234,9 +279,10 @@ def _amount_patterns(language: str) -> tuple[re.Pattern[str], ...]:
     )
 
 
-def parse_amount(text: str, language: str) -> float:
+def parse_amount(text: str, language: str, currency: str = DEFAULT_CURRENCY) -> float:
     """Read an amount typed in ``language``: ``"12.50"``, ``"$3"``, ``"12,50"`` (en) or
-    ``"12,50"``, ``"12,50 $"``, ``"12.5"`` (de).
+    ``"12,50"``, ``"12,50 €"``, ``"12.5"`` (de). The currency's symbol may stand before or
+    after the number.
 
     The locale's decimal mark is the norm; the other mark followed by one or two digits is
     read as a decimal too (it cannot be a thousands separator). Thousands separators are
@@ -249,20 +295,43 @@ def parse_amount(text: str, language: str) -> float:
 
     Examples
     --------
-    >>> parse_amount(" $12.5 ", "en"), parse_amount("12,50", "en"), parse_amount("12,50", "de")
-    (12.5, 12.5, 12.5)
+    >>> parse_amount(" $12.5 ", "en"), parse_amount("12,50", "en")
+    (12.5, 12.5)
+    >>> parse_amount("12,50 €", "de", "EUR"), parse_amount("£3", "en", "GBP")
+    (12.5, 3.0)
     """
     amount, grouped, other = _amount_patterns(language)
     decimal = _decimal_symbol(language)
-    cleaned = re.sub(r"\s", "", text).removeprefix("$").removesuffix("$")
+    cleaned = re.sub(r"\s", "", text)
+    for symbol in _symbols(language, currency):
+        cleaned = cleaned.removeprefix(symbol).removesuffix(symbol)
     if any(ch.isdigit() or ch.isnumeric() for ch in cleaned if not ch.isascii()):
         raise ValueError(str(AMOUNT_DIGITS))
     if cleaned.startswith("-") and (amount.match(cleaned[1:]) or other.match(cleaned[1:])):
-        raise ValueError(str(AMOUNT_NEGATIVE))
+        raise ValueError(
+            gettext(
+                "Please enter an amount of %(amount)s or more.",
+                amount=format_money(0, language, currency),
+            )
+        )
     if grouped.match(cleaned):
         raise ValueError(str(AMOUNT_GROUPED))
     if other.match(cleaned):
         cleaned = cleaned.replace("," if "," in cleaned else ".", decimal)
     if not amount.match(cleaned):
-        raise ValueError(str(AMOUNT_NOT_NUMBER))
+        raise ValueError(
+            gettext(
+                "Please enter an amount in %(currency)s, for example 5 or 12.50.",
+                currency=currency_name(currency, language),
+            )
+        )
     return float(cleaned.replace(decimal, "."))
+
+
+@cache
+def _symbols(language: str, currency: str) -> tuple[str, ...]:
+    """The marks of ``currency`` a participant may type around an amount, longest first
+    (``US$`` before ``$``), without spaces (they are removed before matching)."""
+    marks = {*money_affixes(language, currency), get_currency_symbol(currency, language)}
+    marks |= {get_currency_symbol(currency, DEFAULT_LANGUAGE), currency}
+    return tuple(sorted((re.sub(r"\s", "", m) for m in marks if m.strip()), key=len, reverse=True))

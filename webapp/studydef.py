@@ -27,7 +27,14 @@ from typing import Any
 import yaml
 
 from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError, size_text
-from webapp.i18n import DEFAULT_LANGUAGE, available_languages, definition_language
+from webapp.i18n import (
+    CURRENCIES,
+    DEFAULT_CURRENCY,
+    DEFAULT_LANGUAGE,
+    available_languages,
+    definition_language,
+    format_cents,
+)
 from webapp.study_analysis import validate_analysis
 from webapp.validation import (
     ID_MAX,
@@ -42,6 +49,7 @@ from webapp.validation import (
     check_keys,
     check_strings,
     check_text,
+    collect_notes,
     column_length,
     get_bool,
     get_id,
@@ -53,6 +61,7 @@ from webapp.validation import (
     get_str,
     line_at,
     parse_yaml,
+    written_key,
 )
 
 
@@ -67,7 +76,7 @@ def _completion_code(codes: Mapping[str, Any], key: str, where: Where) -> str:
     return value
 
 
-def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
+def _recruitment(raw: Any, where: Where, currency: str) -> dict[str, Any]:
     from webapp.models import PlatformIdentity
 
     raw = get_mapping(raw if raw is not None else {}, where)
@@ -84,10 +93,21 @@ def _recruitment(raw: Any, where: Where) -> dict[str, Any]:
         },
         where,
     )
-    platforms = get_list(raw.get("platforms", list(PLATFORMS)), where.at("platforms"), min_len=1)
+    # MTurk pays in US dollars only: a study in another currency runs without it.
+    paying = [p for p in PLATFORMS if currency == "USD" or p != "mturk"]
+    platforms = get_list(raw.get("platforms", paying), where.at("platforms"), min_len=1)
     for i, p in enumerate(platforms):
         if p not in PLATFORMS:
             raise where.at("platforms").at(i).error(f"{p!r} is not one of {list(PLATFORMS)}")
+        if p not in paying:
+            raise (
+                where.at("platforms")
+                .at(i)
+                .error(
+                    f"MTurk pays in US dollars, and this study's payment.currency is {currency}: "
+                    "set it to USD or recruit without MTurk"
+                )
+            )
     codes_where = where.at("completion_codes")
     codes = get_mapping(raw.get("completion_codes"), codes_where)
     check_keys(codes, {"completed", "screened_out", "study_full"}, codes_where)
@@ -154,36 +174,47 @@ def _verified_entry(definition: Mapping[str, Any], where: Where) -> None:
         )
 
 
-# The most bonus one participant may be paid unless ``payment.bonus.max_usd`` says more: a slip
-# in ``usd`` (10 for 0.10) must be refused at load, not paid a hundred times over.
-DEFAULT_MAX_BONUS_USD = 10.0
+# The most bonus one participant may be paid (in the study's currency) unless
+# ``payment.bonus.max`` says more: a slip in ``amount`` (10 for 0.10) must be refused at load,
+# not paid a hundred times over.
+DEFAULT_MAX_BONUS = 10.0
 
 
 def _payment(raw: Any, where: Where) -> dict[str, Any]:
     from webapp.models import BonusPayment
 
     raw = get_mapping(raw if raw is not None else {}, where)
-    check_keys(raw, {"base_usd", "bonus"}, where)
+    base = written_key(raw, "base", "base_usd", where)
+    check_keys(raw, {"currency", base, "bonus"}, where)
+    currency = get_line(raw, "currency", where, default=DEFAULT_CURRENCY)
+    if currency not in CURRENCIES:
+        raise where.at("currency").error(
+            f"{currency!r} is not a currency a study may pay in; choose one of "
+            f"{', '.join(CURRENCIES)} (an ISO 4217 code)"
+        )
     bonus_where = where.at("bonus")
-    bonus = get_mapping(raw.get("bonus") or {"usd": 0}, bonus_where)
-    check_keys(bonus, {"usd", "rule", "max_usd"}, bonus_where)
-    usd = get_number(bonus, "usd", bonus_where, default=0.0, minimum=0)
-    if abs(usd * 100 - round(usd * 100)) > 1e-6:  # platforms pay whole cents; 0.004 is not 0
-        raise bonus_where.at("usd").error(
-            f"must be a whole number of cents (e.g. 0.01), got {usd}: it would not be paid as "
+    bonus = get_mapping(raw.get("bonus") or {"amount": 0}, bonus_where)
+    amount_key = written_key(bonus, "amount", "usd", bonus_where)
+    max_key = written_key(bonus, "max", "max_usd", bonus_where)
+    check_keys(bonus, {amount_key, "rule", max_key}, bonus_where)
+    amount = get_number(bonus, amount_key, bonus_where, default=0.0, minimum=0)
+    if abs(amount * 100 - round(amount * 100)) > 1e-6:  # platforms pay whole cents
+        raise bonus_where.at(amount_key).error(
+            f"must be a whole number of cents (e.g. 0.01), got {amount}: it would not be paid as "
             "written"
         )
     return {
-        "base_usd": get_number(raw, "base_usd", where, minimum=0),
+        "currency": currency,
+        "base": get_number(raw, base, where, minimum=0),
         "bonus": {
-            "usd": usd,
+            "amount": amount,
             "rule": get_line(
                 bonus, "rule", bonus_where, default="none", max_len=column_length(BonusPayment.rule)
             ),
             # Stored only when given, so older definitions keep their hash.
             **(
-                {"max_usd": get_number(bonus, "max_usd", bonus_where, minimum=0.01)}
-                if "max_usd" in bonus
+                {"max": get_number(bonus, max_key, bonus_where, minimum=0.01)}
+                if max_key in bonus
                 else {}
             ),
         },
@@ -191,21 +222,22 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
 
 
 def _bonus_bound(definition: dict[str, Any], where: Where) -> None:
-    """Refuse a bonus rule that can pay one participant more than ``payment.bonus.max_usd``."""
+    """Refuse a bonus rule that can pay one participant more than ``payment.bonus.max``."""
     bonus = definition["payment"]["bonus"]
-    if bonus["rule"] == "none" or not bonus["usd"]:
+    if bonus["rule"] == "none" or not bonus["amount"]:
         return
     choices = sum(
         len(b.get("pairs", [])) for b in definition["tasks"] if b["type"] == "product_choice"
     )
-    cap = bonus.get("max_usd", DEFAULT_MAX_BONUS_USD)
-    most = round(bonus["usd"] * 100) * choices
+    cap = bonus.get("max", DEFAULT_MAX_BONUS)
+    most = round(bonus["amount"] * 100) * choices
     if most > round(cap * 100):
         at = where.at("payment").at("bonus")
+        currency = definition["payment"]["currency"]
         raise at.error(
-            f"pays up to {most / 100:.2f} per participant ({choices} choices x "
-            f"{bonus['usd']}), above max_usd {cap:.2f}; set max_usd to the most you mean to pay "
-            "one person"
+            f"pays up to {format_cents(most, currency)} per participant ({choices} choices x "
+            f"{bonus['amount']}), above max {format_cents(round(cap * 100), currency)}; set "
+            "max to the most you mean to pay one person"
         )
 
 
@@ -373,7 +405,12 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     if blocks and not found.errors:
         found.run(_block_order, blocks, tasks_where)
         found.run(_page_count, blocks, tasks_where)
-    recruitment = found.run(_recruitment, raw.get("recruitment"), where.at("recruitment"))
+    # The recruiters a study may name depend on its currency (its errors are payment's).
+    payment_raw = raw.get("payment")
+    currency = (payment_raw.get("currency") if isinstance(payment_raw, Mapping) else None) or (
+        DEFAULT_CURRENCY
+    )
+    recruitment = found.run(_recruitment, raw.get("recruitment"), where.at("recruitment"), currency)
     if recruitment is not None and not found.errors:
         found.run(_study_full_code, blocks, recruitment, where)
     definition = {
@@ -384,7 +421,7 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
             get_number, raw, "estimated_minutes", where, default=10.0, minimum=0
         ),
         "recruitment": recruitment,
-        "payment": found.run(_payment, raw.get("payment"), where.at("payment")),
+        "payment": found.run(_payment, payment_raw, where.at("payment")),
         "tasks": blocks,
     }
     found.check()
@@ -439,13 +476,16 @@ def folder_bundle(path: str | Path) -> Bundle:
         raise StudyDefinitionError(path.name[:100], "", str(exc), line=1) from None
 
 
-def load_bundle(bundle: Bundle) -> dict[str, Any]:
+def load_bundle(bundle: Bundle, notes: list[str] | None = None) -> dict[str, Any]:
     """Read and validate the study file of a bundle (the files it names are inlined).
 
     Parameters
     ----------
     bundle : webapp.bundle.Bundle
         From an upload or a folder; the study file is ``bundle.study_name``.
+    notes : list of str, optional
+        Receives a note for each thing that loads but should change (a key spelled the older
+        way), one per file and key, located like the errors.
 
     Returns
     -------
@@ -471,7 +511,13 @@ def load_bundle(bundle: Bundle) -> dict[str, Any]:
             raise Where(name, "", bundle, line).error(
                 f"not UTF-8 text at line {line}: save the file as UTF-8"
             ) from None
-        definition = validate_definition(parse_yaml(text, where), where)
+        with collect_notes() as found:
+            definition = validate_definition(parse_yaml(text, where), where)
+        if notes is not None:
+            notes.extend(
+                str(_with_line(first)) + (f" (and {more} more in this file)" if more else "")
+                for first, more in found
+            )
         try:  # what the database's JSON column will accept (PostgreSQL refuses NaN)
             stored = json.dumps(definition, allow_nan=False)
         except ValueError:

@@ -10,9 +10,11 @@ that imports their registry.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -381,6 +383,52 @@ def check_keys(raw: Mapping[str, Any], allowed: set[str], where: Where) -> None:
         )
 
 
+# Notes on a definition that loads: a key spelled the older way. Gathered while a definition is
+# validated (collect_notes) and printed with the load's result; one per file and key.
+_NOTES: contextvars.ContextVar[dict[tuple[str, str], list[Any]] | None] = contextvars.ContextVar(
+    "definition_notes", default=None
+)
+
+
+@contextlib.contextmanager
+def collect_notes() -> Iterator[list[tuple[StudyDefinitionError, int]]]:
+    """Gather the notes of the definitions validated inside: ``(first note, how many more)``
+    per file and key, in the order first seen (the list is filled when the block ends)."""
+    found: dict[tuple[str, str], list[Any]] = {}
+    out: list[tuple[StudyDefinitionError, int]] = []
+    token = _NOTES.set(found)
+    try:
+        yield out
+    finally:
+        _NOTES.reset(token)
+        out.extend((first, more) for first, more in found.values())
+
+
+def written_key(raw: Mapping[str, Any], new: str, old: str, where: Where) -> str:
+    """The spelling of a key that ``raw`` uses: ``new``, or its older name ``old`` (noted as
+    deprecated); giving both is refused. Errors about the value then name the key as written.
+
+    Amounts were once named in dollars (``price_usd``); they are now in the study's
+    ``payment.currency`` and their keys do not name one. The older files keep loading.
+    """
+    if old not in raw:
+        return new
+    if new in raw:
+        raise where.at(old).error(f"give {new!r} or the older {old!r}, not both")
+    found = _NOTES.get()
+    if found is not None:
+        key = (where.file, old)
+        if key in found:
+            found[key][1] += 1
+        else:
+            reason = (
+                f"{old!r} is deprecated: write {new!r} (amounts are in the study's "
+                "payment.currency, USD unless it says otherwise)"
+            )
+            found[key] = [where.at(old).error(reason), 0]
+    return old
+
+
 def stimulus_path(raw: Any, where: Where, what: str) -> str:
     """Return the bundle-relative name of the file named by ``raw`` (a study key).
 
@@ -505,7 +553,7 @@ class HardenedLoader(
                     key_node.start_mark,
                 )
             # PyYAML keeps the last of two equal keys: a pasted second `completion_codes:` or
-            # `base_usd:` would silently replace the first.
+            # `base:` would silently replace the first.
             if isinstance(key_node, yaml.ScalarNode):
                 line = key_node.start_mark.line + 1
                 if key_node.value in seen:

@@ -252,3 +252,26 @@ def test_text_columns_are_the_same_from_csv_and_from_typed_parquet(tmp_path):
         assert from_csv[col].tolist() == from_pq[col].tolist()
     assert from_csv["product_type"].iloc[:3].tolist() == [None] * 3
     assert from_pq["answered_at"].iloc[:2].tolist() == ["0", "1"]
+
+
+def test_amounts_in_the_study_currency_and_older_dollar_columns(choice_csv, tmp_path):
+    """Exports name the amounts' currency beside them; an older export's `_usd` columns are
+    read as those amounts in USD, so both load into one shape."""
+    older = pd.read_csv(choice_csv, dtype=str)
+    assert {"other_price_usd", "wtp_premium_usd"} <= set(older.columns)
+    current = older.rename(
+        columns={"other_price_usd": "other_price", "wtp_premium_usd": "wtp_premium"}
+    )
+    current.insert(list(current.columns).index("other_price"), "currency", "EUR")
+    path = tmp_path / "euros.csv"
+    current.to_csv(path, index=False)
+    from_older, from_current = load_export(choice_csv), load_export(path)
+    assert list(from_older.columns) == list(from_current.columns) == list(CHOICE_LONG_COLUMNS)
+    assert set(from_older["currency"]) == {"USD"} and set(from_current["currency"]) == {"EUR"}
+    pd.testing.assert_frame_equal(
+        from_older.drop(columns="currency"), from_current.drop(columns="currency")
+    )
+    both = older.assign(other_price=older["other_price_usd"])
+    both.to_csv(path, index=False)
+    with pytest.raises(ExportFormatError, match="keep one spelling of each amount"):
+        load_export(path)

@@ -103,7 +103,7 @@ def test_bots_export_analysis_from_the_command_line(tmp_path):
     assert len(df) == 400 and set(df["is_test"]) == {"1"}  # kept as read, not in the way
     assert set(Counter(zip(df["pair_id"], df["format"], strict=True)).values()) == {20}
     assert not df.duplicated(["participant_id", "pair_id"]).any()
-    assert df["wtp_premium_usd"].notna().all()
+    assert df["wtp_premium"].notna().all()
     res = chi2_choice(df, levels=["original", "summary"]).iloc[0]
     # Simulated 83.7% vs 52.3%: a difference of 0.314 that the test must recover. The bots'
     # formats follow the server's assignment, which is not seeded, so the estimate is a random

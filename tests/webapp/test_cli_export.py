@@ -76,7 +76,7 @@ def test_done_when_40_bots_give_400_balanced_rows(runner, study, tmp_path):
     per_pair = Counter((r["pair_id"], r["format"]) for r in rows)
     assert len(per_pair) == 20 and set(per_pair.values()) == {20}
     assert len({(r["participant_id"], r["pair_id"]) for r in rows}) == 400
-    assert all(r["wtp_premium_usd"] != "" and float(r["wtp_premium_usd"]) >= 0 for r in rows)
+    assert all(r["wtp_premium"] != "" and float(r["wtp_premium"]) >= 0 for r in rows)
     assert Counter(r["sequence"] for r in rows) == {"A": 200, "B": 200}
     for r in rows:
         assert r["participant_id"].startswith("p_") and len(r["participant_id"]) == 18
@@ -84,7 +84,7 @@ def test_done_when_40_bots_give_400_balanced_rows(runner, study, tmp_path):
         assert r["target_side"] in {"left", "right"} and r["chose_target"] in {"0", "1"}
         assert r["status"] == "completed" and r["quiz_passed"] == "1"
         assert r["attention_passed"] == "1" and float(r["duration_s"]) > 0
-        pct = 100 * float(r["wtp_premium_usd"]) / float(r["other_price_usd"])
+        pct = 100 * float(r["wtp_premium"]) / float(r["other_price"])
         assert float(r["wtp_premium_pct"]) == pytest.approx(pct)
 
 
@@ -105,7 +105,7 @@ def test_export_columns_follow_the_contract_and_hide_platform_ids(runner, make_b
         "format",
         "chose_target",
         "target_side",
-        "wtp_premium_usd",
+        "wtp_premium",
         "wtp_premium_pct",
         "rt_ms",
         "trial_index",
@@ -122,7 +122,7 @@ def test_export_columns_follow_the_contract_and_hide_platform_ids(runner, make_b
     # abandon_at=6: consent, instructions, quiz, choice, wtp, choice → 2 choice rows
     assert by_status == {"completed": 10, "started": 2}
     started = [r for r in rows if r["status"] == "started"]
-    assert started[1]["wtp_premium_usd"] == "" and started[1]["duration_s"] == ""
+    assert started[1]["wtp_premium"] == "" and started[1]["duration_s"] == ""
     out2 = tmp_path / "ids.csv"
     runner.invoke(
         args=["export", "product-choice-demo", "--out", str(out2), "--include-platform-ids"]

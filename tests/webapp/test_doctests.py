@@ -38,7 +38,7 @@ def test_parse_premium_accepts_plain_amounts_and_a_decimal_comma_only():
     assert parse_premium("10,5", 100) == 10.5  # a decimal comma
     assert parse_premium("$0,75", 100) == 0.75
     for bad in ("1e3", "nan", "inf", ",", "1,2,3", "1,234,5", "--1", "1.2.3", "0x10"):
-        with pytest.raises(ValueError, match="number of dollars"):
+        with pytest.raises(ValueError, match="amount in US dollars"):
             parse_premium(bad, 1000)
     with pytest.raises(ValueError, match="at most"):
         parse_premium("10.01", 10)

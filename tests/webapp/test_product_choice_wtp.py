@@ -81,7 +81,7 @@ def test_every_named_field_is_filled_and_nothing_else(app, tmp_path):
     chosen = page.text.split("You chose ", 1)[1].split("<", 1)[0].strip()
     (other,) = manufacturers - {chosen}
     other_price = next(
-        p["price_usd"] for p in (pair["target"], pair["control"]) if p["manufacturer"] == other
+        p["price"] for p in (pair["target"], pair["control"]) if p["manufacturer"] == other
     )
     expected = (
         f"For the {pair['product_type']}: you chose {chosen} over {other} "

@@ -34,7 +34,7 @@ def test_demo_study_is_valid_and_has_ten_pairs():
     for p in pairs:
         assert p["target"]["manufacturer"] != p["control"]["manufacturer"]
         assert p["target"]["review"] != p["target"]["summary"]
-        assert p["target"]["price_usd"] > 0 and p["control"]["price_usd"] > 0
+        assert p["target"]["price"] > 0 and p["control"]["price"] > 0
     assert d["recruitment"]["completion_codes"]["completed"]
     assert d["tasks"][2]["attempts"] == 2
 
@@ -62,8 +62,8 @@ def _write(tmp_path: Path, mutate) -> Path:
         (lambda r: r["tasks"][1].update(type="dance"), "tasks[1].type", "unknown task type"),
         (lambda r: r["tasks"][3].update(pairs="nowhere.yaml"), "tasks[3].pairs", "not found"),
         (
-            lambda r: r["tasks"][3]["wtp"].update(max_premium_usd=-1),
-            "tasks[3].wtp.max_premium_usd",
+            lambda r: r["tasks"][3]["wtp"].update(max_premium=-1),
+            "tasks[3].wtp.max_premium",
             "at least",
         ),
         (
@@ -73,16 +73,16 @@ def _write(tmp_path: Path, mutate) -> Path:
         ),
         (lambda r: r["tasks"].pop(0), "tasks[0]", "consent"),
         (lambda r: r["tasks"][2].update(attemps=3), "tasks[2]", "unknown key"),
-        (lambda r: r["payment"].update(base_usd="two"), "payment.base_usd", "expected a number"),
+        (lambda r: r["payment"].update(base="two"), "payment.base", "expected a number"),
         (  # would round to $0.00: refused, not paid as nothing
-            lambda r: r["payment"]["bonus"].update(usd=0.004),
-            "payment.bonus.usd",
+            lambda r: r["payment"]["bonus"].update(amount=0.004),
+            "payment.bonus.amount",
             "whole number of cents",
         ),
         (  # 10 choices x $1.50 = $15.00 per person, above the default bound of $10.00
-            lambda r: r["payment"]["bonus"].update(usd=1.5),
+            lambda r: r["payment"]["bonus"].update(amount=1.5),
             "payment.bonus",
-            "above max_usd 10.00",
+            "above max $10.00",
         ),
         (  # a second product_choice block with the same pairs: answers are analysed by pair
             lambda r: r["tasks"].insert(4, {**copy.deepcopy(r["tasks"][3]), "id": "more"}),
@@ -128,7 +128,7 @@ def _pairs_with_bad_prices(tmp_path: Path, n_bad: int) -> Path:
     pairs = yaml.safe_load((DEMO.parent / "product_pairs" / "demo.yaml").read_text())["pairs"]
     pairs = [{**copy.deepcopy(pairs[i % len(pairs)]), "id": f"p{i}"} for i in range(30)]
     for pair in pairs[:n_bad]:
-        pair["target"]["price_usd"] = "cheap"
+        pair["target"]["price"] = "cheap"
     return _write(tmp_path, lambda r: r["tasks"][3].update(pairs=pairs))
 
 
@@ -139,15 +139,13 @@ def test_a_mistake_repeated_in_eight_pairs_is_reported_eight_times_each_with_its
     with pytest.raises(StudyDefinitionErrors) as info:
         load_study_file(path)
     err = info.value
-    assert [e.path for e in err.errors] == [
-        f"tasks[3].pairs[{i}].target.price_usd" for i in range(8)
-    ]
+    assert [e.path for e in err.errors] == [f"tasks[3].pairs[{i}].target.price" for i in range(8)]
     lines = [e.line for e in err.errors]
     assert len(set(lines)) == 8 and lines == sorted(lines)
     text = path.read_text().splitlines()
     assert all("cheap" in text[line - 1] for line in lines)
     # The first error is the exception's own, so code that shows one error still works.
-    assert err.path == "tasks[3].pairs[0].target.price_usd" and "expected a number" in err.reason
+    assert err.path == "tasks[3].pairs[0].target.price" and "expected a number" in err.reason
     assert len(error_lines(err)) == 8 and str(err).startswith("8 errors:\n")
 
 
@@ -157,14 +155,14 @@ def test_errors_of_blocks_and_sections_come_together_and_are_bounded(tmp_path):
     def mutate(raw):
         raw["colour"] = "blue"
         raw["tasks"][2]["questions"][0]["correct"] = "7"
-        raw["payment"]["base_usd"] = "two"
+        raw["payment"]["base"] = "two"
 
     with pytest.raises(StudyDefinitionErrors) as info:
         load_study_file(_write(tmp_path, mutate))
     assert [e.path for e in info.value.errors] == [
         "",
         "tasks[2].questions[0].correct",
-        "payment.base_usd",
+        "payment.base",
     ]
 
     with pytest.raises(StudyDefinitionErrors) as info:
@@ -181,9 +179,9 @@ def test_an_unquoted_question_mark_gets_a_hint_to_quote_the_text(tmp_path):
     assert "line 2" in str(info.value) and "put the whole text in double quotes" in str(info.value)
 
 
-def test_a_bonus_above_the_default_bound_loads_when_max_usd_says_so(tmp_path):
+def test_a_bonus_above_the_default_bound_loads_when_max_says_so(tmp_path):
     def mutate(raw):
-        raw["payment"]["bonus"].update(usd=1.5, max_usd=15)
+        raw["payment"]["bonus"].update(amount=1.5, max=15)
 
     definition = load_study_file(_write(tmp_path, mutate))
-    assert definition["payment"]["bonus"] == {"usd": 1.5, "rule": "majority_choice", "max_usd": 15}
+    assert definition["payment"]["bonus"] == {"amount": 1.5, "rule": "majority_choice", "max": 15}

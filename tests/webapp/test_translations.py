@@ -260,6 +260,17 @@ def _pages_of(app, definition: dict[str, Any]) -> dict[str, str]:
     return pages
 
 
+def _german_in_dollars(tmp_path: Path) -> Path:
+    """A copy of the German demo paid in US dollars and open to MTurk (slug produktwahl-usd)."""
+    folder = tmp_path / "usd"
+    shutil.copytree(ROOT / "stimuli" / "studies", folder, dirs_exist_ok=True)
+    path = folder / GERMAN_DEMO.name
+    text = path.read_text().replace("slug: produktwahl-demo", "slug: produktwahl-usd")
+    text = text.replace("currency: EUR", "currency: USD")
+    path.write_text(re.sub(r"platforms: \[.*\]", "platforms: [prolific, mturk, link]", text))
+    return path
+
+
 def test_no_english_platform_text_on_any_page_of_a_german_study(app, client, tmp_path):
     """Every participant page type, the refusals and the end and error pages of German
     studies show none of the English catalogue's texts (the researcher's own texts are left
@@ -293,7 +304,10 @@ def test_no_english_platform_text_on_any_page_of_a_german_study(app, client, tmp
     texts["declined"] = entry.transport.request(
         "POST", form.action, {**form.hidden(), "decline": "y"}
     )[2]
-    preview = client.get("/s/produktwahl-demo?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
+    # MTurk pays in dollars: its preview is of a copy of the German demo that pays in them.
+    dollars = _german_in_dollars(tmp_path)
+    _load(app, dollars)
+    preview = client.get("/s/produktwahl-usd?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
     texts["mturk preview"] = preview.get_data(as_text=True)
     texts["error (session)"] = client.get("/s/produktwahl-demo/p/no-such-token").get_data(True)
     texts["error (link)"] = client.get("/s/produktwahl-demo?participant=").get_data(True)
@@ -335,7 +349,10 @@ def test_a_german_participant_types_a_decimal_comma_and_the_export_says_de(app):
     page = bot.open()
     while page.kind != "wtp":
         page = bot.step()
-    assert "Geben Sie 0 oder mehr ein, höchstens 500,00 $." in visible_text(page.text)
+    # The German demo pays in euros: amounts, the field's label and its mark say so.
+    text = visible_text(page.text)
+    assert "Geben Sie 0 oder mehr ein, höchstens 500,00 €." in text and "Aufpreis in Euro" in text
+    assert "$" not in text and "Dollar" not in text
     bot.transport.request("POST", page.url, {**bot.answer(), "premium": "1.000"})
     assert "ohne Tausenderpunkte" in visible_text(bot.reload().text)
     page = bot.reload()
@@ -345,6 +362,8 @@ def test_a_german_participant_types_a_decimal_comma_and_the_export_says_de(app):
         study = db.session.scalar(db.select(Study).where(Study.slug == "produktwahl-demo"))
         choice = db.session.scalar(db.select(ChoiceResponse))
         assert choice.wtp_premium_usd == 12.5
+        long_rows, _ = build_table(study, "long", include_test=True)
+        assert {(r["currency"], r["wtp_premium"]) for r in long_rows} == {("EUR", 12.5)}
         rows, columns = build_table(study, "wide", include_test=True)
         assert "study_language" in columns and rows[0]["study_language"] == "de"
         codebook, _ = build_table(study, "codebook")

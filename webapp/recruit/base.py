@@ -32,6 +32,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import db
+from webapp.i18n import study_currency
 from webapp.models import (
     BonusPayment,
     Participant,
@@ -246,18 +247,27 @@ class Recruiter(BonusActions, ABC):
             detail={"platform": self.platform.value, **detail},
         )
 
+    @property
+    def currency(self) -> str:
+        """The currency of the study's rewards and bonuses (MTurk's are always USD)."""
+        return study_currency(self.study.definition)
+
+    def cents(self, amount: int) -> str:
+        """Whole cents in the study's currency, as the reports write them."""
+        return cents(amount, self.currency)
+
     # -- actions ------------------------------------------------------------------------------
     def max_bonus_cents(self) -> int:
         """The most bonus one person can earn under the study's rule."""
         bonus = self.study.definition["payment"]["bonus"]
-        if bonus["rule"] == "none" or not bonus["usd"]:
+        if bonus["rule"] == "none" or not bonus["amount"]:
             return 0
         choices = sum(
             len(b.get("pairs", []))
             for b in self.study.definition["tasks"]
             if b["type"] == "product_choice"
         )
-        return round(bonus["usd"] * 100) * choices
+        return round(bonus["amount"] * 100) * choices
 
     def plan(self) -> Report:
         """The cost of the listing before anything is created (no outbound call)."""
@@ -268,12 +278,12 @@ class Recruiter(BonusActions, ABC):
         cost = self.cost(worst if row is None else pending)
         report = Report("plan", cost=cost)
         report.lines += [
-            f"{self.label}: {s.places} places at {cents(s.reward_cents)} "
+            f"{self.label}: {s.places} places at {self.cents(s.reward_cents)} "
             f"(about {s.estimated_minutes} min)",
             *(
-                [f"bonuses: at most {cents(self.max_bonus_cents())} per person (study rule)"]
+                [f"bonuses: at most {self.cents(self.max_bonus_cents())} per person (study rule)"]
                 if row is None
-                else [f"bonuses in the ledger not yet paid: {cents(pending)}"]
+                else [f"bonuses in the ledger not yet paid: {self.cents(pending)}"]
             ),
             *cost.lines(),
         ]
@@ -507,10 +517,10 @@ class Recruiter(BonusActions, ABC):
             "approve", {s.submission_id: self.settings.reward_cents for s in chosen}
         )
         report.lines.append(
-            f"approve {n} submission(s): rewards {cents(pay)} + fees "
-            f"{cents(fee(pay, self.cost(0).fee_rate))}"
+            f"approve {n} submission(s): rewards {self.cents(pay)} + fees "
+            f"{self.cents(fee(pay, self.cost(0).fee_rate))}"
         )
-        report.lines += report.confirmation.lines()
+        report.lines += report.confirmation.lines(self.currency)
         report.counts = {"approve": n, "waiting": len(waiting), "cost_cents": pay}
         return report, chosen
 

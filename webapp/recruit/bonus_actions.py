@@ -17,7 +17,7 @@ from webapp.extensions import db
 from webapp.models import BonusPayment, Participant, PlatformIdentity, utcnow
 from webapp.recruit import ledger
 from webapp.recruit.errors import RecruitError
-from webapp.recruit.results import Confirmation, ConfirmationChanged, Report, cents
+from webapp.recruit.results import Confirmation, ConfirmationChanged, Report
 from webapp.services.entry import canonical_spelling
 
 if TYPE_CHECKING:
@@ -127,25 +127,25 @@ class BonusActions:
         report = Report("bonus", cost=cost)
         report.confirmation = Confirmation.of("bonus", offer)
         report.lines += [
-            f"new bonuses by the study's rule: {cents(new)}; in the ledger, not yet sent: "
-            f"{cents(due)}",
+            f"new bonuses by the study's rule: {self.cents(new)}; in the ledger, not yet sent: "
+            f"{self.cents(due)}",
             *(f"left out: {code}: {why}" for code, why in plan.excluded),
             *(f"not paid now: {code}: {status} on {self.label}" for code, status in withheld),
             *(
-                [f"sent earlier, not yet seen paid: {cents(waiting)} (never sent again)"]
+                [f"sent earlier, not yet seen paid: {self.cents(waiting)} (never sent again)"]
                 if waiting
                 else []
             ),
             *(
-                f"sent by file: {i.participant.code} ({cents(b.amount_cents)}): never paid "
+                f"sent by file: {i.participant.code} ({self.cents(b.amount_cents)}): never paid "
                 "through the API; if that file was not used, say so with `framelab bonus "
                 f"{self.study.slug} --platform {self.platform.value} --file-not-used "
                 f"{i.participant.code}`"
                 for b, i in filed
             ),
-            f"to pay now: {cents(to_pay)} + fees {cents(bonus_fees)} = "
-            f"{cents(to_pay + bonus_fees)} ({len(offer)} bonus(es))",
-            *report.confirmation.lines(),
+            f"to pay now: {self.cents(to_pay)} + fees {self.cents(bonus_fees)} = "
+            f"{self.cents(to_pay + bonus_fees)} ({len(offer)} bonus(es))",
+            *report.confirmation.lines(self.currency),
         ]
         report.counts = {"to_pay_cents": to_pay, "to_pay_fees_cents": bonus_fees}
         return report
@@ -203,7 +203,7 @@ class BonusActions:
         if more.rows:
             report.counts["more"] = len(more.rows)
             report.lines.append(
-                f"{len(more.rows)} more bonus(es), {cents(more.total)}, became payable after "
+                f"{len(more.rows)} more bonus(es), {self.cents(more.total)}, became payable after "
                 "the confirmation: not paid by this run; confirm them separately"
             )
         return self._ledger_step(
@@ -287,12 +287,13 @@ class BonusActions:
         report.counts.setdefault("sent_cents", 0)
         report.counts.update(counts)
         lines = [
-            f"paid {len(paid)} bonus(es), {cents(counts['paid_cents'])} "
+            f"paid {len(paid)} bonus(es), {self.cents(counts['paid_cents'])} "
             f"({self.label} lists them as paid)"
         ]
         if report.counts["sent"]:
             lines.append(
-                f"sent {report.counts['sent']} bonus(es), {cents(report.counts['sent_cents'])}: "
+                f"sent {report.counts['sent']} bonus(es), "
+                f"{self.cents(report.counts['sent_cents'])}: "
                 f"{self.label} pays them within minutes; the next `bonus` or `settle` run "
                 "confirms them"
             )
@@ -303,20 +304,21 @@ class BonusActions:
         for b, i in by_state.get(ledger.PAYING, []):
             lines.append(
                 f"unconfirmed: {i.participant.code}: payment {b.platform_payment_id} "
-                f"({cents(b.amount_cents)}) was sent at {when(b)} but its outcome is unknown; "
+                f"({self.cents(b.amount_cents)}) was sent at {when(b)} but its outcome is unknown; "
                 f"{self.unconfirmed_note}"
             )
         for b, i in late:
             lines.append(
                 f"not settled: {i.participant.code}: payment {b.platform_payment_id} "
-                f"({cents(b.amount_cents)}) was accepted at {when(b)} but {self.label} does not "
+                f"({self.cents(b.amount_cents)}) was accepted at {when(b)} but {self.label} "
+                "does not "
                 f"list it as paid; {self.unsettled_note}"
             )
         for b, i in rows:
             held = b.claim_token is not None and b.claim_token != claim.token
             if held and b.platform_state != ledger.PAID and b.claimed_at is not None:
                 lines.append(
-                    f"waits: {i.participant.code} ({cents(b.amount_cents)}, "
+                    f"waits: {i.participant.code} ({self.cents(b.amount_cents)}, "
                     f"{b.platform_state or 'new'}): held by another run since "
                     f"{b.claimed_at:%Y-%m-%d %H:%M} UTC, which is still running or stopped "
                     "(killed, its machine gone); "
@@ -330,7 +332,7 @@ class BonusActions:
                 )
         for b, i in by_state.get(ledger.REFUSED, []):
             lines.append(
-                f"refused: {i.participant.code} ({cents(b.amount_cents)}): {b.platform_note}; "
+                f"refused: {i.participant.code} ({self.cents(b.amount_cents)}): {b.platform_note}; "
                 "never sent again: fix the cause, then `settle --retry-refused`, or pay by hand"
             )
         report.lines += lines

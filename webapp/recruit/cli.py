@@ -4,6 +4,7 @@ confirm what it costs)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -104,7 +105,9 @@ def recruit(
                 # No transaction waits on the researcher's answer (on SQLite it would hold the
                 # write lock and stall the participants' pages meanwhile).
                 r.release()
-                click.confirm(f"{action} on {r.label}{_spend(action, preview)}?", abort=True)
+                click.confirm(
+                    f"{action} on {r.label}{_spend(action, preview, r.cents)}?", abort=True
+                )
         if action in ("approve", "bonus"):
             try:
                 report = getattr(r, action)(confirmed=preview.confirmation)
@@ -133,11 +136,9 @@ def recruit(
     _echo(report.lines)
 
 
-def _spend(action: str, preview: Any) -> str:
+def _spend(action: str, preview: Any, cents: Callable[[int], str]) -> str:
     """What the confirmation names: what this action pays now (bonus: the bonuses and their
     fees; approve: the rewards; create and publish: the listing's whole cost, at most)."""
-    from webapp.recruit.results import cents
-
     counts = preview.counts
     if action == "bonus":
         return f" ({cents(counts['to_pay_cents'])} + {cents(counts['to_pay_fees_cents'])} fees now)"

@@ -235,7 +235,9 @@ class ProlificRecruiter(Recruiter):
             bonus_fees=fee(bonuses_cents, s.fee_rate),
             fee_rate=s.fee_rate,
             note="fee_rate is the recruiter block's; Prolific's invoice has your account's rate "
-            "(and VAT where it applies)",
+            f"(and VAT where it applies); amounts are in {self.currency}, which must be the "
+            "currency of your Prolific workspace",
+            currency=self.currency,
         )
 
     def study_url(self, base_url: str) -> str:

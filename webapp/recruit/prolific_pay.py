@@ -42,7 +42,7 @@ from webapp.recruit import ledger
 from webapp.recruit.bonus_actions import payable
 from webapp.recruit.errors import NotSent, RecruitError, Refused
 from webapp.recruit.prolific_answers import answer_dict, prolific_id
-from webapp.recruit.results import Report, Submission, cents, fee
+from webapp.recruit.results import Report, Submission, fee
 from webapp.services.entry import canonical_spelling
 
 if TYPE_CHECKING:
@@ -92,9 +92,9 @@ class ProlificPayments:
         for b, i in rows:
             if b.id in found and before[b.id] in OPEN:
                 report.lines.append(
-                    f"recorded as paid: {i.participant.code} ({cents(b.amount_cents)}): Prolific "
-                    "already lists this bonus (a payment file, or a payment by hand); not paid "
-                    "again"
+                    f"recorded as paid: {i.participant.code} ({self.r.cents(b.amount_cents)}): "
+                    "Prolific already lists this bonus (a payment file, or a payment by hand); "
+                    "not paid again"
                 )
         self.set_ups(allowed)  # drops those it may not pay before new rows are set up
         self.set_up(rows, report, allowed)
@@ -212,7 +212,9 @@ class ProlificPayments:
             report.counts["not_set_up"] = report.counts.get("not_set_up", 0) + len(ids)
             return []
         self.claim.move(ids, ledger.CLAIMED, ledger.SET_UP, platform_payment_id=bulk)
-        report.lines.append(f"set up bonus payment {bulk} ({len(group)} bonuses, {cents(asked)})")
+        report.lines.append(
+            f"set up bonus payment {bulk} ({len(group)} bonuses, {self.r.cents(asked)})"
+        )
         return []
 
     def _check_charge(self, bulk: str, body: dict[str, object], asked: int) -> None:
@@ -237,9 +239,10 @@ class ProlificPayments:
         charged = total if total is not None else asked + (fees or 0.0) + (vat or 0.0)
         if charged - confirmed >= 1:
             raise RecruitError(
-                f"Prolific would charge {cents(round(charged))} for set-up {bulk} (bonuses "
-                f"{cents(asked)}, fees {cents(round(fees or 0))}, VAT {cents(round(vat or 0))}), "
-                f"more than the {cents(confirmed)} confirmed at fee_rate "
+                f"Prolific would charge {self.r.cents(round(charged))} for set-up {bulk} (bonuses "
+                f"{self.r.cents(asked)}, fees {self.r.cents(round(fees or 0))}, "
+                f"VAT {self.r.cents(round(vat or 0))}), "
+                f"more than the {self.r.cents(confirmed)} confirmed at fee_rate "
                 f"{self.r.settings.fee_rate:g}; it is never paid. Set the recruiter block's "
                 "fee_rate to your account's rate with VAT, then confirm again"
             )

@@ -7,12 +7,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from webapp.i18n import DEFAULT_CURRENCY, format_cents
 from webapp.recruit.errors import RecruitError
 
 
-def cents(amount: int) -> str:
-    """``1234`` → ``'$12.34'``."""
-    return f"${amount // 100:,}.{amount % 100:02d}"
+def cents(amount: int, currency: str = DEFAULT_CURRENCY) -> str:
+    """Whole cents in ``currency`` (the study's ``payment.currency``): ``1234`` → ``'$12.34'``."""
+    return format_cents(amount, currency)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Cost:
     bonus_fees: int
     fee_rate: float
     note: str = ""
+    currency: str = DEFAULT_CURRENCY
 
     @property
     def total(self) -> int:
@@ -33,14 +35,15 @@ class Cost:
 
     def lines(self) -> list[str]:
         """Human-readable lines (CLI and console)."""
+        c = self.currency
         out = [
-            f"rewards   {cents(self.rewards)}",
+            f"rewards   {cents(self.rewards, c)}",
             # Each part in money: the rates differ on MTurk (40% on rewards of 10+ assignments,
             # 20% on bonuses).
-            f"fees      {cents(self.reward_fees + self.bonus_fees)} "
-            f"({cents(self.reward_fees)} on rewards, {cents(self.bonus_fees)} on bonuses)",
-            f"bonuses   {cents(self.bonuses)}",
-            f"total     {cents(self.total)}",
+            f"fees      {cents(self.reward_fees + self.bonus_fees, c)} "
+            f"({cents(self.reward_fees, c)} on rewards, {cents(self.bonus_fees, c)} on bonuses)",
+            f"bonuses   {cents(self.bonuses, c)}",
+            f"total     {cents(self.total, c)}",
         ]
         return out + ([self.note] if self.note else [])
 
@@ -100,10 +103,10 @@ class Confirmation:
         mine = self.as_dict()
         return Confirmation.of(self.action, {k: v for k, v in now.rows if k not in mine})
 
-    def lines(self) -> list[str]:
-        """The line that names what is confirmed (count, total, fingerprint)."""
+    def lines(self, currency: str = DEFAULT_CURRENCY) -> list[str]:
+        """The line that names what is confirmed (count, total in ``currency``, fingerprint)."""
         return [
-            f"this confirmation: {len(self.rows)} row(s), {cents(self.total)} "
+            f"this confirmation: {len(self.rows)} row(s), {cents(self.total, currency)} "
             f"(fingerprint {self.digest()})"
         ]
 

@@ -6,7 +6,7 @@ stored in the study definition only when present, so studies without it keep the
     recruiter:
       platform: prolific        # or mturk
       places: 70
-      reward_usd: 3.00          # default: payment.base_usd
+      reward: 3.00              # default: payment.base, in payment.currency
       estimated_minutes: 12     # default: the study's estimated_minutes
       fee_rate: 0.3334          # Prolific's fee on rewards and bonuses with any VAT (default 1/3)
       devices: [desktop]        # Prolific: desktop, tablet, mobile
@@ -35,6 +35,7 @@ from webapp.validation import (
     get_list,
     get_mapping,
     get_number,
+    written_key,
 )
 
 RECRUITERS = ("prolific", "mturk")
@@ -71,7 +72,6 @@ MTURK_COMPARATORS = (
 _KEYS = {
     "platform",
     "places",
-    "reward_usd",
     "estimated_minutes",
     "fee_rate",
     "devices",
@@ -210,7 +210,8 @@ def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) ->
         Located at the offending key.
     """
     raw = get_mapping(raw, where)
-    check_keys(raw, _KEYS, where)
+    reward_key = written_key(raw, "reward", "reward_usd", where)
+    check_keys(raw, _KEYS | {reward_key}, where)
     platform = get_line(raw, "platform", where)
     if platform not in RECRUITERS:
         raise where.at("platform").error(f"{platform!r} is not one of {list(RECRUITERS)}")
@@ -221,11 +222,10 @@ def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) ->
     places = get_int(raw, "places", where, default=0, minimum=1) if "places" in raw else None
     if places is None:
         raise where.at("places").error("is required (how many people to recruit)")
-    reward = get_number(
-        raw, "reward_usd", where, default=definition["payment"]["base_usd"], minimum=0
-    )
+    reward = get_number(raw, reward_key, where, default=definition["payment"]["base"], minimum=0)
     if reward <= 0:
-        raise where.at("reward_usd").error("must be more than 0 (or set payment.base_usd)")
+        raise where.at(reward_key).error("must be more than 0 (or set payment.base)")
+
     minutes = get_number(
         raw, "estimated_minutes", where, default=definition["estimated_minutes"], minimum=1
     )

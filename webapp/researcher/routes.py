@@ -56,7 +56,13 @@ from webapp.services import export as export_service
 from webapp.services import researchers as console
 from webapp.services.design import study_formats
 from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
-from webapp.services.studies import StudyLoadError, bundle_zip, get_study, status_counts
+from webapp.services.studies import (
+    LoadResult,
+    StudyLoadError,
+    bundle_zip,
+    get_study,
+    status_counts,
+)
 from webapp.validation import StudyDefinitionError, error_lines
 
 _EXPORT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
@@ -113,6 +119,13 @@ def _back(slug: str, section: str, warning: str) -> Response:
     """Return to a section of the study page with a warning shown in that section."""
     flash(warning, f"warning:{section}")
     return redirect(url_for("researcher.study", slug=slug) + f"#{section}")
+
+
+def _flash_loaded(result: LoadResult) -> None:
+    """Say what a load did, and each note on the file (a key spelled the older way)."""
+    flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")
+    for note in result.notes:
+        flash(f"note: {note}", "warning")
 
 
 def _studies_dir() -> Path:
@@ -233,7 +246,7 @@ def upload() -> Any:
     except (StudyLoadError, ConsoleError) as exc:
         db.session.rollback()
         return _index(form, [str(exc)])
-    flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")
+    _flash_loaded(result)
     return redirect(url_for("researcher.study", slug=result.study.slug))
 
 
@@ -258,7 +271,7 @@ def load() -> Any:
     except (StudyLoadError, ConsoleError) as exc:
         db.session.rollback()
         return _index(errors=[str(exc)], load=form)
-    flash(f"{result.action}: {result.study.slug} (version {result.study.version})", "info")
+    _flash_loaded(result)
     return redirect(url_for("researcher.study", slug=result.study.slug))
 
 

@@ -413,7 +413,7 @@ def participant_record(study: Study, p: Participant) -> dict[str, Any]:
             "format": c.format,
             "chosen": c.chosen_side,
             "chose_target": c.chose_target,
-            "wtp_premium_usd": c.wtp_premium_usd,
+            "wtp_premium": c.wtp_premium_usd,
             "answered_at": _ts(c.answered_at),
         }
         for c in p.choices

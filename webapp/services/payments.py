@@ -1,6 +1,7 @@
 """Bonuses: compute them from the study's rule, record them in a ledger, write payment files.
 
-The product-choice rule (``majority_choice``) pays ``payment.bonus.usd`` for every choice that
+The product-choice rule (``majority_choice``) pays ``payment.bonus.amount`` (in the study's
+``payment.currency``) for every choice that
 matches the majority choice for that pair and format among the study's completed, non-excluded,
 real (not test) participants (the published study paid a base of $3 plus such a bonus). On an
 exact tie both choices count as matching, so nobody loses a bonus to a coin flip.
@@ -33,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import selectinload
 
 from webapp.extensions import db
+from webapp.i18n import format_cents, study_currency
 from webapp.models import (
     AuditEvent,
     BonusPayment,
@@ -85,7 +87,7 @@ class BonusLine:
 
     @property
     def amount(self) -> str:
-        """The amount in dollars with two decimals, e.g. ``'0.70'``."""
+        """The amount in the study's currency with two decimals, e.g. ``'0.70'``."""
         return f"{self.amount_cents // 100}.{self.amount_cents % 100:02d}"
 
 
@@ -129,11 +131,11 @@ def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
 
 
 def bonus_cap_cents(definition: Mapping[str, Any]) -> int:
-    """The most bonus one participant may be paid (``payment.bonus.max_usd``, or the default
-    of :data:`webapp.studydef.DEFAULT_MAX_BONUS_USD`), in cents."""
-    from webapp.studydef import DEFAULT_MAX_BONUS_USD
+    """The most bonus one participant may be paid (``payment.bonus.max``, or the default of
+    :data:`webapp.studydef.DEFAULT_MAX_BONUS`), in cents of the study's currency."""
+    from webapp.studydef import DEFAULT_MAX_BONUS
 
-    return round(definition["payment"]["bonus"].get("max_usd", DEFAULT_MAX_BONUS_USD) * 100)
+    return round(definition["payment"]["bonus"].get("max", DEFAULT_MAX_BONUS) * 100)
 
 
 def _reference(study: Study) -> list[Participant]:
@@ -231,10 +233,16 @@ def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
     """
     bonus = study.definition["payment"]["bonus"]
     rule = bonus["rule"]
-    if rule == "none" or not bonus["usd"]:
+    if rule == "none" or not bonus["amount"]:
         raise PaymentError(f"study {study.slug!r} pays no bonus (payment.bonus: {bonus})")
     check_payment_rule(study.definition, study.slug)
-    cents = round(bonus["usd"] * 100)
+    currency = study_currency(study.definition)
+    if platform is Platform.mturk and currency != "USD":
+        raise PaymentError(
+            f"study {study.slug!r} pays in {currency} (payment.currency); MTurk pays in US "
+            "dollars only, so its bonus file would pay the wrong amounts"
+        )
+    cents = round(bonus["amount"] * 100)
     cap = bonus_cap_cents(study.definition)
     people = _reference(study)
     majority = majority_choices(people)
@@ -260,7 +268,7 @@ def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
         if n * cents > cap:  # a definition loaded before the bound was checked at load
             raise PaymentError(
                 f"{p.code}'s bonus ({n} x {cents} cents) is above the study's bound of {cap} "
-                "cents per participant (payment.bonus.max_usd); nothing was issued"
+                "cents per participant (payment.bonus.max); nothing was issued"
             )
         lines.append(
             BonusLine(
@@ -272,7 +280,7 @@ def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
                 n_matching=n,
                 reason=(
                     f"Bonus: {n} of your {len(p.choices)} choices matched the majority "
-                    f"(${bonus['usd']:.2f} each). Thank you!"
+                    f"({format_cents(cents, currency)} each). Thank you!"
                 ),
                 request_token=_token(study, p, rule),
             )
@@ -572,6 +580,7 @@ def ledger_rows(study: Study) -> list[dict[str, Any]]:
     far its payment got (``state``: sent by file, paid, …; :data:`webapp.recruit.ledger.LABELS`)."""
     from webapp.recruit.ledger import LABELS
 
+    currency = study_currency(study.definition)
     rows = db.session.execute(
         select(BonusPayment, Participant.code)
         .join(Participant, Participant.id == BonusPayment.participant_id)
@@ -583,7 +592,8 @@ def ledger_rows(study: Study) -> list[dict[str, Any]]:
             "participant_id": code,
             "platform": b.platform.value,
             "rule": b.rule,
-            "amount_usd": f"{b.amount_cents / 100:.2f}",
+            "amount": f"{b.amount_cents / 100:.2f}",
+            "currency": currency,
             "issued_by": b.issued_by,
             "issued_at": b.issued_at.strftime("%Y-%m-%d %H:%M:%S"),
             "state": LABELS.get(b.platform_state, b.platform_state or ""),

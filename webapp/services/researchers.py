@@ -6,6 +6,7 @@ import functools
 import re
 import secrets
 import statistics
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -186,9 +187,10 @@ def load_uploaded_study(
     webapp.services.studies.StudyLoadError
         Tasks changed while participants exist.
     """
-    definition = with_slug(load_bundle(bundle), slug)
+    notes: list[str] = []
+    definition = with_slug(load_bundle(bundle, notes), slug)
     source = f"upload:{bundle.study_name}"
-    return _store_owned(definition, source, owner, force, bundle)
+    return replace(_store_owned(definition, source, owner, force, bundle), notes=tuple(notes))
 
 
 def load_study_for(
@@ -200,8 +202,9 @@ def load_study_for(
     stores it under another slug than the file's own.
     """
     bundle = folder_bundle(path)
-    definition = with_slug(load_bundle(bundle), slug)
-    return _store_owned(definition, str(path), owner, force, bundle)
+    notes: list[str] = []
+    definition = with_slug(load_bundle(bundle, notes), slug)
+    return replace(_store_owned(definition, str(path), owner, force, bundle), notes=tuple(notes))
 
 
 def with_slug(definition: dict[str, Any], slug: str | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import threading
 import zipfile
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class LoadResult:
 
     study: Study
     action: str  # "created" | "updated" | "unchanged"
+    notes: tuple[str, ...] = ()  # what loads but should change (load_bundle's notes)
 
 
 def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
@@ -73,7 +74,10 @@ def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
         The tasks changed while participants exist and ``force`` is false.
     """
     bundle = folder_bundle(path)
-    return store_definition(load_bundle(bundle), str(path), force=force, files=bundle.files())
+    notes: list[str] = []
+    definition = load_bundle(bundle, notes)
+    result = store_definition(definition, str(path), force=force, files=bundle.files())
+    return replace(result, notes=tuple(notes))
 
 
 def store_definition(

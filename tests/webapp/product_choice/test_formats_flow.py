@@ -60,7 +60,7 @@ def test_bots_state_an_effect_per_format_and_the_export_shows_it(app):
         for f in ("original", "summary", MITIGATED)
     }
     assert rate["original"] < rate[MITIGATED] < rate["summary"], rate
-    assert all(r["wtp_premium_usd"] is not None for r in rows)
+    assert all(r["wtp_premium"] is not None for r in rows)
 
 
 def test_parse_format_effects_refuses_what_is_not_a_probability():
@@ -163,7 +163,7 @@ def test_two_product_choice_blocks_keep_their_answers_apart(app, tmp_path):
     # Both blocks have a trial 0, 1, 2: each trial's WTP answer sits on its own block's row.
     keys = Counter((r["participant_id"], r["block"], r["trial_index"]) for r in rows)
     assert set(keys.values()) == {1}
-    assert all(r["wtp_premium_usd"] is not None for r in rows)
+    assert all(r["wtp_premium"] is not None for r in rows)
     assert all(r["pair_id"].endswith("-b") == (r["block"] == "more") for r in rows)
     # Rows follow the answers: the first block's trials, then the second's.
     first = [r["block"] for r in rows if r["participant_id"] == rows[0]["participant_id"]]

@@ -4,7 +4,8 @@ Each trial is two pages. The *choice* page shows two manufacturers of one produc
 described by the text of the trial's format (the original review, an LLM summary, a mitigated
 summary, … one of the block's ``formats``; :mod:`.pairs`), and asks which one the participant
 would buy. The *WTP* page then shows the price of the product not chosen
-($X) and asks how much more than $X the participant would pay for the chosen one.
+(X, in the study's ``payment.currency``) and asks how much more than X the participant would
+pay for the chosen one.
 """
 
 from __future__ import annotations
@@ -15,15 +16,19 @@ from typing import Any
 from flask_babel import gettext, lazy_gettext
 from sqlalchemy import Float, bindparam, literal, select, update
 from wtforms import ValidationError
+from wtforms.fields import Label
 from wtforms.validators import InputRequired
 
 from webapp.i18n import (
+    DEFAULT_CURRENCY,
     DEFAULT_LANGUAGE,
     N_,
+    currency_name,
     default_text,
     format_money,
     money_affixes,
     parse_amount,
+    study_currency,
     study_language,
 )
 from webapp.models import ChoiceResponse
@@ -55,6 +60,7 @@ from webapp.validation import (
     get_template,
     read_yaml,
     stimulus_path,
+    written_key,
 )
 
 __all__ = [
@@ -124,28 +130,43 @@ class ChoiceForm(PageForm):
 class WtpForm(PageForm):
     """The premium over the other product's price, validated against the block's maximum."""
 
+    # The label names the study's currency (set_money); this one is for a form without a study.
     premium = StringField(
-        lazy_gettext("Additional amount in US dollars"),
+        lazy_gettext("Additional amount"),
         validators=[
-            InputRequired(
-                lazy_gettext("Please enter an amount in dollars (0 if you would pay nothing more).")
-            )
+            InputRequired(lazy_gettext("Please enter an amount (0 if you would pay nothing more)."))
         ],
         render_kw={"maxlength": NUMBER_MAX_CHARS},
     )
-    max_usd: float = 0.0
+    max_premium: float = 0.0
     language: str = DEFAULT_LANGUAGE
+    currency: str = DEFAULT_CURRENCY
+
+    def set_money(self, max_premium: float, language: str, currency: str) -> None:
+        """Read and label the amount in the study's language and currency."""
+        self.max_premium, self.language, self.currency = max_premium, language, currency
+        self.premium.label = Label(
+            self.premium.id,
+            gettext(
+                "Additional amount in %(currency)s", currency=currency_name(currency, language)
+            ),
+        )
 
     def validate_premium(self, field: StringField) -> None:
         """Attach a clear message for non-numeric, negative or too large amounts."""
         try:
-            parse_premium(field.data or "", self.max_usd, self.language)
+            parse_premium(field.data or "", self.max_premium, self.language, self.currency)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
 
 
-def parse_premium(text: str, max_usd: float, language: str = DEFAULT_LANGUAGE) -> float:
-    """Parse a typed dollar amount such as ``"12.50"``, ``"$3"`` or ``"12,50"``.
+def parse_premium(
+    text: str,
+    max_premium: float,
+    language: str = DEFAULT_LANGUAGE,
+    currency: str = DEFAULT_CURRENCY,
+) -> float:
+    """Parse a typed amount such as ``"12.50"``, ``"$3"`` or ``"12,50"``.
 
     The study's language decides the decimal mark (:func:`webapp.i18n.parse_amount`): in
     English a comma followed by one or two digits is a decimal comma and ``"1,000"`` (a
@@ -156,15 +177,17 @@ def parse_premium(text: str, max_usd: float, language: str = DEFAULT_LANGUAGE) -
     ----------
     text : str
         What the participant typed.
-    max_usd : float
+    max_premium : float
         The configured maximum premium.
     language : str
         The study's language (``en``, ``de``, ...).
+    currency : str
+        The study's currency (``payment.currency``): its symbol may be typed with the amount.
 
     Returns
     -------
     float
-        The amount in dollars, 0 ≤ amount ≤ ``max_usd``.
+        The amount in the study's currency, 0 ≤ amount ≤ ``max_premium``.
 
     Raises
     ------
@@ -177,13 +200,16 @@ def parse_premium(text: str, max_usd: float, language: str = DEFAULT_LANGUAGE) -
     12.5
     >>> parse_premium("12,50", 100)
     12.5
-    >>> parse_premium("12,50 $", 100, "de")
+    >>> parse_premium("12,50 €", 100, "de", "EUR")
     12.5
     """
-    value = parse_amount(text, language)
-    if value > max_usd:
+    value = parse_amount(text, language, currency)
+    if value > max_premium:
         raise ValueError(
-            gettext("Please enter at most %(amount)s.", amount=format_money(max_usd, language))
+            gettext(
+                "Please enter at most %(amount)s.",
+                amount=format_money(max_premium, language, currency),
+            )
         )
     return value
 
@@ -236,7 +262,8 @@ class ProductChoiceTask(TaskType):
         labels = validate_labels(body.get("labels"), where.at("labels"), formats)
         ww = where.at("wtp")
         wtp = get_mapping(body.get("wtp") or {}, ww)
-        check_keys(wtp, {"max_premium_usd", "question"}, ww)
+        max_premium = written_key(wtp, "max_premium", "max_premium_usd", ww)
+        check_keys(wtp, {max_premium, "question"}, ww)
         return {
             **({} if legacy else {"formats": formats}),
             "pairs": pairs,
@@ -245,9 +272,7 @@ class ProductChoiceTask(TaskType):
                 body, "prompt", where, default=default_text("Which product would you buy?")
             ),
             "wtp": {
-                "max_premium_usd": get_number(
-                    wtp, "max_premium_usd", ww, default=100.0, minimum=0.01
-                ),
+                "max_premium": get_number(wtp, max_premium, ww, default=100.0, minimum=0.01),
                 "question": get_template(
                     wtp, "question", ww, WTP_FIELDS, default_text(WTP_QUESTION)
                 ),
@@ -328,8 +353,11 @@ class ProductChoiceTask(TaskType):
         if ctx.step % 2 == 0:
             return ChoiceForm(formdata=formdata)
         form = WtpForm(formdata=formdata)
-        form.max_usd = ctx.block["wtp"]["max_premium_usd"]
-        form.language = study_language(ctx.definition)
+        form.set_money(
+            ctx.block["wtp"]["max_premium"],
+            study_language(ctx.definition),
+            study_currency(ctx.definition),
+        )
         return form
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
@@ -359,9 +387,9 @@ class ProductChoiceTask(TaskType):
         assert chose_target is not None, "the WTP page always follows a saved choice"
         chosen = pair["target"] if chose_target else pair["control"]
         other = pair["control"] if chose_target else pair["target"]
-        language = study_language(ctx.definition)
+        language, currency = study_language(ctx.definition), study_currency(ctx.definition)
         values = {
-            "price": format_money(other["price_usd"], language),
+            "price": format_money(other["price"], language, currency),
             "chosen": chosen["manufacturer"],
             "other": other["manufacturer"],
             "product": pair["product_type"],
@@ -371,11 +399,11 @@ class ProductChoiceTask(TaskType):
             "kind": "wtp",
             "chosen": chosen,
             "other": other,
-            "other_price": other["price_usd"],
+            "other_price": other["price"],
             "question": fill(ctx.block["wtp"]["question"], values),
-            "max_usd": ctx.block["wtp"]["max_premium_usd"],
-            "max_text": format_money(ctx.block["wtp"]["max_premium_usd"], language),
-            "money_affixes": money_affixes(language),
+            "max_premium": ctx.block["wtp"]["max_premium"],
+            "max_text": format_money(ctx.block["wtp"]["max_premium"], language, currency),
+            "money_affixes": money_affixes(language, currency),
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
@@ -397,7 +425,7 @@ class ProductChoiceTask(TaskType):
                 "target_side": trial.target_side,
                 "chosen_side": side,
                 "chose_target": chose_target,
-                "other_price_usd": other["price_usd"],
+                "other_price_usd": other["price"],
                 "rt_ms": rt_ms,
                 "server_rt_ms": server_ms,
                 "answered_at": ctx.now,
@@ -406,8 +434,9 @@ class ProductChoiceTask(TaskType):
             return NEXT
         premium = parse_premium(
             form["premium"].data,
-            ctx.block["wtp"]["max_premium_usd"],
+            ctx.block["wtp"]["max_premium"],
             study_language(ctx.definition),
+            study_currency(ctx.definition),
         )
         # The choice's row exists: the WTP page is only shown after it (its template reads it).
         ctx.write(

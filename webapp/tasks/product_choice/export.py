@@ -15,6 +15,7 @@ from sqlalchemy.orm import selectinload
 
 from webapp.export_common import ExportScope, column_name, iso_time
 from webapp.extensions import db
+from webapp.i18n import study_currency
 from webapp.models import ChoiceResponse, Participant, Study
 
 TASK = "product_choice"
@@ -35,8 +36,9 @@ LONG_CHOICE_COLUMNS: tuple[str, ...] = (
     "target_side",
     "chosen_side",
     "chose_target",
-    "other_price_usd",
-    "wtp_premium_usd",
+    "currency",
+    "other_price",
+    "wtp_premium",
     "wtp_premium_pct",
     "rt_ms",
     "wtp_rt_ms",
@@ -72,9 +74,14 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
     "target_side": ("str", "side of the target manufacturer", "left|right"),
     "chosen_side": ("str", "side chosen", "left|right"),
     "chose_target": ("int", "1 if the target manufacturer was chosen", "0|1"),
-    "other_price_usd": ("float", "price of the product not chosen, USD", ">= 0"),
-    "wtp_premium_usd": ("float", "stated premium over the other price, USD", ">= 0"),
-    "wtp_premium_pct": ("float", "100 * wtp_premium_usd / other_price_usd", ">= 0"),
+    "currency": (
+        "str",
+        "ISO 4217 code of the amounts (the study's payment.currency; before it, USD)",
+        "USD|GBP|EUR",
+    ),
+    "other_price": ("float", "price of the product not chosen, in `currency`", ">= 0"),
+    "wtp_premium": ("float", "stated premium over the other price, in `currency`", ">= 0"),
+    "wtp_premium_pct": ("float", "100 * wtp_premium / other_price", ">= 0"),
     "wtp_rt_ms": ("int", "client-measured time on the WTP page, ms", ">= 0"),
     "server_rt_ms": ("int", "server time between serving the page and the answer, ms", ">= 0"),
     "n_choices": ("int", "choice trials answered", ">= 0"),
@@ -105,9 +112,10 @@ def long_table(
         .options(selectinload(Participant.choices), selectinload(Participant.identity))
         .order_by(Participant.id)
     )
+    currency = study_currency(scope.study.definition)
     rows: list[dict[str, Any]] = []
     for p in db.session.scalars(scope.where(query)):
-        base = scope.participant(p)
+        base = {**scope.participant(p), "currency": currency}
         rows += [{**base, **_choice_cells(c, product_types, sources)} for c in p.choices]
     return rows, list(LONG_CHOICE_COLUMNS)
 
@@ -137,8 +145,8 @@ def _choice_cells(
         "target_side": c.target_side,
         "chosen_side": c.chosen_side,
         "chose_target": int(c.chose_target),
-        "other_price_usd": c.other_price_usd,
-        "wtp_premium_usd": c.wtp_premium_usd,
+        "other_price": c.other_price_usd,
+        "wtp_premium": c.wtp_premium_usd,
         "wtp_premium_pct": c.wtp_premium_pct,
         "rt_ms": c.rt_ms,
         "wtp_rt_ms": c.wtp_rt_ms,

@@ -32,6 +32,7 @@ from webapp.validation import (
     get_number,
     get_str,
     stimulus_path,
+    written_key,
 )
 
 # A format's name: ``original``, ``summary``, ``mitigated:self-debias`` (a method after a colon).
@@ -173,11 +174,12 @@ def _sources(raw: Any, where: Where, formats: list[str]) -> dict[str, str]:
 
 def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[str, Any]:
     p = get_mapping(raw, where)
+    price = written_key(p, "price", "price_usd", where)
     check_keys(
         p,
         {
             "manufacturer",
-            "price_usd",
+            price,
             "review",
             "summary",
             "texts",
@@ -203,7 +205,7 @@ def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[s
             raise where.error(f"no text for format {fmt!r}: add it under 'texts'{hint}")
     out: dict[str, Any] = {
         "manufacturer": get_line(p, "manufacturer", where),
-        "price_usd": get_number(p, "price_usd", where, minimum=0.01),
+        "price": get_number(p, price, where, minimum=0.01),
     }
     if legacy:  # the two-format shape of earlier definitions, so their hash stays the same
         out.update(review=texts["original"], summary=texts["summary"])
