@@ -317,6 +317,28 @@ def _block(
     return out
 
 
+def _design_part(
+    design: list[dict[str, Any]], checked: dict[str, Any] | None, raw: Any
+) -> list[dict[str, Any]] | None:
+    """``design`` with block ``raw`` (``checked``: its validated form, ``None`` if refused).
+
+    A refused block stands in with its type and the formats it meant (its own errors say what
+    is wrong); ``None`` when they cannot be told, so nothing is checked against them.
+    """
+    from webapp.tasks import get_task_type
+
+    if checked is not None:
+        return [*design, checked]
+    kind = raw.get("type") if isinstance(raw, Mapping) else None
+    task_type = get_task_type(kind) if isinstance(kind, str) else None
+    if task_type is None:
+        return design
+    formats = task_type.meant_formats(raw)
+    if formats is None:
+        return None
+    return [*design, {"type": kind, **({"formats": list(formats)} if formats else {})}]
+
+
 def _block_order(blocks: list[dict[str, Any]], tasks_where: Where) -> None:
     if blocks[0]["type"] != "consent":
         raise tasks_where.at(0).error("the first block must be of type 'consent'")
@@ -392,16 +414,21 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     tasks_where = where.at("tasks")
     blocks: list[dict[str, Any]] = []
     seen: set[str] = set()
+    # What the analysis block is checked against: the valid blocks, and the formats of a
+    # product-choice block refused for other reasons (None: a design that cannot be told).
+    design: list[dict[str, Any]] | None = []
     # The defaults a block does not override are written in the study's language.
     raw_blocks = found.run(get_list, raw.get("tasks"), tasks_where, min_len=1) or []
     if len(raw_blocks) > MAX_BLOCKS:  # too many to validate: the count is the error
         found.add(_too_many_blocks(len(raw_blocks), tasks_where))
-        raw_blocks = []
+        raw_blocks, design = [], None
     with definition_language(language):
         for i, block in enumerate(raw_blocks):
             checked = found.run(_block, block, i, tasks_where, blocks, seen)
             if checked is not None:
                 blocks.append(checked)
+            if design is not None:
+                design = _design_part(design, checked, block)
     if blocks and not found.errors:
         found.run(_block_order, blocks, tasks_where)
         found.run(_page_count, blocks, tasks_where)
@@ -424,22 +451,35 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         "payment": found.run(_payment, payment_raw, where.at("payment")),
         "tasks": blocks,
     }
-    found.check()
-    _bonus_bound(definition, where)
+    if definition["payment"] is not None:
+        found.run(_bonus_bound, definition, where)
     if raw.get("language") is not None:  # stored only when given: older hashes stay
         definition["language"] = language
-    if raw.get("recruiter") is not None:  # stored only when given: older hashes stay
+    # The recruiter and analysis blocks are checked against the sections they depend on, in the
+    # same round as the rest when those are valid.
+    if raw.get("recruiter") is not None and None not in (
+        recruitment,
+        definition["payment"],
+        definition["estimated_minutes"],
+    ):
         from webapp.recruit.settings import validate_recruiter
 
-        definition["recruiter"] = validate_recruiter(
-            raw["recruiter"], where.at("recruiter"), definition
+        definition["recruiter"] = found.run(
+            validate_recruiter, raw["recruiter"], where.at("recruiter"), definition
         )
-    if definition["recruitment"].get("verified_entry"):
-        _verified_entry(definition, where.at("recruitment").at("verified_entry"))
-    if raw.get("analysis") is not None:  # stored only when given: older hashes stay
-        definition["analysis"] = validate_analysis(
-            raw["analysis"], where.at("analysis"), definition
+    # Needs the recruitment and recruiter as validated (a refused recruiter says its own why).
+    if (
+        recruitment is not None
+        and recruitment.get("verified_entry")
+        and (raw.get("recruiter") is None or definition.get("recruiter") is not None)
+    ):
+        found.run(_verified_entry, definition, where.at("recruitment").at("verified_entry"))
+    if raw.get("analysis") is not None and design is not None:
+        # A product-choice block refused for its pairs still names its formats.
+        definition["analysis"] = found.run(
+            validate_analysis, raw["analysis"], where.at("analysis"), {"tasks": design}
         )
+    found.check()
     check_strings(definition, where)
     return definition
 

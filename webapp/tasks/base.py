@@ -242,6 +242,12 @@ class TaskType:
         """Validate the block's keys (without ``id``/``type``) and return them normalised."""
         return {}
 
+    def meant_formats(self, body: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The formats a block that :meth:`validate` refused was meant to show, so the rest of
+        the study (its ``analysis:`` block) is checked in the same round; ``()`` for a type
+        without formats, ``None`` when they cannot be told."""
+        return ()
+
     def n_steps(self, block: dict[str, Any]) -> int:
         """Number of pages this block shows."""
         return 1

@@ -175,8 +175,8 @@ def test_validation_errors_name_the_line_in_the_study_and_in_the_stimulus_file(t
         raise AssertionError("a wrong quiz answer was accepted")
     study.write_text(text)
     pairs_text = PAIRS.read_text()
-    pairs.write_text(pairs_text.replace("price_usd: ", "price_usd: -", 1))
-    line = next(i for i, t in enumerate(pairs_text.splitlines(), 1) if "price_usd: " in t)
+    pairs.write_text(pairs_text.replace("price: ", "price: -", 1))
+    line = next(i for i, t in enumerate(pairs_text.splitlines(), 1) if "price: " in t)
     try:
         load_study_file(study)
     except StudyDefinitionError as exc:
@@ -487,10 +487,10 @@ def test_a_syntax_error_in_the_pairs_file_names_the_pairs_file_and_its_line(tmp_
     study, pairs = _setup(tmp_path)
     shutil.copy(DEMO, study)
     text = PAIRS.read_text()
-    pairs.write_text(text.replace("price_usd: ", "price_usd: [", 1))
+    pairs.write_text(text.replace("price: ", "price: [", 1))
     exc = _refusal(study)
     assert exc.file == "product_pairs/demo.yaml" and "invalid YAML" in exc.reason, str(exc)
-    assert _line_of(text, "price_usd: ") <= exc.line <= _line_of(text, "price_usd: ") + 2
+    assert _line_of(text, "price: ") <= exc.line <= _line_of(text, "price: ") + 2
 
 
 def test_a_pairs_file_without_pairs_is_refused_at_a_line(tmp_path):

@@ -10,6 +10,7 @@ pay for the chosen one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -44,6 +45,8 @@ from webapp.tasks.base import (
 )
 from webapp.tasks.product_choice import export
 from webapp.tasks.product_choice.pairs import (
+    check_methods,
+    meant_formats,
     product_text,
     validate_formats,
     validate_labels,
@@ -52,6 +55,8 @@ from webapp.tasks.product_choice.pairs import (
 from webapp.tasks.widgets import NUMBER_MAX_CHARS, RadioField, StringField
 from webapp.text_rules import fill
 from webapp.validation import (
+    Collector,
+    StudyDefinitionError,
     Where,
     check_keys,
     get_mapping,
@@ -245,39 +250,58 @@ class ProductChoiceTask(TaskType):
         check_keys(body, {"pairs", "formats", "labels", "prompt", "wtp"}, where)
         # A block without ``formats:`` keeps the two-format shape of earlier definitions.
         legacy = "formats" not in body
-        formats = (
-            list(FORMATS) if legacy else validate_formats(body["formats"], where.at("formats"))
-        )
-        pw = where.at("pairs")
-        raw_pairs = body.get("pairs")
-        if isinstance(raw_pairs, str):  # a file of the study's bundle
-            name = stimulus_path(raw_pairs, pw, "a pairs file")
-            # Errors inside it name the pairs file; load_bundle adds their line there.
-            file_where = Where(name, "", pw.bundle)
-            doc = read_yaml(name, pw)
-            doc = get_mapping(doc, file_where)
-            pairs = validate_pairs(doc.get("pairs"), file_where.at("pairs"), formats, legacy=legacy)
-        else:
-            pairs = validate_pairs(raw_pairs, pw, formats, legacy=legacy)
-        labels = validate_labels(body.get("labels"), where.at("labels"), formats)
+        fw = where.at("formats")
+        formats = list(FORMATS) if legacy else validate_formats(body["formats"], fw)
+        # The block's parts are independent: their errors are reported together.
+        found = Collector()
+        found.run(check_methods, formats, fw)
+        meant = meant_formats(formats)  # a misspelt method: one message, at `formats:`
+        pairs = found.run(self._pairs, body.get("pairs"), where, meant, legacy)
+        labels = found.run(validate_labels, body.get("labels"), where.at("labels"), meant)
         ww = where.at("wtp")
         wtp = get_mapping(body.get("wtp") or {}, ww)
         max_premium = written_key(wtp, "max_premium", "max_premium_usd", ww)
         check_keys(wtp, {max_premium, "question"}, ww)
-        return {
+        prompt = default_text("Which product would you buy?")
+        out = {
             **({} if legacy else {"formats": formats}),
             "pairs": pairs,
             "labels": labels,
-            "prompt": get_str(
-                body, "prompt", where, default=default_text("Which product would you buy?")
-            ),
+            "prompt": found.run(get_str, body, "prompt", where, default=prompt),
             "wtp": {
-                "max_premium": get_number(wtp, max_premium, ww, default=100.0, minimum=0.01),
-                "question": get_template(
-                    wtp, "question", ww, WTP_FIELDS, default_text(WTP_QUESTION)
+                "max_premium": found.run(
+                    get_number, wtp, max_premium, ww, default=100.0, minimum=0.01
+                ),
+                "question": found.run(
+                    get_template, wtp, "question", ww, WTP_FIELDS, default_text(WTP_QUESTION)
                 ),
             },
         }
+        found.check()
+        return out
+
+    def meant_formats(self, body: Mapping[str, Any]) -> tuple[str, ...] | None:
+        if "formats" not in body:
+            return FORMATS
+        try:
+            return tuple(meant_formats(validate_formats(body["formats"], Where(""))))
+        except StudyDefinitionError:
+            return None
+
+    @staticmethod
+    def _pairs(raw: Any, where: Where, formats: list[str], legacy: bool) -> list[dict[str, Any]]:
+        """The block's pairs: inline, or from a pairs file of the study's bundle."""
+        pw = where.at("pairs")
+        named_at = None if legacy else where.at("formats")
+        if not isinstance(raw, str):
+            return validate_pairs(raw, pw, formats, legacy=legacy, named_at=named_at)
+        name = stimulus_path(raw, pw, "a pairs file")
+        # Errors inside it name the pairs file; load_bundle adds their line there.
+        file_where = Where(name, "", pw.bundle)
+        doc = get_mapping(read_yaml(name, pw), file_where)
+        return validate_pairs(
+            doc.get("pairs"), file_where.at("pairs"), formats, legacy=legacy, named_at=named_at
+        )
 
     def check_with_blocks(
         self, block: dict[str, Any], earlier: list[dict[str, Any]], where: Where

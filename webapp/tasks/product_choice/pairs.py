@@ -11,9 +11,12 @@ See ``docs/platform.md`` ("Product choice with k formats").
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import io
 import re
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from PIL import Image, UnidentifiedImageError
@@ -108,6 +111,59 @@ def image_problem(data: bytes, kind: str) -> str | None:
     return None
 
 
+@cache
+def mitigation_methods() -> tuple[str, ...]:
+    """The methods ``framelab mitigate list`` prints, from the file both halves read
+    (``framelab/mitigation_methods.txt``; the web app never imports the research package)."""
+    text = resources.files("framelab").joinpath("mitigation_methods.txt").read_text("utf-8")
+    return tuple(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+
+
+def did_you_mean(name: str, known: list[str] | tuple[str, ...]) -> str:
+    """``"; did you mean 'X'?"`` for the closest of ``known`` to a misspelt ``name``, or ``""``."""
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_methods(formats: list[str]) -> list[int]:
+    """Positions of the ``mitigated:NAME`` formats whose NAME is no mitigation method."""
+    return [
+        i
+        for i, name in enumerate(formats)
+        if name.partition(":")[0] == "mitigated"
+        and name.partition(":")[2] not in mitigation_methods()
+    ]
+
+
+def meant_formats(formats: list[str]) -> list[str]:
+    """``formats`` with each unknown ``mitigated:NAME`` replaced by the method it is closest to
+    (the one :func:`check_methods` suggests): the rest of the block and study are checked
+    against what was meant, so one misspelling gives one message."""
+    out = list(formats)
+    known = [f"mitigated:{m}" for m in mitigation_methods()]
+    for i in unknown_methods(formats):
+        close = difflib.get_close_matches(formats[i], known, n=1)
+        out[i] = close[0] if close and close[0] not in formats else formats[i]
+    return out
+
+
+def check_methods(formats: list[str], where: Where) -> None:
+    """Refuse each ``mitigated:NAME`` format of ``formats`` (at ``where``) naming no method."""
+    found = Collector()
+    for i in unknown_methods(formats):
+        method = formats[i].partition(":")[2]
+        known = [f"mitigated:{m}" for m in mitigation_methods()]
+        found.add(
+            where.at(i).error(
+                f"{method!r} is not a mitigation method (`framelab mitigate list` prints "
+                f"them){did_you_mean(formats[i], known)}"
+            )
+        )
+    found.check()
+
+
 def validate_formats(raw: Any, where: Where) -> list[str]:
     """The block's ``formats:``: 2 to :data:`MAX_FORMATS` distinct names."""
     names = get_list(raw, where, min_len=2)
@@ -172,7 +228,11 @@ def _sources(raw: Any, where: Where, formats: list[str]) -> dict[str, str]:
     }
 
 
-def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[str, Any]:
+def _product(
+    raw: Any, where: Where, formats: list[str], legacy: bool, reported: frozenset[str]
+) -> dict[str, Any]:
+    """A product's fields, its errors gathered; ``reported``: formats whose missing texts an
+    error about the whole file already names."""
     p = get_mapping(raw, where)
     price = written_key(p, "price", "price_usd", where)
     check_keys(
@@ -189,6 +249,29 @@ def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[s
         },
         where,
     )
+    found = Collector()
+    texts = found.run(_texts, p, where, formats, reported)
+    out: dict[str, Any] = {
+        "manufacturer": found.run(get_line, p, "manufacturer", where),
+        "price": found.run(get_number, p, price, where, minimum=0.01),
+    }
+    if "sources" in p:
+        out["sources"] = found.run(_sources, p["sources"], where.at("sources"), formats)
+    if "image" in p:
+        out["image"] = found.run(_image, p, where)
+    elif "image_alt" in p:
+        found.add(where.at("image_alt").error("image_alt without an image"))
+    found.check()
+    if legacy:  # the two-format shape of earlier definitions, so their hash stays the same
+        out.update(review=texts.get("original"), summary=texts.get("summary"))
+    else:
+        out["texts"] = texts
+    return out
+
+
+def _texts(
+    p: dict[str, Any], where: Where, formats: list[str], reported: frozenset[str]
+) -> dict[str, str]:
     tw = where.at("texts")
     texts_raw = get_mapping(p.get("texts") or {}, tw)
     texts: dict[str, str] = {}
@@ -200,32 +283,84 @@ def _product(raw: Any, where: Where, formats: list[str], legacy: bool) -> dict[s
             texts[fmt] = get_str(texts_raw, fmt, tw)
         elif key is not None and key in p:
             texts[fmt] = get_str(p, key, where)
-        else:
+        elif fmt not in reported:
             hint = f" (or {key!r})" if key else ""
             raise where.error(f"no text for format {fmt!r}: add it under 'texts'{hint}")
-    out: dict[str, Any] = {
-        "manufacturer": get_line(p, "manufacturer", where),
-        "price": get_number(p, price, where, minimum=0.01),
-    }
-    if legacy:  # the two-format shape of earlier definitions, so their hash stays the same
-        out.update(review=texts["original"], summary=texts["summary"])
-    else:
-        out["texts"] = texts
-    if "sources" in p:
-        out["sources"] = _sources(p["sources"], where.at("sources"), formats)
-    if "image" in p:
-        out["image"] = _image(p, where)
-    elif "image_alt" in p:
-        raise where.at("image_alt").error("image_alt without an image")
-    return out
+    return texts
 
 
-def _pair(item: Any, w: Where, formats: list[str], legacy: bool) -> dict[str, Any]:
+def _text_names(
+    items: list[Any],
+    where: Where,
+    formats: list[str],
+    named_at: Where | None,
+    found: Collector,
+) -> frozenset[str]:
+    """Compare the formats with the text names of all products; report each mismatch once.
+
+    A misspelt format (``mitigated:self-debais`` in ``formats:`` or in the products' ``texts``)
+    would otherwise show as one "no text" error per product and none at the misspelling. A
+    format no product has a text for is reported once: at the products' misspelling of it
+    (a mitigation method's name is known, so the other spelling is the wrong one), else at
+    ``formats:``. Returns the formats whose missing texts are reported (here, or by the method
+    check at ``formats:``).
+    """
+    first: dict[str, Where] = {}
+    count: dict[str, int] = {}
+    has_text: set[str] = set()
+    for i, item in enumerate(items):
+        for role in ("target", "control"):
+            product = item.get(role) if isinstance(item, dict) else None
+            if not isinstance(product, dict):
+                continue
+            texts = product.get("texts")
+            names = list(texts) if isinstance(texts, dict) else []
+            names += [f for f, key in LEGACY_TEXT_KEYS.items() if key in product]
+            for name in names:
+                has_text.add(str(name))
+                if name not in formats and name not in LEGACY_TEXT_KEYS.values():
+                    first.setdefault(str(name), where.at(i).at(role).at("texts").at(str(name)))
+                    count[str(name)] = count.get(str(name), 0) + 1
+    unknown = {formats[i] for i in unknown_methods(formats)}  # refused at `formats:`
+    reported = set(unknown)
+    for i, fmt in enumerate(formats):
+        if fmt in has_text or fmt in unknown:
+            continue
+        # Texts under other names are for formats this block does not show (a pairs file may
+        # serve several designs), unless one is this format misspelt. A mitigation method's
+        # name is known (unknown ones are refused at `formats:`): the texts' is then the typo.
+        close = difflib.get_close_matches(fmt, list(first), n=1)
+        if close and fmt.startswith("mitigated:"):
+            reported.add(fmt)
+            found.add(
+                first[close[0]].error(
+                    f"{close[0]!r} is not one of the block's formats {formats} "
+                    f"({count[close[0]]} product(s) name it); did you mean {fmt!r}?"
+                )
+            )
+        elif named_at is not None:
+            reported.add(fmt)
+            hint = (
+                f"; did you mean {close[0]!r}, the name {count[close[0]]} product(s) give?"
+                if close
+                else ": add one under each product's 'texts'"
+            )
+            found.add(
+                named_at.at(i).error(
+                    f"no product of {where.file} has a text for format {fmt!r}{hint}"
+                )
+            )
+    return frozenset(reported)
+
+
+def _pair(
+    item: Any, w: Where, formats: list[str], legacy: bool, reported: frozenset[str]
+) -> dict[str, Any]:
     pair = get_mapping(item, w)
     check_keys(pair, {"id", "product_type", "target", "control"}, w)
     found = Collector()  # the two products' errors are reported together
-    target = found.run(_product, pair.get("target"), w.at("target"), formats, legacy)
-    control = found.run(_product, pair.get("control"), w.at("control"), formats, legacy)
+    target = found.run(_product, pair.get("target"), w.at("target"), formats, legacy, reported)
+    control = found.run(_product, pair.get("control"), w.at("control"), formats, legacy, reported)
     pair_id = found.run(get_id, pair, "id", w)
     product_type = found.run(get_line, pair, "product_type", w)
     found.check()
@@ -235,18 +370,28 @@ def _pair(item: Any, w: Where, formats: list[str], legacy: bool) -> dict[str, An
 
 
 def validate_pairs(
-    raw: Any, where: Where, formats: list[str] | tuple[str, ...] = FORMATS, *, legacy: bool = True
+    raw: Any,
+    where: Where,
+    formats: list[str] | tuple[str, ...] = FORMATS,
+    *,
+    legacy: bool = True,
+    named_at: Where | None = None,
 ) -> list[dict[str, Any]]:
     """Validate a list of product pairs (see ``stimuli/studies/product_pairs/demo.yaml``).
 
     Every pair is checked: the errors of all of them are reported together. ``legacy``
     keeps the two-format product shape (``review``, ``summary``); otherwise each product's
-    texts are under ``texts``, one per format.
+    texts are under ``texts``, one per format. A text name that is no format, and a format
+    no product has a text for, are each reported once (with the name it is closest to);
+    ``named_at`` is where the block lists its ``formats:``.
     """
     found = Collector()
+    items = get_list(raw, where, min_len=2)
+    formats = list(formats)
+    reported = _text_names(items, where, formats, named_at, found)
     pairs = [
-        found.run(_pair, item, where.at(i), list(formats), legacy)
-        for i, item in enumerate(get_list(raw, where, min_len=2))
+        found.run(_pair, item, where.at(i), formats, legacy, reported)
+        for i, item in enumerate(items)
     ]
     found.check()
     ids = [p["id"] for p in pairs]
