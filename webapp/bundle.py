@@ -27,6 +27,7 @@ import hashlib
 import io
 import lzma
 import os
+import re
 import stat
 import struct
 import zipfile
@@ -45,6 +46,8 @@ MAX_NAME_DEPTH = 8  # folders in a name
 # (room for MAX_FILES entries with long names and extra fields).
 MAX_ZIP_DIRECTORY_BYTES = MAX_FILES * (46 + MAX_NAME_CHARS + 200)
 YAML_SUFFIXES = (".yaml", ".yml")
+# What tells a study YAML from a stimulus YAML beside it in a zip (a pairs file has none).
+_STUDY_KEY = re.compile(rb"^tasks[ \t]*:", re.MULTILINE)
 
 
 class BundleError(ValueError):
@@ -199,14 +202,7 @@ class Bundle:
             content = _read_member(archive, info, name, MAX_BUNDLE_BYTES - total)
             total += len(content)
             files[name] = content
-        top = sorted(n for n in files if "/" not in n and n.lower().endswith(YAML_SUFFIXES))
-        if len(top) != 1:
-            found = f"found {', '.join(map(_shown, top[:5]))}" if top else "found none"
-            raise BundleError(
-                "put exactly one study YAML at the top of the zip and its stimulus files next "
-                f"to it or in sub-folders ({found})"
-            )
-        return cls(top[0], files)
+        return cls(_study_file(files), files)
 
     # -- reading --------------------------------------------------------------------------
     def read(self, raw: object, *, limit: int = MAX_FILE_BYTES) -> bytes:
@@ -390,6 +386,29 @@ def _strip_common_folder(
 def is_zip(name: str, content: bytes) -> bool:
     """Whether an uploaded file is a zip (by its first bytes, or its name if it is empty)."""
     return content[:4] in (b"PK\x03\x04", b"PK\x05\x06") or name.lower().endswith(".zip")
+
+
+def _study_file(files: dict[str, bytes]) -> str:
+    """The study YAML of a zip: the one YAML at its top, or, when a stimulus YAML (a pairs
+    file) sits beside it, the one of them with a top-level ``tasks:`` key."""
+    top = sorted(n for n in files if "/" not in n and n.lower().endswith(YAML_SUFFIXES))
+    if len(top) == 1:
+        return top[0]
+    if not top:
+        raise BundleError(
+            "put the study YAML at the top of the zip (or of its one folder) and its stimulus "
+            "files next to it or in sub-folders; the zip has no YAML file there"
+        )
+    studies = [n for n in top if _STUDY_KEY.search(files[n])]
+    if len(studies) == 1:
+        return studies[0]
+    shown = ", ".join(map(_shown, (studies or top)[:5]))
+    if studies:
+        raise BundleError(f"the zip holds several study files ({shown}): upload one at a time")
+    raise BundleError(
+        f"none of the YAML files at the top of the zip ({shown}) is a study file: a study "
+        "file has a top-level 'tasks:' key"
+    )
 
 
 def bundle_from_upload(files: list[tuple[str, bytes]]) -> Bundle:

@@ -76,7 +76,7 @@ def _broken_bundle(tmp_path: Path) -> Path:
     raw = yaml.safe_load(DEMO.read_text(encoding="utf-8"))
     pairs = yaml.safe_load((DEMO.parent / "product_pairs" / "demo.yaml").read_text())["pairs"]
     for pair in pairs[:2]:
-        pair["target"]["price_usd"] = "cheap"
+        pair["target"]["price"] = "cheap"
     raw["tasks"][3]["pairs"] = pairs
     raw["colour"] = "blue"
     path = tmp_path / "broken.yaml"
@@ -96,7 +96,7 @@ def test_a_refused_upload_shows_every_error_at_the_top_of_the_page(
         page.get_by_role("button", name="Upload").click()
         text = _assert_in_view(page, "[data-upload-errors]")
         assert "colour" in text
-        assert "pairs[0].target.price_usd" in text and "pairs[1].target.price_usd" in text
+        assert "pairs[0].target.price" in text and "pairs[1].target.price" in text
     finally:
         browser.close()
         pw.stop()

@@ -16,11 +16,18 @@ class LoginForm(FlaskForm):
     password = PasswordField("Password", validators=[InputRequired(), Length(max=200)])
 
 
+# What the file picker offers for a study's files: pairs YAML, item CSV and JSONL sets, and the
+# product images a pairs file may name (PNG, JPEG, WebP; judged by content when loaded).
+STIMULUS_FILES = ".yaml,.yml,.csv,.jsonl,.png,.jpg,.jpeg,.webp"
+
+
 class UploadForm(FlaskForm):
     """Upload a study bundle: a zip, or the study YAML with the stimulus files it names."""
 
     file = FileField("Study YAML or zip", validators=[FileRequired()])
-    stimuli = MultipleFileField("Stimulus files it names (not with a zip)")
+    stimuli = MultipleFileField(
+        "Stimulus files it names (not with a zip)", render_kw={"accept": STIMULUS_FILES}
+    )
     force = BooleanField("Replace task blocks even if participants exist")
     slug = StringField(
         "Slug (optional: instead of the file's own)", validators=[Optional(), Length(max=80)]

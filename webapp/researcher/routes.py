@@ -54,7 +54,7 @@ from webapp.researcher.forms import (
 from webapp.services import accounts, audit, payments, reconcile, testdata
 from webapp.services import export as export_service
 from webapp.services import researchers as console
-from webapp.services.design import study_formats
+from webapp.services.design import study_formats, study_sequences
 from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
 from webapp.services.studies import (
     LoadResult,
@@ -197,8 +197,9 @@ def _index(
     errors: list[str] | None = None,
     load: LoadForm | None = None,
 ) -> Any:
+    # One column per format sequence (A, B, C, … for k formats) where sequences mean something.
     rows = [
-        (s, status_counts(s), console.uses_sequences(s))
+        (s, status_counts(s), study_sequences(s.definition) if console.uses_sequences(s) else ())
         for s in accounts.visible_studies(g.researcher)
     ]
     html = render_template(

@@ -310,9 +310,19 @@ def looks_panel(study: Study) -> LooksPanel | None:
     matches = None if prereg is None else prereg.bundle_sha256 == bundle_sha256(study)
     recorded = {row.look: row for row in recorded_looks(study)}
     fractions = plan["looks"]["at"] if plan["looks"] else [1.0]
+    # The bounds are fixed when the plan is frozen: shown for the looks not reached yet too.
+    fixed = {look["look"]: look for look in (prereg.record.get("looks") or [])} if prereg else {}
     rows = []
     for k, n in enumerate(look_sizes(fractions, plan["planned_n"]), start=1):
-        rows.append({"look": k, "n": n, "fraction": fractions[k - 1], "row": recorded.get(k)})
+        rows.append(
+            {
+                "look": k,
+                "n": n,
+                "fraction": fractions[k - 1],
+                "row": recorded.get(k),
+                "bounds": fixed.get(k),
+            }
+        )
     crossed = next((r for r in recorded.values() if r.crossed), None)
     return LooksPanel(
         plan=plan,

@@ -47,3 +47,14 @@ def test_overview_and_live_json_show_every_format_and_sequence(app, make_researc
     for fmt in FORMATS:
         assert f'<th scope="col">{fmt}</th>' in page
     assert 'data-seq="completed-C">1<' in page
+    # The studies list: one column per sequence, each with its count.
+    listing = ana.get("/researcher/").get_data(as_text=True)
+    section = listing.split(f'data-study="{SLUG}"', 1)[1].split("</section>", 1)[0]
+    header = section.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    assert [h for h in ("A", "B", "C", "D") if f'<th scope="col">{h}</th>' in header] == [
+        "A",
+        "B",
+        "C",
+    ]
+    completed = section.split('data-status="completed"', 1)[1].split("</tr>", 1)[0]
+    assert completed.count("<td>1</td>") == 3 and "<td>3</td>" in completed

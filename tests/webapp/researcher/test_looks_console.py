@@ -7,6 +7,7 @@ looks``); the web app itself never fits a model.
 from __future__ import annotations
 
 import html
+import re
 import shutil
 
 from tests.webapp.conftest import DEMO
@@ -208,3 +209,32 @@ def test_an_amendment_is_recorded_only_after_data_and_the_page_shows_the_history
     assert 'data-prereg-row="2"' in page and f"data-prereg-amendment>{why}<" in page
     assert "before data collection" in page and "1 participant(s) completed" in page
     assert ("cli", "prereg.amend") in _audit(app)
+
+
+def test_the_bounds_frozen_in_advance_show_for_looks_not_reached(app, study, make_researcher):
+    from webapp.services import looks as service
+    from webapp.services.studies import get_study
+
+    client = make_researcher("ana")
+    own_demo(app, "ana")
+    page = html.unescape(client.get(URL).get_data(as_text=True))
+    assert page.count("fixed by <code>framelab prereg</code>") == 3  # nothing frozen yet
+    bounds = [(2.963, None), (2.359, 0.5), (2.014, None)]
+    with app.app_context():
+        s = get_study("product-choice-demo")
+        record = {
+            "prereg_sha256": "cd" * 32,
+            "bundle_sha256": service.bundle_sha256(s),
+            "analysis": {},
+            "looks": [
+                {"look": k, "efficacy_z": e, "futility_z": f}
+                for k, (e, f) in enumerate(bounds, start=1)
+            ],
+        }
+        service.record_preregistration(s, record, "prereg.md", "cli")
+    assert _record(app, [_look(1, z=1.2, crossed=False)]) == [1]
+    page = html.unescape(client.get(URL).get_data(as_text=True))
+    rows = page.split("<table data-looks>", 1)[1].split("</table>", 1)[0].split('<tr data-look="')
+    look2, look3 = (re.sub(r">\s+<", "><", row) for row in rows[2:4])
+    assert "waiting for 53" in look2 and "<td data-look-bound>2.359</td><td>0.500</td>" in look2
+    assert "<td data-look-bound>2.014</td><td></td>" in look3 and "not reached" in look3

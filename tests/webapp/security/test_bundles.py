@@ -310,14 +310,28 @@ def _demo_zip(**extra: bytes) -> dict[str, bytes]:
     return {"demo.yaml": DEMO.read_bytes(), PAIRS_NAME: PAIRS.read_bytes(), **extra}
 
 
+def test_a_zip_with_the_study_and_its_pairs_file_side_by_side_loads():
+    """docs/console.md's layout: the study YAML and the stimulus files next to it, a pairs
+    YAML among them."""
+    from webapp.studydef import load_bundle
+
+    study = DEMO.read_text().replace(f"pairs: {PAIRS_NAME}", "pairs: pairs.yaml")
+    files = {"pairs.yaml": PAIRS.read_bytes(), "study.yaml": study.encode()}
+    for wrapped in (files, {f"mystudy/{n}": b for n, b in files.items()}):
+        bundle = Bundle.from_zip(_zip(wrapped))
+        assert bundle.study_name == "study.yaml"
+        assert len(load_bundle(bundle)["tasks"][3]["pairs"]) == 10
+
+
 @pytest.mark.parametrize(
     ("files", "symlinks", "reason"),
     [
         ({**_demo_zip(), "../evil.csv": b"x"}, None, "'..' is not allowed"),
         ({**_demo_zip(), "/etc/cron.d/x": b"x"}, None, "absolute paths"),
         (_demo_zip(), {"product_pairs/link.yaml": "/etc/passwd"}, "is a symbolic link"),
-        ({**_demo_zip(), "other.yaml": b"slug: x\n"}, None, "exactly one study YAML"),
-        ({PAIRS_NAME: PAIRS.read_bytes(), "sentiment/a.csv": b""}, None, "found none"),
+        ({**_demo_zip(), "other.yaml": b"slug: x\ntasks: []\n"}, None, "several study files"),
+        ({"a.yaml": b"pairs: []\n", "b.yaml": b"x: 1\n"}, None, "a top-level 'tasks:' key"),
+        ({PAIRS_NAME: PAIRS.read_bytes(), "sentiment/a.csv": b""}, None, "has no YAML file there"),
         ({f"f{i}.csv": b"" for i in range(bundles.MAX_FILES + 1)}, None, "at most 200 files"),
     ],
 )
