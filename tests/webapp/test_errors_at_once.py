@@ -110,3 +110,24 @@ def test_the_web_app_knows_the_methods_framelab_mitigate_list_prints(runner):
     assert printed == list(mitigation_methods())
     assert len(printed) == 18 and "self-debias" in printed
     assert re.fullmatch(r"[a-z-]+", "".join(printed))
+
+
+def test_a_method_name_far_from_every_method_gets_no_guess():
+    from webapp.tasks.product_choice.pairs import check_methods, meant_formats
+    from webapp.validation import Where
+
+    formats = ["original", "mitigated:m0", "mitigated:self-debais", "mitigated:self-debiass"]
+    with pytest.raises(StudyDefinitionErrors) as info:
+        check_methods(formats, Where("s.yaml", "formats"))
+    assert [e.reason.split("(`")[1] for e in info.value.errors] == [
+        "framelab mitigate list` prints them)",
+        "framelab mitigate list` prints them); did you mean 'mitigated:self-debias'?",
+        "framelab mitigate list` prints them); did you mean 'mitigated:self-debias'?",
+    ]
+    # Checked further as meant: one method once, the rest as written.
+    assert meant_formats(formats) == [
+        "original",
+        "mitigated:m0",
+        "mitigated:self-debias",
+        "mitigated:self-debiass",
+    ]

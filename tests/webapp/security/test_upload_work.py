@@ -17,17 +17,19 @@ import yaml
 
 from webapp.bundle import Bundle
 from webapp.studydef import MAX_BLOCKS, MAX_PAGES, folder_bundle, load_bundle
+from webapp.tasks.product_choice.pairs import mitigation_methods
 from webapp.validation import HardenedLoader, StudyDefinitionError
 
 from ..researcher.conftest import csrf_from, login
 
-FORMATS = ["original", "summary"] + [f"mitigated:m{i}" for i in range(6)]
+# Eight formats, the most a block may have: six of them summaries by mitigation methods.
+FORMATS = ["original", "summary"] + [f"mitigated:{m}" for m in mitigation_methods()[:6]]
 
 
 def _pairs(block: int, n: int, formats: list[str]) -> bytes:
     def product(maker: str, j: int) -> dict:
         texts = {f: f"{maker} {f} text of pair {j}" for f in formats}
-        return {"manufacturer": maker, "price_usd": 10.0, "texts": texts}
+        return {"manufacturer": maker, "price": 10.0, "texts": texts}
 
     pairs = [
         {

@@ -121,12 +121,6 @@ def mitigation_methods() -> tuple[str, ...]:
     )
 
 
-def did_you_mean(name: str, known: list[str] | tuple[str, ...]) -> str:
-    """``"; did you mean 'X'?"`` for the closest of ``known`` to a misspelt ``name``, or ``""``."""
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def unknown_methods(formats: list[str]) -> list[int]:
     """Positions of the ``mitigated:NAME`` formats whose NAME is no mitigation method."""
     return [
@@ -142,23 +136,28 @@ def meant_formats(formats: list[str]) -> list[str]:
     (the one :func:`check_methods` suggests): the rest of the block and study are checked
     against what was meant, so one misspelling gives one message."""
     out = list(formats)
-    known = [f"mitigated:{m}" for m in mitigation_methods()]
     for i in unknown_methods(formats):
-        close = difflib.get_close_matches(formats[i], known, n=1)
-        out[i] = close[0] if close and close[0] not in formats else formats[i]
+        meant = _closest_method(formats[i])
+        if meant is not None and meant not in out:
+            out[i] = meant
     return out
+
+
+def _closest_method(name: str) -> str | None:
+    """The ``mitigated:METHOD`` closest to a format naming no method (by the method's name)."""
+    close = difflib.get_close_matches(name.partition(":")[2], mitigation_methods(), n=1)
+    return f"mitigated:{close[0]}" if close else None
 
 
 def check_methods(formats: list[str], where: Where) -> None:
     """Refuse each ``mitigated:NAME`` format of ``formats`` (at ``where``) naming no method."""
     found = Collector()
     for i in unknown_methods(formats):
-        method = formats[i].partition(":")[2]
-        known = [f"mitigated:{m}" for m in mitigation_methods()]
+        meant = _closest_method(formats[i])
         found.add(
             where.at(i).error(
-                f"{method!r} is not a mitigation method (`framelab mitigate list` prints "
-                f"them){did_you_mean(formats[i], known)}"
+                f"{formats[i].partition(':')[2]!r} is not a mitigation method (`framelab "
+                "mitigate list` prints them)" + (f"; did you mean {meant!r}?" if meant else "")
             )
         )
     found.check()
@@ -323,13 +322,15 @@ def _text_names(
                     count[str(name)] = count.get(str(name), 0) + 1
     unknown = {formats[i] for i in unknown_methods(formats)}  # refused at `formats:`
     reported = set(unknown)
+    matched: set[str] = set()  # each misspelt name answers one format
     for i, fmt in enumerate(formats):
         if fmt in has_text or fmt in unknown:
             continue
         # Texts under other names are for formats this block does not show (a pairs file may
         # serve several designs), unless one is this format misspelt. A mitigation method's
         # name is known (unknown ones are refused at `formats:`): the texts' is then the typo.
-        close = difflib.get_close_matches(fmt, list(first), n=1)
+        close = difflib.get_close_matches(fmt, [n for n in first if n not in matched], n=1)
+        matched.update(close)
         if close and fmt.startswith("mitigated:"):
             reported.add(fmt)
             found.add(
