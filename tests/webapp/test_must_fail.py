@@ -25,10 +25,10 @@ def _to_first_choice(bot):
 @pytest.mark.parametrize(
     ("typed", "message"),
     [
-        ("ten dollars", "Please enter a number of dollars"),
-        ("-5", "$0 or more"),
+        ("ten dollars", "Please enter an amount in US dollars"),
+        ("-5", "$0.00 or more"),
         ("100000", "at most $500.00"),
-        ("1.234", "Please enter a number of dollars"),
+        ("1.234", "Please enter an amount in US dollars"),
         ("", "Please enter an amount"),
     ],
 )

@@ -41,11 +41,11 @@ def test_a_refused_submission_redirects_and_keeps_what_was_typed(make_bot):
     shown = bot.reload()
     assert shown.status == 200 and shown.invalid and shown.kind == "wtp"
     assert 'value="twelve"' in shown.text
-    assert "Please enter a number of dollars" in shown.text
+    assert "Please enter an amount in US dollars" in shown.text
     # Single use: the next view of the page is fresh.
     again = bot.reload()
     assert not again.invalid and "twelve" not in again.text
-    assert "Please enter a number of dollars" not in again.text
+    assert "Please enter an amount in US dollars" not in again.text
 
 
 def test_a_kept_refusal_is_never_shown_on_another_page(make_bot):
@@ -89,7 +89,7 @@ def test_errors_are_summarised_at_the_top_and_marked_on_the_fields(make_bot):
     assert re.search(
         r'<div class="error-summary" id="error-summary" tabindex="-1" autofocus', page.text
     )
-    assert '<a href="#premium">Please enter an amount of $0 or more.</a>' in page.text
+    assert '<a href="#premium">Please enter an amount of $0.00 or more.</a>' in page.text
     field = re.search(r"<input [^>]*id=\"premium\"[^>]*>", page.text).group(0)
     assert 'aria-invalid="true"' in field
     assert 'aria-describedby="premium-hint premium-error"' in field
