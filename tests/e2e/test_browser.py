@@ -84,7 +84,10 @@ def test_prolific_participant_completes_in_chromium(live, browser_page):
                 _continue(page)
                 assert _kind(page) == "wtp"
                 error = page.locator("#premium-error").inner_text().split()
-                assert error[:4] == ["Error:", "Please", "enter", "a"]
+                assert (
+                    " ".join(error)
+                    == "Error: Please enter an amount in US dollars, for example 5 or 12.50."
+                )
                 assert page.get_by_label("Additional amount in US dollars").input_value() == (
                     "twelve"
                 )
