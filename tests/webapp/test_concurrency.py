@@ -184,7 +184,7 @@ def test_bots_on_postgres_in_process(pg_app):
 
         rows = choice_rows(get_study("product-choice-demo"))
     completed = [r for r in rows if r["status"] == "completed"]
-    assert len(completed) == 50 and all(r["wtp_premium_usd"] is not None for r in completed)
+    assert len(completed) == 50 and all(r["wtp_premium"] is not None for r in completed)
     # Everyone still counts (the abandoned bot is recently active): 3 and 3.
     assert _sequences(pg_app) == {"A": 3, "B": 3}
 

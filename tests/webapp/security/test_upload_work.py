@@ -66,7 +66,7 @@ def _study(blocks: int, pairs: int, formats: list[str] = FORMATS) -> dict[str, b
             "platforms": ["link"],
             "completion_codes": {"completed": "DONE1", "screened_out": "OUT1"},
         },
-        "payment": {"base_usd": 1.0},
+        "payment": {"base": 1.0},
         "tasks": tasks,
     }
     return {"study.yaml": yaml.safe_dump(study).encode(), **files}
