@@ -27,6 +27,9 @@ from urllib.parse import urlencode, urlsplit
 
 from webapp.bot_pages import Page, parse_page
 
+# Seconds a bot on a simulated clock spends on a page that reports no response time.
+PAGE_S = 5.0
+
 
 class SubmissionDidNotFail(AssertionError):
     """A submission that should have been refused was accepted."""
@@ -238,6 +241,11 @@ class Bot:
         The platform ID the bot arrives with (a name is mapped to a valid ID).
     test_secret : str, optional
         The server's ``SECRET_KEY``: the bot arrives as a test participant.
+    clock : object with ``sleep(seconds)``, optional
+        The server's simulated clock (:class:`webapp.clock.SimulatedClock`, in-process runs):
+        the bot spends its think time on each page on it (the response time it reports, else
+        ``PAGE_S``), so the durations the server records are the script's, not the machine's.
+        Without it the bot answers at once and waits on the slot page in real time.
     """
 
     def __init__(
@@ -249,9 +257,11 @@ class Bot:
         rng: random.Random | None = None,
         external_id: str | None = None,
         test_secret: str | None = None,
+        clock: Any = None,
     ) -> None:
         from webapp.services.testmark import reserved_id
 
+        self.clock = clock
         self.transport = transport
         self.definition = definition
         self.behaviour = behaviour or BotBehaviour()
@@ -363,10 +373,12 @@ class Bot:
         """Answer the current page and return the next one (on a page that waits for a slot:
         wait ``behaviour.wait_s`` and look again, as the page does by itself)."""
         if self.page is not None and self.page.kind == "waiting":
-            time.sleep(self.behaviour.wait_s)
+            (self.clock or time).sleep(self.behaviour.wait_s)
             return self.reload()
         before = self.page
         data = self.answer()
+        if self.clock is not None:
+            self.clock.sleep(int(data["rt_ms"]) / 1000 if "rt_ms" in data else PAGE_S)
         page = self.post(data)
         if page.status < 400 and page.kind not in {"error"} and not page.invalid:
             self.submitted += 1
@@ -508,7 +520,8 @@ def run_bots(
     behaviour : BotBehaviour, optional
         The script shared by all bots.
     url : str, optional
-        Base URL of a running server.
+        Base URL of a running server. In-process bots share ``app``'s ``CLOCK`` when it is
+        set (:class:`webapp.clock.SimulatedClock`): they spend their think time on it.
     concurrency : int
         Bots running at once (threads).
     fail_quiz_share, abandon_share : float
@@ -547,6 +560,7 @@ def run_bots(
             rng=random.Random(seeds[i]),
             external_id=f"BOT{run_id}x{i:05d}",
             test_secret=test_secret,
+            clock=None if url else app.config.get("CLOCK"),
         )
         try:
             return bot.run()

@@ -312,8 +312,12 @@ def bots(
     Bots are always test participants (IDs ``test-…``): they are left out of counts, bonuses,
     payment files and exports unless asked for; `framelab clear-test-data` removes them. Over
     HTTP the server must share this configuration's SECRET_KEY, which signs their entry.
+    In-process the bots spend their scripted think time on a simulated clock that starts now,
+    so the durations recorded are the script's (repeatable with --seed and, for the server's
+    assignment, FRAMELAB_ASSIGNMENT_SEED), not this machine's speed.
     """
     from webapp.bots import BotBehaviour, parse_format_effects, run_bots
+    from webapp.clock import SimulatedClock
     from webapp.extensions import db
     from webapp.services.studies import get_study
 
@@ -338,6 +342,8 @@ def bots(
         p_position=p_position,
         p_shift=p_shift,
     )
+    if url is None and current_app.config["CLOCK"] is None:
+        current_app.config["CLOCK"] = SimulatedClock()
     summary = run_bots(
         current_app._get_current_object() if url is None else None,
         definition,

@@ -7,7 +7,7 @@ Precedence, highest first:
    (``development`` | ``production`` | ``testing``), ``FRAMELAB_STUDIES_DIR``,
    ``FRAMELAB_PROXY_HOPS``, ``FRAMELAB_ACTIVE_WINDOW_MINUTES``, ``FRAMELAB_AUTO_TIMEOUT``,
    ``FRAMELAB_ENROLMENTS_PER_CLIENT``, ``FRAMELAB_ENROLMENT_WINDOW_MINUTES``,
-   ``FRAMELAB_DEFINITION_CACHE_MB``;
+   ``FRAMELAB_DEFINITION_CACHE_MB``, ``FRAMELAB_ASSIGNMENT_SEED`` (refused in production);
 3. the defaults of the class selected by ``FRAMELAB_ENV`` (``development`` when unset).
 
 The database defaults to ``instance/framelab.sqlite``. ``DATABASE_URL`` may use Heroku's
@@ -95,6 +95,15 @@ class BaseConfig:
     # with Referrer-Policy: no-referrer (participant URLs carry tokens), so browsers send none.
     # The CSRF token and SameSite cookies still protect every form.
     WTF_CSRF_SSL_STRICT = False
+    # A whole number makes the server's assignment (each participant's seed and sequence)
+    # repeatable, derived from it and the participant's platform ID; tests and bot runs set
+    # it (``FRAMELAB_ASSIGNMENT_SEED``). None: drawn from ``secrets`` for every participant,
+    # so nobody can predict a condition. Either way each participant's seed is recorded.
+    ASSIGNMENT_SEED: int | None = None
+    # The clock every recorded time comes from (a callable returning an aware UTC datetime,
+    # see webapp.models.utcnow): None is the system clock; tests and in-process bot runs give
+    # a webapp.clock.SimulatedClock. Set only through create_app(config).
+    CLOCK = None
 
 
 class DevelopmentConfig(BaseConfig):
@@ -138,6 +147,7 @@ _INT_ENV = {
     "FRAMELAB_ENROLMENTS_PER_CLIENT": "ENROLMENTS_PER_CLIENT",
     "FRAMELAB_ENROLMENT_WINDOW_MINUTES": "ENROLMENT_WINDOW_MINUTES",
     "FRAMELAB_DEFINITION_CACHE_MB": "DEFINITION_CACHE_MB",
+    "FRAMELAB_ASSIGNMENT_SEED": "ASSIGNMENT_SEED",
 }
 # Connection pool of each app process (SQLAlchemy's QueuePool arguments). The connections a
 # deployment needs add up over processes and hosts: workers x (pool_size + max_overflow) per
@@ -371,4 +381,9 @@ def resolve_config(
         settings["SECRET_KEY"] = _dev_secret_key(instance_path)
     elif env_name == "production":
         check_secret_key(str(settings["SECRET_KEY"]))
+    if env_name == "production":
+        # Repeatable assignment would let anyone who knows the seed predict a condition.
+        for key, var in (("ASSIGNMENT_SEED", "FRAMELAB_ASSIGNMENT_SEED"), ("CLOCK", "CLOCK")):
+            if settings.get(key) is not None:
+                raise ConfigError(f"{var} is for tests and bot runs; production refuses it")
     return settings

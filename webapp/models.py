@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from flask import current_app, has_app_context
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -38,8 +39,14 @@ from webapp.extensions import db
 
 
 def utcnow() -> datetime:
-    """Return the current time in UTC (timezone-aware)."""
-    return datetime.now(UTC)
+    """Return the current time in UTC (timezone-aware).
+
+    Inside an app whose ``CLOCK`` setting holds a clock (a callable returning an aware
+    datetime, e.g. :class:`webapp.clock.SimulatedClock`), that clock's time: every time the
+    server records then comes from one injected source.
+    """
+    clock = current_app.config.get("CLOCK") if has_app_context() else None
+    return clock() if clock is not None else datetime.now(UTC)
 
 
 def definition_hash(definition: Mapping[str, Any]) -> str:

@@ -11,6 +11,7 @@ import random
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from webapp import create_app
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.clock import SimulatedClock
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
@@ -60,6 +62,9 @@ def make_app(database_url: str, *, migrate: bool = False, **extra: Any):
             # Strong enough for ENV_NAME="production" (which refuses weak keys).
             "SECRET_KEY": "3f9a7c1e5b2d8f4a6c0e9b3d7f1a5c8e2b6d0f4a9c3e7b1d5f8a2c6e0b4d9f3a",
             "SQLALCHEMY_DATABASE_URI": database_url,
+            # Repeatable assignment: each test's participants get the same seeds and sequences
+            # on every run (webapp.services.entry.assignment_rng).
+            "ASSIGNMENT_SEED": 20250106,
             **extra,
         }
     )
@@ -121,6 +126,14 @@ def app(tmp_path: Path):
 
 
 @pytest.fixture
+def clock(app) -> SimulatedClock:
+    """``app``'s clock, simulated: time moves only when a bot spends its think time (or a test
+    sleeps on it), so recorded durations are exact."""
+    app.config["CLOCK"] = simulated = SimulatedClock(datetime(2025, 1, 6, 9, tzinfo=UTC))
+    return simulated
+
+
+@pytest.fixture
 def client(app):
     """Flask test client."""
     return app.test_client()
@@ -159,6 +172,7 @@ def make_bot(app, study) -> Callable[..., Bot]:
             BotBehaviour(**kw),
             rng=random.Random(i if seed is None else seed),
             external_id=external_id or f"TESTBOT{i:04d}",
+            clock=app.config["CLOCK"],
         )
 
     return factory

@@ -58,6 +58,18 @@ def test_whole_number_settings_from_the_environment(tmp_path):
         resolve_config(tmp_path, None, environ={"FRAMELAB_ACTIVE_WINDOW_MINUTES": "soon"})
 
 
+def test_the_assignment_seed_is_read_but_production_refuses_it(tmp_path):
+    env = {"FRAMELAB_ASSIGNMENT_SEED": "42"}
+    assert resolve_config(tmp_path, None, environ=env)["ASSIGNMENT_SEED"] == 42
+    assert resolve_config(tmp_path, None, environ={})["ASSIGNMENT_SEED"] is None
+    key = "9c4e1f7a2b8d3e6f0a5c9b2d7e1f4a8c3b6d9e2f5a8c1b4d7e0f3a6c9b2e5d8f"
+    production = {"FRAMELAB_ENV": "production", "SECRET_KEY": key}
+    with pytest.raises(ConfigError, match="FRAMELAB_ASSIGNMENT_SEED is for tests"):
+        resolve_config(tmp_path, None, environ={**production, **env})
+    with pytest.raises(ConfigError, match="CLOCK is for tests"):
+        resolve_config(tmp_path, {"CLOCK": lambda: None}, environ=production)
+
+
 def test_unknown_environment_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="FRAMELAB_ENV"):
         resolve_config(tmp_path, None, environ={"FRAMELAB_ENV": "staging"})

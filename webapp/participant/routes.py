@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-import secrets
 from datetime import timedelta
 
 from flask import (
@@ -240,7 +238,7 @@ def start(slug: str) -> Response | str:
     participant = entry_service.enroll(
         study,
         entry,
-        rng=random.Random(secrets.randbits(64)),
+        rng=entry_service.assignment_rng(current_app.config["ASSIGNMENT_SEED"], study, entry),
         now=utcnow(),
         active_window=timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"]),
         is_preview=is_preview,

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import random
 import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -460,6 +461,27 @@ def add_participant(
             now=now,
         )
     return participant
+
+
+def assignment_rng(seed: int | None, study: Study, entry: Entry) -> random.Random:
+    """The randomness that draws an arriving participant's seed and breaks sequence ties.
+
+    Without ``seed`` (the ``ASSIGNMENT_SEED`` setting) it is drawn from :mod:`secrets`, so no
+    one can predict a condition; with one it is derived from the seed, the study and the
+    participant's platform ID, so a bot run (or a test) assigns the same way every time, in
+    whatever order its participants arrive. Either way :func:`enroll` records the participant's
+    own seed, from which their sequence's order is re-derived.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> study, entry = NS(slug="s"), NS(platform=Platform.prolific, external_id="p1")
+    >>> assignment_rng(7, study, entry).random() == assignment_rng(7, study, entry).random()
+    True
+    """
+    if seed is None:
+        return random.Random(secrets.randbits(64))
+    return random.Random(f"{seed}:{study.slug}:{entry.platform.value}:{entry.external_id}")
 
 
 def enroll(
