@@ -12,7 +12,6 @@ import io
 import os
 import stat
 import threading
-import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -40,7 +39,9 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"*{chr(97 + i)}]\n"
     for i in range(8)
 )
-FAST_S = 3.0  # every refusal below must come well within this
+# A refusal that blocks never ends (a FIFO read waits for a writer): the one thread that could
+# block is given this long before the test calls it blocked. Not a speed bound.
+BLOCKED_S = 60.0
 
 
 def _demo_naming(name: str) -> str:
@@ -139,7 +140,7 @@ def test_a_missing_file_reads_the_same_whether_or_not_it_exists_outside(studies,
 
 
 def _refused_quickly(path: Path) -> StudyDefinitionError:
-    """Load ``path`` in a thread; it must be refused within FAST_S (a FIFO must not block)."""
+    """Load ``path`` in a thread; it must be refused, not block (a FIFO waits for a writer)."""
     result: dict[str, object] = {}
 
     def run() -> None:
@@ -149,11 +150,9 @@ def _refused_quickly(path: Path) -> StudyDefinitionError:
             result["exc"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
-    start = time.monotonic()
     thread.start()
-    thread.join(FAST_S)
+    thread.join(BLOCKED_S)
     assert not thread.is_alive(), f"loading {path.name} blocked"
-    assert time.monotonic() - start < FAST_S
     exc = result.get("exc")
     assert isinstance(exc, StudyDefinitionError), repr(exc)
     return exc
@@ -261,10 +260,8 @@ def test_the_loader_refuses_aliases_merge_keys_deep_nesting_and_odd_scalars(
 ):
     path = tmp_path / "s.yaml"
     path.write_text(text)
-    start = time.monotonic()
     with pytest.raises(StudyDefinitionError) as info:
         load_study_file(path)
-    assert time.monotonic() - start < FAST_S
     assert reason in info.value.reason and info.value.line == line, str(info.value)
 
 
@@ -352,14 +349,12 @@ def test_a_zip_bomb_is_refused_counting_the_bytes_actually_decompressed():
     data = buffer.getvalue()
     assert len(data) < 2 * 1024 * 1024
     tracemalloc.start()
-    start = time.monotonic()
     try:
         with pytest.raises(BundleError, match="larger than 8 MiB"):
             Bundle.from_zip(data)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - start < FAST_S
     assert peak < 4 * bundles.MAX_FILE_BYTES, peak
 
 
@@ -488,12 +483,9 @@ def test_a_researcher_uploads_bundles_and_attacks_are_refused_over_http(
         "long name": ([("file", ("n" * 500 + ".yaml", DEMO.read_bytes()))], "200 characters"),
     }
     for what, (files, reason) in attacks.items():
-        start = time.monotonic()
         resp = _post_upload(http, base, files)
-        elapsed = time.monotonic() - start
         html = resp.text
         assert resp.status_code == 422, (what, resp.status_code, html[:500])
-        assert elapsed < FAST_S, (what, elapsed)
         errors = [e for e in html.split("data-upload-error>")[1:]]
         assert errors and reason in errors[0].replace("&#39;", "'"), (what, errors[:1])
         assert CANARY not in html and PASSWD_LINE not in html and str(tmp_path) not in html
@@ -503,13 +495,11 @@ def test_a_researcher_uploads_bundles_and_attacks_are_refused_over_http(
         (studies / "evil.yaml").write_text(_demo_naming(name))
         html = http.get(f"{base}/researcher/").text
         token = html.split('name="csrf_token" type="hidden" value="', 1)[1].split('"', 1)[0]
-        start = time.monotonic()
         resp = http.post(
             f"{base}/researcher/studies/load",
             data={"csrf_token": token, "name": "evil.yaml"},
-            timeout=30,
+            timeout=BLOCKED_S,
         )
-        assert time.monotonic() - start < FAST_S
         assert resp.status_code == 422 and reason in resp.text, resp.text[:500]
         assert CANARY not in resp.text and str(tmp_path) not in resp.text
 
@@ -628,7 +618,6 @@ def test_generated_bundles_never_500_stay_bounded_and_never_show_foreign_content
         entry = (io.BytesIO(content), name)
         data.setdefault(field, []).append(entry)  # type: ignore[union-attr]
     tracemalloc.start()
-    start = time.monotonic()
     try:
         resp = client.post(
             "/researcher/studies/upload", data=data, content_type="multipart/form-data"
@@ -636,7 +625,6 @@ def test_generated_bundles_never_500_stay_bounded_and_never_show_foreign_content
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    elapsed = time.monotonic() - start
     html = resp.get_data(as_text=True)
     # A line break in a file's name breaks its part's header (browsers escape it; the test
     # client does not), so the part arrives as a form field: with a NUL in it, the request
@@ -644,9 +632,7 @@ def test_generated_bundles_never_500_stay_bounded_and_never_show_foreign_content
     guarded = resp.status_code == 400 and "E400-CHARACTERS" in html
     assert resp.status_code in (302, 413, 422) or guarded, (resp.status_code, html[:1000])
     event(f"HTTP {resp.status_code}")
-    # A bound, not a benchmark: tracemalloc slows Python several times and the machine is
-    # shared; an alias bomb or an unbounded read takes minutes or never ends.
-    assert elapsed < 30, elapsed
+    # An alias bomb or an unbounded read shows in the memory it takes.
     assert peak < 8 * bundles.MAX_BUNDLE_BYTES, peak
     assert PASSWD_LINE not in html and "PATH=" not in html and "test-secret" not in html
     assert str(ROOT) not in html and "Traceback" not in html

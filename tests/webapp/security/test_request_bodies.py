@@ -10,7 +10,6 @@ spy form parser (Werkzeug's public ``form_data_parser_class``) records every par
 from __future__ import annotations
 
 import io
-import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -131,12 +130,9 @@ def test_a_declared_length_over_the_bound_is_refused_unread_on_every_kind_of_rou
     routes = _routes(app, make_bot)
     parses.clear()  # the participant's and the researcher's own pages before
     for what, client, url, _ in routes:
-        started = time.perf_counter()
         resp, flood = _declared(client, url, 15 * MIB)
-        elapsed = time.perf_counter() - started
         assert resp.status_code == 413 and _code(resp) == "E413-TOO-LARGE", what
-        assert flood.read_bytes == 0, what
-        assert elapsed < 2.0, (what, elapsed)
+        assert flood.read_bytes == 0, what  # refused before a byte of the body was read
     assert parses == []
 
 
