@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.io import ExportFormatError, _check_columns, read_table
+from analysis.io import ExportFormatError, check_columns, read_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +89,7 @@ def load_prolific_demographics(path: str | Path) -> pd.DataFrame:
     by_lower = {str(c).strip().lower(): c for c in raw.columns}
     rename = {by_lower[k.lower()]: v for k, v in PROLIFIC_COLUMNS.items() if k.lower() in by_lower}
     df = raw.rename(columns=rename)
-    _check_columns(df, ["platform_participant_id"], source, known=PROLIFIC_COLUMNS.values())
+    check_columns(df, ["platform_participant_id"], source, known=PROLIFIC_COLUMNS.values())
     df = df[list(dict.fromkeys(rename.values()))]
     # A row without a participant ID (a blank line at the end of a hand-edited file) joins nothing.
     df = df[df["platform_participant_id"].notna()].copy()
@@ -144,7 +144,7 @@ def load_id_map(path: str | Path) -> pd.DataFrame:
     df = read_table(path)
     source = f"{Path(path).name} (participant ID map)"
     cols = ["participant_id", "platform_participant_id"]
-    _check_columns(df, cols, source)
+    check_columns(df, cols, source)
     df = df[cols].dropna().astype(str).apply(lambda s: s.str.strip()).drop_duplicates()
     dup = df["participant_id"].duplicated(keep=False)
     if dup.any():

@@ -17,8 +17,8 @@ from analysis.io import (
     PREDICTION_COLUMNS,
     SENTIMENTS,
     ExportFormatError,
-    _check_columns,
-    _coerce,
+    check_columns,
+    coerce_columns,
     read_table,
 )
 
@@ -95,7 +95,7 @@ def load_mturk(
         # The candidates for a misnamed flag are the batch's Input.*/Answer.* columns; MTurk's
         # own (HITId, AssignmentId, …) are not worth listing.
         own = [c for c in raw.columns if not str(c).startswith(("Input.", "Answer."))]
-        _check_columns(raw, [item_col, label_col, base_col, worker_col], source, known=own)
+        check_columns(raw, [item_col, label_col, base_col, worker_col], source, known=own)
         if status_col in raw.columns and not keep_rejected:
             raw = raw[raw[status_col].fillna("").str.strip().str.lower() != "rejected"]
         frame = pd.DataFrame(
@@ -108,7 +108,7 @@ def load_mturk(
                 "base_sentiment": raw[base_col],
             }
         )
-        frame = _coerce(
+        frame = coerce_columns(
             frame,
             {
                 "participant_id": "str",
@@ -243,10 +243,10 @@ def load_predictions(
         else:
             raw = read_table(path)
         source = f"{path.name} (model judgments)"
-        _check_columns(raw, PREDICTION_COLUMNS, source)
+        check_columns(raw, PREDICTION_COLUMNS, source)
         schema = {**PREDICTION_COLUMNS, "label": "str"}
         frames.append(
-            _map_labels(_coerce(raw[list(PREDICTION_COLUMNS)], schema, source), label_map)
+            _map_labels(coerce_columns(raw[list(PREDICTION_COLUMNS)], schema, source), label_map)
         )
     out = pd.concat(frames, ignore_index=True)
     dup = out.duplicated(["model", "item_id"], keep=False)

@@ -214,7 +214,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
 
 
-def _coerce(df: pd.DataFrame, schema: dict[str, object], source: str) -> pd.DataFrame:
+def coerce_columns(df: pd.DataFrame, schema: dict[str, object], source: str) -> pd.DataFrame:
     """Convert columns to their documented types; collect every bad column before raising."""
     import numpy as np
     import pandas as pd
@@ -301,13 +301,15 @@ def _coerce(df: pd.DataFrame, schema: dict[str, object], source: str) -> pd.Data
     return out
 
 
-def _check_columns(
+def check_columns(
     df: pd.DataFrame,
     required: Iterable[str],
     source: str,
     *,
     known: Iterable[str] = (),
 ) -> None:
+    """Raise :class:`ExportFormatError` naming every column of ``required`` that ``df`` lacks
+    (and, as a hint, the columns it has that neither ``required`` nor ``known`` expects)."""
     missing = [c for c in required if c not in df.columns]
     if missing:
         known_set = set(required) | set(known)
@@ -382,8 +384,8 @@ def _validate_export(df: pd.DataFrame, name: str, kind: str | None) -> pd.DataFr
         df = _currency_columns(df)
     schema = _SCHEMAS[kind]
     source = f"{name} ({kind} export)"
-    _check_columns(df, schema, source)
-    return _coerce(df, schema, source)
+    check_columns(df, schema, source)
+    return coerce_columns(df, schema, source)
 
 
 def _currency_columns(df: pd.DataFrame) -> pd.DataFrame:
@@ -429,8 +431,8 @@ def load_choice(path: str | Path) -> pd.DataFrame:
         # Validate the frame already read: reading the file twice cost 0.4 s at 60,000 rows.
         return _validate_export(df, Path(path).name, "choice")
     source = f"{Path(path).name} (tidy choice CSV)"
-    _check_columns(df, TIDY_CHOICE_REQUIRED, source, known=TIDY_CHOICE_OPTIONAL)
-    out = _coerce(df, {**TIDY_CHOICE_REQUIRED, **TIDY_CHOICE_OPTIONAL}, source)
+    check_columns(df, TIDY_CHOICE_REQUIRED, source, known=TIDY_CHOICE_OPTIONAL)
+    out = coerce_columns(df, {**TIDY_CHOICE_REQUIRED, **TIDY_CHOICE_OPTIONAL}, source)
     for col, kind in TIDY_CHOICE_OPTIONAL.items():
         if col not in out.columns:
             out[col] = pd.Series(None, index=out.index, dtype=float if kind == "float" else object)
@@ -566,7 +568,7 @@ def load_metric_table(path: str | Path, *, key: str = "summary_id") -> pd.DataFr
     else:
         raw = read_table(path)
     source = f"{path.name} (metrics table)"
-    _check_columns(raw, [key], source)
+    check_columns(raw, [key], source)
     out = pd.DataFrame({key: raw[key].astype(str)})
     for col in raw.columns:
         if col == key:

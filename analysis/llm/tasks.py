@@ -377,7 +377,8 @@ def build_record(
     return record
 
 
-def _framelab_version() -> str | None:
+def framelab_version() -> str | None:
+    """The installed framelab's version, recorded with every result (None if not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -625,7 +626,7 @@ def _run_task(
                 },
                 "errors": summary.errors[:20],
                 "python": platform.python_version(),
-                "framelab": _framelab_version(),
+                "framelab": framelab_version(),
                 "argv": list(argv) if argv is not None else list(sys.argv),
             },
         )

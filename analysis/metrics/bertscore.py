@@ -9,10 +9,12 @@ downloaded on the machines this runs on, so the model must be a path (a copy of
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -95,38 +97,56 @@ def bertscore(
 
     try:
         layers = num_layers if num_layers is not None else default_num_layers(model)
-        scorer = BERTScorer(
-            model_type=str(model),
-            num_layers=layers,
-            idf=idf,
-            idf_sents=list(references) if idf else None,
-            batch_size=batch_size,
-            device=device,
-            rescale_with_baseline=baseline_path is not None,
-            baseline_path=str(baseline_path) if baseline_path is not None else None,
-            lang="en" if baseline_path is not None else None,
-        )
+        with _length_bounded(Path(model)) as checkpoint:
+            scorer = BERTScorer(
+                model_type=str(checkpoint),
+                num_layers=layers,
+                idf=idf,
+                idf_sents=list(references) if idf else None,
+                batch_size=batch_size,
+                device=device,
+                rescale_with_baseline=baseline_path is not None,
+                baseline_path=str(baseline_path) if baseline_path is not None else None,
+                lang="en" if baseline_path is not None else None,
+            )
     except (OSError, ValueError) as exc:  # transformers: no or an unknown checkpoint
         raise ValueError(f"cannot load a BERTScore checkpoint from {str(model)!r}: {exc}") from exc
-    _cap_tokenizer_length(scorer)
     p, r, f = scorer.score([str(c) for c in candidates], [str(t) for t in references])
     return pd.DataFrame(
         {"bertscore_p": p.numpy(), "bertscore_r": r.numpy(), "bertscore_f": f.numpy()}
     )
 
 
-def _cap_tokenizer_length(scorer: Any) -> None:
-    """Bound the tokenizer's length by the model's positions.
+@contextmanager
+def _length_bounded(model: Path) -> Iterator[Path]:
+    """The checkpoint with its tokenizer's length bounded by the model's positions.
 
     A checkpoint saved without ``model_max_length`` reports a huge sentinel, which fast
     tokenizers reject when ``bert-score`` truncates to it; the model can read no more than its
-    position embeddings anyway (minus nothing: special tokens are counted by the tokenizer).
+    position embeddings anyway. ``bert-score`` loads the tokenizer itself, so the bound goes
+    where ``from_pretrained`` reads it: a folder of links to the checkpoint's files whose
+    ``tokenizer_config.json`` states it (the checkpoint itself is not changed).
     """
-    limit = getattr(scorer._model.config, "max_position_embeddings", None)
-    if limit and scorer._tokenizer.model_max_length > limit:
-        # RoBERTa-family position ids start after the padding index, leaving two fewer slots.
-        offset = 2 if getattr(scorer._model.config, "model_type", "") == "roberta" else 0
-        scorer._tokenizer.model_max_length = limit - offset
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(model))
+    limit = getattr(config, "max_position_embeddings", None)
+    # RoBERTa-family position ids start after the padding index, leaving two fewer slots.
+    bound = limit - (2 if config.model_type == "roberta" else 0) if limit else None
+    settings_file = model / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text("utf-8")) if settings_file.is_file() else {}
+    declared = settings.get("model_max_length")
+    if bound is None or (isinstance(declared, int) and declared <= bound):
+        yield model
+        return
+    with tempfile.TemporaryDirectory(prefix="bertscore-") as tmp:
+        view = Path(tmp)
+        for entry in model.iterdir():
+            if entry.name != settings_file.name:
+                (view / entry.name).symlink_to(entry.resolve())
+        settings["model_max_length"] = bound
+        (view / settings_file.name).write_text(json.dumps(settings), encoding="utf-8")
+        yield view
 
 
 def perspective_references(

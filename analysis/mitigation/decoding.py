@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "BalancedCoverageFactory",
+    "CandidateFilter",
     "ForcedBalancedCoverage",
     "MIROSTAT_VARIANTS",
     "Mirostat",
@@ -38,6 +39,7 @@ __all__ = [
     "RejectionSamplingFactory",
     "WeightedTokenDecoding",
     "WeightedTokenFactory",
+    "decode_rows",
     "middle_keywords",
     "negative_words",
     "single_token_ids",
@@ -60,7 +62,7 @@ def source_text(request: Any) -> str:
     return ""
 
 
-def _decode_rows(tokenizer: Any, input_ids: Any, prompt_length: int) -> list[str]:
+def decode_rows(tokenizer: Any, input_ids: Any, prompt_length: int) -> list[str]:
     """Decode the tokens generated so far in each row (special tokens dropped)."""
     rows = input_ids[:, prompt_length:].tolist()
     return [tokenizer.decode(row, skip_special_tokens=True) for row in rows]
@@ -194,7 +196,7 @@ class ForcedBalancedCoverage:
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        texts = _decode_rows(self.tokenizer, input_ids, self.prompt_length)
+        texts = decode_rows(self.tokenizer, input_ids, self.prompt_length)
         scores = scores.clone()
         step: list[int] = []
         for row, text in enumerate(texts):
@@ -438,7 +440,7 @@ class MirostatFactory:
 # --- candidate filters
 
 
-class _CandidateFilter:
+class CandidateFilter:
     """Shared mechanics of methods that veto top-k candidates by a text-level criterion."""
 
     def __init__(self, tokenizer: Any, prompt_length: int, top_k: int) -> None:
@@ -461,7 +463,7 @@ class _CandidateFilter:
         scores[row, mask] = -math.inf
 
 
-class RejectionSampling(_CandidateFilter):
+class RejectionSampling(CandidateFilter):
     """Drop the top token when it would increase chunk imbalance; resample within the top-k.
 
     Imbalance is the spread ``max(s) - min(s)`` of the output's TF-IDF similarities to the three
@@ -493,7 +495,7 @@ class RejectionSampling(_CandidateFilter):
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         scores = scores.clone()
         top = scores.topk(min(self.top_k, scores.shape[-1]), dim=-1).indices.tolist()
-        texts = _decode_rows(self.tokenizer, input_ids, self.prompt_length)
+        texts = decode_rows(self.tokenizer, input_ids, self.prompt_length)
         for row, candidates in enumerate(top):
             now = self.imbalance(row, texts[row])
             after = self.imbalance(row, self._with(input_ids, row, candidates[0]))

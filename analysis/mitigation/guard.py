@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.mitigation.decoding import PartCoverage, _CandidateFilter, _decode_rows, source_text
+from analysis.mitigation.decoding import CandidateFilter, PartCoverage, decode_rows, source_text
 
 __all__ = ["ExplanationGuardFactory", "LocalExplanationGuard", "parse_explanation"]
 
@@ -62,7 +62,7 @@ def _round_neutral(compound: float) -> float:
     return 0.0 if abs(compound) < 0.05 else compound
 
 
-class LocalExplanationGuard(_CandidateFilter):
+class LocalExplanationGuard(CandidateFilter):
     """Every ``check_every`` steps, explain the choice, then veto candidates that deepen a bias.
 
     At a check step, for each row:
@@ -206,7 +206,7 @@ class LocalExplanationGuard(_CandidateFilter):
             return scores
         scores = scores.clone()
         top = scores.topk(min(self.top_k, scores.shape[-1]), dim=-1).indices.tolist()
-        texts = _decode_rows(self.tokenizer, input_ids, self.prompt_length)
+        texts = decode_rows(self.tokenizer, input_ids, self.prompt_length)
         for row, candidates in enumerate(top):
             kinds_found = set(self.detect(row, texts[row]))
             if self.model is not None:

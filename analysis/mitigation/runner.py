@@ -356,7 +356,7 @@ def _write_method_manifest(
     import sys
 
     from analysis.llm.store import write_manifest
-    from analysis.llm.tasks import _framelab_version
+    from analysis.llm.tasks import framelab_version
 
     return write_manifest(
         out,
@@ -386,7 +386,7 @@ def _write_method_manifest(
             "errors": run.errors[:20],
             "passes_file": passes_path(out).name,
             "python": platform.python_version(),
-            "framelab": _framelab_version(),
+            "framelab": framelab_version(),
             "argv": list(argv) if argv is not None else list(sys.argv),
         },
     )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.plots.choice import _axes, _errors, significance_stars
+from analysis.plots.axes import axes_or_new, error_lengths
+from analysis.plots.choice import significance_stars
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,11 +39,11 @@ def plot_shift_distribution(dist: pd.DataFrame, *, ax: Axes | None = None) -> Ax
     -------
     matplotlib.axes.Axes
     """
-    ax = _axes(ax, (5.0, 3.8))
+    ax = axes_or_new(ax, (5.0, 3.8))
     ax.bar(
         dist["shift_count"].astype(int),
         dist["estimate"],
-        yerr=_errors(dist["estimate"], dist["ci_low"], dist["ci_high"]),
+        yerr=error_lengths(dist["estimate"], dist["ci_low"], dist["ci_high"]),
         capsize=3,
         color="#55A868",
     )
@@ -73,7 +74,7 @@ def plot_majority_shift(rates: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
 
     sources = list(dict.fromkeys(rates["source"]))
     groups = list(dict.fromkeys(rates["base_sentiment"]))
-    ax = _axes(ax, (max(5.0, 1.2 * len(groups) * len(sources) / 2 + 3), 4.0))
+    ax = axes_or_new(ax, (max(5.0, 1.2 * len(groups) * len(sources) / 2 + 3), 4.0))
     width = 0.8 / max(len(sources), 1)
     x = np.arange(len(groups))
     for i, source in enumerate(sources):
@@ -82,7 +83,7 @@ def plot_majority_shift(rates: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
             x + (i - (len(sources) - 1) / 2) * width,
             sel["estimate"],
             width,
-            yerr=_errors(sel["estimate"], sel["ci_low"], sel["ci_high"]),
+            yerr=error_lengths(sel["estimate"], sel["ci_low"], sel["ci_high"]),
             capsize=3,
             label=str(source),
         )
@@ -115,13 +116,13 @@ def plot_human_model_correlation(corr: pd.DataFrame, *, ax: Axes | None = None) 
     """
     import numpy as np
 
-    ax = _axes(ax, (7.0, max(2.5, 0.45 * len(corr) + 1.5)))
+    ax = axes_or_new(ax, (7.0, max(2.5, 0.45 * len(corr) + 1.5)))
     names = corr["model"].astype(str).tolist()
     y = np.arange(len(names))[::-1]  # first model on top
     ax.barh(
         y,
         corr["estimate"],
-        xerr=_errors(corr["estimate"], corr["ci_low"], corr["ci_high"]),
+        xerr=error_lengths(corr["estimate"], corr["ci_low"], corr["ci_high"]),
         capsize=3,
         color="#8172B2",
     )
@@ -184,7 +185,7 @@ def plot_model_heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     """
     wide = matrix.pivot(index="model_a", columns="model_b", values="estimate")
     n = len(wide)
-    ax = _axes(ax, (1.0 * n + 3, 0.9 * n + 2))
+    ax = axes_or_new(ax, (1.0 * n + 3, 0.9 * n + 2))
     image = ax.imshow(wide.to_numpy(float), vmin=-1, vmax=1, cmap="RdBu_r")
     ax.set_xticks(range(n), wide.columns.astype(str), rotation=45, ha="right")
     ax.set_yticks(range(n), wide.index.astype(str))

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from analysis.plots.axes import axes_or_new, error_lengths
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
@@ -47,27 +49,6 @@ def significance_stars(p: float) -> str:
     return ""
 
 
-def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
-    if ax is not None:
-        return ax
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize)
-    return ax
-
-
-def _errors(est, low, high):
-    """Error-bar lengths below and above each estimate, never negative.
-
-    A Wilson bound can sit 1e-16 on the wrong side of a share of exactly 0 or 1, and matplotlib
-    refuses negative error lengths.
-    """
-    import numpy as np
-
-    est, low, high = (np.asarray(v, dtype=float) for v in (est, low, high))
-    return np.clip(np.vstack([est - low, high - est]), 0, None)
-
-
 def plot_pair_rates(
     by_pair: pd.DataFrame,
     *,
@@ -97,7 +78,7 @@ def plot_pair_rates(
     """
     import numpy as np
 
-    ax = _axes(ax, (max(6.0, 0.8 * len(by_pair) + 2), 4.0))
+    ax = axes_or_new(ax, (max(6.0, 0.8 * len(by_pair) + 2), 4.0))
     x = np.arange(len(by_pair))
     width = 0.38
     for i, level in enumerate(levels):
@@ -106,7 +87,7 @@ def plot_pair_rates(
             x + (i - 0.5) * width,
             est,
             width,
-            yerr=_errors(est, by_pair[f"ci_low_{level}"], by_pair[f"ci_high_{level}"]),
+            yerr=error_lengths(est, by_pair[f"ci_low_{level}"], by_pair[f"ci_high_{level}"]),
             capsize=3,
             color=COLORS.get(level),
             label=level,
@@ -151,12 +132,12 @@ def plot_format_rates(
     -------
     matplotlib.axes.Axes
     """
-    ax = _axes(ax, (4.0, 4.0))
+    ax = axes_or_new(ax, (4.0, 4.0))
     labels = rates[between].astype(str).tolist()
     ax.bar(
         labels,
         rates["estimate"],
-        yerr=_errors(rates["estimate"], rates["ci_low"], rates["ci_high"]),
+        yerr=error_lengths(rates["estimate"], rates["ci_low"], rates["ci_high"]),
         capsize=4,
         color=[COLORS.get(level, "#888888") for level in labels],
     )
@@ -197,12 +178,12 @@ def plot_wtp(
     -------
     matplotlib.axes.Axes
     """
-    ax = _axes(ax, (4.5, 4.0))
+    ax = axes_or_new(ax, (4.5, 4.0))
     labels = by_format[between].astype(str).tolist()
     ax.errorbar(
         labels,
         by_format["estimate"],
-        yerr=_errors(by_format["estimate"], by_format["ci_low"], by_format["ci_high"]),
+        yerr=error_lengths(by_format["estimate"], by_format["ci_low"], by_format["ci_high"]),
         fmt="o",
         capsize=5,
         color="black",

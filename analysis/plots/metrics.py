@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from analysis.plots.axes import axes_or_new
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
@@ -20,14 +22,6 @@ __all__ = [
     "plot_positional_distribution",
     "plot_primacy",
 ]
-
-
-def _axes(ax: Axes | None) -> Axes:
-    if ax is not None:
-        return ax
-    import matplotlib.pyplot as plt
-
-    return plt.figure(figsize=(7, 4)).add_subplot()
 
 
 def _label(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
@@ -61,7 +55,7 @@ def plot_framing_transitions(table: pd.DataFrame, ax: Axes | None = None) -> Axe
     """Bars of the six framing transitions (% of items) per group of :func:`framing_change`."""
     from analysis.metrics.framing import TRANSITION_COLUMNS, TRANSITIONS
 
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     short = {"positive": "Pos", "negative": "Neg", "neutral": "Neu"}
     cols = list(TRANSITION_COLUMNS)
     names = [f"{short[s]}→{short[d]}" for s, d in TRANSITIONS]
@@ -78,7 +72,7 @@ def plot_framing_transitions(table: pd.DataFrame, ax: Axes | None = None) -> Axe
 
 def plot_primacy(scores: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Mean s_b, s_m, s_e per group of :func:`primacy_scores`, with ψpri in the labels."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     labels = [
         f"{lab}\nψpri={p:.2f}"
         for lab, p in zip(
@@ -97,7 +91,7 @@ def plot_positional_distribution(
     dist: pd.DataFrame, ax: Axes | None = None, *, reference: str = "gold"
 ) -> Axes:
     """Share of summary sentences per segment, reference vs systems (positional_distribution)."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     systems = [reference] + sorted(s for s in dist["system"].unique() if s != reference)
     segments = sorted(dist["segment"].unique())
     series = {
@@ -121,7 +115,7 @@ def plot_judge_outcomes(shares: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """
     from analysis.metrics.overlap import OUTCOMES
 
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     wide = shares.pivot_table(index="bin_low", columns="outcome", values="n", aggfunc="sum")
     wide = wide.reindex(columns=list(OUTCOMES), fill_value=0).fillna(0)
     totals = wide.sum(axis=1).to_numpy(float)
@@ -143,7 +137,7 @@ def plot_judge_outcomes(shares: pd.DataFrame, ax: Axes | None = None) -> Axes:
 
 def plot_extraction_coverage(table: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Mean coverage per bin and model from :func:`coverage_by` (one ``by`` at a time)."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     by = str(table["by"].iloc[0]) if len(table) else "position"
     for model, g in table.groupby("model", sort=True) if "model" in table else [("all", table)]:
         ax.plot(g["bin"], g["coverage"], marker="o", label=str(model))
@@ -159,7 +153,7 @@ def plot_hallucination(scores: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Strict accuracy s_TH per group (model, method, template) and period."""
     from analysis.metrics.hallucination import HALLUCINATION_GROUPS, PERIODS
 
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     keys = [c for c in HALLUCINATION_GROUPS if c in scores.columns]
     # One bar group per model × method × template: their answers are never pooled.
     labels = scores[keys].astype(str).agg(" / ".join, axis=1).rename("group")

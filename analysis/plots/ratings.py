@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.plots.choice import _axes, _errors
+from analysis.plots.axes import axes_or_new, error_lengths
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +55,7 @@ def plot_rating_means(
 
     dims = list(dict.fromkeys(means["dimension"]))
     systems = list(dict.fromkeys(means["system"]))
-    ax = _axes(ax, (max(6.0, 0.5 * len(dims) * len(systems) + 2), 4.0))
+    ax = axes_or_new(ax, (max(6.0, 0.5 * len(dims) * len(systems) + 2), 4.0))
     width = 0.8 / max(len(systems), 1)
     x = np.arange(len(dims))
     for i, system in enumerate(systems):
@@ -65,7 +65,7 @@ def plot_rating_means(
             sel["estimate"] - scale[0],
             width,
             bottom=scale[0],
-            yerr=_errors(sel["estimate"], sel["ci_low"], sel["ci_high"]),
+            yerr=error_lengths(sel["estimate"], sel["ci_low"], sel["ci_high"]),
             capsize=3,
             label=str(system),
         )
@@ -92,7 +92,7 @@ def plot_metric_tau(tau: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     matplotlib.axes.Axes
     """
     wide = tau.pivot(index="metric", columns="dimension", values="estimate")
-    ax = _axes(ax, (0.9 * wide.shape[1] + 3, 0.6 * wide.shape[0] + 2))
+    ax = axes_or_new(ax, (0.9 * wide.shape[1] + 3, 0.6 * wide.shape[0] + 2))
     image = ax.imshow(wide.to_numpy(float), vmin=-1, vmax=1, cmap="RdBu_r", aspect="auto")
     ax.set_xticks(range(wide.shape[1]), wide.columns.astype(str), rotation=30, ha="right")
     ax.set_yticks(range(wide.shape[0]), wide.index.astype(str))
@@ -121,7 +121,7 @@ def plot_preference_by_bin(shares: pd.DataFrame, *, ax: Axes | None = None) -> A
     -------
     matplotlib.axes.Axes
     """
-    ax = _axes(ax, (6.0, 4.0))
+    ax = axes_or_new(ax, (6.0, 4.0))
     binned = shares[(shares["bin"] != "all") & (shares["n"] > 0)]
     overall = shares[shares["bin"] == "all"]
     systems = list(dict.fromkeys(shares["system"])) if "system" in shares else [None]
@@ -131,7 +131,7 @@ def plot_preference_by_bin(shares: pd.DataFrame, *, ax: Axes | None = None) -> A
         line = ax.errorbar(
             mid,
             sel["estimate"],
-            yerr=_errors(sel["estimate"], sel["ci_low"], sel["ci_high"]),
+            yerr=error_lengths(sel["estimate"], sel["ci_low"], sel["ci_high"]),
             marker="o",
             capsize=3,
             label=str(system) if system is not None else "all",
@@ -174,7 +174,7 @@ def plot_outcomes_by_bin(shares: pd.DataFrame, *, ax: Axes | None = None) -> Axe
     judges = list(dict.fromkeys(data["judge"]))
     bins = list(dict.fromkeys(zip(data["bin_low"], data["bin_high"], strict=True)))
     cols = [(j, b) for b in bins for j in judges]
-    ax = _axes(ax, (max(6.0, 0.45 * len(cols) + 2), 4.2))
+    ax = axes_or_new(ax, (max(6.0, 0.45 * len(cols) + 2), 4.2))
     x = np.arange(len(cols))
     bottom = np.zeros(len(cols))
     for outcome, color in OUTCOME_COLORS.items():
@@ -216,12 +216,12 @@ def plot_order_consistency(per_rater: pd.DataFrame, *, ax: Axes | None = None) -
     import numpy as np
 
     ordered = per_rater.sort_values("share_first").reset_index(drop=True)
-    ax = _axes(ax, (6.0, 4.0))
+    ax = axes_or_new(ax, (6.0, 4.0))
     y = np.arange(len(ordered))
     ax.errorbar(
         ordered["share_first"],
         y,
-        xerr=_errors(ordered["share_first"], ordered["ci_low"], ordered["ci_high"]),
+        xerr=error_lengths(ordered["share_first"], ordered["ci_low"], ordered["ci_high"]),
         fmt="o",
         capsize=2,
         color="#55A868",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.plots.choice import _axes, significance_stars
+from analysis.plots.axes import axes_or_new
+from analysis.plots.choice import significance_stars
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,7 +57,7 @@ def plot_wtp_differences(
     """
     import numpy as np
 
-    ax = _axes(ax, (5.0, 4.2))
+    ax = axes_or_new(ax, (5.0, 4.2))
     d = per_subject["difference"].to_numpy(float)
     jitter = np.random.default_rng(seed).uniform(-0.12, 0.12, len(d))
     ax.scatter(jitter, d, s=10, alpha=0.45, color="#4C72B0", label="participants", zorder=2)
@@ -120,7 +121,7 @@ def plot_residuals_vs_fitted(
     """
     import numpy as np
 
-    ax = _axes(ax, (5.0, 4.0))
+    ax = axes_or_new(ax, (5.0, 4.0))
     fitted = residuals["fitted"].to_numpy(float)
     resid = residuals["residual"].to_numpy(float)
     n = len(fitted)
@@ -169,7 +170,7 @@ def plot_residual_qq(
     import numpy as np
     from scipy.special import ndtri  # = scipy.stats.norm.ppf, without scipy.stats' 0.5 s import
 
-    ax = _axes(ax, (4.2, 4.0))
+    ax = axes_or_new(ax, (4.2, 4.0))
     r = np.sort(residuals["residual"].to_numpy(float))
     n = len(r)
     z = (r - r.mean()) / r.std(ddof=1) if n > 1 else r
@@ -216,7 +217,7 @@ def plot_caterpillar(
 
     sel = effects[effects["group"] == group].sort_values("estimate")
     n = len(sel)
-    ax = _axes(ax, (5.0, max(3.0, 0.16 * min(n, max_levels) + 1.2)))
+    ax = axes_or_new(ax, (5.0, max(3.0, 0.16 * min(n, max_levels) + 1.2)))
     shown = sel
     if n > max_levels:
         shown = sel.iloc[np.linspace(0, n - 1, max_levels).round().astype(int)]

@@ -205,7 +205,7 @@ def _serve(conn: Connection, folder: Path) -> None:
     # A failed warm-up only costs time; drawing shows the error.
     with contextlib.suppress(Exception):
         _warm_up()
-    from analysis.report.writer import _figure_jobs, render_pngs
+    from analysis.report.writer import figure_jobs, render_pngs
 
     while True:
         try:
@@ -219,7 +219,7 @@ def _serve(conn: Connection, folder: Path) -> None:
                 # Written by the parent into a folder only this user can read (mkdtemp: 0700).
                 results, names, already = pickle.load(f)  # noqa: S301
             if names is None:
-                names = {job[0] for job in _figure_jobs(results)} - already
+                names = {job[0] for job in figure_jobs(results)} - already
             pngs = render_pngs(results, names)
             for name, png in pngs.items():
                 (folder / name).write_bytes(png)

@@ -65,7 +65,7 @@ PNG_COMPRESS_LEVEL = 3
 SAVE_KWARGS = {"dpi": FIGURE_DPI, "pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}}
 
 
-def _figure_jobs(results: Results, out: Path | None = None) -> list[tuple]:
+def figure_jobs(results: Results, out: Path | None = None) -> list[tuple]:
     """What to draw: ``(file, caption, draw(ax), size[, (rows, cols)])`` per figure (no drawing)."""
     if results.kind in ("ratings", "preferences"):
         from analysis.report.evaluation import figures as evaluation_figures
@@ -87,7 +87,7 @@ def _rendered(results: Results, names: Collection[str] | None = None) -> Iterato
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    for name, caption, draw, size, *layout in _figure_jobs(results):
+    for name, caption, draw, size, *layout in figure_jobs(results):
         if names is not None and name not in names:
             continue
         fig = Figure(figsize=size, dpi=FIGURE_DPI)
@@ -202,7 +202,7 @@ def write_results(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
-    jobs = _figure_jobs(results, out) if figures else []
+    jobs = figure_jobs(results, out) if figures else []
     drawing = bool(jobs) and worker is not None and worker.submit(results)
     payload = {
         "kind": results.kind,

@@ -7,7 +7,7 @@ completed the study here (:meth:`~Recruiter.approve`; nobody else), rejects only
 pays the bonus ledger (:meth:`~Recruiter.bonus`: every ledger row once), settles what an
 interrupted run left open (:meth:`~Recruiter.settle`) and pauses or closes the listing. Each
 platform module implements a handful of primitives (``_create``, ``_find_listing``,
-``_transition``, ``_submissions``, ``_approve``, ``_reject``, ``_pay``, ``_settle``).
+``_transition``, ``fetch_submissions``, ``_approve``, ``_reject``, ``_pay``, ``_settle``).
 
 Money is never sent twice: a listing is created once per study and platform (the
 ``recruitment`` row, which keeps the reference it sent so a create whose answer was lost is
@@ -140,7 +140,7 @@ class Recruiter(BonusActions, ABC):
         """``publish``, ``pause`` or ``close`` the listing; return its new status."""
 
     @abstractmethod
-    def _submissions(self, external_id: str) -> list[Submission]:
+    def fetch_submissions(self, external_id: str) -> list[Submission]:
         """Every submission of the listing."""
 
     @abstractmethod
@@ -230,7 +230,8 @@ class Recruiter(BonusActions, ABC):
             )
         )
 
-    def _listing(self) -> Recruitment:
+    def listing_row(self) -> Recruitment:
+        """This study's recruitment row on this platform, once its listing exists."""
         row = self.row()
         if row is None or not row.external_id:
             raise RecruitError(
@@ -427,10 +428,10 @@ class Recruiter(BonusActions, ABC):
         repeat, so the platform modules then read the listing's status and accept it when the
         transition is already done (MTurk's publish looks its HIT up, see its module).
         """
-        row = self._listing()
+        row = self.listing_row()
         before = row.status
         status = self._transition(row.external_id or "", action)
-        row = self._listing()  # the platform module may have recorded ids on it meanwhile
+        row = self.listing_row()  # the platform module may have recorded ids on it meanwhile
         row.status = status
         db.session.commit()
         self._record(action, {"external_id": row.external_id, "from": before, "to": row.status})
@@ -452,11 +453,11 @@ class Recruiter(BonusActions, ABC):
         """Fetch every submission and reconcile participants' platform statuses (audited)."""
         from webapp.services.reconcile import reconcile
 
-        row = self._listing()
+        row = self.listing_row()
         report = Report("status")
         self._settle_listing(row, report)
-        row = self._listing()
-        subs = self._submissions(row.external_id or "")
+        row = self.listing_row()
+        subs = self.fetch_submissions(row.external_id or "")
         self.last_submissions = subs
         statuses = {s.worker_id: s.status for s in subs}
         rec = reconcile(self.study, self.platform, statuses, self.actor, now=utcnow())

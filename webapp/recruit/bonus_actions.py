@@ -44,7 +44,7 @@ class BonusActions:
     # with the same token when ListBonusPayments has no such bonus; Prolific never does).
     resend_states: tuple[str | None, ...] = ()
 
-    def _ledger(self: Recruiter, *, open_only: bool = True) -> list[Row]:
+    def bonus_ledger(self: Recruiter, *, open_only: bool = True) -> list[Row]:
         """This study's ledger rows on this platform (``open_only``: not yet paid).
 
         Rows of test participants are never listed, so never paid: the rule issues none, and a
@@ -71,7 +71,7 @@ class BonusActions:
     def _unpaid_cents(self: Recruiter) -> int:
         if self.study.id is None:
             return 0
-        return sum(b.amount_cents for b, _ in self._ledger() if b.platform_state in TO_PAY)
+        return sum(b.amount_cents for b, _ in self.bonus_ledger() if b.platform_state in TO_PAY)
 
     def platform_status(self: Recruiter, ident: PlatformIdentity) -> str | None:
         """The person's status in the last listing of submissions (``None``: not listed)."""
@@ -94,7 +94,7 @@ class BonusActions:
             plan = bonus_plan(self.study, self.platform)
         except PaymentError as exc:
             raise RecruitError(str(exc)) from None
-        issued = {b.participant_id for b, _ in self._ledger(open_only=False)}
+        issued = {b.participant_id for b, _ in self.bonus_ledger(open_only=False)}
         offer: dict[str, int] = {}
         new = due = waiting = 0
         withheld: list[tuple[str, str]] = []
@@ -112,7 +112,7 @@ class BonusActions:
                 status = self.status_of(line.worker_id)
                 if consider(line.participant_id, line.participant_code, line.amount_cents, status):
                     new += line.amount_cents
-        for b, ident in self._ledger():
+        for b, ident in self.bonus_ledger():
             if b.platform_state == ledger.FILED:
                 filed.append((b, ident))
             elif b.platform_state in TO_PAY + self.resend_states:
@@ -197,7 +197,7 @@ class BonusActions:
             if "no new bonuses" not in str(exc):
                 raise RecruitError(str(exc)) from None
         allowed = {
-            b.id for b, _ in self._ledger() if amounts.get(b.participant_id) == b.amount_cents
+            b.id for b, _ in self.bonus_ledger() if amounts.get(b.participant_id) == b.amount_cents
         }
         more = agreed.rest(offer)
         if more.rows:
@@ -248,7 +248,7 @@ class BonusActions:
     ) -> Report:
         """Run ``step`` over the open ledger rows with this run's one claim, then summarise and
         audit (a lost claim stops the step: the run says so and has paid nothing more)."""
-        rows = self._ledger()
+        rows = self.bonus_ledger()
         claim = ledger.Claim()
         try:
             step(rows, report, claim)
@@ -263,7 +263,7 @@ class BonusActions:
         """Counts and lines for what the ledger holds after a run (payments by their state;
         ``paid`` counts only the rows this run itself recorded as paid)."""
         db.session.expire_all()
-        rows = self._ledger(open_only=False)
+        rows = self.bonus_ledger(open_only=False)
         now = ledger.clock()
         mine = claim.moved.get(ledger.PAID, set())
         paid = [b for b, _ in rows if b.id in mine and b.platform_state == ledger.PAID]

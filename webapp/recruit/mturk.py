@@ -387,7 +387,7 @@ class MTurkRecruiter(Recruiter):
     def _transition(self, external_id: str, action: str) -> str:
         from webapp.services.mturk import external_question_xml
 
-        row = self._listing()
+        row = self.listing_row()
         self._guard(row)
         if action == "publish":
             if row.status == "CLOSED":
@@ -445,8 +445,8 @@ class MTurkRecruiter(Recruiter):
         db.session.commit()
         report.lines.append(f"found HIT {row.external_id} posted by the interrupted publish")
 
-    def _submissions(self, external_id: str) -> list[Submission]:
-        row = self._listing()
+    def fetch_submissions(self, external_id: str) -> list[Submission]:
+        row = self.listing_row()
         self._guard(row)
         hit_id = row.extra.get("hit_id")
         if not hit_id:
@@ -480,7 +480,7 @@ class MTurkRecruiter(Recruiter):
     def status(self) -> tuple[Report, list[Submission]]:
         """Reconcile, then give the screened-out qualification to workers screened out here."""
         report, subs = super().status()
-        row = self._listing()
+        row = self.listing_row()
         qual = row.extra.get("qualification_type_id")
         if qual:
             done = set(row.extra.get("blocked", []))

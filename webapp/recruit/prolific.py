@@ -381,7 +381,7 @@ class ProlificRecruiter(Recruiter):
                 nxt = None
         return out
 
-    def _submissions(self, external_id: str) -> list[Submission]:
+    def fetch_submissions(self, external_id: str) -> list[Submission]:
         what = "list of submissions"
         out: list[Submission] = []
         items = self._pages(

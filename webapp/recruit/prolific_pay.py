@@ -73,7 +73,7 @@ class ProlificPayments:
     def __init__(self, recruiter: ProlificRecruiter, claim: ledger.Claim) -> None:
         self.r = recruiter
         self.claim = claim
-        self.listing = recruiter._listing()
+        self.listing = recruiter.listing_row()
 
     def _subs(self) -> dict[str, Submission]:
         return {s.worker_id: s for s in self.r.last_submissions}
@@ -252,7 +252,7 @@ class ProlificPayments:
         ``set_up`` and in ``allowed``. Any other set-up this run can hold is dropped (its
         rows new again; a set-up pays nothing), since paying it would pay everyone in it."""
         groups: dict[str, list[Row]] = defaultdict(list)
-        for b, i in self.r._ledger(open_only=False):
+        for b, i in self.r.bonus_ledger(open_only=False):
             if b.platform_payment_id:
                 groups[b.platform_payment_id].append((b, i))
         out: dict[str, list[Row]] = {}
@@ -275,7 +275,9 @@ class ProlificPayments:
     def _pay_one(self, bulk: str, group: list[Row], report: Report) -> None:
         ids = _ids(group)
         try:  # immediately before paying: where every person stands on Prolific now
-            now = {s.worker_id: s.status for s in self.r._submissions(self.listing.external_id)}
+            now = {
+                s.worker_id: s.status for s in self.r.fetch_submissions(self.listing.external_id)
+            }
         except RecruitError:
             self.claim.release(ids, ledger.SET_UP)
             raise

@@ -16,7 +16,7 @@ from wtforms import HiddenField
 from webapp.extensions import db
 from webapp.models import InterimLook, Study
 from webapp.researcher.blueprint import bp
-from webapp.researcher.routes import _study, login_required
+from webapp.researcher.routes import login_required, study_or_404
 from webapp.services import looks as looks_service
 
 
@@ -39,7 +39,7 @@ def _looks_panel() -> dict[str, Any]:
 @login_required
 def pause_for_look(slug: str, look: int) -> Any:
     """Show what pausing for a crossed look does; pause once confirmed (audited)."""
-    s = _study(slug)
+    s = study_or_404(slug)
     back = url_for("researcher.study", slug=slug) + "#looks"
     form = PauseForm()
     if not form.validate_on_submit():

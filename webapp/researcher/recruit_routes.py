@@ -21,7 +21,7 @@ from webapp.models import Study
 from webapp.recruit.prolific import REJECTION_CATEGORIES
 from webapp.recruit.results import Confirmation, ConfirmationChanged, Report
 from webapp.researcher.blueprint import bp
-from webapp.researcher.routes import _study, login_required, public_base_url
+from webapp.researcher.routes import login_required, public_base_url, study_or_404
 
 # Button labels. Everything that writes to the platform goes through a confirmation page;
 # status only reads and reconciles, and settle only reads the platform to resolve what an
@@ -134,7 +134,7 @@ def recruit_action(slug: str, action: str) -> Any:
     from webapp.recruit import get_recruiter
     from webapp.recruit.base import RecruitError, safe_text
 
-    s = _study(slug)
+    s = study_or_404(slug)
     back = url_for("researcher.study", slug=slug) + "#recruit"
     form = RecruitForm()
     if action not in BUTTONS or not form.validate_on_submit():

@@ -94,7 +94,7 @@ def login_required(view: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
-def _study(slug: str) -> Study:
+def study_or_404(slug: str) -> Study:
     """The study if the logged-in researcher may see it; 404 otherwise (existence not leaked)."""
     study = get_study(slug)
     if study is None or not accounts.can_access(g.researcher, study):
@@ -132,7 +132,8 @@ def _studies_dir() -> Path:
     return Path(current_app.config["STUDIES_DIR"])
 
 
-def _active_window() -> timedelta:
+def active_window() -> timedelta:
+    """How long after their last page a started participant still counts as active."""
     return timedelta(minutes=current_app.config["ACTIVE_WINDOW_MINUTES"])
 
 
@@ -280,7 +281,7 @@ def load() -> Any:
 @login_required
 def study(slug: str) -> str:
     """The study's dashboard: state, links, live counts, participants, exports, payments."""
-    s = _study(slug)
+    s = study_or_404(slug)
     overview = _overview(s)
     _overviews().put(s.id, overview)  # a fresh page starts the polls from these numbers
     return render_template(
@@ -331,9 +332,9 @@ def _overview(s: Study) -> dict[str, Any]:
     now = utcnow()
     if current_app.config["AUTO_TIMEOUT"]:
         timeouts.sweep(s, now)
-    data = console.dashboard(s, now, _active_window())
+    data = console.dashboard(s, now, active_window())
     data["target"] = monitor.target_progress(s)
-    data["funnel"] = monitor.funnel(s, now, _active_window())
+    data["funnel"] = monitor.funnel(s, now, active_window())
     data["shares"] = monitor.choice_shares(s)
     data["formats"] = list(study_formats(s.definition))
     data["time_limit_minutes"] = round(timeouts.time_limit(s).total_seconds() / 60, 1)
@@ -374,7 +375,7 @@ def live(slug: str) -> Response:
     however many tabs poll it (:class:`webapp.services.monitor.OverviewCache`); the
     participant table page is read for each request.
     """
-    s = _study(slug)
+    s = study_or_404(slug)
     data = {**_overviews().get(s.id, lambda: _overview(s))}
     table = _table(s)
     data["participants"] = table.rows
@@ -386,7 +387,7 @@ def live(slug: str) -> Response:
 @login_required
 def change_state(slug: str) -> Response:
     """Move the study to another lifecycle state."""
-    s = _study(slug)
+    s = study_or_404(slug)
     form = StateForm()
     if form.validate_on_submit():
         if form.state.data == StudyState.closed.value and form.confirm.data != "close":
@@ -404,7 +405,7 @@ def change_state(slug: str) -> Response:
 @login_required
 def preview(slug: str) -> Response:
     """Start a preview session (flagged, left out of counts and exports); audited, so a POST."""
-    s = _study(slug)
+    s = study_or_404(slug)
     form = PreviewForm()
     if not form.validate_on_submit():
         return _back(slug, "links", "The preview form had expired; please try again.")
@@ -432,7 +433,7 @@ def participant_action(slug: str) -> Response:
     """Mark a participant returned / timed out, or exclude / re-include them."""
     from webapp.services.monitor import find_participant
 
-    s = _study(slug)
+    s = study_or_404(slug)
     form = ParticipantActionForm()
     back = url_for("researcher.study", slug=slug) + "#participants"
     where = ":participants"  # the study page shows the message in that section
@@ -465,7 +466,7 @@ def participant_action(slug: str) -> Response:
 @login_required
 def export(slug: str, fmt: str, ext: str) -> Response:
     """Download an export (long, wide, page-times, codebook) as CSV or Parquet."""
-    s = _study(slug)
+    s = study_or_404(slug)
     if fmt not in export_service.formats_for(s) or ext not in _EXPORT_TYPES:
         abort(404)
     options = {
@@ -495,7 +496,7 @@ def export(slug: str, fmt: str, ext: str) -> Response:
 @login_required
 def bundle_download(slug: str) -> Response:
     """Download the files the study's current version was loaded from, as a zip."""
-    s = _study(slug)
+    s = study_or_404(slug)
     body = bundle_zip(s)
     if body is None:  # loaded before bundles were kept
         abort(404)
@@ -518,7 +519,7 @@ def export_long(slug: str) -> Response:
 @login_required
 def bonus(slug: str) -> Any:
     """Issue bonuses under the study's rule and download the platform's payment file."""
-    s = _study(slug)
+    s = study_or_404(slug)
     form = BonusForm()
     if not form.validate_on_submit():
         return _back(slug, "payments", "Choose a platform.")
@@ -557,7 +558,7 @@ def bonus(slug: str) -> Any:
 @login_required
 def bonus_file_not_used(slug: str) -> Any:
     """Record that a payment file was never uploaded: its bonuses become payable again."""
-    s = _study(slug)
+    s = study_or_404(slug)
     form = FileNotUsedForm(prefix="unused")
     if not form.validate_on_submit():
         return _back(slug, "payments", "Choose the platform and name the participants.")
@@ -583,7 +584,7 @@ def bonus_file_not_used(slug: str) -> Any:
 @login_required
 def reconcile_import(slug: str) -> Any:
     """Import a Prolific or MTurk export, update statuses and list mismatches."""
-    s = _study(slug)
+    s = study_or_404(slug)
     form = ReconcileForm()
     if not form.validate_on_submit():
         return _back(slug, "reconcile", "Choose the platform and a CSV file.")
@@ -614,7 +615,7 @@ def items(slug: str) -> str:
     from webapp.services import slot_report
     from webapp.services.allocation import annotation_blocks
 
-    s = _study(slug)
+    s = study_or_404(slug)
     if not annotation_blocks(s):
         abort(404)
     now = utcnow()

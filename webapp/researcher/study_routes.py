@@ -16,7 +16,7 @@ from webapp.researcher.forms import (
     ParticipantActionForm,
     StateForm,
 )
-from webapp.researcher.routes import _active_window, _study, login_required
+from webapp.researcher.routes import active_window, login_required, study_or_404
 from webapp.services import monitor, testdata
 from webapp.services import researchers as console
 from webapp.services.researchers import ConsoleError
@@ -26,15 +26,15 @@ from webapp.services.researchers import ConsoleError
 @login_required
 def confirm_close(slug: str) -> Any:
     """Ask before closing, naming what closing does to the people in the study now."""
-    s = _study(slug)
+    s = study_or_404(slug)
     if StudyState.closed not in console.TRANSITIONS[s.state]:
         flash(f"A {s.state.value} study cannot be closed.", "warning")
         return redirect(url_for("researcher.study", slug=slug))
     return render_template(
         "researcher/confirm_close.html",
         s=s,
-        flight=monitor.in_flight(s, utcnow(), _active_window()),
-        window=int(_active_window().total_seconds() // 60),
+        flight=monitor.in_flight(s, utcnow(), active_window()),
+        window=int(active_window().total_seconds() // 60),
         state_form=StateForm(),
         study=None,
     )
@@ -44,7 +44,7 @@ def confirm_close(slug: str) -> Any:
 @login_required
 def duplicate(slug: str) -> Any:
     """Copy the study's current version (definition and bundle) into a new draft."""
-    s = _study(slug)
+    s = study_or_404(slug)
     form = DuplicateForm()
     if not form.validate_on_submit():
         flash("Give the copy a slug.", "warning:lifecycle")
@@ -63,7 +63,7 @@ def duplicate(slug: str) -> Any:
 @login_required
 def clear_test_data(slug: str) -> Any:
     """Delete the study's test participants (bots, previews) and their rows; audited."""
-    s = _study(slug)
+    s = study_or_404(slug)
     back = url_for("researcher.study", slug=slug) + "#test-data"
     form = ClearTestDataForm()
     if not form.validate_on_submit():
@@ -86,7 +86,7 @@ def clear_test_data(slug: str) -> Any:
 @login_required
 def participant(slug: str, code: str) -> Any:
     """One participant: path with times per page, answers, platform ID, status, actions."""
-    s = _study(slug)
+    s = study_or_404(slug)
     p = db.session.scalar(
         db.select(Participant).where(Participant.study_id == s.id, Participant.code == code)
     )
@@ -105,7 +105,7 @@ def participant(slug: str, code: str) -> Any:
 @login_required
 def find(slug: str) -> Any:
     """Open a participant's page by pseudonym or recruiter ID (the search box's exact match)."""
-    s = _study(slug)
+    s = study_or_404(slug)
     text = request.args.get("q", "")[:128]
     p = monitor.find_participant(s, text)
     if p is None:

@@ -393,8 +393,7 @@ class TransformersBackend:
         return {
             "backend": self.name,
             "model": self.model_id,
-            "model_revision": self.revision
-            or (_local_revision(self.model_id, self._model) if loaded else None),
+            "model_revision": self.revision or (_local_revision(self.model_id) if loaded else None),
             "gguf_file": self.gguf_file,
             "dtype": self._dtype_name if loaded else self.dtype_spec,
             "device": self._device if loaded else self.device_spec,
@@ -487,14 +486,20 @@ def row_sampler(seeds: Sequence[int], temperature: float, top_p: float, device: 
     return _RowSampler()
 
 
-def _local_revision(model_id: str, model: Any) -> str | None:
-    """Identify a checkpoint: the hub commit when known, else a hash of the local files' sizes."""
-    commit = getattr(model.config, "_commit_hash", None)
-    if commit:
-        return commit
+def _local_revision(model_id: str) -> str | None:
+    """Identify a checkpoint: the hub commit when known, else a hash of the local files' sizes.
+
+    A hub ID is looked up in the local hub cache only (nothing is downloaded here), whose
+    snapshot folders are named by their commit.
+    """
     path = Path(model_id)
     if not path.is_dir():
-        return None
+        from huggingface_hub import snapshot_download
+
+        try:
+            return Path(snapshot_download(model_id, local_files_only=True)).name
+        except (OSError, ValueError):  # not in the cache, or not a hub ID: unknown
+            return None
     listing = sorted((p.name, p.stat().st_size) for p in path.iterdir() if p.is_file())
     digest = hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
     return f"local-{digest}"

@@ -295,7 +295,7 @@ def test_documented_submission_list_is_read(app, load_recruit_study):
         return httpx.Response(200, json=example)
 
     with app.app_context():
-        subs = mocked(app, handler)._submissions("60aca280709ee40ec37d4885")
+        subs = mocked(app, handler).fetch_submissions("60aca280709ee40ec37d4885")
     assert [(s.submission_id, s.worker_id, s.status) for s in subs] == [
         (r["id"], r["participant_id"], r["status"]) for r in example["results"]
     ]
