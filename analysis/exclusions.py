@@ -180,7 +180,7 @@ def exclude_annotations(
     Parameters
     ----------
     data : pandas.DataFrame
-        One row per label (``analysis.io.load_annotations`` or ``load_mturk``).
+        One row per label (``analysis.io.load_annotations`` or ``analysis.external.load_mturk``).
     rules : AnnotationRules, optional
         Defaults to ``AnnotationRules()``.
     rater, item : str

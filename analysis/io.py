@@ -173,19 +173,6 @@ _NON_EMPTY = {"participant_id", "pair_id", "item_id", "format", "chose_target", 
 _NON_EMPTY |= {"summary_id", "system", "dimension", "rating", "chosen_system"}
 
 
-# Readers of files from outside the platform (MTurk batches, model judgments, label maps) live in
-# analysis.external; importing them from here keeps working.
-_EXTERNAL = ("UNMAPPED_LABEL", "label_mapping", "load_mturk", "load_predictions", "parse_label_map")
-
-
-def __getattr__(name: str) -> object:
-    if name in _EXTERNAL:
-        from analysis import external
-
-        return getattr(external, name)
-    raise AttributeError(f"module 'analysis.io' has no attribute {name!r}")
-
-
 class ExportFormatError(ValueError):
     """A file does not follow the documented format; the message names the offending columns."""
 

@@ -3,39 +3,67 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from dataclasses import dataclass
 
 import click
 
-# Which package provides which commands. Each package keeps its own ``COMMANDS`` mapping so the
-# command list lives next to the code; this module only merges them.
-_PROVIDERS = {
+# Which package provides which commands, what installs it, and the third-party packages its
+# commands cannot run without. Each package keeps its own ``COMMANDS`` mapping (name ->
+# ("module:attribute", short help)) in a module free of imports, so the command list lives next
+# to the code and ``framelab --help`` lists every command without importing Flask or pandas.
+_PROVIDERS: dict[str, tuple[str, tuple[str, ...]]] = {
     # Looked up last (the last provider wins): only its own commands import it.
-    "framelab.commands": "the web platform and the research package "
-    "(pip install 'framelab[analysis]')",
-    "webapp.cli": "the web platform (pip install framelab)",
-    "analysis.cli": "the research package (pip install 'framelab[analysis]' or '[llm]')",
+    "framelab.commands": (
+        "the web platform and the research package (pip install 'framelab[analysis]')",
+        ("flask", "pandas"),
+    ),
+    "webapp.commands": ("the web platform (pip install framelab)", ("flask",)),
+    "analysis.cli": (
+        "the research package (pip install 'framelab[analysis]' or '[llm]')",
+        ("pandas",),
+    ),
 }
 
 
-def _specs() -> dict[str, tuple[str, str]]:
-    specs: dict[str, tuple[str, str]] = {}
-    for provider, needs in _PROVIDERS.items():
-        module = importlib.import_module(provider)
-        for name, target in module.COMMANDS.items():
-            specs[name] = (target, needs)
+@dataclass(frozen=True)
+class Spec:
+    """Where a command lives, its short help, and what it needs when not installed."""
+
+    target: str
+    help: str
+    needs: str
+    missing: str | None  # the first required package that is not installed
+
+    @property
+    def listed_help(self) -> str:
+        """What ``framelab --help`` says about the command."""
+        return f"Not installed: needs {self.needs.split(' (')[0]}." if self.missing else self.help
+
+
+def _missing(modules: tuple[str, ...]) -> str | None:
+    # find_spec looks the package up without importing it (pandas alone is 0.4 s of CPU).
+    return next((m for m in modules if importlib.util.find_spec(m) is None), None)
+
+
+def _specs() -> dict[str, Spec]:
+    specs: dict[str, Spec] = {}
+    for provider, (needs, modules) in _PROVIDERS.items():
+        missing = _missing(modules)
+        for name, (target, short) in importlib.import_module(provider).COMMANDS.items():
+            specs[name] = Spec(target, short, needs, missing)
     return specs
 
 
-def _spec(name: str) -> tuple[str, str] | None:
+def _spec(name: str) -> Spec | None:
     """Return one command's spec, importing a later provider only if the earlier ones lack it.
 
-    Same answer as ``_specs().get(name)`` (the last provider wins), but ``framelab analyze``
-    never imports ``webapp.cli`` and with it Flask (0.3 s of every analysis command's start).
+    Same answer as ``_specs().get(name)`` (the last provider wins).
     """
-    for provider, needs in reversed(_PROVIDERS.items()):
-        target = importlib.import_module(provider).COMMANDS.get(name)
-        if target is not None:
-            return target, needs
+    for provider, (needs, modules) in reversed(_PROVIDERS.items()):
+        found = importlib.import_module(provider).COMMANDS.get(name)
+        if found is not None:
+            return Spec(found[0], found[1], needs, _missing(modules))
     return None
 
 
@@ -45,22 +73,36 @@ def _resolve(target: str) -> click.Command:
 
 
 class _LazyGroup(click.Group):
-    """Import a command's module only when that command runs (or ``--help`` lists it)."""
+    """Import a command's module only when that command runs; ``--help`` imports none."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_specs())
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        specs = _specs()
+        if not specs:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in specs)
+        # Click shortens a command's help to fit; a stand-in command shortens the listed text.
+        rows = [
+            (name, click.Command(name, help=spec.listed_help).get_short_help_str(limit))
+            for name, spec in sorted(specs.items())
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         spec = _spec(cmd_name)
         if spec is None:
             return None
-        target, needs = spec
+        if spec.missing:
+            return _unavailable(cmd_name, spec.needs, spec.missing)
         try:
-            return _resolve(target)
+            return _resolve(spec.target)
         except ImportError as exc:  # an optional extra is missing: say which one
             if (exc.name or "").split(".")[0] in {"webapp", "analysis", "framelab"}:
                 raise  # our own code is broken: show the real error
-            return _unavailable(cmd_name, needs, exc.name)
+            return _unavailable(cmd_name, spec.needs, exc.name)
 
 
 def _unavailable(name: str, needs: str, missing: str | None) -> click.Command:
@@ -88,7 +130,7 @@ def _unavailable(name: str, needs: str, missing: str | None) -> click.Command:
 def main(ctx: click.Context) -> None:
     """FrameLab: run framing studies with people and measure what LLM text changes."""
     spec = _spec(ctx.invoked_subcommand) if ctx.invoked_subcommand else None
-    if spec is not None and spec[0].startswith("analysis."):
+    if spec is not None and spec.target.startswith("analysis."):
         # An analysis command: no Flask app to find, no Flask import. `analyze --prereg` may
         # ask for the console's record of a pre-registration; this reads it, importing the web
         # app only then (the research package itself never does).

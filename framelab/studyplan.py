@@ -13,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
-# The research package's stack, imported with the module: on an install without it,
-# framelab.cli then says which extra to install instead of the command failing midway.
-import pandas  # noqa: F401
 from flask.cli import with_appcontext
 
 __all__ = ["looks", "prereg"]

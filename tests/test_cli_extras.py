@@ -1,6 +1,12 @@
-"""The ``framelab`` command on an install without the research extra (``make run``'s)."""
+"""The ``framelab`` command on an install without the research extra (``make run``'s), and the
+command list that ``framelab --help`` prints without importing any command's module."""
 
 from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -10,15 +16,13 @@ import framelab.cli as cli
 
 @pytest.fixture
 def web_only(monkeypatch):
-    """Pretend the research package's dependencies are missing: its commands cannot load."""
-    resolve = cli._resolve
+    """Pretend the research package's dependencies are not installed."""
+    find_spec = importlib.util.find_spec
 
-    def without_extra(target: str):
-        if target.startswith("analysis."):
-            raise ImportError("No module named 'numpy'", name="numpy")
-        return resolve(target)
+    def without_extra(name: str, *args):
+        return None if name.split(".")[0] in {"pandas", "numpy"} else find_spec(name, *args)
 
-    monkeypatch.setattr(cli, "_resolve", without_extra)
+    monkeypatch.setattr(importlib.util, "find_spec", without_extra)
 
 
 def test_help_lists_every_command_without_the_extra(web_only):
@@ -38,4 +42,36 @@ def test_a_command_without_its_extra_says_what_to_install(web_only, args):
     assert result.exit_code == 1
     assert "`framelab metrics` needs the research package" in result.output
     assert "pip install 'framelab[analysis]'" in result.output
-    assert "missing module: numpy" in result.output
+    assert "missing module: pandas" in result.output
+
+
+def test_a_dependency_missing_beyond_the_checked_ones_is_named_too(monkeypatch):
+    def without_scipy(target: str):
+        raise ImportError("No module named 'scipy'", name="scipy")
+
+    monkeypatch.setattr(cli, "_resolve", without_scipy)
+    result = CliRunner().invoke(cli.main, ["metrics"])
+    assert result.exit_code == 1 and "missing module: scipy" in result.output
+
+
+def test_each_listed_help_is_the_commands_own():
+    for name, spec in cli._specs().items():
+        module, _, attr = spec.target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert command.get_short_help_str(limit=1000) == spec.help, name
+
+
+def test_help_imports_neither_flask_nor_pandas():
+    code = (
+        "import sys\n"
+        "from framelab.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('flask', 'pandas', 'sqlalchemy') if m in sys.modules),"
+        " file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Commands:" in done.stdout and "prereg" in done.stdout
+    assert done.stderr.strip() == "[]"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask
+if TYPE_CHECKING:
+    from flask import Flask
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -23,6 +24,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Flask
         The app with extensions, blueprints, error handlers and CLI commands registered.
     """
+    from flask import Flask
+
     from webapp import errors, health, i18n, security, sessions
     from webapp.cli import register_commands
     from webapp.config import private_sqlite_file, resolve_config

@@ -1,6 +1,6 @@
 """Commands of the web platform, available as ``framelab …`` and ``flask --app webapp …``.
 
-``COMMANDS`` maps a command name to ``"module:attribute"`` so ``framelab`` can import lazily.
+``framelab`` finds them through :mod:`webapp.commands`, which lists them without importing Flask.
 """
 
 from __future__ import annotations
@@ -12,20 +12,6 @@ from pathlib import Path
 import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
-
-COMMANDS: dict[str, str] = {
-    "study": "webapp.cli:study",
-    "export": "webapp.cli:export",
-    "bots": "webapp.cli:bots",
-    "clear-test-data": "webapp.cli:clear_test_data",
-    "serve": "webapp.cli:serve",
-    "create-researcher": "webapp.cli:create_researcher",
-    "bonus": "webapp.cli:bonus",
-    "reconcile": "webapp.cli:reconcile",
-    "mturk": "webapp.cli:mturk",
-    "import-mturk": "webapp.cli:import_mturk",
-    "recruit": "webapp.recruit.cli:recruit",
-}
 
 
 @click.group()

@@ -178,7 +178,7 @@ def model_shifts(
     Parameters
     ----------
     predictions : pandas.DataFrame
-        ``item_id, model, label`` (``analysis.io.load_predictions``).
+        ``item_id, model, label`` (``analysis.external.load_predictions``).
     items : pandas.DataFrame
         Output of :func:`shift_counts` (gives ``base_sentiment`` and ``shift_count``).
     shift_labels : iterable of str

@@ -7,14 +7,13 @@ import json
 import pandas as pd
 import pytest
 
+from analysis.external import load_mturk, load_predictions
 from analysis.io import (
     CHOICE_LONG_COLUMNS,
     ExportFormatError,
     load_annotations,
     load_choice,
     load_export,
-    load_mturk,
-    load_predictions,
 )
 from analysis.simulate import simulate_annotation_study, simulate_choice_study
 
