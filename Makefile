@@ -24,7 +24,7 @@ help:
 	@echo "make run         serve the demo studies on http://127.0.0.1:\$$PORT (default 5000)"
 	@echo "make test        lint, import contracts and the whole test suite"
 	@echo "make test-fast   the everyday tier: no PostgreSQL, browser, GPU, real model or slow test"
-	@echo "make lint        ruff check, ruff format --check, import-linter, bandit"
+	@echo "make lint        ruff check, ruff format --check, import-linter, private names, bandit"
 	@echo "make format      ruff format the tree"
 	@echo "make demo-pipeline  reviews -> small model -> study -> bots -> report, offline (minutes)"
 	@echo "other targets:   install install-dev test-newest constraints loadtest multihost peer-bench audit"
@@ -80,17 +80,25 @@ run: install
 format: install-dev
 	$(BIN)/ruff format .
 
+# Private names of libraries and of each other's modules (tools/private_names.py says why).
+PRIVATE_NAMES = $(BIN)/python tools/private_names.py webapp analysis framelab
+
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(PRIVATE_NAMES)
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 
+# The whole suite on TEST_JOBS processes (pytest-xdist): every PostgreSQL test works in a
+# schema of its own and every server or browser on a port of its own.
+TEST_JOBS ?= 2
 test: install-dev
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
+	$(PRIVATE_NAMES)
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 # For everyday work, on FAST_JOBS processes (pytest-xdist); `make test` (and CI) run everything.
 # Without TEST_DATABASE_URL, and with FRAMELAB_REQUIRE_ALL off, nothing here reaches PostgreSQL.

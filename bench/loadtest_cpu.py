@@ -92,12 +92,16 @@ def cpu_report(before: CpuSnapshot, after: CpuSnapshot, wall_s: float, requests:
         "bots": after.bots_s - before.bots_s,
     }
     cores = os.cpu_count() or 1
+    server_s = used["app"] + used["postgres"]
     report: dict[str, Any] = {
         "cpu_s": {k: round(v, 1) for k, v in used.items()},
         "share_of_machine": {k: round(v / (wall_s * cores), 3) for k, v in used.items()},
         "ms_per_request": {k: round(1000 * v / requests, 2) for k, v in used.items()}
         if requests
         else {},
+        # Requests per CPU-second of the server (app and database): unlike requests/s, it
+        # does not follow the share of a shared machine's CPU the server happened to get.
+        "requests_per_server_cpu_s": round(requests / server_s, 1) if server_s > 0 else None,
         "machine_busy": None,
     }
     if before.machine and after.machine:

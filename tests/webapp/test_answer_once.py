@@ -120,8 +120,9 @@ def test_eight_copies_of_a_text_page_move_the_participant_once(pg_app, serve_app
     assert after["stamped"] == before["stamped"] + 1
 
 
-def _blocked_post(app, bot: Bot, data: dict, holder) -> tuple[dict, str]:
-    """POST while ``holder`` holds the participant's row; the POST must wait for it."""
+def _blocked_post(app, bot: Bot, data: dict, holder, holder_pid: int) -> tuple[dict, str]:
+    """POST while the connection ``holder_pid`` holds the participant's row; the POST must wait
+    for it (until ``holder`` commits or rolls back)."""
     result: dict = {}
 
     def send() -> None:
@@ -131,11 +132,14 @@ def _blocked_post(app, bot: Bot, data: dict, holder) -> tuple[dict, str]:
     thread.start()
     with app.app_context(), db.engine.connect() as watcher:  # until the POST waits for the row
         for _ in range(200):
+            # Only a session blocked by this test's holder counts (tests in other processes
+            # share the database).
             waiting = watcher.execute(
                 text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE '%FOR UPDATE OF participant%'"
-                )
+                    "SELECT count(*) FROM pg_stat_activity WHERE :holder = ANY("
+                    "pg_blocking_pids(pid)) AND query LIKE '%FOR UPDATE OF participant%'"
+                ),
+                {"holder": holder_pid},
             ).scalar()
             watcher.rollback()
             if waiting:
@@ -162,7 +166,8 @@ def test_an_answer_waits_for_another_holding_the_participant(pg_app, rival):
         conn.execute(
             text("UPDATE participant SET page_seq = page_seq + 1 WHERE id = :i"), {"i": pid}
         )
-        after, page = _blocked_post(pg_app, bot, data, getattr(conn, rival))
+        holder_pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        after, page = _blocked_post(pg_app, bot, data, getattr(conn, rival), holder_pid)
     assert after["page_seq"] == before["page_seq"] + 1
     if rival == "commit":
         assert ANSWERED in page
