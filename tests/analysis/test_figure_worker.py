@@ -134,33 +134,42 @@ def test_a_failing_worker_is_replaced_by_the_writer(staged, tmp_path):
     assert sorted(n for n in written if n.endswith(".png")) == sorted(render_pngs(final))
 
 
-def test_the_command_with_and_without_the_worker_writes_the_same_files(tmp_path):
-    # The real command in fresh processes (so this runs even where the test process has other
-    # threads): forked worker and stage hand-over against drawing in-process, byte for byte.
+def test_the_command_with_and_without_the_worker_writes_the_same_files(tmp_path, monkeypatch):
+    # The real command with its forked worker and stage hand-over in a fresh process (so this
+    # runs even where the test process has other threads), against drawing in this process,
+    # byte for byte.
     import os
     import re
     import subprocess
     import sys
     from pathlib import Path
 
+    from click.testing import CliRunner
+
+    from framelab.cli import main
+
     export = tmp_path / "choice.csv"
     simulate_choice_study(n_participants=24, n_pairs=6, seed=3).to_csv(export, index=False)
     root = Path(__file__).resolve().parents[2]
-    outs = {}
-    for switch in ("0", "1"):
-        outs[switch] = tmp_path / f"worker{switch}"
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(root),
-            "MPLBACKEND": "Agg",
-            "FRAMELAB_FIGURE_WORKER": switch,
-        }
-        code = "import sys; from framelab.cli import main; sys.exit(main())"
-        args = ["analyze", "choice", str(export), "--out", str(outs[switch])]
-        proc = subprocess.run(
-            [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True
-        )
-        assert proc.returncode == 0, proc.stderr
+    outs = {switch: tmp_path / f"worker{switch}" for switch in ("0", "1")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "MPLBACKEND": "Agg",
+        "FRAMELAB_FIGURE_WORKER": "1",
+    }
+    code = "import sys; from framelab.cli import main; sys.exit(main())"
+    args = ["analyze", "choice", str(export), "--out"]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args, str(outs["1"])],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    monkeypatch.setenv("FRAMELAB_FIGURE_WORKER", "0")
+    here = CliRunner().invoke(main, [*args, str(outs["0"])])
+    assert here.exit_code == 0, here.output
     names = sorted(p.name for p in outs["0"].iterdir())
     assert names == sorted(p.name for p in outs["1"].iterdir())
     assert {"format_rates.png", "pair_rates.png", "wtp_differences.png"} <= set(names)

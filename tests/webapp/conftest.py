@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jinja2
+import jinja2.bccache
 import pytest
 
 from webapp import create_app
@@ -27,6 +29,29 @@ DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
 
 # A SQLite file the migrations built once per session (see `_migrated_sqlite`).
 _SCHEMA: dict[str, Path] = {}
+
+
+class SharedTemplateCode(jinja2.BytecodeCache):
+    """Compiled templates shared by every app a test process creates.
+
+    Each app has its own Jinja environment, which compiles a template the first time it
+    renders it, so every test's new app compiled the same templates again. Jinja checks each
+    template's source against the code kept here: an edited template is compiled afresh.
+    """
+
+    def __init__(self) -> None:
+        self.code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        code = self.code.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self.code[bucket.key] = bucket.bytecode_to_string()
+
+
+TEMPLATE_CODE = SharedTemplateCode()
 
 
 def _new_sqlite_file(database_url: str) -> Path | None:
@@ -63,11 +88,12 @@ def make_app(database_url: str, *, migrate: bool = False, **extra: Any):
             "SECRET_KEY": "3f9a7c1e5b2d8f4a6c0e9b3d7f1a5c8e2b6d0f4a9c3e7b1d5f8a2c6e0b4d9f3a",
             "SQLALCHEMY_DATABASE_URI": database_url,
             # Repeatable assignment: each test's participants get the same seeds and sequences
-            # on every run (webapp.services.entry.assignment_rng).
-            "ASSIGNMENT_SEED": 20250106,
+            # on every run (webapp.services.entry.assignment_rng); production refuses a seed.
+            **({} if extra.get("ENV_NAME") == "production" else {"ASSIGNMENT_SEED": 20250106}),
             **extra,
         }
     )
+    app.jinja_env.bytecode_cache = TEMPLATE_CODE
     if not copied:
         try:
             with app.app_context():

@@ -70,6 +70,18 @@ def test_the_assignment_seed_is_read_but_production_refuses_it(tmp_path):
         resolve_config(tmp_path, {"CLOCK": lambda: None}, environ=production)
 
 
+def test_only_tests_hash_passwords_at_a_lower_cost(tmp_path):
+    assert resolve_config(tmp_path, {"ENV_NAME": "testing"})["ACCOUNT_HASH_METHOD"].startswith(
+        "pbkdf2:"
+    )
+    assert resolve_config(tmp_path, None, environ={})["ACCOUNT_HASH_METHOD"] == "scrypt"
+    key = "9c4e1f7a2b8d3e6f0a5c9b2d7e1f4a8c3b6d9e2f5a8c1b4d7e0f3a6c9b2e5d8f"
+    production = {"FRAMELAB_ENV": "production", "SECRET_KEY": key}
+    assert resolve_config(tmp_path, None, environ=production)["ACCOUNT_HASH_METHOD"] == "scrypt"
+    with pytest.raises(ConfigError, match="werkzeug's default"):
+        resolve_config(tmp_path, {"ACCOUNT_HASH_METHOD": "pbkdf2:sha256:1"}, environ=production)
+
+
 def test_unknown_environment_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="FRAMELAB_ENV"):
         resolve_config(tmp_path, None, environ={"FRAMELAB_ENV": "staging"})

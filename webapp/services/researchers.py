@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import func, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -49,17 +50,24 @@ def set_researcher(username: str, password: str, *, is_admin: bool | None = None
         db.session.add(researcher)
     else:
         end_sessions(researcher, commit=False)  # a new password logs out every session
-    researcher.password_hash = generate_password_hash(password)
+    researcher.password_hash = _password_hash(password)
     if is_admin is not None:
         researcher.is_admin = is_admin
     db.session.commit()
     return researcher
 
 
+def _password_hash(password: str, method: str | None = None) -> str:
+    """werkzeug's salted hash of ``password`` by the app's ``ACCOUNT_HASH_METHOD``."""
+    return generate_password_hash(
+        password, method=method or current_app.config["ACCOUNT_HASH_METHOD"]
+    )
+
+
 @functools.cache
-def _dummy_hash() -> str:
+def _dummy_hash(method: str) -> str:
     """A hash of a random password, made with the same method and cost as real ones."""
-    return generate_password_hash(secrets.token_hex(16))
+    return _password_hash(secrets.token_hex(16), method)
 
 
 def authenticate(username: str, password: str) -> Researcher | None:
@@ -69,7 +77,11 @@ def authenticate(username: str, password: str) -> Researcher | None:
     unknown names), so the time a login takes does not tell which usernames exist.
     """
     researcher = db.session.scalar(select(Researcher).where(Researcher.username == username))
-    stored = researcher.password_hash if researcher is not None else _dummy_hash()
+    stored = (
+        researcher.password_hash
+        if researcher is not None
+        else _dummy_hash(current_app.config["ACCOUNT_HASH_METHOD"])
+    )
     if not check_password_hash(stored, password) or researcher is None:
         return None
     return researcher
