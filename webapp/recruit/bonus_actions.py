@@ -7,7 +7,7 @@ Mixed into :class:`webapp.recruit.base.Recruiter`; the ledger's states and claim
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,8 @@ from webapp.recruit.results import Confirmation, ConfirmationChanged, Report
 from webapp.services.entry import canonical_spelling
 
 if TYPE_CHECKING:
-    from webapp.recruit.base import Recruiter
+    from webapp.models import Platform, Recruitment, Study
+    from webapp.recruit.results import Cost, Submission
 
 Row = tuple[BonusPayment, PlatformIdentity]
 # Rows that the next pay step would send (a set-up alone pays nothing).
@@ -44,7 +45,33 @@ class BonusActions:
     # with the same token when ListBonusPayments has no such bonus; Prolific never does).
     resend_states: tuple[str | None, ...] = ()
 
-    def bonus_ledger(self: Recruiter, *, open_only: bool = True) -> list[Row]:
+    if TYPE_CHECKING:  # what the Recruiter this is mixed into provides (no import: no circle)
+        study: Study
+        platform: Platform
+        label: str
+        actor: Any
+        unconfirmed_note: str
+        last_submissions: list[Submission]
+
+        def row(self) -> Recruitment | None: ...
+        def status(self) -> tuple[Report, list[Submission]]: ...
+        def cost(self, bonuses_cents: int) -> Cost: ...
+        def _record(self, action: str, detail: Mapping[str, Any]) -> None: ...
+        def _settle_create(self, row: Recruitment, report: Report) -> None: ...
+        def _pay(
+            self, rows: list[Row], report: Report, claim: ledger.Claim, allowed: set[int]
+        ) -> None: ...
+        def _settle(
+            self,
+            rows: list[Row],
+            report: Report,
+            claim: ledger.Claim,
+            *,
+            retry_refused: bool,
+            release: frozenset[str],
+        ) -> None: ...
+
+    def bonus_ledger(self, *, open_only: bool = True) -> list[Row]:
         """This study's ledger rows on this platform (``open_only``: not yet paid).
 
         Rows of test participants are never listed, so never paid: the rule issues none, and a
@@ -68,20 +95,20 @@ class BonusActions:
             query = query.where(BonusPayment.platform_state.is_distinct_from(ledger.PAID))
         return [(b, i) for b, i in db.session.execute(query)]
 
-    def _unpaid_cents(self: Recruiter) -> int:
+    def _unpaid_cents(self) -> int:
         if self.study.id is None:
             return 0
         return sum(b.amount_cents for b, _ in self.bonus_ledger() if b.platform_state in TO_PAY)
 
-    def platform_status(self: Recruiter, ident: PlatformIdentity) -> str | None:
+    def platform_status(self, ident: PlatformIdentity) -> str | None:
         """The person's status in the last listing of submissions (``None``: not listed)."""
         return self.status_of(canonical_spelling(self.platform, ident.external_id))
 
-    def status_of(self: Recruiter, worker: str) -> str | None:
+    def status_of(self, worker: str) -> str | None:
         """The status of a canonical platform ID in the last listing (``None``: not listed)."""
         return next((s.status for s in self.last_submissions if s.worker_id == worker), None)
 
-    def bonus_plan(self: Recruiter) -> Report:
+    def bonus_plan(self) -> Report:
         """Sync statuses, then say what would be paid now and what not, why (nothing paid).
 
         The report's :attr:`~webapp.recruit.results.Report.confirmation` is exactly the rows
@@ -151,7 +178,7 @@ class BonusActions:
         return report
 
     def bonus(
-        self: Recruiter, *, confirmed: Confirmation | None = None, now: datetime | None = None
+        self, *, confirmed: Confirmation | None = None, now: datetime | None = None
     ) -> Report:
         """Pay exactly the bonuses ``confirmed`` names (a :meth:`bonus_plan`'s confirmation),
         once; ``None`` pays what the plan offers at this moment (scripts and tests: the CLI
@@ -211,7 +238,7 @@ class BonusActions:
         )
 
     def settle(
-        self: Recruiter, *, retry_refused: bool = False, release: frozenset[str] = frozenset()
+        self, *, retry_refused: bool = False, release: frozenset[str] = frozenset()
     ) -> Report:
         """Resolve what interrupted runs left open, against the platform; send no payment.
 
@@ -244,7 +271,7 @@ class BonusActions:
         )
 
     def _ledger_step(
-        self: Recruiter, report: Report, step: Callable[[list[Row], Report, ledger.Claim], None]
+        self, report: Report, step: Callable[[list[Row], Report, ledger.Claim], None]
     ) -> Report:
         """Run ``step`` over the open ledger rows with this run's one claim, then summarise and
         audit (a lost claim stops the step: the run says so and has paid nothing more)."""
@@ -259,7 +286,7 @@ class BonusActions:
         self._record(report.action, dict(report.counts))
         return report
 
-    def _summarise(self: Recruiter, report: Report, claim: ledger.Claim) -> None:
+    def _summarise(self, report: Report, claim: ledger.Claim) -> None:
         """Counts and lines for what the ledger holds after a run (payments by their state;
         ``paid`` counts only the rows this run itself recorded as paid)."""
         db.session.expire_all()

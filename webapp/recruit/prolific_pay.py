@@ -32,12 +32,12 @@ this run; any other set-up is dropped (its rows new again): a set-up pays everyo
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import select
 
 from webapp.extensions import db
-from webapp.models import BonusPayment, Platform, PlatformIdentity
+from webapp.models import BonusPayment, Platform, PlatformIdentity, Recruitment
 from webapp.recruit import ledger
 from webapp.recruit.bonus_actions import payable
 from webapp.recruit.errors import NotSent, RecruitError, Refused
@@ -46,9 +46,33 @@ from webapp.recruit.results import Report, Submission, fee
 from webapp.services.entry import canonical_spelling
 
 if TYPE_CHECKING:
-    from webapp.recruit.prolific import ProlificRecruiter
+    from webapp.recruit.settings import RecruiterSettings
 
 Row = tuple[BonusPayment, PlatformIdentity]
+
+
+class PayingRecruiter(Protocol):
+    """What the payments need of :class:`webapp.recruit.prolific.ProlificRecruiter` (named by
+    its members: that module imports this one)."""
+
+    settings: RecruiterSettings
+    last_submissions: list[Submission]
+
+    def listing_row(self) -> Recruitment: ...
+    def bonus_ledger(self, *, open_only: bool = True) -> list[Row]: ...
+    def fetch_submissions(self, external_id: str) -> list[Submission]: ...
+    def bonus_payments(self, submission_id: str) -> list[float]: ...
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        ids: dict[str, Any] | None = None,
+        idempotent: bool,
+    ) -> Any: ...
+
+
 # States a row waits in before its pay call: the run reads Prolific's record before paying it.
 OPEN = (ledger.NEW, ledger.CLAIMED, ledger.SET_UP)
 SET_UP_PATH = "/api/v1/submissions/bonus-payments/"
@@ -70,7 +94,7 @@ def _dollars(amount: int) -> str:
 class ProlificPayments:
     """One run's payment of a study's Prolific ledger rows (the run's one claim)."""
 
-    def __init__(self, recruiter: ProlificRecruiter, claim: ledger.Claim) -> None:
+    def __init__(self, recruiter: PayingRecruiter, claim: ledger.Claim) -> None:
         self.r = recruiter
         self.claim = claim
         self.listing = recruiter.listing_row()
