@@ -253,10 +253,6 @@ class PoliteFetcher:
             finally:
                 self._last[host] = self.clock()
 
-    def robots_for(self, scheme: str, host: str) -> RobotFileParser:
-        """The host's robots.txt rules, fetched once (RFC 9309 for unreachable files)."""
-        return self._robots_for(scheme, host, _Budget(self.options.timeout))
-
     def _robots_for(self, scheme: str, host: str, budget: _Budget) -> RobotFileParser:
         with self._lock:
             cached = self._robots.get(host)

@@ -171,11 +171,6 @@ class SequentialDesign:
         if (self.futility_z is not None or self.beta_spending is not None) and self.sided != 1:
             raise ValueError("futility bounds need a one-sided design (sided = 1)")
 
-    @property
-    def has_futility(self) -> bool:
-        """Whether the design has futility bounds."""
-        return self.futility_z is not None or self.beta_spending is not None
-
 
 def _rule(lo: float, hi: float, width: float):
     """Composite Gauss-Legendre nodes and weights on ``[lo, hi]``, panels at most ``width``."""

@@ -207,11 +207,6 @@ class Claim:
             self.move(same, frm, state, keep=False, **values)
 
 
-def rows_in(rows: Iterable[BonusPayment], *states: str | None) -> list[BonusPayment]:
-    """The rows of ``rows`` whose state is one of ``states``."""
-    return [b for b in rows if b.platform_state in states]
-
-
 def matched_amounts(
     rows: Iterable[BonusPayment], paid: dict[int, list[float]], already: dict[int, list[int]]
 ) -> list[BonusPayment]:
