@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from analysis.retry import Backoff
+
 DEFAULT_API_URL = "https://newsapi.org"
 EVERYTHING_PATH = "/v2/everything"
 MAX_PAGE_SIZE = 100
@@ -140,7 +142,8 @@ class NewsAPIClient:
     max_retries : int
         Retries of one request after a 429 or 5xx.
     backoff : float
-        First wait in seconds; doubles with each retry (capped at 60 s, or ``Retry-After``).
+        First wait in seconds; doubles with each retry up to 60 s (:class:`analysis.retry.Backoff`;
+        a ``Retry-After`` of up to 300 s is waited instead).
     sleep : callable
         How to wait (tests pass one that does not).
     transport : httpx.BaseTransport, optional
@@ -163,7 +166,7 @@ class NewsAPIClient:
             raise ValueError("no NewsAPI key: set NEWSAPI_KEY (https://newsapi.org/register)")
         self.base_url = base_url.rstrip("/")
         self.max_retries = max_retries
-        self.backoff = backoff
+        self.backoff = Backoff(first_s=backoff, max_s=60.0, max_retry_after_s=300.0)
         self.sleep = sleep
         self._client = httpx.Client(
             headers={"X-Api-Key": api_key, "User-Agent": user_agent},
@@ -181,12 +184,6 @@ class NewsAPIClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _wait(self, attempt: int, response: httpx.Response | None) -> float:
-        retry_after = response.headers.get("Retry-After") if response is not None else None
-        if retry_after and retry_after.strip().isdigit():
-            return min(float(retry_after), 300.0)
-        return min(self.backoff * 2**attempt, 60.0)
 
     def get_page(self, query: Query, page: int, events: list[dict[str, Any]]) -> dict[str, Any]:
         """Fetch one page, retrying 429/5xx and network errors; raise :class:`NewsAPIError`."""
@@ -208,7 +205,7 @@ class NewsAPIClient:
                 if attempt == self.max_retries:
                     events.append(event)
                     return self._body(response)  # raises with NewsAPI's code
-            wait = self._wait(attempt, response)
+            wait = self.backoff.delay(attempt, response.headers if response is not None else None)
             events.append({**event, "retry_in_s": wait})
             self.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -14,9 +14,7 @@ next attempt (:func:`retry_delay`), and what a failure was in words (:func:`desc
 
 from __future__ import annotations
 
-import email.utils
 import os
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -24,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-# The openai client's own backoff: 0.5 s doubling up to 8 s, minus up to a quarter of jitter.
-INITIAL_DELAY_S = 0.5
-MAX_DELAY_S = 8.0
-# Retry-After beyond this is not waited for (the client's limit too): backoff instead.
-MAX_RETRY_AFTER_S = 60.0
+from analysis.retry import Backoff
+
+# The openai client's own backoff: 0.5 s doubling up to 8 s, minus up to a quarter of jitter;
+# a Retry-After beyond 60 s is not waited for (the client's limit too): backoff instead.
+BACKOFF = Backoff(first_s=0.5, max_s=8.0, max_retry_after_s=60.0, jitter=0.25)
 MAX_COOLDOWN_S = 300.0
 # 408 request timeout, 409 lock conflict, 429 rate limit: worth another try, as 5xx are.
 RETRY_STATUS = frozenset({408, 409, 429})
@@ -73,51 +71,10 @@ def retryable_status(status: int) -> bool:
     return status in RETRY_STATUS or status >= 500
 
 
-def backoff_s(retry: int, rng: Callable[[], float] = random.random) -> float:
-    """Exponential backoff before retry number ``retry`` (0-based), with jitter.
-
-    Examples
-    --------
-    >>> backoff_s(0, lambda: 0.0), backoff_s(3, lambda: 0.0), backoff_s(9, lambda: 0.0)
-    (0.5, 4.0, 8.0)
-    """
-    return min(INITIAL_DELAY_S * 2.0**retry, MAX_DELAY_S) * (1.0 - 0.25 * rng())
-
-
-def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
-    """The server's ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if usable.
-
-    Examples
-    --------
-    >>> retry_after_s({"retry-after-ms": "250"}), retry_after_s({"retry-after": "2"})
-    (0.25, 2.0)
-    >>> retry_after_s({"retry-after": "3600"}) is None
-    True
-    """
-    if not headers:
-        return None
-    value: float | None = None
-    try:
-        if "retry-after-ms" in headers:
-            value = float(headers["retry-after-ms"]) / 1000.0
-        elif "retry-after" in headers:
-            raw = headers["retry-after"]
-            try:
-                value = float(raw)
-            except ValueError:
-                when = email.utils.parsedate_to_datetime(raw)
-                value = when.timestamp() - time.time()
-    except (TypeError, ValueError):
-        return None
-    if value is None or not 0 < value <= MAX_RETRY_AFTER_S:
-        return None
-    return value
-
-
 def retry_delay(retry: int, headers: Mapping[str, str] | None = None) -> float:
-    """Seconds before retry number ``retry``: the server's Retry-After, else backoff."""
-    after = retry_after_s(headers)
-    return after if after is not None else backoff_s(retry)
+    """Seconds before retry number ``retry``: the server's Retry-After, else the backoff of the
+    openai client (:data:`BACKOFF`)."""
+    return BACKOFF.delay(retry, headers)
 
 
 def connection_cause(exc: BaseException) -> str:
