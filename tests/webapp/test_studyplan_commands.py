@@ -54,14 +54,28 @@ def test_looks_needs_an_analysis_block_and_participants(app):
     assert "no choices yet; look 1 needs 35 participants" in empty.output
 
 
-def test_a_look_without_a_statistic_says_why(app, clock, monkeypatch):
+def _with_pairs(folder: Path, n: int) -> Path:
+    """The demo study with only its first ``n`` product pairs (two pages each per bot)."""
+    import yaml
+
+    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
+    pairs = folder / "product_pairs" / "demo.yaml"
+    data = yaml.safe_load(pairs.read_text(encoding="utf-8"))
+    pairs.write_text(yaml.safe_dump({**data, "pairs": data["pairs"][:n]}), encoding="utf-8")
+    shutil.copy(DEMO, folder / DEMO.name)
+    return folder / DEMO.name
+
+
+def test_a_look_without_a_statistic_says_why(app, clock, monkeypatch, tmp_path):
     """A model that does not converge leaves its look without a statistic, and the researcher
     reads the reason rather than a bare "no statistic"."""
     import analysis.plan.looks as looks_module
     from analysis.stats.crossed import ConvergenceError
     from webapp.bots import run_bots
 
-    _load(app, DEMO)
+    # A look counts participants: two pairs of the ten give it what it needs at a fifth of
+    # the pages.
+    _load(app, _with_pairs(tmp_path, 2))
     with app.app_context():
         from webapp.services.studies import get_study
 
