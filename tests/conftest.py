@@ -14,6 +14,7 @@ import re
 import shutil
 
 import pytest
+from hypothesis import settings
 
 # Before anything imports numpy/torch: this 2-core machine is shared and oversubscribes.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -24,6 +25,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REQUIRE_ALL = os.environ.get("FRAMELAB_REQUIRE_ALL") == "1"
+
+# Property tests draw the same examples on every run (from each test's name): a failure is a
+# regression to fix, never the luck of one run's draw.
+settings.register_profile("framelab", derandomize=True)
+settings.load_profile("framelab")
 
 
 def require(available: bool, what: str) -> None:

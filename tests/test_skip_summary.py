@@ -50,7 +50,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 
 def test_a_run_names_each_skipped_group_and_its_reason(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider")
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, skipped=2)
     lines = result.outlines[result.outlines.index(_sep(result, "SKIPPED GROUPS")) :]
     assert "browser: 1 skipped (Chromium (Debian package `chromium`) not available)" in lines
@@ -59,7 +59,7 @@ def test_a_run_names_each_skipped_group_and_its_reason(suite: pytest.Pytester) -
 
 
 def test_deselected_groups_are_named_with_the_expression(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "-m", "not postgres and not slow")
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider", "-m", "not postgres and not slow")
     # The unmarked PostgreSQL test is left out like the marked ones.
     result.assert_outcomes(passed=1, skipped=1, deselected=2)
     tail = "\n".join(result.outlines[result.outlines.index(_sep(result, "SKIPPED GROUPS")) :])
@@ -67,7 +67,7 @@ def test_deselected_groups_are_named_with_the_expression(suite: pytest.Pytester)
 
 
 def test_a_run_that_skips_nothing_says_so(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_groups.py::test_plain")
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider", "test_groups.py::test_plain")
     result.assert_outcomes(passed=1)
     assert _sep(result, "SKIPPED GROUPS").strip("= ") == "SKIPPED GROUPS: none"
 

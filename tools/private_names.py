@@ -116,50 +116,48 @@ def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
-def _defined_privately(tree: ast.AST) -> set[str]:
-    """Underscored names the module defines: functions, classes, class attributes, assigned
-    attributes (``self._x = ...``) and module-level names."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            names.add(node.attr)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    return {n for n in names if n.startswith("_")} | _set_by_setattr(tree)
-
-
-def _set_by_setattr(tree: ast.AST) -> set[str]:
-    """Underscored attributes set by ``setattr(obj, "_x", ...)``."""
-    return {
-        node.args[1].value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "setattr"
+def _string_arg(node: ast.Call) -> str | None:
+    """The attribute name of ``getattr(obj, "_x", ...)`` and its kin, if spelled out."""
+    if (
+        isinstance(node.func, ast.Name)
+        and node.func.id in {"getattr", "hasattr", "setattr", "delattr"}
         and len(node.args) >= 2
         and isinstance(node.args[1], ast.Constant)
         and isinstance(node.args[1].value, str)
-        and node.args[1].value.startswith("_")
-    }
+    ):
+        return node.args[1].value
+    return None
 
 
 def check_source(source: str, path: str, module: str, is_package: bool = False) -> list[Finding]:
     """Every private name ``source`` (module ``module``, shown as ``path``) uses from elsewhere."""
     tree = ast.parse(source, filename=path)
-    own = _defined_privately(tree)
-    # setattr(obj, "_x", ...) does not make "_x" the module's own for getattr's sake.
-    own_by_assignment = own - _set_by_setattr(tree)
+    nodes = list(ast.walk(tree))
+    # Underscored names the module defines: functions, classes, assigned attributes
+    # (``self._x = ...``), module-level and annotated names; and setattr(obj, "_x", ...),
+    # which makes "_x" the module's own for attribute access but not for getattr's sake.
+    own: set[str] = set()
+    set_by_setattr: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr":
+            name = _string_arg(node)
+            if name is not None:
+                set_by_setattr.add(name)
+    own_by_assignment = own - set_by_setattr
+    own |= set_by_setattr
     modules: dict[str, str] = {}  # local name -> module it is bound to (import x / import x as y)
     found: list[Finding] = []
 
     def add(node: ast.AST, what: str, key: str) -> None:
         found.append(Finding(path, getattr(node, "lineno", 0), what, key))
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if any(_private(p) for p in alias.name.split(".")):
@@ -177,19 +175,13 @@ def check_source(source: str, path: str, module: str, is_package: bool = False) 
                 else:
                     # ``from x import y`` may bind a module; its attributes are checked too.
                     modules.setdefault(alias.asname or alias.name, f"{source_module}.{alias.name}")
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in {"getattr", "hasattr", "setattr", "delattr"}
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and isinstance(node.args[1].value, str)
-            and _private(node.args[1].value)
-            and node.args[1].value not in own_by_assignment
-        ):
-            name = node.args[1].value
-            add(node, f"{node.func.id}({ast.unparse(node.args[0])}, {name!r})", name)
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            name = _string_arg(node)
+            if name is not None and _private(name) and name not in own_by_assignment:
+                function = node.func.id  # type: ignore[attr-defined]
+                add(node, f"{function}({ast.unparse(node.args[0])}, {name!r})", name)
+            continue
         if not isinstance(node, ast.Attribute):
             continue
         owner = node.value

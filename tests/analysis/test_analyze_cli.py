@@ -21,24 +21,33 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
-@pytest.fixture
-def choice_export(tmp_path):
+@pytest.fixture(scope="module")
+def choice_export(tmp_path_factory):
     data = simulate_choice_study(
         n_participants=60, n_pairs=10, seed=11, share_incomplete=0.05, share_failed_quiz=0.05
     )
-    path = tmp_path / "choice_long.csv"
+    path = tmp_path_factory.mktemp("export") / "choice_long.csv"
     data.to_csv(path, index=False)
     return path, data
 
 
-def test_choice_report_from_long_export(runner, choice_export, tmp_path):
+@pytest.fixture(scope="module")
+def default_report(choice_export, tmp_path_factory):
+    """``framelab analyze choice`` with its defaults on the simulated export, run once."""
+    out = tmp_path_factory.mktemp("default") / "report"
+    result = CliRunner().invoke(
+        main, ["analyze", "choice", str(choice_export[0]), "--out", str(out)]
+    )
+    return out, result
+
+
+def test_choice_report_from_long_export(choice_export, default_report):
     from analysis.exclusions import exclude_choice
     from analysis.stats.choice import chi2_choice
     from analysis.stats.wtp import wtp_mixed
 
-    path, data = choice_export
-    out = tmp_path / "report"
-    result = runner.invoke(main, ["analyze", "choice", str(path), "--out", str(out)])
+    _, data = choice_export
+    out, result = default_report
     assert result.exit_code == 0, result.output
     assert "chi2 (Yates)" in result.output and "WTP (crossed_sparse" in result.output
     # Satterthwaite t and the singular verdict are on the CLI line.
@@ -349,7 +358,9 @@ def test_underflowed_p_is_printed_as_a_bound_not_zero():
     assert table.cells["estimate"].tolist() == ["0.00", "1.00"]
 
 
-def test_levels_option_sets_the_reference_explicitly(runner, choice_export, tmp_path):
+def test_levels_option_sets_the_reference_explicitly(
+    runner, choice_export, default_report, tmp_path
+):
     path, _ = choice_export
     out = tmp_path / "flipped"
     args = ["analyze", "choice", str(path), "--no-figures", "--no-gee", "--out"]
@@ -362,9 +373,7 @@ def test_levels_option_sets_the_reference_explicitly(runner, choice_export, tmp_
         "source": "given",
     }
     assert payload["tables"]["wtp_model"][0]["effect"] == "format[original]"
-    default = tmp_path / "default"
-    assert runner.invoke(main, [*args, str(default)]).exit_code == 0
-    plain = json.loads((default / "results.json").read_text())
+    plain = json.loads((default_report[0] / "results.json").read_text())
     assert plain["meta"]["format_levels"]["source"] == "default (original, summary)"
     flipped_rd = payload["tables"]["effects"][0]["estimate"]
     assert flipped_rd == pytest.approx(-plain["tables"]["effects"][0]["estimate"])

@@ -33,15 +33,21 @@ def staged():
     return final, {stage: pickle.loads(blob) for stage, blob in snapshots.items()}
 
 
-def test_each_stage_figures_are_final_when_handed_over(staged):
+@pytest.fixture(scope="module")
+def drawn(staged):
+    """Every figure of the final results, drawn once for the tests that compare with them."""
+    return render_pngs(staged[0])
+
+
+def test_each_stage_figures_are_final_when_handed_over(staged, drawn):
     final, snapshots = staged
     assert list(snapshots) == ["wtp", "choice"]
     for stage, names in FIGURES_BY_STAGE.items():
         early = render_pngs(snapshots[stage], set(names))
         assert set(early) == set(names), stage
-        assert early == render_pngs(final, set(names)), f"{stage}: figure changed after its stage"
+        assert early == {n: drawn[n] for n in names}, f"{stage}: figure changed after its stage"
     # Every figure of the finished report belongs to a stage.
-    assert set(render_pngs(final)) == {n for names in FIGURES_BY_STAGE.values() for n in names}
+    assert set(drawn) == {n for names in FIGURES_BY_STAGE.values() for n in names}
 
 
 def test_stage_order_leaves_the_tables_in_report_order(staged):
@@ -68,7 +74,7 @@ def _worker():
     return worker
 
 
-def test_worker_writes_the_writers_bytes(staged, tmp_path):
+def test_worker_writes_the_writers_bytes(staged, drawn, tmp_path):
     final, snapshots = staged
     write_results(final, tmp_path / "here", title="t")
     worker = _worker()
@@ -79,7 +85,7 @@ def test_worker_writes_the_writers_bytes(staged, tmp_path):
     finally:
         worker.close()
     pngs = sorted(name for name in written if name.endswith(".png"))
-    assert pngs == sorted(render_pngs(final))
+    assert pngs == sorted(drawn)
     for name in written:
         if name == "report.html":
             continue  # its "Generated" time differs
@@ -89,7 +95,7 @@ def test_worker_writes_the_writers_bytes(staged, tmp_path):
         assert a == b, name
 
 
-def test_a_dead_worker_costs_no_figure(staged, tmp_path):
+def test_a_dead_worker_costs_no_figure(staged, drawn, tmp_path):
     final, _ = staged
     worker = _worker()
     worker._process.kill()
@@ -98,8 +104,8 @@ def test_a_dead_worker_costs_no_figure(staged, tmp_path):
         written = write_results(final, tmp_path, title="t", worker=worker)
     finally:
         worker.close()
-    assert sorted(n for n in written if n.endswith(".png")) == sorted(render_pngs(final))
-    for name, png in render_pngs(final).items():
+    assert sorted(n for n in written if n.endswith(".png")) == sorted(drawn)
+    for name, png in drawn.items():
         assert (tmp_path / name).read_bytes() == png
 
 
@@ -118,7 +124,7 @@ def test_the_switch_and_the_load_decide_whether_to_fork(monkeypatch):
         worker.close()
 
 
-def test_a_failing_worker_is_replaced_by_the_writer(staged, tmp_path):
+def test_a_failing_worker_is_replaced_by_the_writer(staged, drawn, tmp_path):
     final, _ = staged
     worker = _worker()
     try:
@@ -131,7 +137,7 @@ def test_a_failing_worker_is_replaced_by_the_writer(staged, tmp_path):
     finally:
         worker.close()
     # ... and the writer drew every figure itself.
-    assert sorted(n for n in written if n.endswith(".png")) == sorted(render_pngs(final))
+    assert sorted(n for n in written if n.endswith(".png")) == sorted(drawn)
 
 
 def test_the_command_with_and_without_the_worker_writes_the_same_files(tmp_path, monkeypatch):
