@@ -24,7 +24,7 @@ help:
 	@echo "make run         serve the demo studies on http://127.0.0.1:\$$PORT (default 5000)"
 	@echo "make test        lint, import contracts and the whole test suite"
 	@echo "make test-fast   the everyday tier: no PostgreSQL, browser, GPU, real model or slow test"
-	@echo "make lint        ruff check, ruff format --check, import-linter, private names, bandit"
+	@echo "make lint        ruff check, ruff format --check, import-linter, private names, mypy, bandit"
 	@echo "make format      ruff format the tree"
 	@echo "make demo-pipeline  reviews -> small model -> study -> bots -> report, offline (minutes)"
 	@echo "other targets:   install install-dev test-newest constraints loadtest multihost peer-bench audit"
@@ -88,6 +88,7 @@ lint: install-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(PRIVATE_NAMES)
+	$(BIN)/mypy
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 
 # The whole suite on TEST_JOBS processes (pytest-xdist): every PostgreSQL test works in a
@@ -97,6 +98,7 @@ test: install-dev
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(PRIVATE_NAMES)
+	$(BIN)/mypy
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
 	$(BIN)/python -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
 
