@@ -15,8 +15,8 @@ START = datetime(2025, 1, 6, 9, tzinfo=UTC)
 
 
 def _run(tmp_path, name: str, seed: int) -> list[dict]:
-    from webapp.services.export import choice_rows
     from webapp.services.studies import get_study
+    from webapp.tasks.product_choice.export import choice_rows
 
     app = make_app(
         f"sqlite:///{tmp_path / name}", ASSIGNMENT_SEED=seed, CLOCK=SimulatedClock(START)
@@ -41,13 +41,15 @@ def test_the_same_seeds_give_the_same_rows_and_times(tmp_path):
 def test_a_duration_is_the_think_time_the_bot_spent(app, clock, study):
     """Every page takes the bot the response time it reports there (``PAGE_S`` where it reports
     none), to the millisecond, and a participant's duration is the sum over their pages."""
-    from webapp.services.export import choice_rows, page_time_rows
+    from webapp.export_common import ExportScope
+    from webapp.services.export import page_time_rows
     from webapp.services.studies import get_study
+    from webapp.tasks.product_choice.export import choice_rows
 
     assert run_bots(app, study, n=2, seed=4).counts == {"completed": 2}
     with app.app_context():
         s = get_study(study["slug"])
-        pages = page_time_rows(s, include_test=True)
+        pages = page_time_rows(ExportScope(s, include_test=True))
         durations = {r["participant_id"]: r["duration_s"] for r in choice_rows(s)}
     assert len(durations) == 2 and len(pages) > 20
     for p in pages:
