@@ -52,6 +52,9 @@ class BonusActions:
         actor: Any
         unconfirmed_note: str
         last_submissions: list[Submission]
+        currency: str
+
+        def cents(self, amount: int) -> str: ...
 
         def row(self) -> Recruitment | None: ...
         def status(self) -> tuple[Report, list[Submission]]: ...
