@@ -338,6 +338,33 @@ class PageVisit(db.Model):
     shown_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     rt_ms: Mapped[int | None] = mapped_column(Integer, comment="client-measured, ms")
+    # Authenticity signals (webapp.services.authenticity): counts only, never what was typed.
+    words: Mapped[int | None] = mapped_column(Integer, comment="words of text on the page")
+    signals: Mapped[str | None] = mapped_column(
+        String(7), comment="the page script's signals: js, none (no JavaScript) or invalid"
+    )
+    paste_count: Mapped[int | None] = mapped_column(Integer, comment="paste events in text fields")
+    pasted_chars: Mapped[int | None] = mapped_column(Integer, comment="characters pasted")
+    keystrokes: Mapped[int | None] = mapped_column(Integer, comment="key presses in text fields")
+    text_chars: Mapped[int | None] = mapped_column(Integer, comment="characters in text fields")
+    hidden_count: Mapped[int | None] = mapped_column(Integer, comment="times the page was hidden")
+    hidden_ms: Mapped[int | None] = mapped_column(Integer, comment="time the page was hidden, ms")
+    interacted: Mapped[bool | None] = mapped_column(
+        Boolean, comment="a trusted pointer or key event before the submit"
+    )
+    automation: Mapped[int | None] = mapped_column(Integer, comment="automation hint bits")
+    honeypot: Mapped[bool | None] = mapped_column(Boolean, comment="the invisible field was filled")
+    canary: Mapped[bool | None] = mapped_column(Boolean, comment="an answer has the canary word")
+    device_hint: Mapped[str | None] = mapped_column(
+        String(16), comment="keyed hash of User-Agent, screen, time zone and languages"
+    )
+    grid_items: Mapped[int | None] = mapped_column(Integer, comment="single-choice questions")
+    straightlined: Mapped[bool | None] = mapped_column(
+        Boolean, comment="every single-choice question answered alike"
+    )
+    text_hash: Mapped[str | None] = mapped_column(
+        String(16), comment="hash of the page's normalised free-text answers"
+    )
 
 
 class Researcher(db.Model):

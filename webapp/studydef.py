@@ -376,7 +376,8 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     dict
         ``slug``, ``title``, ``description``, ``estimated_minutes``, ``recruitment``,
         ``payment`` and ``tasks`` (each block with ``id`` and ``type``); ``language``,
-        ``recruiter`` and ``analysis`` (:mod:`webapp.study_analysis`) when the file has them.
+        ``authenticity``, ``recruiter`` and ``analysis`` (:mod:`webapp.study_analysis`) when
+        the file has them.
 
     Raises
     ------
@@ -406,6 +407,7 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
             "recruiter",
             "analysis",
             "language",
+            "authenticity",
         },
         where,
     )
@@ -474,6 +476,12 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
         and (raw.get("recruiter") is None or definition.get("recruiter") is not None)
     ):
         found.run(_verified_entry, definition, where.at("recruitment").at("verified_entry"))
+    if raw.get("authenticity") is not None:  # stored only when given: older hashes stay
+        from webapp.services.authenticity import validate_settings
+
+        definition["authenticity"] = found.run(
+            validate_settings, raw["authenticity"], where.at("authenticity")
+        )
     if raw.get("analysis") is not None and design is not None:
         # A product-choice block refused for its pairs still names its formats.
         definition["analysis"] = found.run(

@@ -12,6 +12,7 @@ MODULES = [
     "webapp.config",
     "webapp.models",
     "webapp.recruit.errors",
+    "webapp.services.authenticity",
     "webapp.services.design",
     "webapp.services.entry",
     "webapp.services.testmark",

@@ -25,7 +25,7 @@ from webapp.participant.blueprint import bp
 from webapp.participant.forms import ConsentForm
 from webapp.participant.lookup import request_page_rows, request_study
 from webapp.security import allow_mturk_framing
-from webapp.services import allocation, assignments, enrol_limit, flow
+from webapp.services import allocation, assignments, authenticity, enrol_limit, flow
 from webapp.services import entry as entry_service
 from webapp.services.accounts import client_hash
 from webapp.services.entry import Entry, EntryError
@@ -36,7 +36,7 @@ from webapp.tasks.base import PageContext, PageForm, TaskType
 # A refused submission's typed values and messages wait here for the GET after the redirect
 # (post/redirect/get, so Back never lands on a POST). Read once, then dropped.
 _REFUSED = "framelab_refused"
-_NOT_KEPT = frozenset({"csrf_token", "page", "rt_ms"})
+_NOT_KEPT = authenticity.OWN_FIELDS
 # The session is a signed cookie (about 4 KB in browsers): a refusal too large to keep there
 # (a very long free-text answer) is shown in place as before, so nothing typed is lost.
 _REFUSED_MAX_CHARS = 3000
@@ -333,6 +333,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
                 token=form.page.data,
                 secret=_secret(),
                 rt_ms=flow.parse_rt_ms(form.rt_ms.data),
+                signals=_page_signals(study, form),
             )
             if (
                 result.accepted
@@ -359,13 +360,29 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
             # Not one of the study's pages: no visit is recorded, so the first item's time
             # on page starts when the item is shown, not while waiting for it.
             return render_template("participant/waiting.html", study=study, action=here, **payload)
-        flow.record_visit(ctx)
         form = _refused_form(participant, task, ctx) or task.build_form(ctx, None)
         status = 200
     form.page.data = flow.page_token(participant, _secret())
     form.rt_ms.data = ""
+    form.canary = authenticity.page_canary(study.definition)
     html = render_template(task.template_name, study=study, form=form, action=here, **payload)
+    if request.method == "GET":
+        flow.record_visit(ctx, authenticity.page_words(html))
     return html, status
+
+
+def _page_signals(study: Study, form: PageForm) -> authenticity.PageSignals:
+    """The submitted page's authenticity signals (its script's field, the honeypot, the UA)."""
+    own = authenticity.OWN_FIELDS
+    return authenticity.page_signals(
+        request.form.get(authenticity.SIGNALS_FIELD),
+        honeypot=request.form.get(authenticity.HONEYPOT_FIELD),
+        answers=[v for k, vs in request.form.lists() if k not in own for v in vs],
+        form=form,
+        user_agent=request.headers.get("User-Agent", ""),
+        canary=authenticity.page_canary(study.definition),
+        secret=_secret(),
+    )
 
 
 def _study_full(

@@ -27,6 +27,7 @@ from webapp.models import (
     Study,
 )
 from webapp.services.assignments import current_assignment
+from webapp.services.authenticity import PageSignals
 from webapp.services.participant_data import Answer, Position, participant_data
 from webapp.tasks import get_task_type
 from webapp.tasks.base import Outcome, PageContext, PageForm, TaskType
@@ -200,10 +201,11 @@ def task_of(ctx: PageContext) -> TaskType:
     return task
 
 
-def record_visit(ctx: PageContext) -> None:
-    """Note when this page was first shown (reloads keep the first time) and commit."""
+def record_visit(ctx: PageContext, words: int | None = None) -> None:
+    """Note when this page was first shown, with ``words`` words of text on it (reloads keep
+    the first time), and commit."""
     page = task_of(ctx).page_name(ctx.block, ctx.step)
-    participant_data().record_visit(ctx.participant, page, ctx.now)
+    participant_data().record_visit(ctx.participant, page, ctx.now, words)
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,7 @@ def submit(
     token: str | None,
     secret: str,
     rt_ms: int | None,
+    signals: PageSignals | None = None,
 ) -> SubmitResult:
     """Save a validated page and move the participant on, atomically, exactly once.
 
@@ -271,7 +274,14 @@ def submit(
         moved.page_seq += 1
         moved.last_seen_at = ctx.now
         _apply(moved, ctx, result.outcome)
-        answer = Answer(ctx.now, rt_ms, tuple(ctx.writes), dict(ctx.participant_values), moved)
+        answer = Answer(
+            ctx.now,
+            rt_ms,
+            tuple(ctx.writes),
+            dict(ctx.participant_values),
+            moved,
+            signals or PageSignals(),
+        )
         data.save_answer(p, answer)
     except IntegrityError:
         data.release()

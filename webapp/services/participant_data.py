@@ -29,6 +29,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from webapp.extensions import db
 from webapp.models import PageVisit, Participant, ParticipantStatus, Study
+from webapp.services.authenticity import PAGE_COLUMNS, PageSignals
 from webapp.tasks.base import SETTABLE_PARTICIPANT_COLUMNS
 
 if TYPE_CHECKING:
@@ -67,14 +68,16 @@ _POSITION = tuple(f.name for f in fields(Position))
 
 @dataclass(frozen=True)
 class Answer:
-    """What saving one page writes: the visit's stamp, the task's rows, the participant's
-    columns the task set (``PageContext.set_participant``) and their new position."""
+    """What saving one page writes: the visit's stamp (with the page's authenticity signals),
+    the task's rows, the participant's columns the task set (``PageContext.set_participant``)
+    and their new position."""
 
     submitted_at: datetime
     rt_ms: int | None
     writes: tuple[tuple[RowWrite, dict[str, Any]], ...]
     columns: dict[str, Any]
     position: Position
+    signals: PageSignals = PageSignals()
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,11 @@ class ParticipantData(Protocol):
         ``lock``: begin an answer, taking the participant's row lock in the same statement
         (:meth:`lock` then reads nothing more in this transaction)."""
 
-    def record_visit(self, participant: Participant, page: str, now: datetime) -> None:
-        """Note that the participant's current page was shown (the first time is kept), move
-        their ``last_seen_at``, and commit."""
+    def record_visit(
+        self, participant: Participant, page: str, now: datetime, words: int | None = None
+    ) -> None:
+        """Note that the participant's current page was shown with ``words`` words of text
+        (the first time is kept), move their ``last_seen_at``, and commit."""
 
     def lock(self, participant_id: int) -> Locked | None:
         """Begin an answer: the participant read under their row lock (``None``: gone)."""
@@ -179,7 +184,11 @@ _STAMP_VISIT = (
         _VISIT.c.participant_id == bindparam("s_participant"),
         _VISIT.c.page_seq == bindparam("s_seq"),
     )
-    .values(submitted_at=bindparam("s_submitted"), rt_ms=bindparam("s_rt"))
+    .values(
+        submitted_at=bindparam("s_submitted"),
+        rt_ms=bindparam("s_rt"),
+        **{name: bindparam(f"s_{name}") for name in PAGE_COLUMNS},
+    )
 )
 
 # The position and every column a task may set, written together: a task's columns are read
@@ -208,6 +217,7 @@ def _visit_insert(dialect: str) -> Any:
             page_seq=bindparam("v_seq"),
             page=bindparam("v_page"),
             shown_at=bindparam("v_shown"),
+            words=bindparam("v_words"),
         )
         .on_conflict_do_nothing(index_elements=["participant_id", "page_seq"])
     )
@@ -230,7 +240,9 @@ class SqlParticipantData:
             self._hold(Locked(row[0], row[2]))
         return row[0], row[1]
 
-    def record_visit(self, participant: Participant, page: str, now: datetime) -> None:
+    def record_visit(
+        self, participant: Participant, page: str, now: datetime, words: int | None = None
+    ) -> None:
         session = db.session
         session.execute(
             self._visit,
@@ -239,6 +251,7 @@ class SqlParticipantData:
                 "v_seq": participant.page_seq,
                 "v_page": page,
                 "v_shown": now,
+                "v_words": words,
             },
         )
         session.execute(_LAST_SEEN, {"p_id": participant.id, "p_seen": now})
@@ -273,6 +286,7 @@ class SqlParticipantData:
                 "s_seq": participant.page_seq,
                 "s_submitted": answer.submitted_at,
                 "s_rt": answer.rt_ms,
+                **{f"s_{k}": v for k, v in answer.signals.columns().items()},
             },
         )
         for statement, params in answer.writes:

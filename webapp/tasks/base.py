@@ -82,6 +82,8 @@ class PageForm(FlaskForm):
 
     page = HiddenField()
     rt_ms = HiddenField()
+    # The study's canary word that the page shows to machine readers only (or None).
+    canary: str | None = None
 
 
 @dataclass
