@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANNOTATION_LONG_COLUMNS",
+    "AUTHENTICITY_COLUMNS",
     "CHOICE_LONG_COLUMNS",
     "ITEMS_COLUMNS",
     "MODEL_LABELS",
@@ -164,6 +165,15 @@ TIDY_CHOICE_OPTIONAL: dict[str, object] = {
     "quiz_passed": "bool",
     "attention_passed": "bool",
     "duration_s": "float",
+}
+# The platform's authenticity columns (docs/export.md, "Authenticity columns") that the
+# ``authenticity`` exclusion rule reads: typed when a file has them; files without them load
+# as before, and the rule then says it could not be checked.
+AUTHENTICITY_COLUMNS: dict[str, object] = {
+    "auth_score": "int",
+    "auth_flagged": "bool",
+    "auth_canary": "int",
+    "auth_signal_pages": "int",
 }
 MODEL_LABELS = ("positive", "negative", "neutral", "other")
 PREDICTION_COLUMNS: dict[str, object] = {"item_id": "str", "model": "str", "label": MODEL_LABELS}
@@ -372,7 +382,8 @@ def _validate_export(df: pd.DataFrame, name: str, kind: str | None) -> pd.DataFr
     schema = _SCHEMAS[kind]
     source = f"{name} ({kind} export)"
     check_columns(df, schema, source)
-    return coerce_columns(df, schema, source)
+    present = {c: k for c, k in AUTHENTICITY_COLUMNS.items() if c in df.columns}
+    return coerce_columns(df, {**schema, **present}, source)
 
 
 def _currency_columns(df: pd.DataFrame) -> pd.DataFrame:
@@ -419,7 +430,8 @@ def load_choice(path: str | Path) -> pd.DataFrame:
         return _validate_export(df, Path(path).name, "choice")
     source = f"{Path(path).name} (tidy choice CSV)"
     check_columns(df, TIDY_CHOICE_REQUIRED, source, known=TIDY_CHOICE_OPTIONAL)
-    out = coerce_columns(df, {**TIDY_CHOICE_REQUIRED, **TIDY_CHOICE_OPTIONAL}, source)
+    present = {c: k for c, k in AUTHENTICITY_COLUMNS.items() if c in df.columns}
+    out = coerce_columns(df, {**TIDY_CHOICE_REQUIRED, **TIDY_CHOICE_OPTIONAL, **present}, source)
     for col, kind in TIDY_CHOICE_OPTIONAL.items():
         if col not in out.columns:
             out[col] = pd.Series(None, index=out.index, dtype=float if kind == "float" else object)

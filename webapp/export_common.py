@@ -9,6 +9,7 @@ imports the service that assembles the tables.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -57,6 +58,11 @@ class ExportScope:
     include_test: bool = False
     include_excluded: bool = False
     include_platform_ids: bool = False
+    # Participant-level columns the export service adds to :meth:`participant` (the
+    # authenticity columns, webapp.services.authenticity): their names and each participant's
+    # cells. A table that uses :meth:`participant` lists them after its participant columns.
+    extra_columns: tuple[str, ...] = ()
+    extra_cells: Callable[[Participant], Mapping[str, Any]] | None = None
 
     def where(self, query: Any) -> Any:
         """``query`` (over :class:`Participant`) limited to the participants in scope."""
@@ -103,4 +109,5 @@ class ExportScope:
             "duration_s": duration,
             # When the participant completed: the order in which interim looks count them.
             "finished_at": iso_time(p.finished_at) if duration is not None else None,
+            **(self.extra_cells(p) if self.extra_cells is not None else {}),
         }

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from tests.webapp.conftest import DEMO
 from webapp.extensions import db
-from webapp.models import PageVisit, Participant, Study
+from webapp.models import PageVisit, Participant, Platform, Study
 from webapp.services import authenticity
 from webapp.services.authenticity import WEIGHTS, assess, parse_script_field
 
@@ -209,9 +209,10 @@ def test_the_consent_page_says_what_is_recorded(client, app, language, tmp_path)
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
-def _person(study_id: int, code: str, pages: list[dict]) -> int:
-    p = Participant(study_id=study_id, code=code, platform="link", seed=1, sequence="A")
-    p.platform = p.platform.__class__("link")
+def add_participant(study_id: int, code: str, pages: list[dict]) -> int:
+    """A participant of the study with pages built by hand (each dict: PageVisit columns and
+    its `seconds`); returns the database id."""
+    p = Participant(study_id=study_id, code=code, platform=Platform.link, seed=1, sequence="A")
     db.session.add(p)
     db.session.flush()
     for seq, page in enumerate(pages):
@@ -258,7 +259,7 @@ def test_each_reason_is_found_and_weighed(app, study):
     with app.app_context():
         s = db.session.scalars(select(Study)).one()
         ids = {
-            name: _person(s.id, f"p_{i:016x}", pages)
+            name: add_participant(s.id, f"p_{i:016x}", pages)
             for i, (name, pages) in enumerate(cases.items())
         }
         result = assess(s)
@@ -278,9 +279,11 @@ def test_each_reason_is_found_and_weighed(app, study):
 def test_the_same_text_and_the_same_device_across_ids(app, study):
     with app.app_context():
         s = db.session.scalars(select(Study)).one()
-        a = _person(s.id, "p_a", [{**JS, "text_hash": "t1", "device_hint": "d1", "keystrokes": 9}])
-        b = _person(s.id, "p_b", [{**JS, "text_hash": "t1", "device_hint": "d1"}])
-        c = _person(s.id, "p_c", [{**JS, "text_hash": "t2", "device_hint": "d2"}])
+        a = add_participant(
+            s.id, "p_a", [{**JS, "text_hash": "t1", "device_hint": "d1", "keystrokes": 9}]
+        )
+        b = add_participant(s.id, "p_b", [{**JS, "text_hash": "t1", "device_hint": "d1"}])
+        c = add_participant(s.id, "p_c", [{**JS, "text_hash": "t2", "device_hint": "d2"}])
         result = assess(s)
         only_c = assess(s, [c])
     assert result[a].reasons == ("duplicate_text", "shared_device")
@@ -303,3 +306,46 @@ def test_an_automation_user_agent_is_an_automation_hint(make_bot, query, app):
     bot.step()
     visit = _visits(query)[0]
     assert visit.automation == authenticity.SERVER_UA
+
+
+# -- the exports -------------------------------------------------------------------------------
+def test_the_exports_and_codebook_carry_the_score_and_a_column_per_signal(make_bot, app):
+    from webapp.services.export import build_table
+
+    careful, pasting = make_bot(), make_bot()
+    for bot, signals in (
+        (careful, SCRIPT),
+        (pasting, "pe=1;pc=400;ks=0;tc=400;hc=1;hm=5000;ia=1;au=1;dv=1"),
+    ):
+        page = bot.open()
+        while bot.verdict(page) is None:
+            page = bot.post({**bot.answer(), "signals": signals})
+    with app.app_context():
+        s = db.session.scalars(select(Study)).one()
+        long_rows, long_cols = build_table(s, "long", include_test=True)
+        wide_rows, wide_cols = build_table(s, "wide", include_test=True)
+        pages, page_cols = build_table(s, "page-times", include_test=True)
+        book, _ = build_table(s, "codebook")
+    assert set(authenticity.EXPORT_COLUMNS) <= set(long_cols) & set(wide_cols)
+    by_person = {r["participant_id"]: r for r in wide_rows}
+    assert len(by_person) == 2
+    careful_row, pasting_row = sorted(by_person.values(), key=lambda r: r["auth_automation"])
+    # Bots answer at once, faster than their pages can be read: "fast" (server time, so how
+    # fast depends on the machine; the other reasons do not).
+    assert set(careful_row["auth_reasons"].split(";")) <= {"fast"}
+    reasons = pasting_row["auth_reasons"].split(";")
+    assert [r for r in reasons if r != "fast"] == ["automation", "paste", "hidden"]
+    assert pasting_row["auth_score"] >= 6 and pasting_row["auth_flagged"] == 1
+    assert pasting_row["auth_pasted_chars"] == 400 * pasting_row["auth_pages"]
+    assert all(r["auth_signal_pages"] == r["auth_pages"] > 20 for r in by_person.values())
+    # long: the same participant cells in every row of a participant.
+    for row in long_rows:
+        assert row["auth_score"] == by_person[row["participant_id"]]["auth_score"]
+    assert {"words", "signals", "pasted_chars", "honeypot"} <= set(page_cols)
+    assert "device_hint" not in page_cols and "text_hash" not in page_cols
+    assert {p["signals"] for p in pages} == {"js"}
+    described = {(r["table"], r["column"]): r for r in book}
+    for column in authenticity.EXPORT_COLUMNS:
+        assert described["wide", column]["meaning"], column
+        assert described["long", column]["meaning"], column
+    assert described["page-times", "signals"]["allowed_values"] == "js|none|invalid"

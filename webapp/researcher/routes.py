@@ -55,6 +55,7 @@ from webapp.services import accounts, audit, payments, reconcile, testdata
 from webapp.services import export as export_service
 from webapp.services import researchers as console
 from webapp.services.design import study_formats, study_sequences
+from webapp.services.monitor import FLAG_FILTERS
 from webapp.services.researchers import ConsoleError, SlugTaken, authenticate
 from webapp.services.studies import (
     LoadResult,
@@ -289,6 +290,7 @@ def study(slug: str) -> str:
         s=s,
         dash=overview,
         table=_table(s),
+        flag_filters=FLAG_FILTERS,
         links=console.recruitment_links(s, public_base_url()),
         transitions=sorted(t.value for t in console.TRANSITIONS[s.state]),
         duplicate_form=DuplicateForm(data={"slug": console.free_slug(s.slug, g.researcher)}),
@@ -338,6 +340,7 @@ def _overview(s: Study) -> dict[str, Any]:
     data["shares"] = monitor.choice_shares(s)
     data["formats"] = list(study_formats(s.definition))
     data["time_limit_minutes"] = round(timeouts.time_limit(s).total_seconds() / 60, 1)
+    data["authenticity"] = monitor.flag_summary(s, _assessed(s))
     return data
 
 
@@ -352,6 +355,14 @@ def _overviews() -> Any:
     return cache
 
 
+def _assessed(s: Study) -> Any:
+    """The study's authenticity assessment, computed at most once per cache period (it reads
+    every answered page of the study; the table and the overview share it)."""
+    from webapp.services import authenticity
+
+    return _overviews().get(("authenticity", s.id), lambda: authenticity.assess(s))
+
+
 def _table(s: Study) -> Any:
     """The participant table page the query string asks for (filter, sort, search, page)."""
     from webapp.services import monitor
@@ -363,6 +374,8 @@ def _table(s: Study) -> Any:
         sort=args.get("sort", "newest"),
         page=args.get("page", 1, type=int) or 1,
         query=args.get("q", "")[:128],
+        flag=args.get("flag", "all"),
+        assessed=_assessed(s),
     )
 
 

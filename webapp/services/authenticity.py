@@ -441,6 +441,49 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+# The page-times export's signal columns: every page column but the two hashes (the device
+# hint and the free-text hash link participants; they are compared here, never exported).
+PAGE_EXPORT_COLUMNS: tuple[str, ...] = (
+    "words",
+    *(c for c in PAGE_COLUMNS if c not in ("device_hint", "text_hash")),
+)
+CODEBOOK.update(
+    {
+        "words": ("int", "words of text on the page (the reading floor's count)", ">= 0"),
+        "signals": (
+            "str",
+            "the page script's signals: js, none (no JavaScript: never a reason) or invalid",
+            "js|none|invalid",
+        ),
+        "paste_count": ("int", "paste events in the page's text fields", ">= 0"),
+        "pasted_chars": ("int", "characters pasted into them (count only)", ">= 0"),
+        "keystrokes": ("int", "key presses in them (count only)", ">= 0"),
+        "text_chars": ("int", "characters in them at the submit", ">= 0"),
+        "hidden_count": ("int", "times the page was hidden", ">= 0"),
+        "hidden_ms": ("int", "time the page was hidden, ms", ">= 0"),
+        "interacted": ("int", "1 if a real pointer or key event came before the submit", "0|1"),
+        "automation": ("int", "automation hint bits (as auth_automation)", ">= 0"),
+        "honeypot": ("int", "1 if the invisible field was filled in", "0|1"),
+        "canary": ("int", "1 if an answer carries the study's canary word", "0|1"),
+        "grid_items": (
+            "int",
+            f"single-choice questions (pages with {MIN_GRID_ITEMS} or more)",
+            ">= 0",
+        ),
+        "straightlined": ("int", "1 if they were all answered alike", "0|1"),
+    }
+)
+
+
+def page_cells(visit: PageVisit) -> dict[str, Any]:
+    """A page's :data:`PAGE_EXPORT_COLUMNS` (booleans as 0/1)."""
+    cells = {}
+    for name in PAGE_EXPORT_COLUMNS:
+        value = getattr(visit, name)
+        cells[name] = int(value) if isinstance(value, bool) else value
+    return cells
+
+
 _VISIT_COLUMNS = (
     PageVisit.participant_id,
     PageVisit.shown_at,

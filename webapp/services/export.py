@@ -25,6 +25,7 @@ from webapp.export_common import (
 from webapp.extensions import db
 from webapp.i18n import study_language
 from webapp.models import PageVisit, Participant, Study
+from webapp.services import authenticity
 from webapp.tasks import task_types
 from webapp.tasks.base import ExportTable, TaskType
 
@@ -53,6 +54,7 @@ PAGE_TIME_COLUMNS: tuple[str, ...] = (
     "submitted_at",
     "server_ms",
     "rt_ms",
+    *authenticity.PAGE_EXPORT_COLUMNS,
 )
 _STATUSES = "started|screened_out|completed|returned|timed_out"
 # column -> (type, meaning, allowed values) of the columns several tables share; the task types
@@ -87,6 +89,7 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
     "platform_participant_id": ("str", "raw Prolific PID / MTurk WorkerId (payment files)", ""),
     "platform_study_id": ("str", "raw Prolific STUDY_ID / MTurk HITId", ""),
     "platform_session_id": ("str", "raw Prolific SESSION_ID / MTurk AssignmentId", ""),
+    **authenticity.CODEBOOK,
 }
 # OWASP "CSV injection": a cell starting with one of these runs as a formula in spreadsheets,
 # also after leading spaces (Excel and LibreOffice skip them) and in the full-width forms that
@@ -209,7 +212,7 @@ def wide_rows(scope: ExportScope) -> tuple[list[dict[str, Any]], list[str]]:
     ``wtp_premium_pct__PAIR``; per demographics question ``demo_QUESTION``; ...).
     """
     parts = [task.wide(scope, scope.blocks(task.name)) for task in task_types()]
-    columns = list(PARTICIPANT_COLUMNS) + [c for cols, _ in parts for c in cols]
+    columns = [*PARTICIPANT_COLUMNS, *scope.extra_columns, *(c for cols, _ in parts for c in cols)]
     language = study_language(scope.study.definition)
     query = select(Participant).where(Participant.study_id == scope.study.id)
     rows = []
@@ -250,6 +253,7 @@ def page_time_rows(scope: ExportScope) -> list[dict[str, Any]]:
                 "submitted_at": iso_time(visit.submitted_at),
                 "server_ms": server_ms,
                 "rt_ms": visit.rt_ms,
+                **authenticity.page_cells(visit),
                 TEST_COLUMN: int(is_test),
             }
         )
@@ -304,7 +308,15 @@ def build_table(
     """
     if include_platform_ids and fmt != "long":
         raise ValueError("raw platform IDs are only available in the long export")
-    scope = ExportScope(study, include_test, include_excluded, include_platform_ids)
+    assessed = authenticity.assess(study)
+    scope = ExportScope(
+        study,
+        include_test,
+        include_excluded,
+        include_platform_ids,
+        extra_columns=authenticity.EXPORT_COLUMNS,
+        extra_cells=lambda p: assessed.get(p.id, authenticity.NO_PAGES).cells(),
+    )
     if fmt == "long":
         table, blocks = _long_table(study)
         rows, columns = table.build(scope, blocks)

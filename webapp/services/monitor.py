@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +33,7 @@ from webapp.models import (
     Study,
     TaskResponse,
 )
+from webapp.services import authenticity
 from webapp.services.design import study_formats
 from webapp.services.entry import canonical_id, pseudonym
 
@@ -46,6 +47,8 @@ SORTS: dict[str, tuple[Any, ...]] = {
     "started": (Participant.started_at.asc(), Participant.id.asc()),
 }
 STATUS_FILTERS = ("all", *(s.value for s in ParticipantStatus), "excluded")
+# The table's authenticity filter: everyone, the flagged, those without signals, or a reason.
+FLAG_FILTERS = ("all", "flagged", "no_signals", *authenticity.WEIGHTS)
 
 
 def _real(study: Study) -> Any:
@@ -266,6 +269,7 @@ class TablePage:
     status: str
     sort: str
     query: str
+    flag: str = "all"
 
 
 def codes_for(study: Study, text: str) -> list[str]:
@@ -294,6 +298,8 @@ def participant_table(
     sort: str = "newest",
     page: int = 1,
     query: str = "",
+    flag: str = "all",
+    assessed: Mapping[int, authenticity.Authenticity] | None = None,
     per_page: int = PER_PAGE,
 ) -> TablePage:
     """One page of the participant table, filtered, searched and sorted in the database.
@@ -308,15 +314,28 @@ def participant_table(
         1-based; clamped to the pages there are.
     query : str
         A pseudonym or a recruiter ID (see :func:`codes_for`).
+    flag : str
+        A key of :data:`FLAG_FILTERS`: ``flagged`` (score at least
+        :data:`~webapp.services.authenticity.FLAG_SCORE`), ``no_signals`` (pages answered,
+        none with the page script's signals) or one reason.
+    assessed : mapping, optional
+        The study's :func:`webapp.services.authenticity.assess` (computed when not given; the
+        console passes the one it keeps for a few seconds).
 
     Returns
     -------
     TablePage
-        Two queries: a count and the page.
+        A count and the page, after the study's authenticity assessment
+        (:func:`webapp.services.authenticity.assess`).
     """
     status = status if status in STATUS_FILTERS else "all"
     sort = sort if sort in SORTS else "newest"
+    flag = flag if flag in FLAG_FILTERS else "all"
+    if assessed is None:
+        assessed = authenticity.assess(study)
     where = [Participant.study_id == study.id]
+    if flag != "all":
+        where.append(Participant.id.in_(_flagged(assessed, flag)))
     if status == "excluded":
         where.append(Participant.excluded.is_(True))
     elif status != "all":
@@ -334,12 +353,23 @@ def participant_table(
         .offset((page - 1) * per_page)
     )
     n_blocks = len(study.definition["tasks"])
-    rows = [row_of(p, n_blocks) for p in people]
-    return TablePage(rows, total, page, pages, status, sort, query.strip())
+    rows = [row_of(p, n_blocks, assessed.get(p.id)) for p in people]
+    return TablePage(rows, total, page, pages, status, sort, query.strip(), flag)
 
 
-def row_of(p: Participant, n_blocks: int) -> dict[str, Any]:
-    """One participant as a table row (JSON-serialisable); ``n_blocks``: the study's blocks.
+def _flagged(assessed: Mapping[int, authenticity.Authenticity], flag: str) -> list[int]:
+    if flag == "flagged":
+        return [pid for pid, a in assessed.items() if a.flagged]
+    if flag == "no_signals":
+        return [pid for pid, a in assessed.items() if a.signal_pages == 0]
+    return [pid for pid, a in assessed.items() if flag in a.reasons]
+
+
+def row_of(
+    p: Participant, n_blocks: int, assessed: authenticity.Authenticity | None = None
+) -> dict[str, Any]:
+    """One participant as a table row (JSON-serialisable); ``n_blocks``: the study's blocks,
+    ``assessed``: their authenticity (``None``: no page answered yet).
 
     Progress is 100 % only for a completed participant: someone who stopped on the debrief
     (or returned, timed out, was screened out) shows the share of blocks they got through.
@@ -361,7 +391,46 @@ def row_of(p: Participant, n_blocks: int) -> dict[str, Any]:
         "reconcile_note": p.reconcile_note,
         "is_preview": p.is_preview,
         "is_test": p.is_test,
+        "authenticity": _authenticity_text(assessed),
+        "auth_score": assessed.score if assessed else 0,
+        "auth_reasons": list(assessed.reasons) if assessed else [],
     }
+
+
+def _authenticity_text(a: authenticity.Authenticity | None) -> str:
+    """The table's authenticity cell: ``5: paste, fast``, ``no signals`` or empty."""
+    if a is None:
+        return ""
+    if a.reasons:
+        return f"{a.score}: {', '.join(a.reasons)}" + (
+            " (no signals)" if not a.signal_pages else ""
+        )
+    return "no signals" if a.signal_pages == 0 else "0"
+
+
+def flag_summary(
+    study: Study, assessed: Mapping[int, authenticity.Authenticity] | None = None
+) -> dict[str, Any]:
+    """The live overview's authenticity line over the study's real participants (``assessed``:
+    the study's :func:`webapp.services.authenticity.assess`, computed when not given).
+
+    Returns
+    -------
+    dict
+        :func:`webapp.services.authenticity.flag_counts` plus ``text``, e.g.
+        "7 sessions flagged: 5 paste, 2 canary" (and how many sent no signals).
+    """
+    real = db.session.scalars(select(Participant.id).where(_real(study))).all()
+    if assessed is None:
+        assessed = authenticity.assess(study)
+    counts = authenticity.flag_counts(assessed[pid] for pid in real if pid in assessed)
+    n = counts["flagged"]
+    text = f"{n} session{'s' if n != 1 else ''} flagged"
+    if counts["reasons"]:
+        text += ": " + ", ".join(f"{k} {r.replace('_', ' ')}" for r, k in counts["reasons"].items())
+    if counts["no_signals"]:
+        text += f"; {counts['no_signals']} without signals (no JavaScript; not a reason)"
+    return {**counts, "text": text}
 
 
 # -- one participant ----------------------------------------------------------------------
@@ -401,6 +470,7 @@ def participant_record(study: Study, p: Participant) -> dict[str, Any]:
             if v.submitted_at is None
             else round((v.submitted_at - v.shown_at).total_seconds(), 1),
             "client_ms": v.rt_ms,
+            "signals": _page_signals_text(v),
         }
         for v in db.session.scalars(
             select(PageVisit).where(PageVisit.participant_id == p.id).order_by(PageVisit.page_seq)
@@ -437,8 +507,10 @@ def participant_record(study: Study, p: Participant) -> dict[str, Any]:
         .order_by(Annotation.id)
     ).all()
     n_blocks = len(study.definition["tasks"])
+    assessed = authenticity.assess(study, [p.id]).get(p.id)
     return {
-        "row": row_of(p, n_blocks),
+        "row": row_of(p, n_blocks, assessed),
+        "authenticity": None if assessed is None else assessed.cells(),
         "platform_id": identity.external_id if identity else None,
         "external_study_id": identity.external_study_id if identity else None,
         "external_session_id": identity.external_session_id if identity else None,
@@ -457,6 +529,26 @@ def participant_record(study: Study, p: Participant) -> dict[str, Any]:
             {"block": b, "item": i, "label": lab, "state": st.value} for b, i, lab, st in labels
         ],
     }
+
+
+def _page_signals_text(v: PageVisit) -> str:
+    """One page's signals in a few words for the participant's path."""
+    if v.submitted_at is None or v.signals is None:
+        return ""
+    parts = [] if v.signals == "js" else [f"signals: {v.signals}"]
+    if v.signals == "js":
+        parts.append(f"{v.keystrokes} keys / {v.text_chars} chars" if v.text_chars else "")
+        parts.append(f"pasted {v.pasted_chars}" if v.paste_count else "")
+        parts.append(
+            f"hidden {v.hidden_count}x {v.hidden_ms / 1000:.1f} s" if v.hidden_count else ""
+        )
+        parts.append("" if v.interacted else "no interaction")
+    parts.append(f"automation {v.automation}" if v.automation else "")
+    parts.append("honeypot" if v.honeypot else "")
+    parts.append("canary" if v.canary else "")
+    parts.append("one column" if v.straightlined else "")
+    parts.append(f"{v.words} words" if v.words else "")
+    return "; ".join(part for part in parts if part)
 
 
 def _ts(value: datetime | None) -> str | None:

@@ -111,7 +111,8 @@
         var tr = document.createElement("tr");
         tr.setAttribute("data-participant", p.participant_id);
         ["participant_id", "platform", "status", "sequence", "progress_pct", "started_at",
-         "last_seen_at", "duration_s", "excluded", "platform_status", "reconcile_note"].forEach(function (k) {
+         "last_seen_at", "duration_s", "excluded", "platform_status", "reconcile_note",
+         "authenticity"].forEach(function (k) {
           var v = p[k];
           if (k === "excluded") { v = p.excluded ? "excluded: " + (p.exclusion_reason || "") : ""; }
           if (k === "progress_pct") { v = v + "%"; }
@@ -136,6 +137,7 @@
       setText(document.querySelector("[data-table-total]"), data.table.total);
       setText(document.querySelector("[data-table-page]"), "Page " + data.table.page + " of " + data.table.pages);
     }
+    setText(document.querySelector("[data-flagged]"), data.authenticity.text);
     document.querySelectorAll("[data-updated]").forEach(function (el) {
       setText(el, data.updated_at);
     });
