@@ -2,13 +2,13 @@
 
 Each rule is a named predicate. A row is excluded by the first rule (in the order listed) that
 matches it, so every excluded row carries exactly one reason and the counts add up.
-Participant-level rules (status, quiz, attention, speed) remove all of that participant's rows;
-the duplicate rule removes repeated rows only.
+Participant-level rules (status, quiz, attention, authenticity, speed) remove all of that
+participant's rows; the duplicate rule removes repeated rows only.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ REASONS = (
     "status not completed",
     "failed comprehension quiz",
     "failed attention check",
+    "followed the canary instruction",
+    "authenticity score above max_score",
     "implausibly fast",
     "duplicate trial",
     "surplus label",
@@ -56,6 +58,10 @@ class ChoiceRules:
     min_duration_frac_median : float or None
         Drop participants faster than this fraction of the median completion time (implausibly
         fast relative to the sample; 0.3 by default, a common screening threshold).
+    authenticity_max_score : float or None
+        Drop participants whose authenticity score (the export's ``auth_score``) is above this.
+    authenticity_canary : bool
+        Drop participants whose answers carry the study's canary word (``auth_canary > 0``).
     """
 
     require_completed: bool = True
@@ -64,10 +70,29 @@ class ChoiceRules:
     drop_duplicates: bool = True
     min_duration_s: float | None = None
     min_duration_frac_median: float | None = 0.3
+    authenticity_max_score: float | None = None
+    authenticity_canary: bool = False
+
+    @property
+    def has_authenticity(self) -> bool:
+        """Whether an authenticity rule is on."""
+        return self.authenticity_max_score is not None or self.authenticity_canary
+
+    def without_authenticity(self) -> ChoiceRules:
+        """The same rules with the authenticity rules off (the report's sensitivity line)."""
+        return replace(self, authenticity_max_score=None, authenticity_canary=False)
 
     def as_dict(self) -> dict[str, object]:
-        """Return the rules as a plain dict (for ``results.json``)."""
-        return asdict(self)
+        """Return the rules as a plain dict (for ``results.json``, the normalised ``analysis:``
+        block and the pre-registration): the authenticity rules as ``authenticity: {max_score,
+        canary}``, present only when one is on, so rules frozen before they existed compare
+        equal."""
+        out = asdict(self)
+        max_score = out.pop("authenticity_max_score")
+        canary = out.pop("authenticity_canary")
+        if self.has_authenticity:
+            out["authenticity"] = {"max_score": max_score, "canary": canary}
+        return out
 
 
 @dataclass(frozen=True)
@@ -137,7 +162,8 @@ def exclude_choice(
         Rows that pass every rule, in the input order.
     excluded : pandas.DataFrame
         The other rows with an added ``reason`` column: ``status not completed``,
-        ``failed comprehension quiz``, ``failed attention check``, ``implausibly fast`` or
+        ``failed comprehension quiz``, ``failed attention check``, ``followed the canary
+        instruction``, ``authenticity score above max_score``, ``implausibly fast`` or
         ``duplicate trial``.
     """
     import pandas as pd
@@ -151,6 +177,12 @@ def exclude_choice(
         _assign(reasons, pd.to_numeric(data["quiz_passed"]) == 0, "failed comprehension quiz")
     if rules.require_attention and "attention_passed" in data.columns:
         _assign(reasons, pd.to_numeric(data["attention_passed"]) == 0, "failed attention check")
+    if rules.authenticity_canary and "auth_canary" in data.columns:
+        canary = pd.to_numeric(data["auth_canary"]) > 0
+        _assign(reasons, canary, "followed the canary instruction")
+    if rules.authenticity_max_score is not None and "auth_score" in data.columns:
+        above = pd.to_numeric(data["auth_score"]) > rules.authenticity_max_score
+        _assign(reasons, above, "authenticity score above max_score")
     if "duration_s" in data.columns:
         per_person = data.groupby(subject)["duration_s"].first().astype(float)
         limits = []

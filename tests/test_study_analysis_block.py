@@ -137,6 +137,18 @@ BAD = {
         + "  looks: {at: [0.5, 1.0], futility: {spending: pocock, beta: 0.2, binding: true}}\n",
         "analysis.looks.futility.binding: beta-spending futility bounds are non-binding",
     ),
+    "authenticity empty": (
+        BASE + "  exclusions: {authenticity: {canary: false}}\n",
+        "analysis.exclusions.authenticity: give max_score, canary: true, or both",
+    ),
+    "authenticity score": (
+        BASE + "  exclusions: {authenticity: {max_score: -1}}\n",
+        "analysis.exclusions.authenticity.max_score: must be at least 0 and at most 1000",
+    ),
+    "authenticity key": (
+        BASE + "  exclusions: {authenticity: {max: 2}}\n",
+        "analysis.exclusions.authenticity: unknown key(s) ['max']",
+    ),
     "looks need completed": (
         BASE + "  exclusions: {require_completed: false}\n  looks: {at: [0.5, 1.0]}\n",
         "analysis.exclusions.require_completed: interim looks count completed participants",
@@ -208,3 +220,12 @@ def test_both_readers_refuse_levels_outside_the_blocks_formats_alike(tmp_path, n
         read_study(path)
     assert str(web.value) == str(own.value)
     assert str(own.value).startswith(f"{FORMATS_DEMO.name}: {expected}")
+
+
+def test_both_readers_normalise_the_authenticity_rule_alike_and_only_when_given(tmp_path):
+    path = study_with(tmp_path, BASE + "  exclusions: {authenticity: {max_score: 2}}\n")
+    web = load_study_file(path)["analysis"]
+    assert read_study(path).plan.as_dict() == web
+    assert web["exclusions"]["authenticity"] == {"max_score": 2.0, "canary": False}
+    # Without the rule the block is what it was before the rule existed (its hash too).
+    assert "authenticity" not in load_study_file(DEMO)["analysis"]["exclusions"]

@@ -69,9 +69,24 @@ def _text(raw: Mapping[str, Any], key: str, where: Where, *, required: bool) -> 
     return value.strip()
 
 
+def _authenticity(raw: Any, where: Where) -> dict[str, Any]:
+    """``exclusions.authenticity``: ``max_score`` (exclude scores above it) and/or ``canary``."""
+    raw = get_mapping(raw, where)
+    check_keys(raw, {"max_score", "canary"}, where)
+    max_score = raw.get("max_score")
+    if max_score is not None:
+        max_score = _number(max_score, where.at("max_score"), 0, 1000, open_low=False)
+    canary = _flag(raw, "canary", where, False)
+    if max_score is None and not canary:
+        raise where.error("give max_score, canary: true, or both (or leave the rule out)")
+    return {"max_score": max_score, "canary": canary}
+
+
 def _exclusions(raw: Any, where: Where) -> dict[str, Any]:
     raw = get_mapping(raw if raw is not None else {}, where)
-    check_keys(raw, {*RULE_FLAGS, "min_duration_s", "min_duration_frac_median"}, where)
+    check_keys(
+        raw, {*RULE_FLAGS, "min_duration_s", "min_duration_frac_median", "authenticity"}, where
+    )
     rules: dict[str, Any] = {key: _flag(raw, key, where, True) for key in RULE_FLAGS}
     rules["min_duration_s"] = None
     if raw.get("min_duration_s") is not None:
@@ -84,6 +99,8 @@ def _exclusions(raw: Any, where: Where) -> dict[str, Any]:
         if frac is None
         else _number(frac, where.at("min_duration_frac_median"), 0, 1, open_low=False)
     )
+    if raw.get("authenticity") is not None:  # only when given: older blocks keep their hash
+        rules["authenticity"] = _authenticity(raw["authenticity"], where.at("authenticity"))
     return rules
 
 

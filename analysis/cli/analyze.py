@@ -162,6 +162,17 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     help="Exclude participants faster than this fraction of the median duration (0 disables).",
 )
 @click.option(
+    "--authenticity-max-score",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Exclude participants whose authenticity score (the export's auth_score) is above this.",
+)
+@click.option(
+    "--authenticity-canary",
+    is_flag=True,
+    help="Exclude participants whose answers carry the study's canary word (auth_canary).",
+)
+@click.option(
     "--levels",
     "format_levels",
     default=None,
@@ -237,6 +248,8 @@ def choice_command(
     keep_duplicates: bool,
     min_duration_s: float | None,
     min_duration_frac: float,
+    authenticity_max_score: float | None,
+    authenticity_canary: bool,
     format_levels: str | None,
     baseline: str,
     blocks: str,
@@ -264,6 +277,8 @@ def choice_command(
         drop_duplicates=not keep_duplicates,
         min_duration_s=min_duration_s,
         min_duration_frac_median=min_duration_frac or None,
+        authenticity_max_score=authenticity_max_score,
+        authenticity_canary=authenticity_canary,
     )
     levels = None
     if format_levels is not None:

@@ -101,6 +101,10 @@ def analysis_command(plan: AnalysisPlan, document: str = "prereg.md") -> str:
     if rules.min_duration_s is not None:
         parts.append(f"--min-duration-s {rules.min_duration_s:g}")
     parts += [flag for rule, flag in _KEEP_FLAGS.items() if not getattr(rules, rule)]
+    if rules.authenticity_max_score is not None:
+        parts.append(f"--authenticity-max-score {rules.authenticity_max_score:g}")
+    if rules.authenticity_canary:
+        parts.append("--authenticity-canary")
     if plan.transform == "log":
         parts.append("--wtp-log")
     return " ".join(parts)
@@ -238,6 +242,18 @@ def _sentences(record: dict[str, Any]) -> list[tuple[str, list[str]]]:
             "Participants faster than "
             f"{rules['min_duration_frac_median']:g} times the median completion time are "
             "excluded (implausibly fast)."
+        )
+    authenticity = rules.get("authenticity")
+    if authenticity is not None and authenticity["canary"]:
+        excl.append(
+            "Participants whose answers carry the study's canary word (an instruction only a "
+            "machine reader of the page sees) are excluded."
+        )
+    if authenticity is not None and authenticity["max_score"] is not None:
+        excl.append(
+            "Participants whose authenticity score (the platform's auth_score: the sum of the "
+            "weights of the signals found, docs/platform.md) is above "
+            f"{authenticity['max_score']:g} are excluded."
         )
     if rules["drop_duplicates"]:
         excl.append("A repeated answer to the same pair keeps the first one.")

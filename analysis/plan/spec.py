@@ -279,9 +279,24 @@ class AnalysisPlan:
         }
 
 
+def _authenticity(raw: Any, where: _Where) -> dict[str, Any]:
+    """``exclusions.authenticity``: ``max_score`` (exclude scores above it) and/or ``canary``."""
+    raw = _mapping(raw, where)
+    _keys(raw, {"max_score", "canary"}, where)
+    max_score = raw.get("max_score")
+    if max_score is not None:
+        max_score = _number(max_score, where.at("max_score"), 0, 1000, open_low=False)
+    canary = raw.get("canary", False)
+    if not isinstance(canary, bool):
+        raise where.at("canary").error(f"expected true or false, got {canary!r}")
+    if max_score is None and not canary:
+        raise where.error("give max_score, canary: true, or both (or leave the rule out)")
+    return {"authenticity_max_score": max_score, "authenticity_canary": canary}
+
+
 def _exclusions(raw: Any, where: _Where) -> ChoiceRules:
     raw = _mapping(raw if raw is not None else {}, where)
-    _keys(raw, {*RULE_FLAGS, "min_duration_s", "min_duration_frac_median"}, where)
+    _keys(raw, {*RULE_FLAGS, "min_duration_s", "min_duration_frac_median", "authenticity"}, where)
     values: dict[str, Any] = {}
     for key in RULE_FLAGS:
         if key in raw:
@@ -299,6 +314,8 @@ def _exclusions(raw: Any, where: _Where) -> ChoiceRules:
             if frac is None
             else _number(frac, where.at("min_duration_frac_median"), 0, 1, open_low=False)
         )
+    if raw.get("authenticity") is not None:
+        values.update(_authenticity(raw["authenticity"], where.at("authenticity")))
     return ChoiceRules(**values)
 
 

@@ -147,6 +147,7 @@ CHOICE_SPECS = {
 CHOICE_TABLE_ORDER = (
     "exclusions",
     "exclusion_rules",
+    "authenticity_sensitivity",
     "speed",
     "selection_rates",
     "chi2",
@@ -232,7 +233,7 @@ def analyze_choice(
     import numpy as np
 
     from analysis.exclusions import exclude_choice, exclusion_summary
-    from analysis.report.rules import rule_status, speed_check
+    from analysis.report.rules import authenticity_sensitivity, rule_status, speed_check
     from analysis.stats import choice, wtp
 
     timings: dict[str, float] = {}
@@ -261,6 +262,9 @@ def analyze_choice(
     res = Results(kind="choice")
     res.tables["exclusions"] = exclusion_summary(data, excluded)
     res.tables["exclusion_rules"] = rule_status(data, excluded, rules)
+    sensitivity = authenticity_sensitivity(data, rules, levels=levels)
+    if sensitivity is not None:
+        res.tables["authenticity_sensitivity"] = sensitivity
     speed = speed_check(data, kept, rules, estimated_minutes=estimated_minutes)
     if speed is not None:
         res.tables["speed"] = speed

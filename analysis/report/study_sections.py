@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from analysis.report import apa
 from analysis.report.pipeline import CHOICE_TABLE_ORDER
 from analysis.report.prereg_section import primary_section
-from analysis.report.rules import rules_sentence, speed_sentence
+from analysis.report.rules import rules_sentence, sensitivity_sentence, speed_sentence
 from analysis.report.tables import report_table, split_columns
 
 if TYPE_CHECKING:
@@ -249,6 +249,14 @@ def exclusions_section(t: dict[str, pd.DataFrame], caption: str) -> dict[str, ob
             (
                 "Exclusion rules: applied, not checked (the data lack what the rule reads) or off",
                 report_table(t["exclusion_rules"], name="exclusion_rules"),
+            )
+        )
+    if "authenticity_sensitivity" in t:
+        text += " " + sensitivity_sentence(t["authenticity_sensitivity"])
+        tables.append(
+            (
+                "The primary result with and without the authenticity exclusions",
+                report_table(t["authenticity_sensitivity"], name="authenticity_sensitivity"),
             )
         )
     if "speed" in t:

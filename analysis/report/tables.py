@@ -77,6 +77,15 @@ TABLES: dict[str, dict[str, str]] = {
         "n_rows": "Rows excluded",
         "n_participants": "Participants excluded",
     },
+    "authenticity_sensitivity": {
+        "analysis": "Analysis",
+        "n_participants": "Participants",
+        "n_trials": "Trials",
+        "estimate": "Difference in choice rates ({trt} − {ref})",
+        "ci_low": "95% CI lower",
+        "ci_high": "95% CI upper",
+        "p_val": "p (chi-square)",
+    },
     "speed": {
         "min_duration_s": "min_duration_s (s)",
         "min_duration_frac_median": "min_duration_frac_median",

@@ -190,6 +190,31 @@ def test_a_run_that_differs_from_the_frozen_primary_analysis_is_named_and_refuse
     assert record["command"] in message
 
 
+def test_the_authenticity_rule_is_frozen_and_a_run_without_it_refused(bundle):
+    text = bundle.read_text()
+    rules = "    min_duration_frac_median: 0.3\n"
+    assert rules in text
+    bundle.write_text(
+        text.replace(rules, rules + "    authenticity: {max_score: 2, canary: true}\n", 1)
+    )
+    record = freeze(read_study(bundle))
+    assert "--authenticity-max-score 2 --authenticity-canary" in record["command"]
+    document = render_markdown(record)
+    assert "canary word" in document and "authenticity score" in document
+    frozen = ChoiceRules(authenticity_max_score=2.0, authenticity_canary=True)
+    plan = check_run(record, "prereg.md", levels=None, exclusions=frozen, log=False)
+    assert plan.exclusions == frozen
+    with pytest.raises(PreregError) as info:
+        check_run(record, "prereg.md", levels=None, exclusions=ChoiceRules(), log=False)
+    message = str(info.value)
+    assert "exclusions.authenticity.max_score: pre-registered 2.0, this run null" in message
+    assert "exclusions.authenticity.canary: pre-registered true, this run null" in message
+    # A study frozen without the rule refuses a run that adds it.
+    plain = freeze(read_study(DEMO))
+    with pytest.raises(PreregError, match="exclusions.authenticity.canary: pre-registered null"):
+        check_run(plain, "prereg.md", levels=None, exclusions=frozen, log=False)
+
+
 def test_an_export_of_another_study_is_refused():
     record = _demo()
     check_study(pd.DataFrame({"study_slug": ["product-choice-demo"]}), record)

@@ -1,0 +1,126 @@
+"""The authenticity exclusion rule: applied like the other participant rules, listed in the rule
+table with its counts, and the report's sensitivity line (the primary result with and without)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.exclusions import ChoiceRules, exclude_choice, exclusion_summary
+from analysis.report.rules import (
+    authenticity_sensitivity,
+    rule_status,
+    rules_sentence,
+    sensitivity_sentence,
+)
+from analysis.simulate import simulate_choice_study
+from analysis.stats.choice import chi2_choice
+
+
+def _with_scores(seed: int = 3) -> pd.DataFrame:
+    """A simulated export whose participants carry authenticity columns: every fifth one an
+    agent that always chose the target (score 6, the canary on every tenth)."""
+    data = simulate_choice_study(60, 10, seed=seed)
+    people = sorted(data["participant_id"].unique())
+    agents = set(people[::5])
+    canary = set(people[::10])
+    data["auth_score"] = data["participant_id"].map(lambda p: 6 if p in agents else 0)
+    data["auth_canary"] = data["participant_id"].map(lambda p: int(p in canary))
+    data.loc[data["participant_id"].isin(agents), "chose_target"] = 1
+    return data
+
+
+def test_the_canary_and_the_score_exclude_whole_participants_in_rule_order():
+    data = _with_scores()
+    rules = ChoiceRules(authenticity_max_score=2, authenticity_canary=True)
+    kept, excluded = exclude_choice(data, rules)
+    by_reason = excluded.groupby("reason")["participant_id"].nunique().to_dict()
+    # 12 agents; the 6 with the canary word are counted under the canary rule (checked first).
+    assert by_reason == {
+        "followed the canary instruction": 6,
+        "authenticity score above max_score": 6,
+    }
+    assert kept["auth_score"].max() == 0 and len(kept) + len(excluded) == len(data)
+    summary = exclusion_summary(data, excluded)
+    assert list(summary["reason"]) == [
+        "followed the canary instruction",
+        "authenticity score above max_score",
+        "total",
+    ]
+    # A score at the maximum is kept (the rule excludes scores *above* it).
+    kept_at, _ = exclude_choice(data, ChoiceRules(authenticity_max_score=6))
+    assert len(kept_at) == len(data)
+
+
+def test_the_rule_table_lists_the_rule_with_counts_or_says_why_it_was_not_checked():
+    data = _with_scores()
+    rules = ChoiceRules(authenticity_max_score=2)
+    _, excluded = exclude_choice(data, rules)
+    table = rule_status(data, excluded, rules).set_index("rule")
+    score = table.loc["authenticity_max_score"]
+    assert (score["status"], score["n_participants"], score["setting"]) == ("applied", 12, 2)
+    assert table.loc["authenticity_canary", "status"] == "off"
+    assert "authenticity_max_score (120 rows of 12 participants excluded)" in rules_sentence(
+        table.reset_index()
+    )
+    plain = data.drop(columns=["auth_score", "auth_canary"])
+    _, none = exclude_choice(plain, rules)
+    unread = rule_status(plain, none, rules).set_index("rule").loc["authenticity_max_score"]
+    assert (unread["status"], unread["why"]) == (
+        "not checked",
+        "the data have no auth_score column",
+    )
+
+
+def test_the_rules_dict_names_the_authenticity_rule_only_when_it_is_on():
+    assert "authenticity" not in ChoiceRules().as_dict()
+    on = ChoiceRules(authenticity_canary=True).as_dict()
+    assert on["authenticity"] == {"max_score": None, "canary": True}
+    assert "authenticity_canary" not in on
+    assert ChoiceRules(authenticity_canary=True).without_authenticity() == ChoiceRules()
+
+
+def test_the_sensitivity_line_is_the_primary_test_with_and_without_the_rule():
+    data = _with_scores()
+    rules = ChoiceRules(authenticity_max_score=2, authenticity_canary=True)
+    table = authenticity_sensitivity(data, rules)
+    assert list(table["analysis"]) == ["with authenticity exclusions", "without"]
+    # Each row is chi2_choice's primary row on the data each rule set keeps.
+    for row, applied in zip(table.itertuples(), (rules, ChoiceRules()), strict=True):
+        kept, _ = exclude_choice(data, applied)
+        primary = chi2_choice(kept).iloc[0]
+        assert row.n_participants == kept["participant_id"].nunique()
+        assert np.isclose(row.estimate, primary["estimate"])
+        assert np.isclose(row.p_val, primary["p_val"])
+    assert table.loc[0, "n_participants"] == 48 and table.loc[1, "n_participants"] == 60
+    # The agents always chose the target: keeping them changes the estimate.
+    assert table.loc[0, "estimate"] != pytest.approx(table.loc[1, "estimate"])
+    line = sensitivity_sentence(table)
+    assert line.startswith(
+        "Sensitivity of the primary result to the authenticity exclusions: with them, "
+        "48 participants, difference in choice rates"
+    )
+    assert "; without them, 60 participants" in line
+    assert authenticity_sensitivity(data, ChoiceRules()) is None
+
+
+def test_analyze_choice_reports_the_rule_and_the_sensitivity(tmp_path):
+    from click.testing import CliRunner
+
+    from framelab.cli import main
+
+    path = tmp_path / "export.csv"
+    _with_scores().to_csv(path, index=False)
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        main,
+        [
+            "analyze", "choice", str(path), "--out", str(out), "--no-figures", "--no-glmm",
+            "--no-gee", "--authenticity-max-score", "2", "--authenticity-canary",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "Sensitivity of the primary result to the authenticity exclusions" in report
+    assert "authenticity_max_score" in report and "authenticity_canary" in report
