@@ -335,7 +335,7 @@ class SmolAgent:
             for name, opts in radios.items()
         ] + [f"- {name}: write text ({label})" for name, label in texts.items()]
         reply = self.ask(
-            f"{text[:1200]}\n\nFill in this form. Fields:\n"
+            f"{text[:800]}\n\nFill in this form. Fields:\n"
             + "\n".join(listed)
             + "\nReply with one line per field: name: answer",
             max_new_tokens=48,
@@ -359,9 +359,13 @@ class SmolAgent:
             page.locator(f"input[name='{name}']").nth(
                 pick if 0 <= pick < len(options) else 0
             ).check()
+        # A text field the reply names nothing for gets the reply's first line, as an agent
+        # that writes "the answer" into each field it sees would.
+        first = next((line.strip() for line in reply.splitlines() if line.strip()), "")
         for name in texts:
             value = said.get(name, "")
             self.fallbacks += not value
+            value = value or first
             if name == "premium":
                 number = re.search(r"\d+(\.\d+)?", value)
                 value = number.group() if number else "10"
