@@ -54,13 +54,21 @@ if str(ROOT) not in sys.path:
 SLUG = "authenticity-bench"
 SECRET = "b7e1c9d3a5f2e8b4c6d0a9f3e7b1c5d8a2f6e0b4d9c3a7f1e5b8d2c6a0f4e9b3"
 POPULATIONS = ("human", "speeder", "paste", "http", "agent")
-ANSWERS = (
-    "I picked the one whose description sounded more reliable to me.",
-    "The second text mentioned problems, so I went for the other product.",
-    "Mostly the price and what people said about how long it lasts.",
-    "Honestly the reviews felt similar; I chose the brand I liked the sound of.",
-    "It seemed better value, and the summary of reviews was more convincing.",
-    "I trusted the description that gave more concrete details.",
+# A person's own answer: an opening, a reason and a detail with their own numbers, so two
+# sessions write the same text about as rarely as two people would.
+OPENINGS = (
+    "Honestly,", "I think", "For me", "Mostly", "To be fair,", "In the end", "Hard to say, but",
+    "Well,",
+)  # fmt: skip
+REASONS = (
+    "the description sounded more reliable",
+    "the other text mentioned problems",
+    "the price difference mattered",
+    "the reviews felt more concrete",
+    "I liked the brand name better",
+    "the summary was more convincing",
+    "it seemed better value",
+    "the battery and comfort points decided it",
 )
 CANNED = (
     "The product offers excellent value and reliable performance according to customer reviews.",
@@ -186,7 +194,12 @@ class Person:
         self.rng, self.scale, self.reads, self.pastes = rng, scale, reads, pastes
         self.wpm = rng.uniform(200, 400)
         self.key_ms = rng.uniform(120, 250)
-        self.answer = rng.choice(CANNED if pastes else ANSWERS)
+        self.answer = (
+            rng.choice(CANNED)
+            if pastes
+            else f"{rng.choice(OPENINGS)} {rng.choice(REASONS)}, about {rng.randint(2, 99)} "
+            f"out of {rng.randint(100, 999)} points for me."
+        )
 
     def pause(self, page: Any, seconds: float) -> None:
         if seconds > 0:
