@@ -197,7 +197,7 @@ def test_the_authenticity_rule_is_frozen_and_a_run_without_it_refused(bundle):
     bundle.write_text(
         text.replace(rules, rules + "    authenticity: {max_score: 2, canary: true}\n", 1)
     )
-    record = freeze(read_study(bundle))
+    record = freeze(read_study(bundle, PAIRS))
     assert "--authenticity-max-score 2 --authenticity-canary" in record["command"]
     document = render_markdown(record)
     assert "canary word" in document and "authenticity score" in document
@@ -210,7 +210,7 @@ def test_the_authenticity_rule_is_frozen_and_a_run_without_it_refused(bundle):
     assert "exclusions.authenticity.max_score: pre-registered 2.0, this run null" in message
     assert "exclusions.authenticity.canary: pre-registered true, this run null" in message
     # A study frozen without the rule refuses a run that adds it.
-    plain = freeze(read_study(DEMO))
+    plain = _demo()
     with pytest.raises(PreregError, match="exclusions.authenticity.canary: pre-registered null"):
         check_run(plain, "prereg.md", levels=None, exclusions=frozen, log=False)
 
