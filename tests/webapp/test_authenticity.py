@@ -153,7 +153,7 @@ def test_honeypot_and_canary_are_hidden_from_people_and_recorded(app, tmp_path, 
     assert 'aria-hidden="true"' in box and 'tabindex="-1"' in box and "required" not in box
     assert word in box  # the canary sentence, in the hidden box only
     assert page.text.count(word) == 1
-    bot.post({**bot.answer(), "reference": f"The word is {word.upper()}"})
+    bot.post({**bot.answer(), "fl_code": f"The word is {word.upper()}"})
     visit = _visits(query)[0]
     assert visit.honeypot is True and visit.canary is True
 
@@ -162,7 +162,7 @@ def test_a_study_without_a_canary_shows_none(make_bot):
     bot = make_bot()
     bot.open()
     page = bot.step()
-    assert 'id="fl-reference"' in page.text and "automated assistant" not in page.text
+    assert 'id="fl-code"' in page.text and "automated assistant" not in page.text
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from webapp.extensions import db
 from webapp.models import PageVisit, Participant, Study
 
 SIGNALS_FIELD = "signals"
-HONEYPOT_FIELD = "reference"
+HONEYPOT_FIELD = "fl_code"
 # Fields every page form carries besides the task's own: never an answer.
 OWN_FIELDS = frozenset({"page", "rt_ms", SIGNALS_FIELD, HONEYPOT_FIELD, "csrf_token"})
 SIGNALS_MAX_CHARS = 200

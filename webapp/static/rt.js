@@ -9,7 +9,7 @@
   var s = { pe: 0, pc: 0, ks: 0, hc: 0, hm: 0, ia: 0 };
   var hiddenSince = document.hidden ? t0 : null;
   var isText = function (el) {
-    return el && el.name !== "reference" &&
+    return el && el.name !== "fl_code" &&
       (el.tagName === "TEXTAREA" || (el.tagName === "INPUT" && el.type === "text"));
   };
   document.addEventListener("paste", function (e) {
