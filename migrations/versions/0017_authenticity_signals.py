@@ -8,8 +8,8 @@
 
 Written by hand.
 
-Revision ID: 0016_authenticity_signals
-Revises: 0015_known_login_clients
+Revision ID: 0017_authenticity_signals
+Revises: 0016_currency_definitions
 Create Date: 2026-12-01 09:00:00
 
 """
@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision = "0016_authenticity_signals"
-down_revision = "0015_known_login_clients"
+revision = "0017_authenticity_signals"
+down_revision = "0016_currency_definitions"
 branch_labels = None
 depends_on = None
 
