@@ -9,7 +9,7 @@ imports the service that assembles the tables.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -58,11 +58,17 @@ class ExportScope:
     include_test: bool = False
     include_excluded: bool = False
     include_platform_ids: bool = False
-    # Participant-level columns the export service adds to :meth:`participant` (the
-    # authenticity columns, webapp.services.authenticity): their names and each participant's
-    # cells. A table that uses :meth:`participant` lists them after its participant columns.
-    extra_columns: tuple[str, ...] = ()
-    extra_cells: Callable[[Participant], Mapping[str, Any]] | None = None
+
+    @property
+    def extra_columns(self) -> tuple[str, ...]:
+        """Participant-level columns :meth:`participant` adds after its own: none here; the
+        export service's scope adds the authenticity columns. A table that uses
+        :meth:`participant` lists them after its participant columns."""
+        return ()
+
+    def extra_cells(self, p: Participant) -> Mapping[str, Any]:
+        """The cells of :attr:`extra_columns` of one participant."""
+        return {}
 
     def where(self, query: Any) -> Any:
         """``query`` (over :class:`Participant`) limited to the participants in scope."""
@@ -109,5 +115,5 @@ class ExportScope:
             "duration_s": duration,
             # When the participant completed: the order in which interim looks count them.
             "finished_at": iso_time(p.finished_at) if duration is not None else None,
-            **(self.extra_cells(p) if self.extra_cells is not None else {}),
+            **self.extra_cells(p),
         }

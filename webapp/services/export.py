@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -97,6 +98,24 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
 _FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 # Skipped before the check: every Unicode space (str.lstrip) and the zero-width characters.
 _INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
+
+
+@dataclass(frozen=True)
+class AssessedScope(ExportScope):
+    """An export's scope whose participant cells end with the authenticity columns
+    (:data:`webapp.services.authenticity.EXPORT_COLUMNS`; ``assessed``: the study's
+    :func:`~webapp.services.authenticity.assess`)."""
+
+    assessed: Mapping[int, authenticity.Authenticity] = field(default_factory=dict)
+
+    @property
+    def extra_columns(self) -> tuple[str, ...]:
+        """The authenticity columns."""
+        return authenticity.EXPORT_COLUMNS
+
+    def extra_cells(self, p: Participant) -> Mapping[str, Any]:
+        """The participant's authenticity cells (those of no pages when none was answered)."""
+        return self.assessed.get(p.id, authenticity.NO_PAGES).cells()
 
 
 def all_formats() -> tuple[str, ...]:
@@ -308,14 +327,8 @@ def build_table(
     """
     if include_platform_ids and fmt != "long":
         raise ValueError("raw platform IDs are only available in the long export")
-    assessed = authenticity.assess(study)
-    scope = ExportScope(
-        study,
-        include_test,
-        include_excluded,
-        include_platform_ids,
-        extra_columns=authenticity.EXPORT_COLUMNS,
-        extra_cells=lambda p: assessed.get(p.id, authenticity.NO_PAGES).cells(),
+    scope = AssessedScope(
+        study, include_test, include_excluded, include_platform_ids, authenticity.assess(study)
     )
     if fmt == "long":
         table, blocks = _long_table(study)
