@@ -89,6 +89,7 @@ def test_done_when_40_bots_give_400_balanced_rows(runner, study, tmp_path):
 
 
 def test_export_columns_follow_the_contract_and_hide_platform_ids(runner, make_bot, tmp_path):
+    from webapp.services.authenticity import EXPORT_COLUMNS
     from webapp.tasks.product_choice.export import LONG_CHOICE_COLUMNS
 
     bots = [make_bot(), make_bot(fail_quiz=True), make_bot(abandon_at=6)]
@@ -98,7 +99,7 @@ def test_export_columns_follow_the_contract_and_hide_platform_ids(runner, make_b
     runner.invoke(args=["export", "product-choice-demo", "--out", str(out)])
     text = out.read_text()
     header = text.splitlines()[0].split(",")
-    assert header == list(LONG_CHOICE_COLUMNS)
+    assert header == [*LONG_CHOICE_COLUMNS, *EXPORT_COLUMNS]
     analysis_needs = {
         "participant_id",
         "pair_id",
