@@ -88,10 +88,10 @@ def _stage_figures(worker):
     """``analyze_choice``'s ``on_stage``: hand each stage's final figures to the worker."""
     if worker is None:
         return None
-    from analysis.report.study_sections import FIGURES_BY_STAGE
+    from analysis.report.study_sections import stage_figures
 
     def on_stage(results, stage: str) -> None:
-        worker.submit(results, FIGURES_BY_STAGE.get(stage, ()))
+        worker.submit(results, stage_figures(results, stage))
 
     return on_stage
 
@@ -129,14 +129,16 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     "optimizers",
     multiple=True,
     type=click.Choice(OPTIMIZERS),
-    help="Mixed-model optimizer(s), tried in order [default: lbfgs, bfgs, powell].",
+    help="Optimizer(s) of the statsmodels WTP models (--wtp-model crossed or pair_fixed), tried "
+    "in order [default: lbfgs, bfgs, powell].",
 )
 @click.option(
     "--padjust",
     default="holm",
     show_default=True,
     type=click.Choice(["holm", "bonferroni", "fdr_bh", "fdr_by", "hommel", "sidak"]),
-    help="Correction across pairs.",
+    help="Correction across the format contrasts of each model, and across pairs and "
+    "contrasts in the per-pair tests.",
 )
 @click.option("--keep-incomplete", is_flag=True, help="Do not exclude non-completed participants.")
 @click.option(
@@ -177,22 +179,22 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     "format_levels",
     default=None,
     metavar="REFERENCE,TREATMENT[,LEVEL...]",
-    help="Format levels, reference first, when they are not original,summary[,mitigated:...] "
-    "(the reference sets every sign).",
+    help="The formats to analyse, reference first (the reference sets every sign); trials of "
+    "formats not named are left out and counted [default: original, summary, then the rest "
+    "alphabetically].",
 )
 @click.option(
     "--baseline",
-    default="summary",
-    show_default=True,
-    help="k-format studies: the level each mitigated format is also compared with.",
+    default=None,
+    help="The format each other non-reference format is also compared with [default: summary, "
+    "when it is analysed and not the reference].",
 )
 @click.option(
     "--blocks",
     type=click.Choice(["separate", "pooled"]),
-    default="separate",
-    show_default=True,
-    help="k-format studies with several product-choice blocks: analyse each block on its own "
-    "or all blocks' trials together.",
+    default=None,
+    help="Exports with several product-choice blocks: analyse each block on its own "
+    "[default] or all blocks' trials together.",
 )
 @click.option(
     "--wtp-slopes",
@@ -263,7 +265,11 @@ def choice_command(
     no_glmm: bool,
     no_figures: bool,
 ) -> None:
-    """Analyse a choice study: the platform's long export or a tidy CSV (INPUT)."""
+    """Analyse a choice study: the platform's long export or a tidy CSV (INPUT).
+
+    Any number of formats and product-choice blocks; each option applies to the design at hand
+    or is refused with the reason.
+    """
     worker = _figure_worker(not no_figures)
     from analysis.exclusions import ChoiceRules
     from analysis.io import ExportFormatError, load_choice
@@ -289,32 +295,18 @@ def choice_command(
             )
     if id_map_path and not demographics_path:
         raise click.UsageError("--id-map is only used with --demographics FILE")
+    if optimizers and wtp_model not in ("crossed", "pair_fixed"):
+        raise click.UsageError(
+            "--optimizer sets the statsmodels optimizers of --wtp-model crossed or pair_fixed; "
+            f"--wtp-model {wtp_model} fits lme4's criterion by its own derivative-free search"
+        )
     prereg = _prereg(prereg_path, rules, levels, wtp_log) if prereg_path else None
     estimated_minutes = _estimated_minutes(study_path) if study_path else None
     join_summary = None
     try:
         data = load_choice(input_path)
-        if _formats_run(data, levels, prereg_path, covariates, wtp_slopes):
-            from analysis.report.format_pipeline import analyze_formats
-
-            results = analyze_formats(
-                data,
-                rules=rules,
-                levels=levels,
-                baseline=baseline,
-                blocks=blocks,
-                wtp_transform="log" if wtp_log else None,
-                clustered=not no_gee,
-                glmm=not no_glmm,
-            )
-            results.meta["input"] = str(Path(input_path).resolve())
-            title = f"Choice study: {Path(input_path).name}"
-            n_files = _write(results, out_dir, title, not no_figures, worker)
-            from analysis.report.format_sections import format_lines
-
-            click.echo("\n".join([*format_lines(results), f"wrote {n_files} files to {out_dir}"]))
-            return
         exported = data
+        _check_options(data, levels, baseline, blocks, wtp_log, wtp_model, wtp_slopes)
         if prereg is not None:
             _same_study(data, prereg[0])
         if demographics_path:
@@ -329,18 +321,28 @@ def choice_command(
                 load_prolific_demographics(demographics_path),
                 id_map=load_id_map(id_map_path) if id_map_path else None,
             )
+        covariate_list = [c.strip() for c in (covariates or "").split(",") if c.strip()]
+        missing = [c for c in covariate_list if c not in data.columns]
+        if missing:
+            raise click.BadParameter(
+                f"{', '.join(missing)}: not a column of the export"
+                + ("" if demographics_path else " (age, sex, country... come with --demographics)"),
+                param_hint="--covariates",
+            )
         results = analyze_choice(
             data,
             rules=rules,
+            levels=levels,
+            baseline=baseline or "summary",
+            blocks=blocks or "separate",
             padjust=padjust,
             wtp_transform="log" if wtp_log else None,
             wtp_model=wtp_model,
             optimizers=optimizers or None,
             clustered=not no_gee,
-            levels=levels,
-            wtp_slopes=wtp_slopes,
-            covariates=[c.strip() for c in (covariates or "").split(",") if c.strip()],
             glmm=not no_glmm,
+            wtp_slopes=wtp_slopes,
+            covariates=covariate_list,
             on_stage=_stage_figures(worker),
             estimated_minutes=estimated_minutes,
         )
@@ -359,6 +361,7 @@ def choice_command(
                 "console": console,
                 "amendment": record["amendment"],
                 "test": frozen.test,
+                "levels": list(frozen.levels),
                 "direction": frozen.direction,
                 "alpha": frozen.alpha,
                 "statement": "the primary analysis is the pre-registered one",
@@ -371,9 +374,9 @@ def choice_command(
             "file": str(Path(demographics_path).resolve()),  # type: ignore[arg-type]
             **join_summary,
         }
-    n_files = _write(
-        results, out_dir, f"Choice study: {Path(input_path).name}", not no_figures, worker
-    )
+    title = _title(exported, input_path, study_path, prereg[0] if prereg else None)
+    results.meta["study"] = title
+    n_files = _write(results, out_dir, title, not no_figures, worker)
     from analysis.report.console import choice_lines
 
     for line in choice_lines(results, covariates=covariates, join_summary=join_summary):
@@ -381,18 +384,63 @@ def choice_command(
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
 
 
-def _formats_run(data, levels, prereg_path, covariates, wtp_slopes) -> bool:
-    """Whether the data need the k-format analysis; refuse the options it does not offer."""
-    from analysis.report.format_pipeline import needs_formats
+def _check_options(data, levels, baseline, blocks, wtp_log, wtp_model, wtp_slopes) -> None:
+    """Refuse an option that does not apply to this export, with the reason."""
+    from analysis.stats.choice import format_levels
 
-    given = {"--prereg": prereg_path, "--covariates": covariates, "--wtp-slopes": wtp_slopes}
-    unsupported = [name for name, value in given.items() if value]
-    if needs_formats(data, levels) and unsupported:
-        raise click.UsageError(
-            f"{', '.join(unsupported)}: not available for a study with more than two formats "
-            "or several blocks (the k-format analysis)"
+    present = data["format"].dropna()
+    analysed = present[present.isin(levels)] if levels else present
+    try:
+        names = format_levels(analysed.to_frame("format"), "format", levels)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--levels") from None
+    if baseline is not None and baseline not in names[1:]:
+        raise click.BadParameter(
+            f"{baseline!r} is not one of the analysed formats after the reference "
+            f"{list(names[1:])}: no format is compared with it",
+            param_hint="--baseline",
         )
-    return needs_formats(data, levels)
+    n_blocks = data["block"].nunique() if "block" in data.columns else 0
+    if blocks is not None and n_blocks < 2:
+        raise click.BadParameter(
+            f"the export has {'one product-choice block' if n_blocks else 'no block column'}; "
+            "separate and pooled are the same analysis",
+            param_hint="--blocks",
+        )
+    if not data["wtp_premium_pct"].notna().any():
+        given = [
+            flag
+            for flag, value in (
+                ("--wtp-log", wtp_log),
+                ("--wtp-model", wtp_model != "auto"),
+                ("--wtp-slopes", wtp_slopes),
+            )
+            if value
+        ]
+        if given:
+            raise click.UsageError(
+                f"{', '.join(given)}: the export has no WTP answers (wtp_premium_pct is empty)"
+            )
+
+
+def _title(data, input_path: str, study_path: str | None, record: dict | None) -> str:
+    """The report's title: the study's title and slug (from --study, the pre-registration or
+    the export's study_slug), else the input file's name."""
+    import yaml
+
+    title = slug = None
+    if study_path:
+        raw = yaml.safe_load(Path(study_path).read_text(encoding="utf-8"))
+        title, slug = raw.get("title"), raw.get("slug")
+    elif record is not None:
+        title, slug = record["study"].get("title"), record["study"].get("slug")
+    elif "study_slug" in data.columns and data["study_slug"].nunique() == 1:
+        slug = str(data["study_slug"].iloc[0])
+    if title and slug:
+        return f"{title} ({slug})"
+    if title or slug:
+        return f"Choice study: {title or slug}"
+    return f"Choice study: {Path(input_path).name}"
 
 
 def _prereg(path: str, rules, levels, wtp_log: bool):

@@ -159,9 +159,9 @@ def _concat(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 
 def _chunk(job: SimulationJob, tasks: list[tuple[int, int]]) -> list[dict[str, Any]]:
-    from analysis.stats.crossed import _one_blas_thread
+    from analysis.stats.crossed import one_blas_thread
 
-    with _one_blas_thread():
+    with one_blas_thread():
         return [simulate_one(job, n, i) for n, i in tasks]
 
 

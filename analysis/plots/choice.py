@@ -54,7 +54,7 @@ def plot_pair_rates(
     *,
     pair: str = "pair_id",
     levels: Sequence[str] = ("original", "summary"),
-    p_col: str = "p_adj",
+    p_col: str | None = "p_adj",
     ax: Axes | None = None,
 ) -> Axes:
     """Grouped bars of the target selection rate per pair and format, 95% CIs, stars.
@@ -66,9 +66,9 @@ def plot_pair_rates(
     pair : str
         Pair column.
     levels : sequence of str
-        The two formats, in plotting order.
-    p_col : str
-        Which p-value sets the stars (``p_adj``, corrected; or ``p_val``).
+        The formats, in plotting order.
+    p_col : str, optional
+        Which p-value sets the stars (``p_adj``, corrected; or ``p_val``); none without.
     ax : matplotlib Axes, optional
         Where to draw; a new figure when omitted.
 
@@ -80,11 +80,11 @@ def plot_pair_rates(
 
     ax = axes_or_new(ax, (max(6.0, 0.8 * len(by_pair) + 2), 4.0))
     x = np.arange(len(by_pair))
-    width = 0.38
+    width = 0.76 / len(levels)
     for i, level in enumerate(levels):
         est = by_pair[f"rate_{level}"]
         ax.bar(
-            x + (i - 0.5) * width,
+            x + (i - (len(levels) - 1) / 2) * width,
             est,
             width,
             yerr=error_lengths(est, by_pair[f"ci_low_{level}"], by_pair[f"ci_high_{level}"]),
@@ -95,7 +95,7 @@ def plot_pair_rates(
     tops = np.nanmax(
         np.vstack([by_pair[f"ci_high_{level}"].to_numpy(float) for level in levels]), axis=0
     )
-    for xi, top, p in zip(x, tops, by_pair[p_col], strict=True):
+    for xi, top, p in zip(x, tops, by_pair[p_col] if p_col else [None] * len(x), strict=True):
         stars = significance_stars(p)
         if stars:
             ax.text(xi, min(top, 1.0) + 0.03, stars, ha="center", va="bottom")
@@ -104,7 +104,8 @@ def plot_pair_rates(
     ax.set_ylabel("target selection rate")
     ax.set_xlabel("product pair")
     ax.legend(title="format", loc="upper left", ncols=2, fontsize=8)
-    ax.set_title(f"Selection rate by pair (95% Wilson CIs; stars: {p_col})")
+    stars = f"; stars: {p_col}" if p_col else ""
+    ax.set_title(f"Selection rate by pair (95% Wilson CIs{stars})")
     return ax
 
 

@@ -13,9 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from analysis.report.numbers import fmt_bounded, fmt_count, fmt_number, fmt_p, is_missing
+from analysis.report.numbers import (
+    PADJUST_NAMES,
+    fmt_bounded,
+    fmt_count,
+    fmt_number,
+    fmt_p,
+    is_missing,
+)
 
 __all__ = [
+    "adjusted",
     "agreement_sentence",
     "chi2_sentence",
     "count",
@@ -74,70 +82,93 @@ def _more_or_less(estimate: object, more: str = "higher", less: str = "lower") -
     return more if _finite(estimate) and float(estimate) > 0 else less  # type: ignore[arg-type]
 
 
-def rates_sentence(rates: Mapping[str, Mapping[str, object]], ref: str, trt: str) -> str:
+def adjusted(row: Mapping[str, object]) -> str:
+    """``Holm-adjusted p = .012`` for a row with ``p_adj`` and ``padjust``."""
+    name = PADJUST_NAMES.get(str(row.get("padjust")), str(row.get("padjust")))
+    return f"{name}-adjusted {p_apa(row['p_adj'])}"
+
+
+def _p(row: Mapping[str, object], several: bool) -> str:
+    """The p of a contrast, and its adjusted p when the model has several contrasts."""
+    return p_apa(row["p_val"]) + (f", {adjusted(row)}" if several else "")
+
+
+def rates_sentence(rates: list[Mapping[str, object]]) -> str:
     """How often the target was chosen under each format, with the counts.
 
     Parameters
     ----------
-    rates : mapping
-        ``{level: selection_rates row}`` (``estimate, n, n_chose``).
-    ref, trt : str
-        Reference and treatment level.
+    rates : list of mapping
+        ``selection_rates`` rows (``format, estimate, n, n_chose``), in level order.
     """
-    r_t, r_r = rates[trt], rates[ref]
-    return (
-        f"The target was chosen in {float(r_t['estimate']):.1%} of the {trt} trials "
-        f"({count(r_t['n_chose'])}/{count(r_t['n'])}) and in {float(r_r['estimate']):.1%} of the "
-        f"{ref} trials ({count(r_r['n_chose'])}/{count(r_r['n'])})."
-    )
+    parts = [
+        f"{float(r['estimate']):.1%} of the {r['format']} trials "  # type: ignore[arg-type]
+        f"({count(r['n_chose'])}/{count(r['n'])})"
+        for r in rates
+    ]
+    # "in A and in B" for two formats, "in A, B and C" for more.
+    last = " and in " if len(parts) == 2 else " and "
+    listed = ", ".join(parts[:-1]) + last + parts[-1] if len(parts) > 1 else parts[0]
+    return f"The target was chosen in {listed}."
 
 
-def chi2_sentence(chi: Mapping[str, object], ref: str, trt: str) -> str:
-    """The seed study's test: Yates' chi-square of the 2 x 2 table, given for comparison.
+def chi2_sentence(chi: Mapping[str, object], effects: list[Mapping[str, object]]) -> str:
+    """The seed study's test: the chi-square of the format x choice table, for comparison.
 
     Parameters
     ----------
     chi : mapping
-        The primary row of ``chi2`` (``chi2, dof, n, p_val, cramer_v, estimate, ci_low,
-        ci_high``; estimate = risk difference treatment - reference).
-    ref, trt : str
-        Reference and treatment level.
+        The primary row of ``chi2`` (``test, chi2, dof, n, p_val, cramer_v``).
+    effects : list of mapping
+        The ``risk_difference`` rows of ``effects`` (one per contrast).
     """
+    yates = " with Yates' continuity correction" if chi["test"] == "pearson_yates" else ""
+    rds = "; ".join(
+        f"{e['level']} − {e['versus']} RD = {bounded(e['estimate'])}, "
+        f"{ci(e['ci_low'], e['ci_high'], bound=True)}"
+        for e in effects
+    )
     return (
         "For comparison with the seed study, which compared the choice rates by a chi-square "
         f"test: χ²({count(chi['dof'])}, N = {count(chi['n'])}) = {num(chi['chi2'])}, "
-        f"{p_apa(chi['p_val'])} (Pearson's test with Yates' continuity correction), Cramér's "
-        f"V = {bounded(chi['cramer_v'])}; risk difference ({trt} − {ref}) RD = "
-        f"{bounded(chi['estimate'])}, {ci(chi['ci_low'], chi['ci_high'], bound=True)} (Newcombe). "
-        "This test treats every choice as independent although each participant made several; "
-        "the clustering-aware models do not."
+        f"{p_apa(chi['p_val'])} (Pearson's test{yates}), Cramér's V = {bounded(chi['cramer_v'])}; "
+        f"risk difference{'s' if len(effects) > 1 else ''} {rds} (Newcombe). This test treats "
+        "every choice as independent although each participant made several; the "
+        "clustering-aware models do not."
     )
 
 
-def gee_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
-    """The GEE odds ratio, clustered by participant."""
+def _odds(rows: list[Mapping[str, object]]) -> str:
+    several = len(rows) > 1
+    return "; ".join(
+        f"OR = {num(r['estimate'])} times as high with {r['level']} as with {r['versus']}, "
+        f"{ci(r['ci_low'], r['ci_high'])}, z = {num(r['z'])}, {_p(r, several)} "
+        f"(log OR = {num(r['log_odds'])}, SE = {num(r['se'])})"
+        for r in rows
+    )
+
+
+def gee_sentence(rows: list[Mapping[str, object]]) -> str:
+    """The GEE odds ratios of the contrasts, clustered by participant."""
+    first = rows[0]
     return (
         f"Accounting for the repeated choices of each participant (GEE logistic regression, "
-        f"exchangeable working correlation, robust SEs; {count(row['n_obs'])} trials of "
-        f"{count(row['n_clusters'])} participants), the odds of choosing the target were "
-        f"OR = {num(row['estimate'])} times as high with {trt} as with {ref}, "
-        f"{ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, {p_apa(row['p_val'])} "
-        f"(log OR = {num(row['log_odds'])}, SE = {num(row['se'])})."
+        f"exchangeable working correlation, robust SEs; {count(first['n_obs'])} trials of "
+        f"{count(first['n_clusters'])} participants), the odds of choosing the target were "
+        f"{_odds(rows)}."
     )
 
 
-def glmm_sentence(row: Mapping[str, object], ref: str, trt: str) -> str:
-    """The logistic GLMM's conditional odds ratio (crossed random intercepts, Laplace)."""
+def glmm_sentence(rows: list[Mapping[str, object]]) -> str:
+    """The logistic GLMM's conditional odds ratios (crossed random intercepts, Laplace)."""
+    row = rows[0]
     text = (
         "In a logistic mixed model with crossed random intercepts for participants and pairs "
         f"(Laplace approximation, as lme4::glmer; {count(row.get('n_obs'))} trials), the "
-        "conditional "
-        f"odds of choosing the target were OR = {num(row['estimate'])} times as high with {trt} "
-        f"as with {ref}, {ci(row['ci_low'], row['ci_high'])}, z = {num(row['z'])}, "
-        f"{p_apa(row['p_val'])} (log OR = {num(row['log_odds'])}, SE = {num(row['se'])}; "
-        f"random-intercept SDs on the logit scale: participant {num(row.get('sd_subject'))}, "
-        f"pair {num(row.get('sd_item'))}; −2 log-likelihood {num(row.get('deviance'))}, what "
-        "summary(glmer) prints as deviance)."
+        f"conditional odds of choosing the target were {_odds(rows)}. Random-intercept SDs on "
+        f"the logit scale: participant {num(row.get('sd_subject'))}, pair "
+        f"{num(row.get('sd_item'))}; −2 log-likelihood {num(row.get('deviance'))}, what "
+        "summary(glmer) prints as deviance."
     )
     if _finite(row.get("max_grad")):
         grad = float(row["max_grad"])  # type: ignore[arg-type]
@@ -157,18 +188,21 @@ def _t_or_z(row: Mapping[str, object]) -> str:
     return f"z = {num(row['statistic'])}"
 
 
-def wtp_sentence(row: Mapping[str, object], unit: str) -> str:
-    """The WTP mixed model: b, SE, t(df), p, CI, d, intercept, ICCs, singular."""
-    ref, trt = row["reference"], row["treatment"]
-    test = _t_or_z(row)
+def wtp_sentence(rows: list[Mapping[str, object]], unit: str) -> str:
+    """The WTP mixed model: per contrast b, SE, t(df), p, CI, d; intercept, ICCs, singular."""
+    row = rows[0]
     which = "Satterthwaite df" if _finite(row.get("df")) else "normal reference, no df"
+    several = len(rows) > 1
+    effects = "; ".join(
+        f"{_more_or_less(r['estimate'])} with {r['level']} than with {r['versus']} by "
+        f"b = {num(r['estimate'])} {unit}, SE = {num(r['se'])}, {_t_or_z(r)}, {_p(r, several)}, "
+        f"{ci(r['ci_low'], r['ci_high'])}, d = {num(r['d_standardised'])}"
+        for r in rows
+    )
     text = (
         f"In a linear mixed model ({row['formula']}; {row['model']}, REML, {which}), the WTP "
-        f"premium was {_more_or_less(row['estimate'])} with {trt} than with {ref} by "
-        f"b = {num(row['estimate'])} {unit}, SE = {num(row['se'])}, {test}, "
-        f"{p_apa(row['p_val'])}, {ci(row['ci_low'], row['ci_high'])}, d = "
-        f"{num(row['d_standardised'])} (effect over the SD of one observation). The baseline "
-        f"WTP ({ref}, average participant and pair) was {num(row['intercept'])} {unit}, "
+        f"premium was {effects} (d: effect over the SD of one observation). The baseline WTP "
+        f"({row['versus']}, average participant and pair) was {num(row['intercept'])} {unit}, "
         f"{ci(row['intercept_ci_low'], row['intercept_ci_high'])}; "
         f"SDs: participant {num(row['sd_subject'])}, pair {num(row['sd_item'])}, residual "
         f"{num(row['sd_residual'])}; ICC participant = {bounded(row['icc_subject'])}, "
@@ -204,7 +238,8 @@ def slopes_sentence(row: Mapping[str, object], unit: str) -> str:
     else:
         how = f"The maximal model ({row['formula']}) was not singular and is the final model."
     text = (
-        f"Random slopes of format by participant and pair. {how} In the final model, "
+        f"Random slopes of format by participant and pair, {row['level']} vs {row['versus']} "
+        f"(the trials of these two formats). {how} In the final model, "
         f"b = {num(row['estimate'])} {unit}, SE = {num(row['se'])}, {_t_or_z(row)}, "
         f"{p_apa(row['p_val'])}, {ci(row['ci_low'], row['ci_high'])}."
     )

@@ -32,6 +32,7 @@ import math
 __all__ = [
     "DASH",
     "MINUS",
+    "PADJUST_NAMES",
     "fmt_bounded",
     "fmt_count",
     "fmt_df",
@@ -45,6 +46,15 @@ MINUS = "\u2212"
 DASH = "\u2014"
 # The kinds of number a table column can hold (analysis.report.tables decides per column).
 KINDS = ("p", "level", "bounded", "count", "df", "number", "text")
+# How the report names statsmodels' multiple-comparison methods (``--padjust``).
+PADJUST_NAMES = {
+    "holm": "Holm",
+    "bonferroni": "Bonferroni",
+    "fdr_bh": "Benjamini-Hochberg",
+    "fdr_by": "Benjamini-Yekutieli",
+    "hommel": "Hommel",
+    "sidak": "Šidák",
+}
 
 
 def is_missing(value: object) -> bool:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analysis.report import apa
-from analysis.report.pipeline import CHOICE_TABLE_ORDER
+from analysis.report.numbers import PADJUST_NAMES
+from analysis.report.pipeline import BLOCK, CHOICE_TABLE_ORDER
 from analysis.report.prereg_section import primary_section
 from analysis.report.rules import rules_sentence, sensitivity_sentence, speed_sentence
 from analysis.report.tables import report_table, split_columns
@@ -25,10 +26,13 @@ if TYPE_CHECKING:
 __all__ = [
     "annotation_sections",
     "choice_sections",
+    "design_sentence",
     "exclusions_section",
     "extra_sections",
     "figure_jobs",
     "model_tables",
+    "stage_figures",
+    "wtp_unit",
 ]
 
 # The choice tables these sections present; the covariate-adjusted models are shown by
@@ -50,123 +54,195 @@ ANNOTATION_TABLES = {
 }
 # Failures the known sections report themselves; any other ``<name>_failed`` meta entry gets a
 # section of its own from extra_sections.
-_KNOWN_FAILURES = {"wtp_model_failed", "wtp_slopes_failed", "primary_failed"}
+_KNOWN_FAILURES = {
+    "wtp_model_failed",
+    "wtp_slopes_failed",
+    "primary_failed",
+    "clustered_failed",
+    "choice_glmm_failed",
+}
 # Titles of tables that extra_sections shows (otherwise the name, capitalised).
 TITLES = {"covariate_adjusted": "Adjusted for participant covariates"}
 
 
-def _levels(results: Results) -> tuple[str, str]:
-    levels = results.meta.get("format_levels", {})
-    return levels.get("reference", "original"), levels.get("treatment", "summary")  # type: ignore[union-attr]
-
-
 def wtp_unit(results: Results) -> str:
     """Unit of WTP effects: percentage points of the other price, or log ratio units."""
-    model = results.tables.get("wtp_model")
-    transform = model["transform"].iloc[0] if model is not None and len(model) else None
-    if transform is None and "wtp_differences" in results.tables:
-        transform = results.tables["wtp_differences"]["transform"].iloc[0]
-    return "log-ratio units" if transform == "log" else "percentage points"
+    for name in ("wtp_model", "wtp_differences"):
+        table = results.tables.get(name)
+        if table is not None and len(table):
+            return "log-ratio units" if table["transform"].iloc[0] == "log" else "percentage points"
+    return "percentage points"
 
 
 def _figs(figs: dict[str, str], *names: str) -> list[tuple[str, str]]:
     return [(figs[k], k) for k in names if k in figs]
 
 
-# Which figures of a choice report are final after each stage of ``analyze_choice`` (its
-# ``on_stage``): the figure worker draws them while the next stage is computed. A figure listed
-# here must read only tables of its stage or earlier ones.
-FIGURES_BY_STAGE = {
-    "wtp": ("wtp_differences.png", "wtp_diagnostics.png"),
-    "choice": ("format_rates.png", "pair_rates.png"),
-}
+def _blocks(results: Results) -> list[str]:
+    """The analysed blocks (``all`` for an export without blocks), in the report's order."""
+    return list(results.meta.get("blocks", {}).get("analysed", ["all"]))  # type: ignore[union-attr]
 
 
-def figure_jobs(results: Results) -> list[tuple]:
-    """What to draw for a choice or annotation report: ``(file, caption, draw(ax), size)``.
+def _part(t: dict[str, pd.DataFrame], name: str, block: str) -> pd.DataFrame | None:
+    """One block's rows of a table, without the block column (None when there are none)."""
+    df = t.get(name)
+    if df is None:
+        return None
+    part = df[df[BLOCK] == block].drop(columns=BLOCK) if BLOCK in df.columns else df
+    return part.reset_index(drop=True) if len(part) else None
 
-    A job with a fifth element ``(rows, cols)`` draws several panels: ``draw`` gets the array
-    of axes.
-    """
-    from analysis.plots import annotation as pa
+
+def _suffix(results: Results, block: str) -> str:
+    """File-name suffix of a block's figures (none when the report has one block)."""
+    return "" if len(_blocks(results)) == 1 else f"_{block}"
+
+
+def _block_title(results: Results, title: str, block: str) -> str:
+    if len(_blocks(results)) == 1:
+        return title
+    return f"{title}: all blocks pooled" if block == "pooled" else f"{title}: block {block}"
+
+
+def stage_figures(results: Results, stage: str) -> list[str]:
+    """The figures final after a stage of ``analyze_choice`` (its ``on_stage``): the WTP
+    figures after ``"wtp"``, the choice figures after ``"choice"``; a figure worker draws them
+    while the next stage is computed."""
+    return [
+        name for name, *_ in figure_jobs(results) if name.startswith("wtp_") == (stage == "wtp")
+    ]
+
+
+def _choice_jobs(results: Results) -> list[tuple]:
+    """Per block: rates per format, per pair, the shifts per contrast, the WTP figures."""
     from analysis.plots import choice as pc
     from analysis.plots import wtp as pw
+    from analysis.plots.formats import plot_format_shifts
 
     t, m, d = results.tables, results.meta, results.plot_data
+    unit = wtp_unit(results)
+    padjust = PADJUST_NAMES.get(str(m.get("padjust", "holm")), m.get("padjust", "holm"))
     jobs: list[tuple] = []
-    if results.kind == "choice":
-        # Partial results (a figure worker drawing the WTP stage first, see FIGURES_BY_STAGE)
-        # have no choice tables yet.
-        if "selection_rates" in t:
-            if "choice_glmm" in t:
-                star_p = float(t["choice_glmm"]["p_val"].iloc[0])
+    for block in _blocks(results):
+        sfx = _suffix(results, block)
+        rates = _part(t, "selection_rates", block)
+        if rates is not None:
+            # Stars only for a single contrast: with several, one bracket cannot say which.
+            one = len(rates) == 2
+            glmm, gee = _part(t, "choice_glmm", block), _part(t, "clustered", block)
+            star_p, star_note = None, "no stars: several contrasts (their tests are in the tables)"
+            if one and glmm is not None:
+                star_p = float(glmm["p_val"].iloc[0])
                 star_note = (
                     "stars: p of the logistic GLMM (random intercepts of participant and pair)"
                 )
-            elif "clustered" in t:
-                star_p = float(t["clustered"]["p_val"].iloc[0])
+            elif one and gee is not None:
+                star_p = float(gee["p_val"].iloc[0])
                 star_note = "stars: p of the GEE odds ratio (clustered by participant)"
-            else:
-                star_p = float(t["chi2"]["p_val"].iloc[0])
+            elif one:
+                star_p = float(_part(t, "chi2", block)["p_val"].iloc[0])  # type: ignore[index]
                 star_note = (
                     "stars: p of the Yates chi-square test, which treats trials as independent "
                     "(no clustered model was fitted)"
                 )
             jobs.append(
                 (
-                    "format_rates.png",
+                    f"format_rates{sfx}.png",
                     "Target selection rate by format with 95% Wilson CIs over trials, which "
                     "treat each participant's choices as independent and are narrower than the "
                     f"clustered models' intervals; {star_note} (* .05, ** .01, *** .001)",
-                    lambda ax: pc.plot_format_rates(t["selection_rates"], p_val=star_p, ax=ax),
-                    (4.5, 4.0),
+                    lambda ax, r=rates, p=star_p: pc.plot_format_rates(r, p_val=p, ax=ax),
+                    (max(4.5, 1.3 * len(rates) + 1.5), 4.0),
                 )
             )
-            padjust = m.get("padjust", "holm")
+        pairs = _part(t, "by_pair", block)
+        if pairs is not None:
+            contrasts = list(dict.fromkeys(pairs["contrast"]))
+            first = pairs[pairs["contrast"] == contrasts[0]]
+            levels = [c.removeprefix("rate_") for c in pairs.columns if c.startswith("rate_")]
+            stars = len(contrasts) == 1
             jobs.append(
                 (
-                    "pair_rates.png",
-                    "Selection rate per pair, original vs summary, 95% Wilson CIs; stars: "
-                    f"{padjust}-adjusted p of each pair's Yates chi-square or Fisher exact test "
-                    "(trials within a pair treated as independent) (* .05, ** .01, *** .001)",
-                    lambda ax: pc.plot_pair_rates(t["by_pair"], ax=ax),
-                    (max(6.0, 0.8 * len(t["by_pair"]) + 2), 4.2),
+                    f"pair_rates{sfx}.png",
+                    f"Selection rate per pair and format ({', '.join(levels)}), 95% Wilson CIs"
+                    + (
+                        f"; stars: {padjust}-adjusted p of each pair's Yates chi-square or "
+                        "Fisher exact test (trials within a pair treated as independent) "
+                        "(* .05, ** .01, *** .001)"
+                        if stars
+                        else "; the tests of each contrast per pair are in the table"
+                    ),
+                    lambda ax, f=first, lv=levels, s=stars: pc.plot_pair_rates(
+                        f, levels=lv, p_col="p_adj" if s else None, ax=ax
+                    ),
+                    (max(6.0, 0.3 * len(levels) * len(first) + 2), 4.2),
                 )
             )
-        unit = wtp_unit(results)
-        if "wtp_differences" in d:
-            model = t.get("wtp_model")
+        effects = _part(t, "effects", block)
+        if effects is not None and effects["contrast"].nunique() > 1:
+            shifts = effects[effects["effect"] == "risk_difference"]
             jobs.append(
                 (
-                    "wtp_differences.png",
-                    "WTP difference summary − original per participant (dots), their mean "
-                    "with a t 95% CI, and the mixed-model effect with its 95% CI"
+                    f"format_shifts{sfx}.png",
+                    "Shift in the target-choice rate per format in percentage points, 95% "
+                    "Newcombe CIs over trials (narrower than the clustered models'): dots "
+                    "against the reference format, squares against the baseline",
+                    lambda ax, r=shifts: plot_format_shifts(r, ax=ax),
+                    (6.0, 0.6 * len(shifts) + 1.6),
+                )
+            )
+        per = d.get("wtp_differences")
+        summary = _part(t, "wtp_differences", block)
+        if per is not None and summary is not None:
+            per = per[per[BLOCK] == block]
+            model = _part(t, "wtp_model", block)
+            n = len(summary)
+
+            def differences(axes, per=per, summary=summary, model=model):
+                import numpy as np
+
+                for ax, row in zip(np.atleast_1d(axes), summary.to_dict("records"), strict=True):
+                    c = row["contrast"]
+                    effect = None if model is None else model[model["contrast"] == c]
+                    pw.plot_wtp_differences(
+                        per[per["contrast"] == c],
+                        summary[summary["contrast"] == c],
+                        effect=effect,
+                        unit=unit,
+                        ax=ax,
+                    )
+
+            jobs.append(
+                (
+                    f"wtp_differences{sfx}.png",
+                    "WTP difference per participant (dots) for each contrast, their mean with a "
+                    "t 95% CI, and the mixed-model effect with its 95% CI"
                     + (
                         "; stars: the mixed model's Satterthwaite t-test p"
                         if model is not None
                         else ""
-                    ),
-                    lambda ax: pw.plot_wtp_differences(
-                        d["wtp_differences"], t["wtp_differences"], effect=model, unit=unit, ax=ax
-                    ),
-                    (5.2, 4.4),
+                    ),  # fmt: skip
+                    differences,
+                    (5.2 * n, 4.4),
+                    (1, n),
                 )
             )
-        if "wtp_residuals" in d and "wtp_random_effects" in t:
-            effects = t["wtp_random_effects"]
+        residuals = d.get("wtp_residuals")
+        effects_re = _part(t, "wtp_random_effects", block)
+        if residuals is not None and effects_re is not None:
+            residuals = residuals[residuals[BLOCK] == block]
 
-            def diagnostics(axes, d=d, effects=effects):
+            def diagnostics(axes, r=residuals, e=effects_re):
                 # One figure of four panels: each extra PNG costs a matplotlib render and save,
                 # which is much of the report's time on the 70 x 10 design.
-                pw.plot_residuals_vs_fitted(d["wtp_residuals"], ax=axes[0, 0])
-                pw.plot_residual_qq(d["wtp_residuals"], ax=axes[0, 1])
-                pw.plot_caterpillar(effects, group="participant_id", ax=axes[1, 0])
-                pw.plot_caterpillar(effects, group="pair_id", ax=axes[1, 1])
+                pw.plot_residuals_vs_fitted(r, ax=axes[0, 0])
+                pw.plot_residual_qq(r, ax=axes[0, 1])
+                pw.plot_caterpillar(e, group="participant_id", ax=axes[1, 0])
+                pw.plot_caterpillar(e, group="pair_id", ax=axes[1, 1])
 
-            n_levels = min(int((effects["group"] == "participant_id").sum()), 60)
+            n_levels = min(int((effects_re["group"] == "participant_id").sum()), 60)
             jobs.append(
                 (
-                    "wtp_diagnostics.png",
+                    f"wtp_diagnostics{sfx}.png",
                     "Mixed-model diagnostics. Top: conditional residuals vs fitted values (red: "
                     "binned means; a flat line at 0 = no unmodelled trend, an even band = "
                     "constant variance) and a normal QQ plot of the standardised residuals. "
@@ -177,7 +253,21 @@ def figure_jobs(results: Results) -> list[tuple]:
                     (2, 2),
                 )
             )
-        return jobs
+    return jobs
+
+
+def figure_jobs(results: Results) -> list[tuple]:
+    """What to draw for a choice or annotation report: ``(file, caption, draw(ax), size)``.
+
+    A job with a fifth element ``(rows, cols)`` draws several panels: ``draw`` gets the array
+    of axes.
+    """
+    from analysis.plots import annotation as pa
+
+    if results.kind == "choice":
+        return _choice_jobs(results)
+    t = results.tables
+    jobs: list[tuple] = []
     jobs.append(
         (
             "shift_distribution.png",
@@ -270,28 +360,63 @@ def exclusions_section(t: dict[str, pd.DataFrame], caption: str) -> dict[str, ob
     return {"title": "Exclusions", "text": text, "figures": [], "tables": tables}
 
 
-def _lead(results: Results, ref: str, trt: str) -> str:
-    """The report's first paragraph: the clustering-aware test first, the seed study's after.
+def _records(df: pd.DataFrame | None) -> list[dict]:
+    return [] if df is None else df.to_dict("records")
+
+
+def design_sentence(results: Results) -> str:
+    """Who and what was analysed: participants, choices, pairs, formats, blocks, test
+    participants and formats left out."""
+    m = results.meta
+    levels = m.get("format_levels", {})
+    text = (
+        f"{apa.count(m['n_participants_analysed'])} participants made "
+        f"{apa.count(m['n_rows_analysed'])} choices between the products of "
+        f"{apa.count(m['n_pairs'])} pairs (after exclusions), each shown in one of "
+        f"{len(levels.get('levels', []))} formats: {', '.join(levels.get('levels', []))} "  # type: ignore[arg-type]
+        f"(reference: {levels.get('reference')})."  # type: ignore[union-attr]
+    )
+    blocks = m.get("blocks", {})
+    if len(blocks.get("analysed", [])) > 1:  # type: ignore[union-attr]
+        names = ", ".join(blocks["analysed"])  # type: ignore[index]
+        text += f" Each product-choice block is analysed on its own: {names}."
+    elif blocks.get("analysed") == ["pooled"]:  # type: ignore[union-attr]
+        text += " The trials of all product-choice blocks are analysed together (pooled)."
+    test = m.get("test_participants", {})
+    if test.get("n_input"):  # type: ignore[union-attr]
+        text += (
+            f" The export held {apa.count(test['n_input'])} test participant(s) (is_test = 1: "  # type: ignore[index]
+            f"bots or previews, exported with --include-test); {apa.count(test['n_analysed'])} "  # type: ignore[index]
+            "of them are analysed here like any other participant."
+        )
+    elif test.get("recorded"):  # type: ignore[union-attr]
+        text += " The export held no test participants."
+    left = m.get("formats_left_out") or {}
+    if left:
+        text += (
+            " Not analysed (formats not named by --levels): "
+            + ", ".join(f"{apa.count(n)} {f} trials" for f, n in left.items())  # type: ignore[union-attr]
+            + "."
+        )
+    return text
+
+
+def _lead(results: Results, block: str) -> str:
+    """A block's headline: the clustering-aware test of every contrast first, the seed
+    study's chi-square after.
 
     Each participant made several choices, so the headline is the logistic GLMM (random
     intercepts of participant and pair), or the GEE when the GLMM is missing; the trial-level
     chi-square follows as the comparison with the seed study, which used it.
     """
     t, m = results.tables, results.meta
-    rates = {r["format"]: r for r in t["selection_rates"].to_dict("records")}
-    parts = [
-        f"{apa.count(m['n_participants_analysed'])} participants made "
-        f"{apa.count(m['n_rows_analysed'])} choices between the products of "
-        f"{apa.count(m['n_pairs'])} pairs (after exclusions).",
-        apa.rates_sentence(rates, ref, trt),
-    ]
-    if "choice_glmm" in t:
-        parts.append(apa.glmm_sentence(t["choice_glmm"].iloc[0], ref, trt))
-    elif "clustered" in t:
-        parts.append(
-            f"Logistic GLMM {m.get('choice_glmm', 'not requested')}. "
-            + apa.gee_sentence(t["clustered"].iloc[0], ref, trt)
-        )
+    parts = [apa.rates_sentence(_records(_part(t, "selection_rates", block)))]
+    glmm, gee = _records(_part(t, "choice_glmm", block)), _records(_part(t, "clustered", block))
+    if glmm:
+        parts.append(apa.glmm_sentence(glmm))
+    elif gee:
+        parts.append(f"Logistic GLMM {m.get('choice_glmm', 'not requested')}. ")
+        parts[-1] += apa.gee_sentence(gee)
     else:
         parts.append(
             f"No clustering-aware model of the choices is reported (logistic GLMM "
@@ -299,31 +424,37 @@ def _lead(results: Results, ref: str, trt: str) -> str:
             f"{m.get('clustered_model', 'not requested')}), so the only test of the choices is "
             "the chi-square test below, which overstates the evidence when participants differ."
         )
-    parts.append(apa.chi2_sentence(t["chi2"].iloc[0], ref, trt))
+    chi2 = _records(_part(t, "chi2", block))
+    effects = [e for e in _records(_part(t, "effects", block)) if e["effect"] == "risk_difference"]
+    if chi2:
+        parts.append(apa.chi2_sentence(chi2[0], effects))
+    if len(_blocks(results)) > 1:
+        parts.insert(0, "All blocks pooled:" if block == "pooled" else f"Block {block}:")
     return " ".join(parts)
+
+
+def _ctx(results: Results, block: str) -> dict[str, str]:
+    """Placeholders of the column labels: WTP unit, levels of a single contrast, correction."""
+    levels = results.meta.get("format_levels", {}).get("per_block", {}).get(block, [])  # type: ignore[union-attr]
+    ctx = {"unit": wtp_unit(results), "padjust": str(results.meta.get("padjust", "holm"))}
+    if len(levels) == 2:
+        ctx.update(ref=levels[0], trt=levels[1])
+    return ctx
 
 
 def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, object]]:
     """Sections of a choice-study report; the first paragraph reports the clustered test.
 
     With a pre-registration the first section is the pre-registered primary result, followed by
-    the same choice paragraph; without one it is "Main result".
+    the same paragraphs; without one it is "Main result". Then, per block, the choice models,
+    the pairs and willingness to pay.
     """
     t, m = results.tables, results.meta
-    ref, trt = _levels(results)
-    unit = wtp_unit(results)
-    ctx = {"ref": ref, "trt": trt, "unit": unit, "padjust": str(m.get("padjust", "holm"))}
-    lead = _lead(results, ref, trt)
-    # The GLMM leads the report; the GEE (population-averaged odds ratio) is its robustness check.
-    text = ""
-    if "clustered" in t and "choice_glmm" in t:
-        text = apa.gee_sentence(t["clustered"].iloc[0], ref, trt)
-    elif "choice_glmm" in t and str(m.get("clustered_model", "")).startswith("not reported"):
-        text = f"Clustered model (GEE) {m['clustered_model']}."
+    lead = [design_sentence(results), *(_lead(results, b) for b in _blocks(results))]
     primary = primary_section(results)
     if primary is not None:
-        # Two paragraphs: the pre-registered result at its stopping look, then all the data.
-        primary["text"] = [primary["text"], lead]
+        # The pre-registered result at its stopping look, then all the data.
+        primary["text"] = [primary["text"], *lead]
     else:
         primary = {"title": "Main result", "text": lead, "tables": [], "figures": []}
     sections: list[dict[str, object]] = [primary]
@@ -347,87 +478,129 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
                 "figures": [],
             }
         )
-    sections.append(
-        {
-            "title": "Choice",
-            "text": text,
-            "tables": [
-                (
-                    "Selection rates",
-                    report_table(t["selection_rates"], name="selection_rates", **ctx),
-                ),
-                (
-                    "Chi-square tests of format x choice (first row: primary); the estimate and "
-                    f"CI columns are the risk difference {trt} − {ref} (proportion)",
-                    report_table(t["chi2"], name="chi2", **ctx),
-                ),
-                ("Effect sizes", report_table(t["effects"], name="effects", **ctx)),
-            ]
-            + (
-                [
-                    (
-                        "Clustered model (GEE, participants as clusters)",
-                        report_table(t["clustered"], name="clustered", **ctx),
-                    )
-                ]
-                if "clustered" in t
-                else []
-            )
-            + (
-                model_tables(
-                    "choice_glmm",
-                    t["choice_glmm"],
-                    "Logistic GLMM, crossed random intercepts of participant and pair",
-                    **ctx,
-                )
-                if "choice_glmm" in t
-                else []
-            ),
-            "figures": _figs(figs, "format_rates.png"),
-        }
-    )
-    sections.append(
-        {
-            "title": "Per pair",
-            "text": "",
-            "tables": model_tables(
-                "by_pair",
-                t["by_pair"],
-                "Per-pair rates and tests",
-                main=(
-                    "pair_id",
-                    f"n_{ref}",
-                    f"rate_{ref}",
-                    f"n_{trt}",
-                    f"rate_{trt}",
-                    "estimate",
-                    "ci_low",
-                    "ci_high",
-                    "test",
-                    "statistic",
-                    "p_val",
-                    "p_adj",
-                ),
-                **ctx,
-            ),
-            "figures": _figs(figs, "pair_rates.png"),
-        }
-    )
-    sections.extend(_wtp_sections(results, figs, ctx))
+    for block in _blocks(results):
+        sections.extend(_choice_block(results, figs, block))
+    for block in _blocks(results):
+        sections.extend(_wtp_sections(results, figs, block))
     sections.extend(extra_sections(results, CHOICE_TABLES))
     return sections
 
 
-def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
+def _choice_block(results: Results, figs: dict[str, str], block: str) -> list[dict[str, object]]:
+    """A block's Choice and Per pair sections."""
     t, m = results.tables, results.meta
+    ctx = _ctx(results, block)
+    sfx = _suffix(results, block)
+    adj = PADJUST_NAMES.get(ctx["padjust"], ctx["padjust"])
+    glmm, gee = _part(t, "choice_glmm", block), _part(t, "clustered", block)
+    several = glmm is not None and len(glmm) > 1 or gee is not None and len(gee) > 1
+    p_caption = f"p raw and {adj}-adjusted across the contrasts" if several else "p"
+    # The GLMM leads the report; the GEE (population-averaged odds ratio) is its robustness check.
+    text = ""
+    if gee is not None and glmm is not None:
+        text = apa.gee_sentence(_records(gee))
+    elif glmm is not None and str(m.get("clustered_model", "")).startswith("not reported"):
+        text = f"Clustered model (GEE) {m['clustered_model']}."
+    tables = []
+    for name, caption in (
+        ("selection_rates", "Target-choice rate per format (Wilson 95% CIs over trials)"),
+        (
+            "chi2",
+            "Chi-square test of format × choice (first row: primary), trials as independent",
+        ),
+        (
+            "effects",
+            "Effect sizes per contrast, trials as independent: risk difference (proportion; "
+            "Newcombe 95% CI, Miettinen-Nurminen score test p) and odds ratio (Woolf 95% CI, "
+            "Wald p)",
+        ),
+        (
+            "clustered",
+            "GEE contrasts (participants as clusters): population-averaged odds ratios with "
+            f"robust 95% CIs; {p_caption}",
+        ),
+        (
+            "choice_glmm",
+            "Logistic GLMM contrasts, crossed random intercepts of participant and pair: "
+            f"conditional odds ratios with Wald 95% CIs; {p_caption}",
+        ),
+    ):
+        part = _part(t, name, block)
+        if part is not None:
+            tables += model_tables(name, part, caption, main=MAIN_COLUMNS.get(name), **ctx)
+    pairs = _part(t, "by_pair", block)
+    out = [
+        {
+            "title": _block_title(results, "Choice", block),
+            "text": text,
+            "tables": tables,
+            "figures": _figs(figs, f"format_rates{sfx}.png", f"format_shifts{sfx}.png"),
+        }
+    ]
+    if pairs is not None:
+        rates = [c for c in pairs.columns if c.startswith(("n_", "rate_"))]
+        out.append(
+            {
+                "title": _block_title(results, "Per pair", block),
+                "text": "",
+                "tables": model_tables(
+                    "by_pair",
+                    pairs,
+                    "Per-pair rates and tests: risk difference of each contrast (proportion), "
+                    f"p raw and {adj}-adjusted across pairs and contrasts",
+                    main=(
+                        "pair_id",
+                        "contrast",
+                        *rates,
+                        "estimate",
+                        "ci_low",
+                        "ci_high",
+                        "test",
+                        "statistic",
+                        "p_val",
+                        "p_adj",
+                    ),  # fmt: skip
+                    **ctx,
+                ),
+                "figures": _figs(figs, f"pair_rates{sfx}.png"),
+            }
+        )
+    return out
+
+
+# The headline columns of a table (estimate, its interval, the p the caption names); the rest
+# goes to its details table.
+MAIN_COLUMNS = {
+    "effects": ("contrast", "effect", "rate_level", "rate_versus", "estimate", "ci_low",
+                "ci_high", "p_val", "p_method"),
+    "clustered": ("contrast", "estimate", "ci_low", "ci_high", "z", "p_val", "p_adj", "n_obs",
+                  "n_clusters"),
+    "choice_glmm": ("contrast", "estimate", "ci_low", "ci_high", "z", "p_val", "p_adj",
+                    "n_obs", "singular"),
+    "wtp_model": ("contrast", "estimate", "ci_low", "ci_high", "statistic", "df", "p_val",
+                  "p_adj", "d_standardised", "n_obs", "singular"),
+    "wtp_slopes": ("contrast", "estimate", "ci_low", "ci_high", "statistic", "df", "p_val",
+                   "p_adj", "lrt_chisq", "lrt_df", "lrt_p", "singular"),
+}  # fmt: skip
+
+
+def _wtp_sections(results: Results, figs: dict[str, str], block: str):
+    t, m = results.tables, results.meta
+    ctx = _ctx(results, block)
     unit = ctx["unit"]
-    if "wtp_model" not in t and "wtp_model_failed" not in m:
+    sfx = _suffix(results, block)
+    model = _part(t, "wtp_model", block)
+    failed = m.get("wtp_model_failed")
+    if model is None and not failed:
         return []
+    adj = PADJUST_NAMES.get(ctx["padjust"], ctx["padjust"])
+    several = model is not None and len(model) > 1
+    p_caption = f"p raw and {adj}-adjusted across the contrasts" if several else "p"
     parts: list[str] = []
-    tables: list[tuple[str, str]] = []
-    if "wtp_model" in t:
-        row = t["wtp_model"].iloc[0]
-        parts.append(apa.wtp_sentence(row, unit))
+    tables: list[tuple[str, object]] = []
+    if model is not None:
+        row = model.iloc[0]
+        parts.append(apa.wtp_sentence(_records(model), unit))
         parts.append(
             f"Model that ran: {row['model']}; why: {row['reason']}. Optimizer: "
             f"{row['optimizer']}."
@@ -435,58 +608,70 @@ def _wtp_sections(results: Results, figs: dict[str, str], ctx: dict[str, str]):
             + (f" Notes: {str(row['notes']).rstrip('.')}." if row["notes"] else "")
         )
         tables += model_tables(
-            "wtp_model", t["wtp_model"], f"Mixed-model format effect ({unit})", **ctx
+            "wtp_model",
+            model,
+            f"Mixed-model format contrasts: difference in mean WTP ({unit}) with 95% CIs (t, "
+            f"Satterthwaite df); {p_caption}",
+            main=MAIN_COLUMNS["wtp_model"],
+            **ctx,
         )
     else:
         parts.append(
-            f"The mixed model was not reported: {m['wtp_model_failed']}. The other sections are "
-            "unaffected."
+            f"The mixed model was not reported: {failed}. The other sections are unaffected."
         )
-    if "wtp_differences" in t:
-        parts.append(apa.within_sentence(t["wtp_differences"].iloc[0], unit))
+    within = _part(t, "wtp_differences", block)
+    if within is not None:
+        parts += [apa.within_sentence(r, unit) for r in _records(within)]
         tables.append(
             (
-                "Within-participant differences",
-                report_table(t["wtp_differences"], name="wtp_differences", **ctx),
+                f"Within-participant differences per contrast ({unit}; t 95% CIs)",
+                report_table(within, name="wtp_differences", **ctx),
             )
         )
-    if "wtp_slopes" in t:
-        slopes = t["wtp_slopes"].iloc[0]
-        parts.append(apa.slopes_sentence(slopes, unit))
-        which = (
-            "final model, simplified from the singular maximal model"
-            if bool(slopes["simplified"])
-            else "final model: the maximal model, not singular"
+    slopes = _part(t, "wtp_slopes", block)
+    if slopes is not None:
+        parts += [apa.slopes_sentence(r, unit) for r in _records(slopes)]
+        which = "; ".join(
+            f"{r['contrast']}: "
+            + (
+                "final model, simplified from the singular maximal model"
+                if bool(r["simplified"])
+                else "final model: the maximal model, not singular"
+            )
+            + f", {r['formula']}"
+            for r in _records(slopes)
         )
         tables += model_tables(
             "wtp_slopes",
-            t["wtp_slopes"],
-            f"Random slopes of format by participant and pair ({which}: {slopes['formula']}) "
-            "and the likelihood-ratio test of its slopes",
+            slopes,
+            f"Random slopes of format by participant and pair ({which}) and the "
+            f"likelihood-ratio test of its slopes; {p_caption}",
+            main=MAIN_COLUMNS["wtp_slopes"],
             **ctx,
         )
     elif "wtp_slopes_failed" in m:
         parts.append(f"Random-slope model not reported: {m['wtp_slopes_failed']}.")
-    if "wtp_by_format" in t:
+    by_format = _part(t, "wtp_by_format", block)
+    if by_format is not None:
         tables.append(
             (
-                "WTP by format (descriptive)",
-                report_table(t["wtp_by_format"], name="wtp_by_format", **ctx),
+                f"WTP by format (descriptive; {unit})",
+                report_table(by_format, name="wtp_by_format", **ctx),
             )
         )
     sections = [
         {
-            "title": "Willingness to pay",
+            "title": _block_title(results, "Willingness to pay", block),
             "text": " ".join(parts),
             "tables": tables,
-            "figures": _figs(figs, "wtp_differences.png"),
+            "figures": _figs(figs, f"wtp_differences{sfx}.png"),
         }
     ]
-    diag = _figs(figs, "wtp_diagnostics.png")
+    diag = _figs(figs, f"wtp_diagnostics{sfx}.png")
     if diag:
         sections.append(
             {
-                "title": "Willingness to pay: model diagnostics",
+                "title": _block_title(results, "Willingness to pay: model diagnostics", block),
                 "text": (
                     "Residuals are conditional (observed − fixed − random effects), as "
                     "resid() of lme4; random effects are conditional modes with conditional SDs "

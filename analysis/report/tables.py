@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from analysis.report.numbers import DASH, format_value, is_missing
+from analysis.report.numbers import DASH, PADJUST_NAMES, format_value, is_missing
 from analysis.report.typeset import ReportTable
 
 if TYPE_CHECKING:
@@ -58,6 +58,13 @@ GENERIC = {
     "transform": "Outcome transform",
     "effect": "Effect",
     "term": "Term",
+    "contrast": "Contrast",
+    "family": "Compared with",
+    "level": "Format",
+    "versus": "Compared format",
+    "rate_level": "Rate (format)",
+    "rate_versus": "Rate (compared format)",
+    "padjust": "Correction",
 }
 
 # Per table (may use {unit}, the WTP unit, and {ref}/{trt}, the format levels).
@@ -114,23 +121,19 @@ TABLES: dict[str, dict[str, str]] = {
         "n": "Trials",
         "min_expected": "Smallest expected count",
         "primary": "Primary",
-        "estimate": "Risk difference ({trt} − {ref})",
-        "ci_low": "RD 95% CI lower (Newcombe)",
-        "ci_high": "RD 95% CI upper (Newcombe)",
     },
-    "effects": {"method": "CI method"},
+    "effects": {"method": "CI method", "p_val": "p (trials independent)"},
     "by_pair": {
         "pair_id": "Pair",
-        "estimate": "Risk difference ({trt} − {ref})",
+        "estimate": "Risk difference",
         "ci_low": "RD 95% CI lower",
         "ci_high": "RD 95% CI upper",
         "test": "Test",
         "statistic": "χ² or odds ratio",
         "p_val": "p (unadjusted)",
-        "padjust": "Correction",
     },
     "clustered": {
-        "estimate": "Odds ratio",
+        "estimate": "Odds ratio (population-averaged)",
         "ci_low": "OR 95% CI lower",
         "ci_high": "OR 95% CI upper",
         "log_odds": "log OR",
@@ -166,7 +169,7 @@ TABLES: dict[str, dict[str, str]] = {
         "sd": "SD of participant means ({unit})",
     },
     "wtp_model": {
-        "estimate": "Format effect b ({unit})",
+        "estimate": "Difference b ({unit})",
         "se": "SE ({unit})",
         "statistic": "t",
         "df": "df (Satterthwaite)",
@@ -192,7 +195,7 @@ TABLES: dict[str, dict[str, str]] = {
     "wtp_differences": {
         "n_subjects": "Participants with both formats",
         "n_without_both": "Participants with one format",
-        "estimate": "Mean difference {trt} − {ref} ({unit})",
+        "estimate": "Mean difference ({unit})",
         "sd": "SD of differences ({unit})",
         "ci_low": "t 95% CI lower",
         "ci_high": "t 95% CI upper",
@@ -308,6 +311,7 @@ TABLES["wtp_slopes"] = {
 
 # A model table's headline columns, in order; the rest of a wide table goes to its details.
 MAIN_STAT_COLUMNS = (
+    "contrast",
     "effect",
     "term",
     "estimate",
@@ -357,16 +361,18 @@ def column_label(table: str | None, column: str, **context: str) -> str:
 
     Examples
     --------
-    >>> column_label("chi2", "estimate", ref="original", trt="summary")
-    'Risk difference (summary − original)'
+    >>> column_label("choice_glmm", "p_adj", padjust="holm")
+    'p (Holm-adjusted)'
+    >>> column_label("by_pair", "rate_summary")
+    'Rate (summary)'
     """
     context = {"unit": "", "ref": "reference", "trt": "treatment", **context}
     label = TABLES.get(table or "", {}).get(column)
+    if label is None and column == "p_adj" and context.get("padjust"):
+        label = f"p ({PADJUST_NAMES.get(context['padjust'], context['padjust'])}-adjusted)"
     if label is None and table == "by_pair":
         match = _LEVEL_COLUMN.match(column)
-        if column == "p_adj" and context.get("padjust"):
-            label = f"p ({context['padjust']}-adjusted)"
-        elif match:
+        if match:
             label = _LEVEL_LABEL[match.group(1)].replace("{lvl}", match.group(2))
     if label is None:
         label = GENERIC.get(column, column)
@@ -400,10 +406,10 @@ def split_columns(
     head = [c for c in main if c in cols]
     if not head:
         head = cols[:max_main]
-    key = next((c for c in ("effect", "term", "model", "pair_id") if c in cols), None)
+    keys = [c for c in ("pair_id", "contrast", "effect", "term", "model") if c in head]
     details = [c for c in cols if c not in head]
-    if key is not None and key in head:
-        details = [key, *details]
+    if keys:
+        details = [*keys[:2], *details]
     return head, details
 
 

@@ -16,7 +16,14 @@ from analysis.report.tables import report_table
 from analysis.report.typeset import latex_file
 from analysis.safecsv import write_csv
 
-__all__ = ["FigureDrawer", "draw_figures", "render_pngs", "to_jsonable", "write_results"]
+__all__ = [
+    "FigureDrawer",
+    "draw_figures",
+    "figure_jobs",
+    "render_pngs",
+    "to_jsonable",
+    "write_results",
+]
 
 
 class FigureDrawer(Protocol):
@@ -73,18 +80,26 @@ SAVE_KWARGS = {"dpi": FIGURE_DPI, "pil_kwargs": {"compress_level": PNG_COMPRESS_
 
 
 def figure_jobs(results: Results, out: Path | None = None) -> list[tuple]:
-    """What to draw: ``(file, caption, draw(ax), size[, (rows, cols)])`` per figure (no drawing)."""
+    """What to draw: ``(file, caption, draw(ax), size[, (rows, cols)])`` per figure (no drawing).
+
+    Parameters
+    ----------
+    results : Results
+        What the report shows.
+    out : Path, optional
+        The report's folder (the evaluation reports' figures name their data files there).
+
+    Returns
+    -------
+    list of tuple
+    """
     if results.kind in ("ratings", "preferences"):
         from analysis.report.evaluation import figures as evaluation_figures
 
         return evaluation_figures(results, out)  # type: ignore[arg-type]
-    if results.kind == "formats":
-        from analysis.report.format_sections import format_figure_jobs
+    from analysis.report import study_sections
 
-        return format_figure_jobs(results)
-    from analysis.report.study_sections import figure_jobs
-
-    return figure_jobs(results)
+    return study_sections.figure_jobs(results)
 
 
 def _rendered(results: Results, names: Collection[str] | None = None) -> Iterator[tuple]:
@@ -233,10 +248,6 @@ def write_results(
         from analysis.report.evaluation import sections as evaluation_sections
 
         sections = evaluation_sections(results, figs, report_table)
-    elif results.kind == "formats":
-        from analysis.report.format_sections import format_sections
-
-        sections = format_sections(results, figs)
     else:
         from analysis.report import study_sections
 

@@ -7,6 +7,9 @@ Two models, the same as the unadjusted ones plus the covariates as fixed effects
 - WTP: ``y ~ format + covariates + (1 | participant) + (1 | pair)`` by the sparse REML fit
   (:func:`analysis.stats.crossed.crossed_lmm`, Satterthwaite df).
 
+Format is the k-level factor of the unadjusted models, with the same contrasts
+(:func:`analysis.stats.choice.format_contrasts`).
+
 Covariates are coded explicitly: a numeric column (age) is centred at the participants' mean so
 the intercept stays the baseline of an average participant; a text column becomes treatment
 dummies against its most frequent level, levels with fewer than ``min_level_n`` participants
@@ -19,6 +22,16 @@ import re
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from analysis.stats.choice import (
+    DEFAULT_BASELINE,
+    add_format_dummies,
+    adjust_p,
+    format_contrasts,
+    format_levels,
+)
+from analysis.stats.crossed import ConvergenceError, crossed_lmm, crossed_order
+from analysis.stats.wtp import prepare_wtp
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,12 +120,14 @@ def adjusted_models(
     covariates: Sequence[str],
     *,
     levels: Sequence[str] | None = None,
+    baseline: str | None = DEFAULT_BASELINE,
     transform: str | None = None,
+    padjust: str = "holm",
     subject: str = "participant_id",
     item: str = "pair_id",
     confidence: float = 0.95,
 ) -> pd.DataFrame:
-    """Format effect on choice (GEE) and WTP (crossed LMM) adjusted for covariates.
+    """Format contrasts on choice (GEE) and WTP (crossed LMM) adjusted for covariates.
 
     Parameters
     ----------
@@ -122,9 +137,13 @@ def adjusted_models(
     covariates : sequence of str
         Columns to adjust for.
     levels : sequence of str, optional
-        ``(reference, treatment)`` format levels.
+        The formats, reference first (:func:`analysis.stats.choice.format_levels`).
+    baseline : str, optional
+        The level mitigated formats are compared with (:func:`format_contrasts`).
     transform : {None, "log"}
         WTP transform, as in the unadjusted model.
+    padjust : str
+        Correction across the format contrasts of a model.
     subject, item : str
         Participant and pair columns.
     confidence : float
@@ -134,35 +153,40 @@ def adjusted_models(
     -------
     pandas.DataFrame
         One row per model and term: ``model`` (``choice GEE (log odds)`` / ``WTP LMM``),
-        ``term`` (``format[<treatment>]`` first, then the covariates), ``estimate, se,
-        statistic, df`` (Satterthwaite for the LMM; NaN for GEE, z), ``p_val, ci_low,
-        ci_high, n_obs, n_rows_dropped`` (missing covariates), ``coding``, ``notes`` (why the
-        GEE rows are missing: a separated outcome, fewer than 2 participants, no convergence;
-        why the WTP rows are: answers under one format, a grouping factor with one level; else
-        empty).
+        ``term`` (the format contrasts first, ``summary vs original``, then the covariates),
+        ``family`` (``vs reference``, ``vs baseline`` or ``covariate``), ``estimate, se,
+        statistic, df`` (Satterthwaite for the LMM; NaN for GEE, z), ``p_val``, ``p_adj``
+        (contrasts only), ``ci_low, ci_high, n_obs, n_rows_dropped`` (missing covariates),
+        ``coding``, ``notes`` (why the GEE rows are missing: a separated outcome, fewer than 2
+        participants, no convergence; why the WTP rows are: a format without answers, a
+        grouping factor with one level; else empty).
     """
     import numpy as np
     import pandas as pd
     import statsmodels.api as sm
     from scipy.stats import norm
 
-    from analysis.stats.choice import _levels
-    from analysis.stats.crossed import crossed_lmm
+    levels = format_levels(data, "format", levels)
+    contrasts = format_contrasts(levels, baseline)
+    df, cols, coding = code_covariates(data, covariates, subject=subject)
+    names = [c.name for c in contrasts] + cols
+    families = [c.family for c in contrasts] + ["covariate"] * len(cols)
+    k, n_c = len(cols), len(contrasts)
+    parts: list[pd.DataFrame] = []
 
-    ref, trt = _levels(data, "format", levels)
-    df, cols, notes = code_covariates(data, covariates, subject=subject)
-    dropped = len(data) - len(df)
-    coding = "; ".join(notes)
-    x_name = f"format[{trt}]"
-    rows: list[dict[str, object]] = []
+    def add(model: str, fit: pd.DataFrame, n_obs: int) -> None:
+        fit = fit.assign(model=model, term=names, family=families, n_obs=n_obs)
+        fit.insert(fit.columns.get_loc("p_val") + 1, "p_adj", np.nan)
+        fit.loc[: n_c - 1, "p_adj"] = adjust_p(fit["p_val"].iloc[:n_c], padjust)
+        parts.append(fit)
 
-    choice = df.dropna(subset=["chose_target"])
+    choice = df.dropna(subset=["chose_target"]).copy()
+    fixed = add_format_dummies(choice, "format", levels)
     y = choice["chose_target"].astype(float).to_numpy()
-    x = (choice["format"] == trt).to_numpy(float)
     gee_problem = None
-    # As in choice_clustered: an empty cell of the format x choice table means no finite log
-    # odds ratio (statsmodels' GEE still returns one, with a small SE).
-    if min(int(((x == f) & (y == v)).sum()) for f in (0.0, 1.0) for v in (0.0, 1.0)) == 0:
+    # As in choice_clustered: a format whose trials all chose (or all rejected) the target means
+    # no finite log odds ratio (statsmodels' GEE still returns one, with a small SE).
+    if any(y[(choice["format"] == lv).to_numpy()].mean() in (0.0, 1.0) for lv in levels):
         gee_problem = (
             "the outcome is (quasi-)separated by format (a format's trials all chose or all "
             "rejected the target): no finite log odds ratio"
@@ -173,7 +197,7 @@ def adjusted_models(
         codes, _ = pd.factorize(choice[subject])
         order = np.argsort(codes, kind="stable")
         exog = np.column_stack(
-            [np.ones(len(choice)), x, *(choice[c].to_numpy(float) for c in cols)]
+            [np.ones(len(choice)), *(choice[c].to_numpy(float) for c in [*fixed, *cols])]
         )
         with warnings.catch_warnings(record=True):
             # statsmodels warns on non-convergence; the flag below is checked instead.
@@ -188,67 +212,47 @@ def adjusted_models(
         if not bool(getattr(gee, "converged", True)):
             gee_problem = "the GEE did not converge in 200 iterations"
     if gee_problem is None:
+        eye = np.eye(1 + len(fixed) + k)
+        L = np.vstack([[*c.weights, *[0.0] * k] for c in contrasts] + list(eye[1 + len(fixed) :]))
+        beta, cov = np.asarray(gee.params), np.asarray(gee.cov_params())
+        est, se = L @ beta, np.sqrt(np.einsum("ij,jk,ik->i", L, cov, L))
         crit = norm.ppf(0.5 + confidence / 2)
-        for i, term in enumerate([x_name, *cols], start=1):
-            b, se = float(gee.params[i]), float(gee.bse[i])
-            rows.append(
-                {
-                    "model": "choice GEE (log odds)",
-                    "term": term,
-                    "estimate": b,
-                    "se": se,
-                    "statistic": b / se,
-                    "df": np.nan,
-                    "p_val": float(2 * norm.sf(abs(b / se))),
-                    "ci_low": b - crit * se,
-                    "ci_high": b + crit * se,
-                    "n_obs": len(choice),
-                }
-            )
+        fit = pd.DataFrame({"estimate": est, "se": se, "statistic": est / se, "df": np.nan})
+        fit["p_val"] = 2 * norm.sf(np.abs(est / se))
+        fit["ci_low"], fit["ci_high"] = est - crit * se, est + crit * se
+        add("choice GEE (log odds)", fit, len(choice))
 
-    wtp = df.dropna(subset=["wtp_premium_pct"]).copy()
     wtp_problem = None
+    wtp = df.dropna(subset=["wtp_premium_pct"])
     if len(wtp):
-        from analysis.stats.wtp import _check_design
-
         try:
-            _check_design(wtp, "format", (ref, trt), (subject, item))
+            wtp, _, fixed = prepare_wtp(
+                wtp, "wtp_premium_pct", "format", levels, transform, [subject, item, *cols]
+            )
         except ValueError as exc:
             wtp_problem = str(exc)
     if len(wtp) and wtp_problem is None:
-        y = wtp["wtp_premium_pct"].astype(float)
-        wtp["_y"] = np.log1p(y / 100.0) if transform == "log" else y
-        wtp["_x"] = (wtp["format"] == trt).astype(float)
-        large, small = (
-            (subject, item) if wtp[subject].nunique() >= wtp[item].nunique() else (item, subject)
-        )
+        large, small, _, _ = crossed_order(wtp, subject, item)
         table = crossed_lmm(
-            wtp, dv="_y", fixed=["_x", *cols], large=large, small=small, confidence=confidence
-        )
-        fixed = table[table["kind"] == "fixed"].set_index("term")
-        for term, label in [("_x", x_name), *((c, c) for c in cols)]:
-            r = fixed.loc[term]
-            rows.append(
-                {
-                    "model": "WTP LMM" + (" (log ratio)" if transform == "log" else ""),
-                    "term": label,
-                    **{k: float(r[k]) for k in ("estimate", "se", "statistic", "df", "p_val")},
-                    "ci_low": float(r["ci_low"]),
-                    "ci_high": float(r["ci_high"]),
-                    "n_obs": len(wtp),
-                }
-            )
+            wtp, dv="y", fixed=[*fixed, *cols], large=large, small=small,
+            confidence=confidence,
+            contrasts={c.name: [*c.weights, *[0.0] * k] for c in contrasts},
+        ).set_index("term")  # fmt: skip
+        fit = table.loc[[*(c.name for c in contrasts), *cols]].reset_index(drop=True)
+        model = "WTP LMM" + (" (log ratio)" if transform == "log" else "")
+        add(model, fit[["estimate", "se", "statistic", "df", "p_val", "ci_low", "ci_high"]],
+            len(wtp))  # fmt: skip
     notes = []
     if gee_problem:
         notes.append(f"choice GEE not reported: {gee_problem}")
     if wtp_problem:
         notes.append(f"WTP LMM not reported: {wtp_problem}")
-    if not rows:
-        from analysis.stats.wtp import ConvergenceError
-
+    if not parts:
         raise ConvergenceError("; ".join(notes) or "no choices and no WTP answers")
-    out = pd.DataFrame(rows)
-    out["n_rows_dropped"] = dropped
-    out["coding"] = coding
+    out = pd.concat(parts, ignore_index=True)
+    first = ["model", "term", "family"]
+    out = out[first + [c for c in out.columns if c not in first]]
+    out["n_rows_dropped"] = len(data) - len(df)
+    out["coding"] = "; ".join(coding)
     out["notes"] = "; ".join(notes)
     return out

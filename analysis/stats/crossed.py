@@ -19,7 +19,15 @@ from analysis.stats.singular import SINGULAR_TOL, decision_notes, lmer_decision
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ConvergenceError", "SINGULAR_TOL", "crossed_lmm", "crossed_slopes_lmm"]
+__all__ = [
+    "ConvergenceError",
+    "SINGULAR_TOL",
+    "crossed_lmm",
+    "crossed_order",
+    "crossed_slopes_lmm",
+    "one_blas_thread",
+    "slopes_lrt",
+]
 
 # Participants x pairs up to which the count table is held dense (8 bytes a cell: 40 MB).
 DENSE_COUNT_CELLS = 5_000_000
@@ -340,7 +348,7 @@ class _ReducedSlopesProblem(_CrossedSlopesProblem):
         return super().pieces(self.expand(theta))
 
 
-def _one_blas_thread():
+def one_blas_thread():
     """Context in which BLAS runs on one thread (a no-op without threadpoolctl).
 
     Every product in the sparse fit is at most ``n_small`` wide; BLAS threads only add
@@ -355,6 +363,49 @@ def _one_blas_thread():
     except ImportError:  # pragma: no cover - scikit-learn brings it
         return nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
+
+
+def crossed_order(df: pd.DataFrame, subject: str, item: str) -> tuple[str, str, int, int]:
+    """lme4's order of two crossed grouping factors: ``(large, small, n_subject, n_item)``.
+
+    lme4 puts the factor with more levels first; a factor with one level is refused as lme4
+    refuses it ("grouping factors must have > 1 sampled level").
+    """
+    n_subjects, n_items = df[subject].nunique(), df[item].nunique()
+    for group, n in ((subject, n_subjects), (item, n_items)):
+        if n < 2:
+            raise ValueError(f"{group!r} has {n} level; a random intercept needs at least 2")
+    large, small = (subject, item) if n_subjects >= n_items else (item, subject)
+    return large, small, n_subjects, n_items
+
+
+def slopes_lrt(df: pd.DataFrame, *, y: str, x: str, large: str, small: str, free, dev1: float):
+    """Likelihood-ratio test of a random-slope model's slope terms: ``(chi2, df, null mask)``.
+
+    The null model is the fitted one (lme4's six ``theta`` entries ``free``, ML deviance
+    ``dev1``) without its slope variances and correlations; both are ML fits on the same rows,
+    as ``anova(m0, m)`` in lme4. ``chi2`` is NaN when no slope is left to test or no random
+    effect is left without them.
+    """
+    import numpy as np
+    import pandas as pd
+
+    free = np.asarray(free, bool)
+    null = free & np.array([True, False, False, True, False, False])
+    k = int(free.sum() - null.sum())
+    if k == 0 or not null.any():
+        return np.nan, k, null
+    xv = df[x].to_numpy(float)
+    X = np.column_stack([np.ones(len(df)), xv])
+    yv = df[y].to_numpy(float)
+    g1, g2 = pd.factorize(df[large])[0], pd.factorize(df[small])[0]
+    if null[0] and null[3]:
+        problem = _CrossedProblem(X, yv, g1, g2)  # both intercepts: the faster scalar fit
+    else:
+        problem = _ReducedSlopesProblem(X, yv, xv, g1, g2, null)
+    with one_blas_thread():
+        _, dev0 = problem.fit(reml=False)
+    return max(dev0 - dev1, 0.0), k, null
 
 
 def _satterthwaite_df(problem: _CrossedProblem, theta, sigma: float, contrasts):
@@ -491,7 +542,7 @@ def crossed_lmm(
             problem if order is None else _CrossedProblem(X[order], y[order], g1[order], g2[order])
         )
 
-    with _one_blas_thread():
+    with one_blas_thread():
         theta, criterion = problem.fit(reml)
         _, dev_ml = (theta, criterion) if not reml else problem.fit(reml=False)
         xtx, beta, r2, _ = problem._split(theta)
@@ -519,7 +570,7 @@ def crossed_lmm(
     out["converged"] = True
     out["reml"] = reml
     out["n_obs"] = n
-    with _one_blas_thread():
+    with one_blas_thread():
         stop, at_stop, votes = lmer_decision(build, n, [0, 1], reml)
     differ = decision_notes(
         lambda t: problem.deviance(t, reml), stop, at_stop, votes, theta, (large, small)
@@ -609,9 +660,9 @@ def crossed_slopes_lmm(
     # lme4's isSingular looks at the diagonal of each factor T (an SD at 0, or the remaining
     # diagonal at 0: a correlation of +-1), entries with lower bound 0.
     diag = [int(np.flatnonzero(np.flatnonzero(free) == i)[0]) for i in (0, 2, 3, 5) if free[i]]
-    with _one_blas_thread():
+    with one_blas_thread():
         stop, at_stop, votes = lmer_decision(build, n, diag)
-    with _one_blas_thread():
+    with one_blas_thread():
         theta_free, criterion = problem.fit(reml=True, start=stop)
         _, dev_ml = problem.fit(reml=False, start=theta_free)
         xtx, beta, r2, _ = problem._split(theta_free)

@@ -2,7 +2,7 @@
 
 - :func:`crossed_conditional_modes`: residuals, fitted values and the random effects (conditional
   modes with conditional SDs, as ``lme4::ranef(m, condVar = TRUE)``) of the crossed
-  random-intercept model ``y ~ x + (1 | subject) + (1 | item)`` at its estimated parameters;
+  random-intercept model ``y ~ X + (1 | subject) + (1 | item)`` at its estimated parameters;
 - :func:`within_differences`: each participant's mean WTP with the treatment format minus their
   mean with the reference format, the quantity the format effect is about.
 """
@@ -22,16 +22,15 @@ def crossed_conditional_modes(
     data: pd.DataFrame,
     *,
     y: str,
-    x: str,
+    x: Sequence[str],
     subject: str,
     item: str,
-    intercept: float,
-    slope: float,
+    beta: Sequence[float],
     sd_subject: float,
     sd_item: float,
     sd_residual: float,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Residuals and random effects of ``y ~ x + (1 | subject) + (1 | item)`` at given estimates.
+    """Residuals and random effects of ``y ~ X + (1 | subject) + (1 | item)`` at given estimates.
 
     The random effects are the conditional modes ``b = (Z'Z + sigma^2 G^-1)^-1 Z'(y - X beta)``
     and their conditional variances ``sigma^2 (Z'Z + sigma^2 G^-1)^-1`` (diagonal), as lme4's
@@ -44,10 +43,12 @@ def crossed_conditional_modes(
     data : pandas.DataFrame
         The rows the model was fitted to (rows with a missing value in the used columns are
         dropped, as in the fit).
-    y, x, subject, item : str
-        Outcome, numeric 0/1 (or any numeric) predictor, and the two grouping columns.
-    intercept, slope : float
-        Fixed effects.
+    y, subject, item : str
+        Outcome and the two grouping columns.
+    x : sequence of str
+        Numeric predictors (the format dummies).
+    beta : sequence of float
+        Fixed effects: the intercept, then one per column of ``x``.
     sd_subject, sd_item, sd_residual : float
         Estimated SDs (an SD of 0 gives random effects of exactly 0).
 
@@ -63,12 +64,12 @@ def crossed_conditional_modes(
     import numpy as np
     import pandas as pd
 
-    df = data[[y, x, subject, item]].dropna()
+    df = data[[y, *x, subject, item]].dropna()
     g1, levels1 = pd.factorize(df[subject])
     g2, levels2 = pd.factorize(df[item])
     q1, q2 = len(levels1), len(levels2)
     yy = df[y].to_numpy(float)
-    fixed = intercept + slope * df[x].to_numpy(float)
+    fixed = beta[0] + df[list(x)].to_numpy(float) @ np.asarray(beta[1:], float)
     r = yy - fixed
     s2 = sd_residual**2
     n1 = np.bincount(g1, minlength=q1).astype(float)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from analysis.stats.crossed import SINGULAR_TOL, ConvergenceError, _one_blas_thread
+from analysis.stats.crossed import SINGULAR_TOL, ConvergenceError, one_blas_thread
 from analysis.stats.numdiff import hessian, jacobian
 
 if TYPE_CHECKING:
@@ -477,7 +477,7 @@ def crossed_glmm(
     X = np.column_stack([np.ones(n), *(df[c].to_numpy(float) for c in fixed)])
     p = X.shape[1]
     problem = _LogitCrossedProblem(X, y, pd.factorize(df[large])[0], pd.factorize(df[small])[0])
-    with _one_blas_thread():
+    with one_blas_thread():
         par, dev = problem.fit()
         cov_rx = problem.rx_covariance(par)
         if problem.dense:

@@ -1,8 +1,9 @@
-"""Willingness to pay: linear mixed-effects models (REML).
+"""Willingness to pay across k >= 2 formats: linear mixed-effects models (REML).
 
 Model choice (``wtp_mixed``)
 ----------------------------
-The model is ``wtp ~ format + (1 | participant) + (1 | pair)``: crossed random intercepts.
+The model is ``wtp ~ format + (1 | participant) + (1 | pair)``: crossed random intercepts, format
+a k-level factor with the contrasts of :func:`analysis.stats.choice.format_contrasts`.
 
 - ``crossed_sparse`` (the default at every size): profiled REML in a sparse formulation
   (:func:`crossed_lmm`), lme4's criterion and lmerTest's Satterthwaite df; checked against
@@ -32,17 +33,24 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from analysis.stats.choice import (
+    DEFAULT_BASELINE,
+    add_format_dummies,
+    adjust_p,
+    contrast_rows,
+    format_contrasts,
+    format_levels,
+)
 from analysis.stats.crossed import (
     SINGULAR_TOL,
     ConvergenceError,
-    _CrossedProblem,
-    _one_blas_thread,
-    _ReducedSlopesProblem,
     crossed_lmm,
+    crossed_order,
     crossed_slopes_lmm,
+    slopes_lrt,
 )
 from analysis.stats.simplify import model_formula, simplify_slopes
 
@@ -55,6 +63,7 @@ __all__ = [
     "crossed_lmm",
     "crossed_slopes_lmm",
     "lmm",
+    "prepare_wtp",
     "wtp_by_format",
     "wtp_mixed",
     "wtp_slopes",
@@ -115,6 +124,7 @@ def lmm(
     optimizers: Sequence[str] = DEFAULT_OPTIMIZERS,
     maxiter: int | None = None,
     confidence: float = 0.95,
+    contrasts: Mapping[str, Mapping[str, float]] | None = None,
 ) -> pd.DataFrame:
     """Fit a linear mixed model with statsmodels ``MixedLM`` and return a tidy table.
 
@@ -140,6 +150,10 @@ def lmm(
         Iteration limit passed to each optimizer (statsmodels' default when omitted).
     confidence : float
         Coverage of the Wald intervals of the fixed effects.
+    contrasts : mapping, optional
+        Linear combinations of the fixed effects by name, each ``{term: weight}`` (terms as
+        statsmodels names them, ``Intercept`` first; absent terms weigh 0): ``kind ==
+        "contrast"`` rows with the columns of the fixed rows, from the same covariance.
 
     Returns
     -------
@@ -176,13 +190,16 @@ def lmm(
     res, optimizer, notes = _fit_converged(model, reml=reml, optimizers=optimizers, maxiter=maxiter)
     crit = norm.ppf(0.5 + confidence / 2)
     fe = res.fe_params
-    se = res.bse_fe
+    cov_fe = np.asarray(res.cov_params().loc[fe.index, fe.index])
+    named = {term: {term: 1.0} for term in fe.index}
+    named.update(contrasts or {})
     rows: list[dict[str, object]] = []
-    for term in fe.index:
-        est, s = float(fe[term]), float(se[term])
+    for i, (term, weights) in enumerate(named.items()):
+        w = np.array([weights.get(t, 0.0) for t in fe.index])
+        est, s = float(w @ fe.to_numpy()), float(np.sqrt(w @ cov_fe @ w))
         rows.append(
             {
-                "kind": "fixed",
+                "kind": "fixed" if i < len(fe) else "contrast",
                 "term": term,
                 "estimate": est,
                 "se": s,
@@ -232,52 +249,71 @@ def lmm(
     return out
 
 
-def _prepare(
+def prepare_wtp(
     data: pd.DataFrame,
-    dv: str,
-    between: str,
-    levels: Sequence[str] | None,
-    transform: str | None,
-    needed: Sequence[str],
-) -> tuple[pd.DataFrame, str, str]:
+    dv: str = "wtp_premium_pct",
+    between: str = "format",
+    levels: Sequence[str] | None = None,
+    transform: str | None = None,
+    needed: Sequence[str] = ("participant_id", "pair_id"),
+) -> tuple[pd.DataFrame, tuple[str, ...], list[str]]:
+    """The WTP rows a model fits: outcome ``y`` on its scale and the format dummies.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per trial; rows with an empty ``dv`` (or ``needed`` column) are left out.
+    dv, between : str
+        Premium (percent of the other price) and format columns.
+    levels : sequence of str, optional
+        The formats, reference first (:func:`analysis.stats.choice.format_levels`, taken over
+        every row so that a format without WTP answers is named).
+    transform : {None, "log"}
+        ``"log"``: ``y = log(1 + premium / 100)``, the log of the stated price relative to the
+        other product's price (defined at a zero premium).
+    needed : sequence of str
+        Other columns the model uses (the grouping factors).
+
+    Returns
+    -------
+    (pandas.DataFrame, tuple of str, list of str)
+        The rows with ``y`` and one 0/1 column ``_x<j>`` per non-reference level; the levels;
+        the dummies' names.
+
+    Raises
+    ------
+    ValueError
+        A format without WTP answers (the effect is not identified), a premium of -100 % or
+        below with the log, an unknown transform, or a grouping factor with one level.
+    """
     import numpy as np
 
-    from analysis.stats.choice import _levels
-
-    ref, trt = _levels(data, between, levels)
     df = data[list(dict.fromkeys([dv, between, *needed]))].dropna().copy()
-    y = df[dv].astype(float)
-    if transform == "log":
-        if (y <= -100).any():
-            raise ValueError(f"{dv!r} has premiums <= -100 %: their log is undefined")
-        # log of the stated price relative to the other price: defined at a zero premium.
-        df["y"] = np.log1p(y / 100.0)
-    elif transform is None:
-        df["y"] = y
-    else:
-        raise ValueError(f"unknown transform {transform!r}; use None or 'log'")
-    df["x"] = (df[between] == trt).astype(float)
-    return df, ref, trt
-
-
-def _check_design(
-    df: pd.DataFrame, between: str, levels: tuple[str, str], groups: Sequence[str]
-) -> None:
-    """Refuse a WTP model the data cannot identify, with the reason (lme4 refuses them too)."""
-    present = set(df[between].unique())
-    missing = [level for level in levels if level not in present]
+    named = format_levels(data, between) if levels is None else levels
+    missing = [level for level in named if not (df[between] == level).any()]
     if missing:
         raise ValueError(
-            f"WTP answers only under {sorted(present)}; none under {missing}: the format "
-            "effect is not identified"
+            f"WTP answers only under {sorted(set(df[between]))}; none under {list(missing)}: "
+            "the format effect is not identified"
         )
-    for group in groups:
+    levels = format_levels(df, between, named)
+    for group in needed:
         if df[group].nunique() < 2:
             # lme4: "grouping factors must have > 1 sampled level".
             raise ValueError(
                 f"{group!r} has {df[group].nunique()} level among the WTP answers; a random "
                 "intercept needs at least 2"
             )
+    y = df[dv].astype(float)
+    if transform == "log":
+        if (y <= -100).any():
+            raise ValueError(f"{dv!r} has premiums <= -100 %: their log is undefined")
+        df["y"] = np.log1p(y / 100.0)
+    elif transform is None:
+        df["y"] = y
+    else:
+        raise ValueError(f"unknown transform {transform!r}; use None or 'log'")
+    return df, levels, add_format_dummies(df, between, levels)
 
 
 def wtp_mixed(
@@ -288,13 +324,20 @@ def wtp_mixed(
     subject: str = "participant_id",
     item: str = "pair_id",
     levels: Sequence[str] | None = None,
+    baseline: str | None = DEFAULT_BASELINE,
     transform: str | None = None,
     model: str = "auto",
     optimizers: Sequence[str] = DEFAULT_OPTIMIZERS,
     maxiter: int | None = None,
+    padjust: str = "holm",
     confidence: float = 0.95,
 ) -> pd.DataFrame:
-    """Effect of format on willingness to pay from a linear mixed model (REML).
+    """Format contrasts of willingness to pay from a linear mixed model (REML).
+
+    ``wtp ~ format + (1 | participant) + (1 | pair)`` with format a k-level factor, treatment
+    contrasts against the reference and each mitigated level against the baseline
+    (:func:`analysis.stats.choice.format_contrasts`); on the default model each contrast's t
+    test has Satterthwaite's df, as ``lmerTest::contest(m, L, joint = FALSE)``.
 
     Parameters
     ----------
@@ -305,59 +348,61 @@ def wtp_mixed(
     between, subject, item : str
         Format, participant and pair columns.
     levels : sequence of str, optional
-        ``(reference, treatment)``; default ``("original", "summary")``, required when the
-        column holds other values (the sign of the effect depends on it).
+        The formats, reference first; default ``original``, ``summary``, then the rest,
+        required when there is no ``original`` (the sign of every effect depends on it).
+    baseline : str, optional
+        The level mitigated formats are compared with.
     transform : {None, "log"}
-        ``"log"`` models ``log(1 + premium / 100)``, the log of the stated price relative to the
-        other product's price (defined at a zero premium); the estimate is then a log ratio.
+        ``"log"`` models ``log(1 + premium / 100)`` (:func:`prepare_wtp`); the estimates are
+        then log ratios.
     model : {"auto", "crossed_sparse", "crossed", "pair_fixed"}
-        ``crossed_sparse``: ``y ~ format + (1|subject) + (1|item)`` by :func:`crossed_lmm`
-        (lme4's profiled REML, Satterthwaite df); ``crossed``: the same model with statsmodels'
-        dense ``MixedLM`` (a cross-check; normal p, no df); ``pair_fixed``:
-        ``y ~ format + C(item) + (1|subject)`` (statsmodels). ``auto`` picks ``crossed_sparse``
-        whenever the smaller factor has at most 3,000 levels, else ``pair_fixed``.
+        ``crossed_sparse``: :func:`crossed_lmm` (lme4's profiled REML, Satterthwaite df);
+        ``crossed``: the same model with statsmodels' dense ``MixedLM`` (a cross-check; normal
+        p, no df); ``pair_fixed``: ``y ~ format + C(item) + (1|subject)`` (statsmodels).
+        ``auto`` picks ``crossed_sparse`` whenever the smaller factor has at most 3,000 levels,
+        else ``pair_fixed``.
     optimizers : sequence of str
         statsmodels optimizers tried in order (``crossed`` and ``pair_fixed`` only).
     maxiter : int, optional
         Iteration limit of each statsmodels optimizer.
+    padjust : str
+        Correction across the contrasts.
     confidence : float
         Coverage of the intervals.
 
     Returns
     -------
     pandas.DataFrame
-        One row: ``effect`` (``format[summary]``), ``estimate``, ``se``, ``statistic``
-        (estimate / se), ``df`` (Satterthwaite, as lmerTest; NaN on the statsmodels paths),
-        ``p_val`` (t with ``df``, else normal), ``p_method``, ``p_val_z`` (normal),
-        ``ci_low``, ``ci_high`` (t with ``df``, else normal), ``intercept``, ``intercept_se``,
-        ``intercept_ci_low``, ``intercept_ci_high`` (the mean WTP with the reference format, for
-        an average participant and pair), ``d_standardised`` (estimate / the SD of one
-        observation, sqrt(sd_subject^2 + sd_item^2 + sd_residual^2), Westfall, Kenny & Judd
-        2014), ``icc_subject``, ``icc_item`` (each variance over that total), ``model``,
-        ``formula``, ``reason`` (why that model), ``optimizer``, ``converged``, ``singular``
-        (a variance or correlation at the boundary, as ``lme4::isSingular``), ``n_obs``,
-        ``n_subjects``, ``n_items``, ``sd_subject``, ``sd_item`` (NaN for ``pair_fixed``),
-        ``sd_residual``, ``loglik_reml``, ``aic_ml``, ``bic_ml`` (ML refit; NaN on the
-        statsmodels paths), ``transform``, ``notes``, ``reference``, ``treatment``.
+        One row per contrast: ``contrast``, ``family``, ``level``, ``versus``, ``estimate``
+        (difference in mean WTP), ``se``, ``statistic`` (estimate / se), ``df``
+        (Satterthwaite; NaN on the statsmodels paths), ``p_val`` (t with ``df``, else normal),
+        ``p_adj``, ``padjust``, ``p_method``, ``p_val_z`` (normal), ``ci_low``, ``ci_high``,
+        ``d_standardised`` (estimate / the SD of one observation, sqrt(sd_subject^2 +
+        sd_item^2 + sd_residual^2), Westfall, Kenny & Judd 2014); and on every row
+        ``intercept``, ``intercept_se``, ``intercept_ci_low``, ``intercept_ci_high`` (mean WTP
+        with the reference format for an average participant and pair), ``icc_subject``,
+        ``icc_item``, ``model``, ``formula``, ``reason`` (why that model), ``optimizer``,
+        ``converged``, ``singular`` (as ``lme4::isSingular``), ``n_obs``, ``n_subjects``,
+        ``n_items``, ``sd_subject``, ``sd_item`` (NaN for ``pair_fixed``), ``sd_residual``,
+        ``loglik_reml``, ``aic_ml``, ``bic_ml`` (ML refit; NaN on the statsmodels paths),
+        ``transform``, ``notes``.
 
     Raises
     ------
     ConvergenceError
         No optimizer converged; nothing is reported.
     ValueError
-        WTP answers under one format only, or a grouping factor with one level.
+        A format without WTP answers, or a grouping factor with one level.
     """
     import numpy as np
     import pandas as pd
 
-    df, ref, trt = _prepare(data, dv, between, levels, transform, [subject, item])
-    _check_design(df, between, (ref, trt), (subject, item))
-    n_obs = len(df)
-    n_subjects = df[subject].nunique()
-    n_items = df[item].nunique()
-    small_levels = min(n_subjects, n_items)
+    df, levels, fixed = prepare_wtp(data, dv, between, levels, transform, [subject, item])
+    contrasts = format_contrasts(levels, baseline)
+    weights = {c.name: c.weights for c in contrasts}
+    n_obs, n_subjects, n_items = len(df), df[subject].nunique(), df[item].nunique()
     if model == "auto":
-        if small_levels <= MAX_SPARSE_SMALL_LEVELS:
+        if min(n_subjects, n_items) <= MAX_SPARSE_SMALL_LEVELS:
             chosen = "crossed_sparse"
             reason = (
                 "crossed random intercepts by profiled REML in a sparse formulation "
@@ -376,90 +421,85 @@ def wtp_mixed(
         raise ValueError(
             f"unknown model {model!r}; use auto, crossed_sparse, crossed or pair_fixed"
         )
-
     df["_subject"] = pd.factorize(df[subject])[0]
     df["_item"] = pd.factorize(df[item])[0]
     formula = f"{dv} ~ {between} + (1 | {subject}) + (1 | {item})"
+    fit = {"optimizers": optimizers, "maxiter": maxiter, "confidence": confidence}
     if chosen == "crossed":
         table = lmm(
             df,
-            formula="y ~ x",
+            formula="y ~ " + " + ".join(fixed),
             vc_formula={"subject": "0 + C(_subject)", "item": "0 + C(_item)"},
-            optimizers=optimizers,
-            maxiter=maxiter,
-            confidence=confidence,
+            contrasts={
+                name: dict(zip(["Intercept", *fixed], w, strict=True))
+                for name, w in weights.items()
+            },
+            **fit,
         )
     elif chosen == "crossed_sparse":
         large, small = ("_subject", "_item") if n_subjects >= n_items else ("_item", "_subject")
         table = crossed_lmm(
-            df, dv="y", fixed=["x"], large=large, small=small, confidence=confidence
-        )
+            df, dv="y", fixed=fixed, large=large, small=small, confidence=confidence,
+            contrasts=weights,
+        )  # fmt: skip
         table["term"] = table["term"].replace({"_subject": "subject", "_item": "item"})
         table["notes"] = table["notes"].str.replace("_subject", subject).str.replace("_item", item)
     else:
         table = lmm(
             df,
-            formula="y ~ x + C(_item)",
+            formula="y ~ " + " + ".join(fixed) + " + C(_item)",
             groups="_subject",
-            optimizers=optimizers,
-            maxiter=maxiter,
-            confidence=confidence,
+            contrasts={
+                name: dict(zip(["Intercept", *fixed], w, strict=True))
+                for name, w in weights.items()
+            },
+            **fit,
         )
         formula = f"{dv} ~ {between} + C({item}) + (1 | {subject})"
     if transform == "log":
         formula = formula.replace(dv, f"log(1 + {dv}/100)", 1)
-    fixed = table[table["kind"] == "fixed"].set_index("term")
     sds = table[table["kind"] == "sd"].set_index("term")["estimate"]
-    eff, icpt = fixed.loc["x"], fixed.loc["Intercept"]
+    icpt = table[table["kind"] == "fixed"].set_index("term").loc["Intercept"]
     sd_subject = float(sds.get("subject", sds.get("_subject: Group", np.nan)))
     sd_item = float(sds.get("item", np.nan))
     sd_residual = float(sds["Residual"])
-    components = [v for v in (sd_subject, sd_item, sd_residual) if np.isfinite(v)]
-    total_var = float(sum(v * v for v in components))
-    has_df = "df" in fixed.columns and np.isfinite(float(eff.get("df", np.nan)))
-
-    def col(name):
-        return float(table[name].iloc[0]) if name in table.columns else np.nan
-
-    return pd.DataFrame(
-        {
-            "effect": [f"{between}[{trt}]"],
-            "estimate": [eff["estimate"]],
-            "se": [eff["se"]],
-            "statistic": [eff["statistic"]],
-            "df": [float(eff["df"]) if has_df else np.nan],
-            "p_val": [eff["p_val"]],
-            "p_method": ["t, Satterthwaite df" if has_df else "normal (Wald z)"],
-            "p_val_z": [float(eff.get("p_val_z", eff["p_val"]))],
-            "ci_low": [eff["ci_low"]],
-            "ci_high": [eff["ci_high"]],
-            "intercept": [icpt["estimate"]],
-            "intercept_se": [icpt["se"]],
-            "intercept_ci_low": [icpt["ci_low"]],
-            "intercept_ci_high": [icpt["ci_high"]],
-            "d_standardised": [float(eff["estimate"]) / np.sqrt(total_var)],
-            "icc_subject": [sd_subject**2 / total_var],
-            "icc_item": [sd_item**2 / total_var],
-            "model": [chosen],
-            "formula": [formula],
-            "reason": [reason],
-            "optimizer": [table["optimizer"].iloc[0]],
-            "converged": [True],
-            "singular": [bool(table["singular"].iloc[0])],
-            "n_obs": [n_obs],
-            "n_subjects": [n_subjects],
-            "n_items": [n_items],
-            "sd_subject": [sd_subject],
-            "sd_item": [sd_item],
-            "sd_residual": [sd_residual],
-            "loglik_reml": [col("loglik")],
-            "aic_ml": [col("aic_ml")],
-            "bic_ml": [col("bic_ml")],
-            "transform": [transform or "none"],
-            "notes": [table["notes"].iloc[0]],
-            "reference": [ref],
-            "treatment": [trt],
-        }
+    total_var = float(sum(v * v for v in (sd_subject, sd_item, sd_residual) if np.isfinite(v)))
+    out = contrast_rows(table, contrasts, padjust)
+    has_df = "df" in out.columns and bool(np.isfinite(out["df"].to_numpy(float)).all())
+    if not has_df:
+        out["df"] = np.nan
+    if "p_val_z" not in out.columns:
+        out["p_val_z"] = out["p_val"]
+    first = table.iloc[0]
+    out = out[["contrast", "family", "level", "versus", "estimate", "se", "statistic", "df",
+               "p_val", "p_adj", "padjust", "p_val_z", "ci_low", "ci_high"]]  # fmt: skip
+    out.insert(out.columns.get_loc("p_val_z"), "p_method",
+               "t, Satterthwaite df" if has_df else "normal (Wald z)")  # fmt: skip
+    return out.assign(
+        d_standardised=out["estimate"] / np.sqrt(total_var),
+        intercept=float(icpt["estimate"]),
+        intercept_se=float(icpt["se"]),
+        intercept_ci_low=float(icpt["ci_low"]),
+        intercept_ci_high=float(icpt["ci_high"]),
+        icc_subject=sd_subject**2 / total_var,
+        icc_item=sd_item**2 / total_var,
+        model=chosen,
+        formula=formula,
+        reason=reason,
+        optimizer=first["optimizer"],
+        converged=True,
+        singular=bool(first["singular"]),
+        n_obs=n_obs,
+        n_subjects=n_subjects,
+        n_items=n_items,
+        sd_subject=sd_subject,
+        sd_item=sd_item,
+        sd_residual=sd_residual,
+        loglik_reml=float(first["loglik"]) if "loglik" in table else np.nan,
+        aic_ml=float(first["aic_ml"]) if "aic_ml" in table else np.nan,
+        bic_ml=float(first["bic_ml"]) if "bic_ml" in table else np.nan,
+        transform=transform or "none",
+        notes=first["notes"],
     )
 
 
@@ -484,7 +524,7 @@ def wtp_by_format(
     dv, between, subject : str
         Premium, format and participant columns.
     levels : sequence of str, optional
-        Order of the levels.
+        Order of the levels (:func:`analysis.stats.choice.format_levels`).
     confidence : float
         Coverage of the interval.
 
@@ -499,12 +539,10 @@ def wtp_by_format(
     import pandas as pd
     from scipy.stats import t
 
-    from analysis.stats.choice import _levels
-
-    ref, trt = _levels(data, between, levels)
     rows = []
     df = data[[dv, between, subject]].dropna()
-    for level in (ref, trt):
+    # A format without answers gets its row (n_obs 0): the table describes what was asked.
+    for level in format_levels(data, between) if levels is None else levels:
         sel = df[df[between] == level]
         means = sel.groupby(subject)[dv].mean().astype(float)
         n = len(means)
@@ -527,35 +565,6 @@ def wtp_by_format(
     return pd.DataFrame(rows)
 
 
-def _slopes_lrt(
-    df, large: str, small: str, free, dev1: float, shown: Sequence[str]
-) -> tuple[float, int, str]:
-    """Likelihood-ratio test of the final model's slope terms: ``(chi2, df, null formula)``.
-
-    The null model is the final one without its slope variances and correlations (nested in
-    it, whatever the simplification dropped); both are ML fits on the same rows.
-    """
-    import numpy as np
-    import pandas as pd
-
-    null = free & np.array([True, False, False, True, False, False])
-    k = int(free.sum() - null.sum())
-    null_formula = model_formula(null, *shown)
-    if k == 0 or not null.any():
-        # No slope left to test, or no random effect left without them (nothing nested to fit).
-        return np.nan, k, null_formula
-    X = np.column_stack([np.ones(len(df)), df["x"].to_numpy(float)])
-    y = df["y"].to_numpy(float)
-    g1, g2 = pd.factorize(df[large])[0], pd.factorize(df[small])[0]
-    if null[0] and null[3]:
-        problem = _CrossedProblem(X, y, g1, g2)  # both intercepts: the faster scalar fit
-    else:
-        problem = _ReducedSlopesProblem(X, y, df["x"].to_numpy(float), g1, g2, null)
-    with _one_blas_thread():
-        _, dev0 = problem.fit(reml=False)
-    return max(dev0 - dev1, 0.0), k, null_formula
-
-
 def wtp_slopes(
     data: pd.DataFrame,
     *,
@@ -564,124 +573,129 @@ def wtp_slopes(
     subject: str = "participant_id",
     item: str = "pair_id",
     levels: Sequence[str] | None = None,
+    baseline: str | None = DEFAULT_BASELINE,
     transform: str | None = None,
+    padjust: str = "holm",
     confidence: float = 0.95,
 ) -> pd.DataFrame:
-    """Format effect with random slopes, and the likelihood-ratio test of those slopes.
+    """Each contrast with random slopes, and the likelihood-ratio test of those slopes.
 
-    The maximal structure of this design (Barr et al. 2013), ``wtp ~ format + (1 + format |
-    participant) + (1 + format | pair)`` (:func:`crossed_slopes_lmm`): when the format effect
-    varies across pairs, the intercept-only model's interval is too narrow. When the maximal
-    model is singular it is simplified by the rule of :mod:`analysis.stats.simplify` (drop the
-    correlations, then the zero-variance terms, refitting each time). Every number of the row
-    (estimate, SDs, the slopes' test) is the final model's; the maximal model's estimate and
-    every step are reported beside it. The slopes are tested by a likelihood-ratio test of the
-    final model against the same model without its slope variances and correlations (ML fits,
-    as ``anova(m0, m)`` in lme4; chi-square with as many df as slope parameters, conservative
-    because variances are tested at the boundary).
+    Per contrast, the trials of its two formats are fitted with the maximal structure of this
+    design (Barr et al. 2013), ``wtp ~ x + (1 + x | participant) + (1 + x | pair)`` with ``x``
+    the 0/1 code of the contrast's level (:func:`crossed_slopes_lmm`): when the format effect
+    varies across pairs, the intercept-only model's interval is too narrow. (With k formats a
+    single model would carry a k x k covariance per factor; the pairwise models keep the
+    structure lme4 users fit and read.) When the maximal model is singular it is simplified by
+    the rule of :mod:`analysis.stats.simplify` (drop the correlations, then the zero-variance
+    terms, refitting each time). Every number of a row (estimate, SDs, the slopes' test) is
+    its final model's; the maximal model's estimate and every step are reported beside it. The
+    slopes are tested by a likelihood-ratio test of the final model against the same model
+    without its slope variances and correlations (ML fits, as ``anova(m0, m)`` in lme4;
+    chi-square with as many df as slope parameters, conservative at the boundary).
 
-    The formulas name a numeric 0/1 column (``format_summary``: 1 for the treatment level)
+    The formulas name a numeric 0/1 column (``format_summary``: 1 for the contrast's level)
     rather than the factor, so that they paste into ``lmer`` as the model fitted here: with a
     factor, lme4's ``(1 + format || g)`` is not ``(1 | g) + (0 + format | g)``.
 
     Parameters
     ----------
-    data, dv, between, subject, item, levels, transform, confidence
+    data, dv, between, subject, item, levels, baseline, transform, padjust, confidence
         As :func:`wtp_mixed`.
 
     Returns
     -------
     pandas.DataFrame
-        One row: ``effect``, ``estimate``, ``se``, ``statistic``, ``df`` (Satterthwaite),
-        ``p_val`` (t), ``p_val_z``, ``ci_low``, ``ci_high`` (all of the final model),
-        ``formula`` (the final model's), ``dummy`` (the 0/1 column the formulas name),
-        ``maximal_formula``, ``maximal_estimate``, ``maximal_se``, ``maximal_singular`` (the
-        maximal model's), ``simplified`` (the maximal model was singular and simplified),
-        ``simplification`` (each step: formula, what was dropped and why, singular or not),
-        ``singular`` (the final model, as ``lme4::isSingular``), ``sd_subject``,
+        One row per contrast: ``contrast``, ``family``, ``level``, ``versus``, ``estimate``,
+        ``se``, ``statistic``, ``df`` (Satterthwaite), ``p_val`` (t), ``p_adj``, ``padjust``,
+        ``p_val_z``, ``ci_low``, ``ci_high`` (all of the final model), ``formula`` (the final
+        model's), ``dummy`` (the 0/1 column the formulas name), ``maximal_formula``,
+        ``maximal_estimate``, ``maximal_se``, ``maximal_singular`` (the maximal model's),
+        ``simplified``, ``simplification`` (each step: formula, what was dropped and why,
+        singular or not), ``singular`` (the final model), ``sd_subject``,
         ``sd_subject_slope``, ``corr_subject``, ``sd_item``, ``sd_item_slope``, ``corr_item``
-        (0 / NaN for dropped terms), ``sd_residual``, ``loglik_reml``, ``aic_ml``, ``bic_ml``
-        (final model), ``lrt_chisq``, ``lrt_df``, ``lrt_p`` (the final model's slopes against
-        ``lrt_null``, that model without them; NaN with ``lrt_df`` 0 when no slope is left),
-        ``lrt_null``, ``n_obs``, ``transform``, ``notes``, ``reference``, ``treatment``.
+        (0 / NaN for dropped terms), ``sd_residual``, ``loglik_reml``, ``aic_ml``, ``bic_ml``,
+        ``lrt_chisq``, ``lrt_df``, ``lrt_p`` (the final model's slopes against ``lrt_null``;
+        NaN with ``lrt_df`` 0 when no slope is left), ``lrt_null``, ``n_obs``, ``transform``,
+        ``notes``.
     """
     import numpy as np
     import pandas as pd
     from scipy.stats import chi2
 
-    df, ref, trt = _prepare(data, dv, between, levels, transform, [subject, item])
-    _check_design(df, between, (ref, trt), (subject, item))
-    n_subjects, n_items = df[subject].nunique(), df[item].nunique()
-    large, small = (subject, item) if n_subjects >= n_items else (item, subject)
-    # The formulas name a numeric 0/1 column, not the factor: with a factor, lme4's `||` does
-    # not split (1 + format || g) into (1 | g) + (0 + format | g) but fits a 2 x 2 covariance of
-    # the two level dummies, a different model. With the 0/1 column lmer fits them as written.
-    dummy = re.sub(r"\W+", "_", f"{between}_{trt}").strip("_")
-    table, steps = simplify_slopes(
-        df,
-        dv="y",
-        x="x",
-        large=large,
-        small=small,
-        confidence=confidence,
-        names={"y": dv, "x": dummy},
-    )
-    free = np.array([int(v) for v in steps["free"].iloc[-1]], bool)
-    lrt, lrt_df, lrt_null = _slopes_lrt(
-        df, large, small, free, float(steps["ml_deviance"].iloc[-1]), (dv, dummy, large, small)
-    )
-    eff = table[table["kind"] == "fixed"].set_index("term").loc["x"]
-    est = table[table["kind"] != "fixed"].set_index("term")["estimate"]
-    maximal, formula = steps["formula"].iloc[0], steps["formula"].iloc[-1]
-    if transform == "log":
-        maximal = maximal.replace(dv, f"log(1 + {dv}/100)", 1)
-        formula = formula.replace(dv, f"log(1 + {dv}/100)", 1)
-        lrt_null = lrt_null.replace(dv, f"log(1 + {dv}/100)", 1)
-    history = "; ".join(
-        f"{r.step}. {r.formula}: {r.action}; {'singular' if r.singular else 'not singular'}"
-        for r in steps.itertuples()
-    )
-    return pd.DataFrame(
-        {
-            "effect": [f"{between}[{trt}]"],
-            "estimate": [eff["estimate"]],
-            "se": [eff["se"]],
-            "statistic": [eff["statistic"]],
-            "df": [eff["df"]],
-            "p_val": [eff["p_val"]],
-            "p_val_z": [eff["p_val_z"]],
-            "ci_low": [eff["ci_low"]],
-            "ci_high": [eff["ci_high"]],
-            "formula": [formula],
-            "dummy": [
-                f"{dummy} = 1 for {trt}, 0 for {ref} (a numeric column: lme4 fits these "
-                f"formulas as written; with {between} a factor, `||` is a different model)"
-            ],
-            "maximal_formula": [maximal],
-            "maximal_estimate": [float(steps["estimate"].iloc[0])],
-            "maximal_se": [float(steps["se"].iloc[0])],
-            "maximal_singular": [bool(steps["singular"].iloc[0])],
-            "simplified": [len(steps) > 1],
-            "simplification": [history],
-            "singular": [bool(table["singular"].iloc[0])],
-            "sd_subject": [est[f"{subject}: Intercept"]],
-            "sd_subject_slope": [est[f"{subject}: x"]],
-            "corr_subject": [est[f"{subject}: Intercept x x"]],
-            "sd_item": [est[f"{item}: Intercept"]],
-            "sd_item_slope": [est[f"{item}: x"]],
-            "corr_item": [est[f"{item}: Intercept x x"]],
-            "sd_residual": [est["Residual"]],
-            "loglik_reml": [float(table["loglik"].iloc[0])],
-            "aic_ml": [float(table["aic_ml"].iloc[0])],
-            "bic_ml": [float(table["bic_ml"].iloc[0])],
-            "lrt_chisq": [lrt],
-            "lrt_df": [lrt_df],
-            "lrt_p": [float(chi2.sf(lrt, lrt_df)) if lrt_df else np.nan],
-            "lrt_null": [lrt_null],
-            "n_obs": [len(df)],
-            "transform": [transform or "none"],
-            "notes": [table["notes"].iloc[0]],
-            "reference": [ref],
-            "treatment": [trt],
-        }
-    )
+    df, levels, _ = prepare_wtp(data, dv, between, levels, transform, [subject, item])
+    rows = []
+    for c in format_contrasts(levels, baseline):
+        part = df[df[between].isin([c.versus, c.level])].copy()
+        part["x"] = (part[between] == c.level).astype(float)
+        large, small, _, _ = crossed_order(part, subject, item)
+        # A numeric 0/1 column, not the factor: with a factor, lme4's `||` does not split
+        # (1 + format || g) into (1 | g) + (0 + format | g) but fits a 2 x 2 covariance of the
+        # two level dummies, a different model. With the 0/1 column lmer fits them as written.
+        dummy = re.sub(r"\W+", "_", f"{between}_{c.level}").strip("_")
+        table, steps = simplify_slopes(
+            part, dv="y", x="x", large=large, small=small, confidence=confidence,
+            names={"y": dv, "x": dummy},
+        )  # fmt: skip
+        free = np.array([int(v) for v in steps["free"].iloc[-1]], bool)
+        dev1 = float(steps["ml_deviance"].iloc[-1])
+        lrt, lrt_df, null = slopes_lrt(
+            part, y="y", x="x", large=large, small=small, free=free, dev1=dev1
+        )
+        eff = table[table["kind"] == "fixed"].set_index("term").loc["x"]
+        est = table[table["kind"] != "fixed"].set_index("term")["estimate"]
+        formulas = [
+            steps["formula"].iloc[0],
+            steps["formula"].iloc[-1],
+            model_formula(null, dv, dummy, large, small),
+        ]
+        if transform == "log":
+            formulas = [f.replace(dv, f"log(1 + {dv}/100)", 1) for f in formulas]
+        history = "; ".join(
+            f"{r.step}. {r.formula}: {r.action}; {'singular' if r.singular else 'not singular'}"
+            for r in steps.itertuples()
+        )
+        rows.append(
+            {
+                "contrast": c.name,
+                "family": c.family,
+                "level": c.level,
+                "versus": c.versus,
+                **{k: eff[k] for k in ("estimate", "se", "statistic", "df", "p_val", "p_val_z")},
+                "ci_low": eff["ci_low"],
+                "ci_high": eff["ci_high"],
+                "formula": formulas[1],
+                "dummy": (
+                    f"{dummy} = 1 for {c.level}, 0 for {c.versus} (a numeric column: lme4 fits "
+                    f"these formulas as written; with {between} a factor, `||` is a different "
+                    "model)"
+                ),
+                "maximal_formula": formulas[0],
+                "maximal_estimate": float(steps["estimate"].iloc[0]),
+                "maximal_se": float(steps["se"].iloc[0]),
+                "maximal_singular": bool(steps["singular"].iloc[0]),
+                "simplified": len(steps) > 1,
+                "simplification": history,
+                "singular": bool(table["singular"].iloc[0]),
+                "sd_subject": est[f"{subject}: Intercept"],
+                "sd_subject_slope": est[f"{subject}: x"],
+                "corr_subject": est[f"{subject}: Intercept x x"],
+                "sd_item": est[f"{item}: Intercept"],
+                "sd_item_slope": est[f"{item}: x"],
+                "corr_item": est[f"{item}: Intercept x x"],
+                "sd_residual": est["Residual"],
+                "loglik_reml": float(table["loglik"].iloc[0]),
+                "aic_ml": float(table["aic_ml"].iloc[0]),
+                "bic_ml": float(table["bic_ml"].iloc[0]),
+                "lrt_chisq": lrt,
+                "lrt_df": lrt_df,
+                "lrt_p": float(chi2.sf(lrt, lrt_df)) if lrt_df else np.nan,
+                "lrt_null": formulas[2],
+                "n_obs": len(part),
+                "transform": transform or "none",
+                "notes": table["notes"].iloc[0],
+            }
+        )
+    out = pd.DataFrame(rows)
+    out.insert(out.columns.get_loc("p_val") + 1, "p_adj", adjust_p(out["p_val"], padjust))
+    out.insert(out.columns.get_loc("p_adj") + 1, "padjust", padjust)
+    return out

@@ -367,14 +367,15 @@ def test_levels_option_sets_the_reference_explicitly(
     result = runner.invoke(main, [*args, str(out), "--levels", "summary,original"])
     assert result.exit_code == 0, result.output
     payload = json.loads((out / "results.json").read_text())
-    assert payload["meta"]["format_levels"] == {
-        "reference": "summary",
-        "treatment": "original",
-        "source": "given",
-    }
-    assert payload["tables"]["wtp_model"][0]["effect"] == "format[original]"
+    levels = payload["meta"]["format_levels"]
+    assert (levels["levels"], levels["reference"], levels["source"]) == (
+        ["summary", "original"],
+        "summary",
+        "given",
+    )
+    assert payload["tables"]["wtp_model"][0]["contrast"] == "original vs summary"
     plain = json.loads((default_report[0] / "results.json").read_text())
-    assert plain["meta"]["format_levels"]["source"] == "default (original, summary)"
+    assert plain["meta"]["format_levels"]["source"].startswith("default (original, summary")
     flipped_rd = payload["tables"]["effects"][0]["estimate"]
     assert flipped_rd == pytest.approx(-plain["tables"]["effects"][0]["estimate"])
     bad = runner.invoke(main, [*args, str(tmp_path / "bad"), "--levels", "summary"])
@@ -392,7 +393,8 @@ def test_wtp_slopes_option_reports_the_final_model_and_its_lr_test(runner, tmp_p
     args = ["analyze", "choice", str(tidy), "--out", str(out), "--no-figures", "--no-gee"]
     result = runner.invoke(main, [*args, "--wtp-slopes"])
     assert result.exit_code == 0, result.output
-    assert "WTP with random slopes, final model" in result.output and "chi2(2)" in result.output
+    assert "WTP with random slopes summary vs original: final model" in result.output
+    assert "chi2(2)" in result.output
     payload = json.loads((out / "results.json").read_text())
     row = payload["tables"]["wtp_slopes"][0]
     # lme4 (tests/analysis/r/lme4_reference.csv): maximal SE 1.04666; the maximal model is

@@ -28,13 +28,21 @@ def _headers(table) -> list[str]:
     return [table.labels[c] for c in table.cells.columns]
 
 
-def test_chi2_table_says_its_estimate_is_the_risk_difference(choice_results):
-    headers = _headers(
-        report_table(choice_results.tables["chi2"], name="chi2", ref="original", trt="summary")
-    )
-    assert "Risk difference (summary − original)" in headers
-    assert "RD 95% CI lower (Newcombe)" in headers
-    assert "estimate" not in headers and "ci_low" not in headers  # no machine names left
+def test_contrast_tables_name_the_contrast_the_scale_and_both_ps(choice_results):
+    glmm = choice_results.tables["choice_glmm"]
+    main = ("contrast", "estimate", "ci_low", "ci_high", "z", "p_val", "p_adj")
+    shown = report_table(glmm, name="choice_glmm", columns=list(main), padjust="holm")
+    # One contrast: a row of more columns than fit across, so one line per quantity.
+    assert shown.cells["quantity"].tolist() == [
+        "Contrast",
+        "Odds ratio (conditional)",
+        "OR 95% CI lower",
+        "OR 95% CI upper",
+        "z",
+        "p",
+        "p (Holm-adjusted)",
+    ]
+    assert glmm["contrast"].tolist() == ["summary vs original"]
     assert column_label(None, "p_val") == "p" and column_label("x", "novel_col") == "novel_col"
 
 
@@ -42,35 +50,37 @@ def test_wide_wtp_table_is_split_into_main_and_details(choice_results):
     table = choice_results.tables["wtp_model"]
     assert table.shape[1] > 30
     main, details = split_columns(table)
-    assert len(main) <= 13 and main[:3] == ["effect", "estimate", "se"]
+    assert len(main) <= 14 and main[:3] == ["contrast", "estimate", "se"]
     assert set(main) | set(details) == set(table.columns)
-    assert details[0] == "effect"  # the row key is repeated in the details table
+    assert details[0] == "contrast"  # the row key is repeated in the details table
     shown = report_table(table, name="wtp_model", columns=main, unit="percentage points")
     # One row of more columns than fit across: one line per quantity, labelled.
     assert list(shown.cells.columns) == ["quantity", "value"]
     quantities = shown.cells["quantity"].tolist()
     assert (
-        "Format effect b (percentage points)" in quantities and "df (Satterthwaite)" in quantities
+        "Difference b (percentage points)" in quantities and "df (Satterthwaite)" in quantities
     )
 
 
 def test_apa_numbers_match_the_tables(choice_results):
     t = choice_results.tables
     chi = t["chi2"].iloc[0]
-    rates = {r["format"]: r for r in t["selection_rates"].to_dict("records")}
-    text = apa.chi2_sentence(chi, "original", "summary")
+    rd = t["effects"].set_index("effect").loc["risk_difference"]
+    text = apa.chi2_sentence(chi, [rd])
     assert f"χ²(1, N = {int(chi['n'])}) = {chi['chi2']:.2f}" in text
-    assert f"RD = {apa.bounded(chi['estimate'])}, 95% CI [" in text
-    assert "For comparison with the seed study" in text
-    text = apa.rates_sentence(rates, "original", "summary")
-    n_chose, n = int(rates["summary"]["n_chose"]), int(rates["summary"]["n"])
-    assert f"{rates['summary']['estimate']:.1%} of the summary trials ({n_chose}/{n})" in text
+    assert f"summary − original RD = {apa.bounded(rd['estimate'])}, 95% CI [" in text
+    assert "For comparison with the seed study" in text and "Yates" in text
+    rates = t["selection_rates"].to_dict("records")
+    text = apa.rates_sentence(rates)
+    summary = next(r for r in rates if r["format"] == "summary")
+    n_chose, n = int(summary["n_chose"]), int(summary["n"])
+    assert f"{summary['estimate']:.1%} of the summary trials ({n_chose}/{n})" in text
     row = t["wtp_model"].iloc[0]
-    text = apa.wtp_sentence(row, "percentage points")
+    text = apa.wtp_sentence([row], "percentage points")
     assert f"b = {row['estimate']:.2f} percentage points, SE = {row['se']:.2f}" in text
     assert f"t({row['df']:.1f}) = {row['statistic']:.2f}" in text
-    assert f"d = {row['d_standardised']:.2f}" in text
-    gee = apa.gee_sentence(t["clustered"].iloc[0], "original", "summary")
+    assert f"d = {row['d_standardised']:.2f}" in text and "adjusted" not in text
+    gee = apa.gee_sentence(t["clustered"].to_dict("records"))
     assert f"OR = {t['clustered']['estimate'].iloc[0]:.2f}" in gee
 
 
@@ -125,7 +135,7 @@ def test_figure_captions_say_which_test_gives_the_stars(choice_results):
     captions = {name: caption for name, caption, *_ in figure_jobs(choice_results)}
     # The GLMM respects both clusterings, so its p gives the stars when it was fitted ...
     assert "logistic GLMM" in captions["format_rates.png"]
-    assert "Fisher" in captions["pair_rates.png"] and "holm" in captions["pair_rates.png"]
+    assert "Fisher" in captions["pair_rates.png"] and "Holm" in captions["pair_rates.png"]
     assert "wtp.png" not in captions and "wtp_differences.png" in captions
     assert "QQ plot" in captions["wtp_diagnostics.png"]
     # ... then the GEE (clustered by participant), and only then the chi-square, labelled so.
@@ -140,6 +150,7 @@ def test_wtp_difference_figure_draws_every_participant(choice_results):
     from analysis.plots.wtp import plot_wtp_differences
 
     per = choice_results.plot_data["wtp_differences"]
+    assert set(per["contrast"]) == {"summary vs original"}
     fig, ax = plt.subplots()
     plot_wtp_differences(
         per,
@@ -204,7 +215,10 @@ def test_a_choice_glmm_table_gets_its_sentence_and_sets_the_stars(choice_results
 
     glmm = pd.DataFrame(
         {
-            "effect": ["odds_ratio"],
+            "block": ["all"],
+            "contrast": ["summary vs original"],
+            "level": ["summary"],
+            "versus": ["original"],
             "estimate": [3.1],
             "ci_low": [2.0],
             "ci_high": [4.8],
@@ -224,7 +238,7 @@ def test_a_choice_glmm_table_gets_its_sentence_and_sets_the_stars(choice_results
         meta=choice_results.meta,
         plot_data=choice_results.plot_data,
     )
-    text = next(s["text"] for s in choice_sections(results, {}) if s["title"] == "Main result")
+    text = next(s["text"] for s in choice_sections(results, {}) if s["title"] == "Main result")[1]
     assert "OR = 3.10 times as high with summary as with original, 95% CI [2.00, 4.80]" in text
     assert "z = 5.10, p = .200" in text and "Singular fit" in text
     caption = {n: c for n, c, *_ in figure_jobs(results)}["format_rates.png"]

@@ -28,21 +28,22 @@ def test_the_first_paragraph_leads_with_the_glmm_and_compares_with_the_chi_squar
     results = analyze_choice(study)
     first = _first(results)
     assert first["title"] == "Main result"
-    text = first["text"]
+    design, text = first["text"]
+    assert "participants made" in design and "2 formats: original, summary" in design
     glmm = text.index("In a logistic mixed model with crossed random intercepts")
     chi2 = text.index("For comparison with the seed study")
-    assert text.index("participants made") < glmm < chi2 < text.index("χ²(1, N = ")
+    assert text.index("The target was chosen in") < glmm < chi2 < text.index("χ²(1, N = ")
     assert "GEE" not in text  # the GEE is the robustness check in the Choice section
     choice = next(s for s in choice_sections(results, {}) if s["title"] == "Choice")
     assert "GEE logistic regression" in choice["text"]
 
 
 def test_without_the_glmm_the_gee_leads_and_without_both_the_report_says_so(study):
-    text = _first(analyze_choice(study, glmm=False))["text"]
+    text = _first(analyze_choice(study, glmm=False))["text"][1]
     assert text.index("Logistic GLMM not requested. Accounting for the repeated choices") < (
         text.index("For comparison with the seed study")
     )
-    text = _first(analyze_choice(study, glmm=False, clustered=False))["text"]
+    text = _first(analyze_choice(study, glmm=False, clustered=False))["text"][1]
     assert "No clustering-aware model of the choices is reported" in text
     assert text.index("No clustering-aware") < text.index("For comparison with the seed study")
 

@@ -95,7 +95,7 @@ def test_the_report_writes_every_table_as_latex_numbered_as_in_the_html(written)
     assert body.count("\\begin{table}") + body.count("\\begin{longtable}") == len(numbers_latex)
     assert body.count("\\begin{table}") == body.count("\\end{table}")
     # The wide per-pair table wraps in paragraph columns instead of running into the margin.
-    per_pair = body[body.index("Per-pair rates and tests}") :]
+    per_pair = body[body.index("Per-pair rates and tests:") :]
     assert "p{\\dimexpr" in per_pair[: per_pair.index("\\toprule")]
 
 

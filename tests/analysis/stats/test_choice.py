@@ -1,4 +1,5 @@
-"""Choice statistics checked against R and a published 2x2 table."""
+"""Choice statistics of two formats checked against R and a published 2x2 table (the k-format
+case: test_formats.py and test_formats_r.py)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ def test_physicians_health_study_odds_ratio_matches_agresti():
     # Agresti (2013), section 2.3.3: odds ratio 1.832, 95% CI (1.440, 2.331);
     # difference of proportions 0.0171 - 0.0094 = 0.0077.
     res = choice_effects(PHS, dv="mi", between="group", levels=("aspirin", "placebo"))
+    assert set(res["contrast"]) == {"placebo vs aspirin"}
     odds = res.set_index("effect").loc["odds_ratio"]
     assert odds["estimate"] == pytest.approx(1.832, abs=5e-4)
     assert odds["ci_low"] == pytest.approx(1.440, abs=5e-4)
@@ -100,24 +102,24 @@ def test_by_pair_uses_fisher_for_small_counts_and_adjusts():
 
 
 def test_levels_are_validated():
-    df = pd.DataFrame({"format": ["original", "summary", "other"], "chose_target": [1, 0, 1]})
-    with pytest.raises(ValueError, match="name the reference"):
+    df = pd.DataFrame({"format": ["plain", "ai", "other"], "chose_target": [1, 0, 1]})
+    with pytest.raises(ValueError, match="name the levels explicitly, reference first"):
         chi2_choice(df)
-    with pytest.raises(ValueError, match="exactly two levels"):
-        chi2_choice(df, levels=("original", "summary", "other"))
+    with pytest.raises(ValueError, match="no trial with level"):
+        chi2_choice(df, levels=("plain", "ai", "other", "more"))
     with pytest.raises(ValueError, match="outside"):
-        chi2_choice(df, levels=("original", "summary"))
+        chi2_choice(df, levels=("plain", "ai"))
 
 
 def test_other_format_coding_needs_an_explicit_reference():
     # A coding other than original/summary must not take the alphabetical first level as the
     # reference, which would silently set the sign of the effect.
     data = table_to_long([[30, 70], [60, 40]], ["plain", "ai"], between="format", dv="chose_target")
-    with pytest.raises(ValueError, match="name the reference and treatment levels"):
+    with pytest.raises(ValueError, match="name the levels explicitly, reference first"):
         choice_effects(data)
     rd = choice_effects(data, levels=("plain", "ai")).set_index("effect").loc["risk_difference"]
     assert rd["estimate"] == pytest.approx(0.6 - 0.3)
-    assert (rd["reference"], rd["treatment"]) == ("plain", "ai")
+    assert (rd["versus"], rd["level"]) == ("plain", "ai")
     flipped = choice_effects(data, levels=("ai", "plain")).set_index("effect")
     assert flipped.loc["risk_difference", "estimate"] == pytest.approx(-0.3)
 
@@ -138,7 +140,7 @@ def test_gee_agrees_with_marginal_odds_ratio_when_no_clustering():
     # With independent trials the population-averaged odds ratio is the marginal one.
     assert gee["estimate"] == pytest.approx(marginal["estimate"], rel=0.02)
     assert gee["ci_low"] < gee["estimate"] < gee["ci_high"]
-    assert gee["n_clusters"] == 400 and gee["converged"]
+    assert gee["n_clusters"] == 400 and gee["contrast"] == "summary vs original"
 
 
 def test_gee_widens_interval_under_clustering():
@@ -164,7 +166,7 @@ def test_rates_of_zero_and_one_are_handled():
 
 
 def test_gee_that_does_not_converge_is_refused(monkeypatch):
-    from analysis.stats.wtp import ConvergenceError
+    from analysis.stats.crossed import ConvergenceError
 
     make_gee_never_converge(monkeypatch)
     data = simulate_choice_study(n_participants=50, n_pairs=10, seed=6)
@@ -182,6 +184,7 @@ def test_seed_study_chi_square_is_reproduced():
     assert round(rates["summary"] * 100, 1) == 83.7 and round(rates["original"] * 100, 1) == 52.3
     res = chi2_choice(df)
     assert round(res.iloc[0]["chi2"]) == 78 and res.iloc[0]["dof"] == 1
+    assert res.iloc[0]["test"] == "pearson_yates" and bool(res.iloc[0]["primary"])
     assert round(res.iloc[1]["chi2"]) == 79
 
 
@@ -195,7 +198,7 @@ def test_gee_refuses_a_separated_outcome():
     # Every summary trial chose the target and no original one did: the odds ratio is infinite
     # (the marginal one is NaN, the GLMM refuses). statsmodels' GEE still "converges", to
     # log OR = 55 with a robust SE of 0.37 and p = 0: a number no test supports.
-    from analysis.stats.wtp import ConvergenceError
+    from analysis.stats.crossed import ConvergenceError
 
     with pytest.raises(ConvergenceError, match="separated"):
         choice_clustered(_separated())
@@ -215,4 +218,5 @@ def test_failed_gee_is_reported_and_the_rest_written():
     results = analyze_choice(_separated())
     assert "clustered" not in results.tables
     assert results.meta["clustered_model"].startswith("not reported: ConvergenceError")
+    assert results.meta["clustered_failed"].startswith("ConvergenceError: the outcome is")
     assert {"chi2", "effects", "wtp_model"} <= set(results.tables)

@@ -25,7 +25,7 @@ def test_adjusted_models_match_lmer_and_geeglm(data):
     ref = pd.read_csv(R_DIR / "covariates_reference.csv")
     ours = adjusted_models(data, ["age", "sex"])
     terms = {
-        "formatsummary": "format[summary]",
+        "formatsummary": "summary vs original",
         "age_c": "cov_age",
         "sex2Female": "cov_sex[Female]",
         "sex2other": "cov_sex[other]",
@@ -78,7 +78,7 @@ def test_separated_choices_drop_the_gee_rows_not_the_wtp_model(data):
 
 
 def test_wtp_under_one_format_drops_the_wtp_rows_not_the_gee(data):
-    # As the unadjusted model (analysis.stats.wtp._check_design): the format effect on WTP is
+    # As the unadjusted model (analysis.stats.wtp.prepare_wtp): the format effect on WTP is
     # not identified without answers under both formats; the adjusted GEE is unaffected.
     one = data.copy()
     one.loc[one["format"] == "original", "wtp_premium_pct"] = float("nan")

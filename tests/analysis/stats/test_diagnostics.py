@@ -24,13 +24,15 @@ def test_conditional_modes_match_lme4_ranef_condvar(dataset):
     data = pd.read_csv(R_DIR / "data" / f"{dataset}.csv", dtype=str)
     data["wtp_premium_pct"] = data["wtp_premium_pct"].astype(float)
     data["x"] = (data["format"] == "summary").astype(float)
+    sds = {k: v for k, v in params.items() if k.startswith("sd_")}
     residuals, effects = crossed_conditional_modes(
         data,
         y="wtp_premium_pct",
-        x="x",
+        x=["x"],
         subject="participant_id",
         item="pair_id",
-        **params.to_dict(),
+        beta=[params["intercept"], params["slope"]],
+        **sds,
     )
     r_effects = ref[ref["kind"] == "ranef"].astype({"a": float})
     r_effects["b"] = r_effects["b"].astype(float)

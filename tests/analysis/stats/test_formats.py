@@ -1,5 +1,4 @@
-"""k-format choice statistics: levels, contrasts, rates, chi-square, GEE; two formats agree with
-the two-format functions."""
+"""k-format choice statistics: levels, contrasts, rates, chi-square, GEE, WTP contrasts."""
 
 from __future__ import annotations
 
@@ -9,18 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats.choice import choice_clustered, choice_glmm, selection_rates
-from analysis.stats.crossed import ConvergenceError
-from analysis.stats.formats import (
-    format_chi2,
+from analysis.stats.choice import (
+    chi2_choice,
+    choice_clustered,
+    choice_effects,
+    choice_glmm,
     format_contrasts,
-    format_differences,
-    format_gee,
-    format_glmm,
     format_levels,
-    format_rates,
-    format_wtp,
+    selection_rates,
 )
+from analysis.stats.crossed import ConvergenceError
 from analysis.stats.wtp import wtp_mixed
 
 R_DATA = Path(__file__).resolve().parents[1] / "r" / "data"
@@ -66,24 +63,17 @@ def test_contrasts_against_reference_then_baseline():
 
 
 def test_rates_count_each_format(four):
-    rates = format_rates(four).set_index("format")
+    rates = selection_rates(four).set_index("format")
     assert rates.loc["summary", "n"] == 240
     assert rates.loc["summary", "n_chose"] == 144
     assert rates.loc["summary", "estimate"] == pytest.approx(0.6)
     assert (rates["ci_low"] < rates["estimate"]).all()
 
 
-def test_two_formats_give_the_two_format_rates(four):
-    two = four[four["format"].isin(["original", "summary"])]
-    a = format_rates(two)
-    b = selection_rates(two)
-    pd.testing.assert_frame_equal(a, b, check_dtype=False)
-
-
 def test_chi2_matches_r_chisq_test(four):
     # R: chisq.test(table(d$format, d$chose_target)) on kformat_4x80x12.csv:
     # X-squared = 11.3539438662827, df = 3, p-value = 0.009958134746551
-    row = format_chi2(four).iloc[0]
+    row = chi2_choice(four).iloc[0]
     assert row["test"] == "pearson"
     assert row["dof"] == 3
     assert row["chi2"] == pytest.approx(11.3539438662827, rel=1e-12)
@@ -91,45 +81,33 @@ def test_chi2_matches_r_chisq_test(four):
 
 
 def test_differences_are_rate_differences(four):
-    diff = format_differences(four).set_index("contrast")
+    effects = choice_effects(four)
+    diff = effects[effects["effect"] == "risk_difference"].set_index("contrast")
     row = diff.loc["mitigated:rerank vs summary"]
     assert row["estimate"] == pytest.approx(125 / 240 - 144 / 240)
     assert row["ci_low"] < row["estimate"] < row["ci_high"]
     assert list(diff["family"]).count("vs baseline") == 2
 
 
-def test_two_format_glmm_and_gee_equal_the_two_format_models(four):
+def test_two_formats_are_one_contrast_with_nothing_to_adjust(four):
     two = four[four["format"].isin(["original", "summary"])]
-    k = format_glmm(two).iloc[0]
-    old = choice_glmm(two).iloc[0]
-    assert k["log_odds"] == pytest.approx(old["log_odds"], rel=1e-9)
-    assert k["se"] == pytest.approx(old["se"], rel=1e-9)
-    assert k["p_adj"] == pytest.approx(k["p_val"])  # one contrast: nothing to adjust
-    g = format_gee(two).iloc[0]
-    old = choice_clustered(two).iloc[0]
-    assert g["log_odds"] == pytest.approx(old["log_odds"], rel=1e-9)
-    assert g["se"] == pytest.approx(old["se"], rel=1e-9)
-
-
-def test_two_format_wtp_equals_wtp_mixed(four):
-    two = four[four["format"].isin(["original", "summary"])]
-    k = format_wtp(two).iloc[0]
-    old = wtp_mixed(two).iloc[0]
-    for col in ("estimate", "se", "df", "p_val", "sd_subject", "sd_item", "sd_residual"):
-        assert k[col] == pytest.approx(old[col], rel=1e-9), col
+    for fit in (choice_glmm(two), choice_clustered(two), wtp_mixed(two)):
+        assert list(fit["contrast"]) == ["summary vs original"]
+        assert fit["p_adj"].iloc[0] == fit["p_val"].iloc[0]
+    assert list(chi2_choice(two)["test"]) == ["pearson_yates", "pearson"]
 
 
 def test_baseline_contrast_equals_the_refit_with_summary_as_reference(four):
     levels = ("original", "summary", "mitigated:rerank", "mitigated:self-debias")
-    out = format_wtp(four, levels=levels).set_index("contrast")
-    refit = format_wtp(four, levels=("summary", "original", *levels[2:])).set_index("contrast")
+    out = wtp_mixed(four, levels=levels).set_index("contrast")
+    refit = wtp_mixed(four, levels=("summary", "original", *levels[2:])).set_index("contrast")
     for name in ("mitigated:rerank vs summary", "mitigated:self-debias vs summary"):
         assert out.loc[name, "estimate"] == pytest.approx(refit.loc[name, "estimate"], rel=1e-6)
         assert out.loc[name, "se"] == pytest.approx(refit.loc[name, "se"], rel=1e-6)
 
 
 def test_holm_runs_across_all_contrasts(four):
-    out = format_gee(four)
+    out = choice_clustered(four)
     p = np.sort(out["p_val"].to_numpy())
     m = len(p)
     holm = np.minimum(1, np.maximum.accumulate(p * (m - np.arange(m))))
@@ -140,6 +118,6 @@ def test_separated_format_is_refused(four):
     d = four.copy()
     d.loc[d["format"] == "mitigated:rerank", "chose_target"] = 1
     with pytest.raises(ConvergenceError, match="mitigated:rerank"):
-        format_gee(d)
+        choice_clustered(d)
     with pytest.raises(ConvergenceError, match="separated"):
-        format_glmm(d)
+        choice_glmm(d)

@@ -25,7 +25,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.stats.formats import format_glmm, format_wtp
+from analysis.stats.choice import choice_glmm
+from analysis.stats.wtp import wtp_mixed
 
 R_DIR = Path(__file__).resolve().parents[1] / "r"
 LEVELS = {
@@ -47,13 +48,13 @@ def load(dataset: str) -> pd.DataFrame:
 @pytest.fixture(scope="module", params=sorted(LEVELS))
 def glmm(request):
     name = request.param
-    return format_glmm(load(name), levels=LEVELS[name]), reference(name), len(LEVELS[name])
+    return choice_glmm(load(name), levels=LEVELS[name]), reference(name), len(LEVELS[name])
 
 
 @pytest.fixture(scope="module", params=sorted(LEVELS))
 def lmm(request):
     name = request.param
-    return format_wtp(load(name), levels=LEVELS[name]), reference(name), len(LEVELS[name])
+    return wtp_mixed(load(name), levels=LEVELS[name]), reference(name), len(LEVELS[name])
 
 
 def test_glmm_contrasts_match_glmer(glmm):

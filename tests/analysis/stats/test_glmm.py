@@ -150,7 +150,7 @@ def test_row_order_ids_and_reversed_levels_do_not_change_the_fit():
     assert shuffled["se"] == pytest.approx(base["se"], rel=1e-5)
     flipped = choice_glmm(data, levels=("summary", "original")).iloc[0]
     assert flipped["log_odds"] == pytest.approx(-base["log_odds"], rel=1e-5)
-    assert flipped["reference"] == "summary"
+    assert flipped["contrast"] == "original vs summary"
     hostile.loc[:4, "chose_target"] = np.nan
     assert choice_glmm(hostile).iloc[0]["n_obs"] == len(data) - 5
 
@@ -160,8 +160,8 @@ def test_separated_or_non_binary_outcome_is_refused_with_a_reason():
     separated = data.assign(chose_target=(data["format"] == "summary").astype(int))
     with pytest.raises(ConvergenceError, match="separated"):
         choice_glmm(separated)
-    with pytest.raises(ValueError, match="no trial with level 'original'"):
-        choice_glmm(data[data["format"] == "summary"])
+    with pytest.raises(ValueError, match="no trial with level\\(s\\) \\['original'\\]"):
+        choice_glmm(data[data["format"] == "summary"], levels=("original", "summary"))
     with pytest.raises(ValueError, match="must be 0/1"):
         choice_glmm(data.assign(chose_target=data["chose_target"] * 2))
 

@@ -101,7 +101,9 @@ def test_the_glmm_sentence_labels_its_deviance_and_states_convergence():
     from analysis.stats.choice import choice_glmm
 
     row = choice_glmm(data).iloc[0]
-    text = apa.glmm_sentence(row, "original", "summary")
+    text = apa.glmm_sentence([row])
+    assert "OR = " in text and "times as high with summary as with original" in text
+    assert "adjusted" not in text  # one contrast: nothing to adjust
     label = "what summary(glmer) prints as deviance"
     assert f"−2 log-likelihood {row['deviance']:.2f}, {label}" in text
     assert re.search(r"largest scaled gradient \d\.\de−\d\d, below glmer's 0\.002 check", text)
