@@ -26,6 +26,8 @@ __all__ = [
     "TIDY_CHOICE_OPTIONAL",
     "TIDY_CHOICE_REQUIRED",
     "ExportFormatError",
+    "check_columns",
+    "coerce_columns",
     "load_annotations",
     "load_choice",
     "load_export",
