@@ -106,6 +106,38 @@ def _amendment(loaded: Any, study: Any, reason: str | None, freeze: Any) -> dict
     }
 
 
+def _power_to_cite(summary: dict, study, power_dir: Path):
+    """The power table of ``framelab plan power`` to cite, refused when it is not this design's
+    power: another study, another analysis block or design, or fits that failed (each counted
+    as not rejecting, so the power says more about the fits than about the design)."""
+    import pandas as pd
+
+    plan = study.require_plan()
+    design = [block.as_dict() for block in study.blocks]
+    where = f"--power {power_dir}"
+    if summary.get("study") != study.slug:
+        raise click.ClickException(
+            f"{where}: simulated for {summary.get('study')!r}, not {study.slug!r}"
+        )
+    if summary.get("analysis") != plan.as_dict() or summary.get("design") != design:
+        raise click.ClickException(
+            f"{where}: simulated for another analysis block or design than {study.slug}'s "
+            "current one (or by an older FrameLab that did not simulate the study's own "
+            "design); run framelab plan power again"
+        )
+    table = pd.DataFrame(summary["table"])
+    failed = table[table["n_failed"] > 0]
+    if len(failed):
+        row = failed.iloc[0]
+        raise click.ClickException(
+            f"{where}: {int(row['n_failed'])} of {int(row['n_sims'])} fits at N = "
+            f"{int(row['n'])} did not converge and count as not rejecting, so the power table "
+            "is no statement about the design; look at simulations.jsonl, fix the cause and "
+            "run framelab plan power again"
+        )
+    return table
+
+
 @click.command("prereg")
 @click.argument("study_arg", metavar="STUDY")
 @click.option(
@@ -139,20 +171,16 @@ def prereg(study_arg: str, out_dir: Path, power_dir: Path | None, reason: str | 
     import json
     from functools import partial
 
-    import pandas as pd
-
     from analysis.plan.prereg import freeze, render_html, render_markdown
     from analysis.plan.spec import PlanError, read_study
     from webapp.services import looks as looks_service
 
-    power = scenario = None
+    summary = None
     if power_dir is not None:
         try:
             summary = json.loads((power_dir / "power.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise click.ClickException(f"{power_dir}: no power.json ({exc})") from None
-        power, scenario = pd.DataFrame(summary["table"]), summary["scenario"]
-    frozen = partial(freeze, document="prereg.md", power=power, scenario=scenario)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(study_arg)
         loaded = None
@@ -167,6 +195,9 @@ def prereg(study_arg: str, out_dir: Path, power_dir: Path | None, reason: str | 
             path, names = _bundle_folder(loaded, Path(tmp))
         try:
             study = read_study(path, names)
+            power = _power_to_cite(summary, study, power_dir) if summary is not None else None
+            scenario = summary["scenario"] if summary is not None else None
+            frozen = partial(freeze, document="prereg.md", power=power, scenario=scenario)
             loaded = loaded or _loaded(study.slug)
             amendment = None
             if loaded is not None and looks_service.bundle_sha256(loaded) == study.bundle_sha256:

@@ -133,12 +133,21 @@ def power_command(
         from analysis.io import ExportFormatError, load_choice
         from analysis.stats.crossed import ConvergenceError
 
+        name = Path(pilot_path).name
         try:
             pilot = pilot_components(load_choice(pilot_path), analysis_plan)
         except (ExportFormatError, ConvergenceError, ValueError) as exc:
-            raise click.ClickException(f"pilot {Path(pilot_path).name}: {exc}") from None
-        source = f"pilot {Path(pilot_path).name} ({int(pilot['n_participants'])} analysed)"
-        given = {k: v if v is not None else pilot.get(k) for k, v in given.items()}
+            raise click.ClickException(f"pilot {name}: {exc}") from None
+        source = f"pilot {name} ({int(pilot['n_participants'])} analysed)"  # type: ignore[call-overload]
+        zero = [k for k in pilot["at_zero"] if given[k] is None]  # type: ignore[attr-defined]
+        if zero:
+            flags = ", ".join("--" + k.replace("_", "-") for k in zero)
+            raise click.UsageError(
+                f"pilot {name}: the model estimates {' and '.join(zero)} at 0 (a singular fit: "
+                "bots answering at random, or too few participants to tell), which is no "
+                f"planning value: state {flags} (e.g. from a published study or a larger pilot)"
+            )
+        given = {k: v if v is not None else pilot.get(k) for k, v in given.items()}  # type: ignore[misc]
     missing = [k for k in _NEEDED[analysis_plan.test] if given[k] is None]
     if missing:
         flags = ", ".join("--" + k.replace("_", "-") for k in missing)
@@ -166,7 +175,7 @@ def power_command(
                     f"{MIN_LOOK_N} and more than the look before",
                     param_hint="--n",
                 )
-    job = SimulationJob(study.pairs, analysis_plan, scenario, seed, looks=use_looks)
+    job = SimulationJob(study.blocks, analysis_plan, scenario, seed, looks=use_looks)
     jobs = jobs or len(os.sched_getaffinity(0))
     out = Path(out_dir)
     started = time.perf_counter()
@@ -183,6 +192,9 @@ def power_command(
     needed = n_for_power(table, target)
     summary = {
         "study": study.slug,
+        "bundle_sha256": study.bundle_sha256,
+        "analysis": analysis_plan.as_dict(),
+        "design": [block.as_dict() for block in study.blocks],
         "test": analysis_plan.test,
         "looks": analysis_plan.looks.as_dict() if use_looks else None,
         "alpha": analysis_plan.alpha,
@@ -199,6 +211,13 @@ def power_command(
     }
     (out / "power.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     unit = "odds ratio" if analysis_plan.test == "choice_glmm" else "percent points"
+    ref, trt = analysis_plan.levels
+    k = len(study.blocks[0].formats)
+    click.echo(
+        f"{study.slug}: {len(study.blocks)} product-choice block(s), "
+        f"{sum(len(b.pairs) for b in study.blocks)} pairs, "
+        f"{k} formats in a {k}-sequence Latin square; {analysis_plan.test} of {trt} vs {ref}"
+    )
     click.echo(
         f"{study.slug}: {analysis_plan.test}, effect {effect:g} ({unit}), "
         + ", ".join(f"{k} {v:g}" for k, v in values.items())
@@ -212,6 +231,12 @@ def power_command(
             f"{r['ci_high']:.3f}] ({int(r['n_rejected'])}/{int(r['n_sims'])})"
             + (f"; expected N {r['expected_n']:.1f}; stops {stops}" if use_looks else "")
             + (f"; {int(r['n_failed'])} fits did not converge" if r["n_failed"] else "")
+        )
+    failed = [r for r in rows if r["failed"]]
+    if failed:
+        click.echo(
+            f"{len(failed)} simulation(s) had a fit that did not converge, counted as not "
+            f"rejecting (each reason in simulations.jsonl); the first: {failed[0]['failed']}"
         )
     if needed["n_simulated"] is None:
         click.echo(f"No simulated N reaches power {target:g}; simulate larger ones (--n).")

@@ -1,6 +1,7 @@
 """Power of the study's own design by simulation, and the type-I error of its stopping rule.
 
-Each simulation draws one study (:func:`analysis.plan.simulate.simulate_arrivals`), takes the
+Each simulation draws one study as its file defines it (its blocks, formats, Latin square and
+pairs: :func:`analysis.plan.simulate.simulate_arrivals`), takes the
 completed, non-excluded participants of each look in arrival order as on real data, fits the
 pre-registered model at each look and stops where the design's boundary says; a rejection is
 a crossing of an efficacy bound. Without looks it is one fit at N against the fixed-design
@@ -27,7 +28,7 @@ from analysis.plan.simulate import Scenario, simulate_arrivals
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.plan.spec import AnalysisPlan
+    from analysis.plan.spec import AnalysisPlan, ChoiceBlock
 
 __all__ = [
     "ResultsFileError",
@@ -54,8 +55,8 @@ class SimulationJob:
 
     Attributes
     ----------
-    pairs : tuple of str
-        Pair ids in stimulus-file order.
+    blocks : tuple of ChoiceBlock
+        The study's product-choice blocks (pairs in stimulus-file order, formats).
     plan : AnalysisPlan
         The pre-registered analysis (test, levels, direction, alpha, rules, looks).
     scenario : Scenario
@@ -66,7 +67,7 @@ class SimulationJob:
         Apply the plan's interim looks (else one look at N).
     """
 
-    pairs: tuple[str, ...]
+    blocks: tuple[ChoiceBlock, ...]
     plan: AnalysisPlan
     scenario: Scenario
     seed: int
@@ -76,7 +77,7 @@ class SimulationJob:
         """What the results depend on (the results file's first line)."""
         return {
             "format": FORMAT,
-            "pairs": list(self.pairs),
+            "blocks": [block.as_dict() for block in self.blocks],
             "analysis": self.plan.as_dict(),
             "scenario": self.scenario.as_dict(),
             "seed": self.seed,
@@ -120,7 +121,7 @@ def simulate_one(job: SimulationJob, n: int, index: int) -> dict[str, Any]:
     design = plan.design()
     # Enough arrivals for the last look with room for exclusions (a shortfall is drawn again).
     arrivals = math.ceil(sizes[-1] / (1 - job.scenario.exclusion_share) * 1.3) + 8
-    data = simulate_arrivals(job.pairs, arrivals, job.scenario, plan, rng)
+    data = simulate_arrivals(job.blocks, arrivals, job.scenario, plan, rng)
     order = data["participant_id"].unique().tolist()
     bounds = boundaries(design)
     result: dict[str, Any] = {"n": n, "sim": index, "z": [], "estimate": [], "failed": ""}
@@ -128,7 +129,7 @@ def simulate_one(job: SimulationJob, n: int, index: int) -> dict[str, Any]:
     for k, size in enumerate(sizes):
         sample = look_sample(data, size, plan, order=order)
         while sample is None:  # more exclusions than the margin allowed for: more arrivals
-            more = simulate_arrivals(job.pairs, arrivals, job.scenario, plan, rng)
+            more = simulate_arrivals(job.blocks, arrivals, job.scenario, plan, rng)
             more["participant_id"] = more["participant_id"] + f"_{len(order)}"
             data = _concat(data, more)
             order = data["participant_id"].unique().tolist()

@@ -78,11 +78,15 @@ class PreregError(ValueError):
     """A pre-registration cannot be read, was edited, or does not match the run."""
 
 
-def analysis_command(plan: AnalysisPlan, document: str = "prereg.md") -> str:
+def analysis_command(
+    plan: AnalysisPlan, document: str = "prereg.md", formats: Sequence[str] = ()
+) -> str:
     """The command that runs the pre-registered primary analysis on the final export.
 
     Every option that sets part of the primary analysis is spelled out, so the command alone
-    says what will run; ``--prereg`` makes the run refuse any other.
+    says what will run; ``--prereg`` makes the run refuse any other. ``--levels`` names the
+    pre-registered reference and treatment first, then the study's other ``formats``, so the
+    report analyses every format with the primary comparison among its contrasts.
 
     Examples
     --------
@@ -95,7 +99,7 @@ def analysis_command(plan: AnalysisPlan, document: str = "prereg.md") -> str:
     parts = [
         "framelab analyze choice EXPORT.csv --out REPORT",
         f"--prereg {document}",
-        f"--levels {','.join(plan.levels)}",
+        f"--levels {','.join([*plan.levels, *(f for f in formats if f not in plan.levels)])}",
         f"--min-duration-frac {rules.min_duration_frac_median or 0:g}",
     ]
     if rules.min_duration_s is not None:
@@ -198,7 +202,7 @@ def freeze(
         "bundle": [{"name": n, "sha256": d} for n, d in study.files],
         "bundle_sha256": study.bundle_sha256,
         "analysis": plan.as_dict(),
-        "command": analysis_command(plan, document),
+        "command": analysis_command(plan, document, study.formats),
         "looks": looks,
         "power": None,
         "amendment": dict(amendment) if amendment else None,
@@ -573,7 +577,8 @@ def check_run(
     document : str
         The document's name (for the messages).
     levels : sequence of str or None
-        The run's ``--levels`` (``None``: the default ``original, summary``).
+        The run's ``--levels``: the first two are its reference and treatment (``None``: the
+        default ``original, summary``).
     exclusions : ChoiceRules
         The run's exclusion rules.
     log : bool
@@ -594,7 +599,7 @@ def check_run(
     frozen = plan_from_dict(record["analysis"], file=document)
     run = replace(
         frozen,
-        levels=tuple(levels) if levels else FORMATS,
+        levels=tuple(levels[:2]) if levels else FORMATS,
         exclusions=exclusions,
         transform="log" if log else "none",
     )

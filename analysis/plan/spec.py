@@ -513,6 +513,10 @@ class ChoiceBlock:
     formats: tuple[str, ...]
     pairs: tuple[str, ...]
 
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values (for the power results file)."""
+        return {"id": self.id, "formats": list(self.formats), "pairs": list(self.pairs)}
+
 
 @dataclass(frozen=True)
 class StudyPlan:

@@ -284,7 +284,8 @@ def prepare_wtp(
     ------
     ValueError
         A format without WTP answers (the effect is not identified), a premium of -100 % or
-        below with the log, an unknown transform, or a grouping factor with one level.
+        below with the log, an unknown transform, a grouping factor with one level, or the
+        same answer everywhere.
     """
     import numpy as np
 
@@ -313,6 +314,8 @@ def prepare_wtp(
         df["y"] = y
     else:
         raise ValueError(f"unknown transform {transform!r}; use None or 'log'")
+    if df["y"].nunique() < 2:
+        raise ValueError(f"every {dv!r} answer is {y.iloc[0]:g}: there is no variance to model")
     return df, levels, add_format_dummies(df, between, levels)
 
 

@@ -57,9 +57,7 @@ def test_wide_wtp_table_is_split_into_main_and_details(choice_results):
     # One row of more columns than fit across: one line per quantity, labelled.
     assert list(shown.cells.columns) == ["quantity", "value"]
     quantities = shown.cells["quantity"].tolist()
-    assert (
-        "Difference b (percentage points)" in quantities and "df (Satterthwaite)" in quantities
-    )
+    assert "Difference b (percentage points)" in quantities and "df (Satterthwaite)" in quantities
 
 
 def test_apa_numbers_match_the_tables(choice_results):

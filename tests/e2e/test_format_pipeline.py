@@ -160,62 +160,77 @@ def test_a_generated_k_format_bundle_is_loaded_as_it_is(tmp_path):
 
 
 @pytest.mark.slow
-def test_three_format_demo_bots_export_analyze_report(tmp_path):
-    """Bots with a stated target-choice rate per format → long export → the k-format report."""
+def test_three_format_demo_plan_prereg_bots_export_frozen_analysis(tmp_path):
+    """The chain the docs describe: plan power → prereg → bots with a stated target-choice rate
+    per format → long export → the frozen analyze command → the pre-registered result."""
     pytest.importorskip("statsmodels")
     env = _database(tmp_path, "demo")
     demo = "stimuli/studies/product-choice-formats-demo.yaml"
+    power = tmp_path / "power"
+    out = _run(
+        "framelab", "plan", "power", demo, "--effect", "0.5", "--baseline", "0.7",
+        "--sd-participant", "0.5", "--sd-pair", "0.5", "--n", "90", "--sims", "8",
+        "--jobs", "1", "--quiet", "--out", str(power), env=env,
+    )  # fmt: skip
+    table = json.loads((power / "power.json").read_text())["table"][0]
+    assert table["n_failed"] == 0 and table["estimate"] > 0, out
+    prereg = tmp_path / "prereg"
+    _run("framelab", "prereg", demo, "--out", str(prereg), "--power", str(power), env=env)
+    document = (prereg / "prereg.md").read_text(encoding="utf-8")
+    assert "3 x 3 cyclic Latin square" in document and "N = 90: " in document
+    command = re.search(r"Command: `([^`]+)`", document).group(1)
+    assert "--levels summary,mitigated:self-debias,original" in command
+
     assert "created: product-choice-formats-demo" in _run(
         "framelab", "study", "load", demo, env=env
     )
     stated = {"original": 0.3, "summary": 0.85, MITIGATED: 0.55}
     out = _run(
-        "framelab", "bots", "product-choice-formats-demo", "--n", "45", "--seed", "11",
+        "framelab", "bots", "product-choice-formats-demo", "--n", "90", "--seed", "11",
         *[arg for f, p in stated.items() for arg in ("--p-target", f"{f}={p}")],
         env=env,
     )  # fmt: skip
-    assert "completed 45" in out
+    assert "completed 90" in out
     csv_path = tmp_path / "formats.csv"
     out = _run(
         "framelab", "export", "product-choice-formats-demo", "--format", "long",
         "--out", str(csv_path), "--include-test", env=env,
     )  # fmt: skip
-    assert "wrote 270 rows" in out
+    assert "wrote 540 rows" in out
 
     from analysis.io import load_export
 
     df = load_export(csv_path)
-    assert Counter(df.drop_duplicates("participant_id")["sequence"]) == {"A": 15, "B": 15, "C": 15}
-    assert set(Counter(zip(df["pair_id"], df["format"], strict=True)).values()) == {15}
+    assert Counter(df.drop_duplicates("participant_id")["sequence"]) == {"A": 30, "B": 30, "C": 30}
+    assert set(Counter(zip(df["pair_id"], df["format"], strict=True)).values()) == {30}
     rates = df.groupby("format")["chose_target"].mean()
     assert rates["original"] < rates[MITIGATED] < rates["summary"]
 
+    # The frozen command, run exactly as the pre-registration states it (its too-fast rule
+    # applies: the bots' scripted durations leave nobody below it).
     report = tmp_path / "report"
-    # The default too-fast rule applies: the bots' scripted durations leave nobody below it.
-    _run("framelab", "analyze", "choice", str(csv_path), "--out", str(report), env=env)
+    args = command.replace("EXPORT.csv", str(csv_path)).replace("REPORT", str(report))
+    args = args.replace("prereg.md", str(prereg / "prereg.md")).split()
+    out = _run(*args, env=env)
+    assert "The primary analysis is the pre-registered one (prereg.md" in out
     results = json.loads((report / "results.json").read_text())
-    assert results["meta"]["n_rows_analysed"] == 270
-    diffs = {(r["level"], r["versus"]): r for r in results["tables"]["format_differences"]}
-    # Every format against the reference (original), and the mitigated one against the plain
-    # summary: 2k - 3 contrasts for k = 3.
-    assert set(diffs) == {
-        ("summary", "original"),
-        (MITIGATED, "original"),
-        (MITIGATED, "summary"),
-    }
+    primary = results["tables"]["primary"][0]
+    assert primary["look"] == 1 and primary["n_analysed"] == 90
+    meta = results["meta"]
+    assert meta["n_rows_analysed"] == 540
+    assert meta["test_participants"] == {"recorded": True, "n_input": 90, "n_analysed": 90}
+    rates = {r["format"]: r["estimate"] for r in results["tables"]["selection_rates"]}
+    effects = [r for r in results["tables"]["effects"] if r["effect"] == "risk_difference"]
+    diffs = {(r["level"], r["versus"]): r for r in effects}
+    # Every format against the reference (the pre-registered one, summary), and nothing more:
+    # the baseline is the reference.
+    assert set(diffs) == {(MITIGATED, "summary"), ("original", "summary")}
     for (level, versus), row in diffs.items():
         observed = rates[level] - rates[versus]
         assert row["estimate"] == pytest.approx(observed, abs=1e-12)
         assert row["ci_low"] < observed < row["ci_high"]
         assert row["ci_low"] < stated[level] - stated[versus] < row["ci_high"]
     html = (report / "report.html").read_text(encoding="utf-8")
-    paragraphs = re.findall(r"<p>([^<]*were chosen [^<]*)</p>", html)
-    assert len(paragraphs) == 3, paragraphs
-    openings = sorted(p.split(" were chosen")[0] for p in paragraphs)
-    assert openings == [
-        "Plain summaries",
-        "Summaries mitigated by self-debias",
-        "Summaries mitigated by self-debias",
-    ]
-    assert sum("than original reviews" in p for p in paragraphs) == 2
-    assert sum("than plain summaries" in p for p in paragraphs) == 1
+    assert "<title>Choosing between products (three formats)" in html
+    assert "The export held 90 test participant(s)" in html
+    assert "times as high with mitigated:self-debias as with summary" in html

@@ -11,6 +11,7 @@ and then scrolls inside its own box, which itself stays on the screen.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -58,7 +59,19 @@ def _choice_reports(tmp_path) -> list:
     env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'no-console.sqlite'}"}
     result = runner.invoke(main, [*args, "--out", str(pre)], env=env)
     assert result.exit_code == 0, result.output
-    return [full / "report.html", pre / "report.html"]
+    # Four formats (five contrasts per model) in two blocks, with the random slopes of one.
+    import pandas as pd
+
+    r_data = Path(__file__).resolve().parents[1] / "analysis" / "r" / "data"
+    a = pd.read_csv(r_data / "kformat_4x80x12.csv").assign(block="b1")
+    b = pd.read_csv(r_data / "kformat_3x60x9_missing.csv").assign(block="b2")
+    b["pair_id"] = "r" + b["pair_id"]
+    pd.concat([a, b]).to_csv(tmp_path / "kformat.csv", index=False)
+    k = tmp_path / "kformat"
+    args = ["analyze", "choice", str(tmp_path / "kformat.csv"), "--no-figures", "--out", str(k)]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return [full / "report.html", pre / "report.html", k / "report.html"]
 
 
 def _other_reports(tmp_path) -> list:

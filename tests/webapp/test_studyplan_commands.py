@@ -272,3 +272,37 @@ def test_framelab_analyze_compares_the_document_with_the_console_record(app, tmp
         unchecked.output
     )
     assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_prereg_cites_a_power_table_only_of_this_design_with_every_fit_converged(app, tmp_path):
+    import json
+
+    from analysis.plan.spec import read_study
+
+    study = read_study(DEMO)
+    row = {"n": 70, "n_sims": 20, "estimate": 0.9, "ci_low": 0.7, "ci_high": 0.99}
+    summary = {
+        "study": study.slug,
+        "analysis": study.plan.as_dict(),
+        "design": [block.as_dict() for block in study.blocks],
+        "scenario": {"effect": 2.0, "baseline": 0.5},
+        "table": [{**row, "expected_n": 50.0, "n_failed": 0}],
+    }
+    folder = tmp_path / "power"
+    folder.mkdir()
+
+    def run(**changes):
+        (folder / "power.json").write_text(json.dumps({**summary, **changes}), encoding="utf-8")
+        return app.test_cli_runner().invoke(
+            prereg, [str(DEMO), "--out", str(tmp_path / "p"), "--power", str(folder)]
+        )
+
+    cited = run()
+    assert cited.exit_code == 0, cited.output
+    assert "N = 70: 0.900 [0.700, 0.990]" in (tmp_path / "p" / "prereg.md").read_text()
+    failed = run(table=[{**row, "estimate": 0.0, "expected_n": 70.0, "n_failed": 20}])
+    assert failed.exit_code == 1
+    assert "20 of 20 fits at N = 70 did not converge" in failed.output
+    other = run(design=[{**summary["design"][0], "formats": ["original", "summary", "x"]}])
+    assert other.exit_code == 1 and "another analysis block or design" in other.output
+    assert run(study="another").exit_code == 1

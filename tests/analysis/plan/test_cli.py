@@ -96,7 +96,7 @@ def test_power_takes_its_assumptions_from_a_pilot(tmp_path):
 
     study = read_study(DEMO)
     truth = Scenario(effect=1.5, baseline=0.4, sd_participant=0.6, sd_pair=0.3)
-    pilot = simulate_arrivals(study.pairs, 60, truth, study.plan, np.random.default_rng(1))
+    pilot = simulate_arrivals(study.blocks, 60, truth, study.plan, np.random.default_rng(1))
     path = tmp_path / "pilot.csv"
     pilot.to_csv(path, index=False)
     args = ["power", DEMO, "--effect", "3", "--pilot", str(path), "--sd-pair", "0.25"]
@@ -208,3 +208,41 @@ def test_analyze_compares_the_document_with_the_console_record(tmp_path):
         "Console record: not compared with the console's record of product-choice-demo: the "
         "database postgresql://x@db/framelab cannot be read (refused)." in said.output
     )
+
+
+FORMATS_DEMO = str(ROOT / "stimuli" / "studies" / "product-choice-formats-demo.yaml")
+
+
+def test_the_three_format_demo_simulates_its_own_design_and_refuses_a_bot_pilot(tmp_path):
+    import numpy as np
+
+    from analysis.plan.simulate import Scenario, simulate_arrivals
+
+    study = read_study(FORMATS_DEMO)
+    args = ["power", FORMATS_DEMO, "--effect", "0.5", "--baseline", "0.7"]
+    args += ["--n", "30", "--sims", "4", "--jobs", "1", "--quiet"]
+    given = ["--sd-participant", "0.5", "--sd-pair", "0.5"]
+    result = CliRunner().invoke(plan, [*args, *given, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "3 formats in a 3-sequence Latin square" in result.output
+    assert "of mitigated:self-debias vs summary" in result.output
+    table = pd.read_csv(tmp_path / "o" / "power.csv")
+    assert table["n_failed"].tolist() == [0]
+    summary = json.loads((tmp_path / "o" / "power.json").read_text())
+    assert summary["design"][0]["formats"] == ["original", "summary", "mitigated:self-debias"]
+    # The study's own pilot of three formats is read; a bot pilot's SDs of 0 are refused. These
+    # bots take turns: every participant and pair chooses the target half the time.
+    bots = Scenario(effect=1.0, baseline=0.5, sd_participant=0.0, sd_pair=0.0)
+    pilot = simulate_arrivals(study.blocks, 30, bots, study.plan, np.random.default_rng(5))
+    arrival = pilot["participant_id"].str[2:].astype(int)
+    pilot["chose_target"] = (pilot["trial_index"] + arrival) % 2
+    path = tmp_path / "pilot.csv"
+    pilot.to_csv(path, index=False)
+    refused = CliRunner().invoke(plan, [*args, "--pilot", str(path), "--out", str(tmp_path / "p")])
+    assert refused.exit_code == 2
+    assert "estimates sd_participant" in refused.output and "--sd-participant" in refused.output
+    stated = CliRunner().invoke(
+        plan, [*args, "--pilot", str(path), *given, "--out", str(tmp_path / "q")]
+    )
+    assert stated.exit_code == 0, stated.output
+    assert "pilot pilot.csv (30 analysed)" in stated.output

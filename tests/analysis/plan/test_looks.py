@@ -21,11 +21,15 @@ from analysis.plan.looks import (
     primary_test,
 )
 from analysis.plan.simulate import Scenario, simulate_arrivals
-from analysis.plan.spec import AnalysisPlan, LookPlan, read_study
+from analysis.plan.spec import AnalysisPlan, ChoiceBlock, LookPlan, read_study
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
-PAIRS = tuple(f"pair{j}" for j in range(6))
+PAIRS = (
+    ChoiceBlock(
+        "choices", formats=("original", "summary"), pairs=tuple(f"pair{j}" for j in range(6))
+    ),
+)
 
 
 def plan(**changes) -> AnalysisPlan:

@@ -19,7 +19,7 @@ from analysis.plan.power import (
     run_simulations,
 )
 from analysis.plan.simulate import Scenario, simulate_arrivals
-from analysis.plan.spec import AnalysisPlan, LookPlan
+from analysis.plan.spec import AnalysisPlan, ChoiceBlock, LookPlan
 
 
 def plan(**changes) -> AnalysisPlan:
@@ -29,8 +29,9 @@ def plan(**changes) -> AnalysisPlan:
     return replace(base, **changes)
 
 
-def pairs(m: int) -> tuple[str, ...]:
-    return tuple(f"pair{j}" for j in range(m))
+def pairs(m: int, formats: tuple[str, ...] = ("original", "summary")) -> tuple[ChoiceBlock]:
+    """A one-block design of ``m`` pairs."""
+    return (ChoiceBlock("choices", formats=formats, pairs=tuple(f"pair{j}" for j in range(m))),)
 
 
 CHOICE = Scenario(effect=2.0, baseline=0.4, sd_participant=0.5, sd_pair=0.3)
@@ -43,6 +44,36 @@ def test_simulated_design_is_balanced_like_the_platform():
     assert table[("B", "pair0")] == {"summary"} and table[("B", "pair1")] == {"original"}
     assert (data.groupby("participant_id")["format"].value_counts() == 2).all()
     assert data.groupby("participant_id")["sequence"].first().tolist() == ["A", "B"] * 4
+
+
+THREE = ("original", "summary", "mitigated:self-debias")
+
+
+def test_a_three_format_block_is_the_platforms_latin_square():
+    # As webapp/services/design.py: sequence r shows the pair at position j in format
+    # formats[(j + r) % k]; arrivals cycle through the sequences.
+    data = simulate_arrivals(pairs(6, THREE), 9, CHOICE, plan(), np.random.default_rng(0))
+    table = data.groupby(["sequence", "pair_id"])["format"].agg(set)
+    for r, seq in enumerate("ABC"):
+        for j in range(6):
+            assert table[(seq, f"pair{j}")] == {THREE[(j + r) % 3]}
+    assert (data.groupby("participant_id")["format"].value_counts() == 2).all()
+    assert data.groupby("participant_id")["sequence"].first().tolist() == list("ABC") * 3
+    two_blocks = (*pairs(2, THREE), ChoiceBlock("more", formats=THREE, pairs=("q0", "q1", "q2")))
+    both = simulate_arrivals(two_blocks, 3, CHOICE, plan(), np.random.default_rng(0))
+    assert both.groupby(["participant_id", "block"]).size().tolist() == [2, 3] * 3
+
+
+def test_the_power_of_a_three_format_study_compares_its_preregistered_levels(tmp_path):
+    # The demo of three formats pre-registers summary vs mitigated: the simulation shows those
+    # formats, so every fit has both levels (it once simulated original/summary and every
+    # fit failed, reported as a power of 0).
+    levels = plan(levels=("summary", "mitigated:self-debias"), direction="less", planned_n=30)
+    effect = replace(CHOICE, effect=0.3, baseline=0.7)
+    job = SimulationJob(pairs(6, THREE), levels, effect, seed=2)
+    rows = run_simulations(job, [30], 5, tmp_path / "k.jsonl", progress=False)
+    table = power_table(rows).iloc[0]
+    assert table["n_failed"] == 0 and table["estimate"] > 0
 
 
 def test_runs_are_seeded_per_simulation_whatever_the_processes(tmp_path):
@@ -135,6 +166,25 @@ def test_a_pilot_gives_the_baseline_variance_components_and_exclusion_share():
     assert got["baseline"] == pytest.approx(30, abs=3)
     assert got["sd_residual"] == pytest.approx(5, abs=0.3)
     assert got["sd_participant"] == pytest.approx(6, abs=1.2)
+    assert got["at_zero"] == []
+
+
+def test_a_three_format_pilot_is_read_and_zero_components_are_named():
+    from analysis.plan.simulate import pilot_components
+
+    levels = plan(levels=("summary", "mitigated:self-debias"))
+    truth = Scenario(effect=1.5, baseline=0.4, sd_participant=0.8, sd_pair=0.4)
+    pilot = simulate_arrivals(pairs(9, THREE), 300, truth, levels, np.random.default_rng(3))
+    got = pilot_components(pilot, levels)
+    assert got["baseline"] == pytest.approx(0.4, abs=0.06)  # the summary's, the reference
+    assert got["sd_participant"] == pytest.approx(0.8, abs=0.2) and got["at_zero"] == []
+    # Bots taking turns: every participant and every pair chooses the target half the time, so
+    # there is no variance between participants or pairs to plan with.
+    flat = simulate_arrivals(pairs(6, THREE), 30, truth, levels, np.random.default_rng(4))
+    arrival = flat["participant_id"].str[2:].astype(int)
+    flat["chose_target"] = (flat["trial_index"] + arrival) % 2
+    got = pilot_components(flat, levels)
+    assert got["at_zero"] == ["sd_participant", "sd_pair"] and got["baseline"] == 0.5
 
 
 def test_excluded_arrivals_are_replaced_so_each_look_analyses_its_count(tmp_path):
