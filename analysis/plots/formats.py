@@ -1,6 +1,7 @@
 """Figure of a k-format choice study: the shift in target choice each format causes.
 
-Takes :func:`analysis.stats.formats.format_differences` output and an optional ``ax``, draws,
+Takes the risk-difference rows of :func:`analysis.stats.choice.choice_effects` and an optional
+``ax``, draws,
 returns the ``Axes``; nothing here fits, shows or saves.
 """
 
@@ -21,7 +22,8 @@ def plot_format_shifts(differences: pd.DataFrame, *, ax: Axes | None = None) -> 
     Parameters
     ----------
     differences : pandas.DataFrame
-        :func:`analysis.stats.formats.format_differences` of one block: the rows of family
+        The ``risk_difference`` rows of :func:`analysis.stats.choice.choice_effects` of one
+        block: the rows of family
         ``vs reference`` are drawn as dots (the shift against the reference), those of family
         ``vs baseline`` as open squares beside them (the shift against the baseline summary).
     ax : matplotlib.axes.Axes, optional

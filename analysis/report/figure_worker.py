@@ -5,9 +5,9 @@ importing matplotlib, loading its fonts and PNG writer the first time, then draw
 One process does all of it after the statistics. A worker forked when the command starts (after
 pandas' import, which both need) imports matplotlib and draws a throwaway figure on the second
 core while the first computes; ``analyze_choice`` hands it each stage's figures as soon as their
-tables are final (``FIGURES_BY_STAGE``), so most drawing overlaps the fitting and the rest the
-writing of the tables and the HTML. Same figures, same bytes: the worker calls the writer's own
-drawing code on the same ``Results``.
+tables are final (``study_sections.stage_figures``), so most drawing overlaps the fitting and the
+rest the writing of the tables and the HTML. Same figures, same bytes: the worker calls the
+writer's own drawing code on the same ``Results``.
 
 The worker is a convenience, never a dependency: if it cannot start (not Linux, other threads
 already running in the process, no idle core, ``FRAMELAB_FIGURE_WORKER=0``) or it fails or

@@ -316,14 +316,24 @@ def figure_jobs(results: Results) -> list[tuple]:
 def model_tables(
     name: str, df: pd.DataFrame, caption: str, main: tuple[str, ...] | None = None, **ctx: str
 ) -> list[tuple[str, str]]:
-    """A table as main columns and, when it is wide, a second table of the details."""
+    """A table as main columns and, when it is wide, its details: the quantities of the whole
+    fit (the same on every row: SDs, deviance, the formula) once, then those of each row."""
     main, details = split_columns(df) if main is None else split_columns(df, main=main)
     out = [(caption, report_table(df, name=name, columns=main, **ctx))]
-    if details:
+    keys = [c for c in details if c in main]
+    fit = [
+        c
+        for c in details
+        if c not in keys and len(df) > 1 and df[c].astype(str).nunique(dropna=False) == 1
+    ]
+    rows = [c for c in details if c not in fit]
+    if fit:
+        out.append((f"{caption}: the fit", report_table(df.head(1), name=name, columns=fit, **ctx)))
+    if len(rows) > len(keys):
         out.append(
             (
                 f"{caption}: details",
-                report_table(df, name=name, columns=details, **ctx),
+                report_table(df, name=name, columns=rows, sideways=True, **ctx),
             )
         )
     return out
@@ -538,30 +548,28 @@ def _choice_block(results: Results, figs: dict[str, str], block: str) -> list[di
         }
     ]
     if pairs is not None:
-        rates = [c for c in pairs.columns if c.startswith(("n_", "rate_"))]
+        # Two tables: the rates of every format per pair, then each contrast's test per pair.
+        rates = ["pair_id", *(c for c in pairs.columns if c.startswith("rate_"))]
+        tests = ["pair_id", "contrast", "estimate", "ci_low", "ci_high", "test", "statistic",
+                 "p_val", "p_adj"]  # fmt: skip
         out.append(
             {
                 "title": _block_title(results, "Per pair", block),
                 "text": "",
-                "tables": model_tables(
-                    "by_pair",
-                    pairs,
-                    "Per-pair rates and tests: risk difference of each contrast (proportion), "
-                    f"p raw and {adj}-adjusted across pairs and contrasts",
-                    main=(
-                        "pair_id",
-                        "contrast",
-                        *rates,
-                        "estimate",
-                        "ci_low",
-                        "ci_high",
-                        "test",
-                        "statistic",
-                        "p_val",
-                        "p_adj",
-                    ),  # fmt: skip
-                    **ctx,
-                ),
+                "tables": [
+                    (
+                        "Per-pair selection rates by format (proportion of trials; the trials "
+                        "per pair and format are in by_pair.csv)",
+                        report_table(
+                            pairs.drop_duplicates("pair_id"), name="by_pair", columns=rates, **ctx
+                        ),  # fmt: skip
+                    ),
+                    (
+                        "Per-pair tests of each contrast: risk difference (proportion) with "
+                        f"Newcombe 95% CI, p raw and {adj}-adjusted across pairs and contrasts",
+                        report_table(pairs, name="by_pair", columns=tests, **ctx),
+                    ),
+                ],
                 "figures": _figs(figs, f"pair_rates{sfx}.png"),
             }
         )
@@ -572,15 +580,13 @@ def _choice_block(results: Results, figs: dict[str, str], block: str) -> list[di
 # goes to its details table.
 MAIN_COLUMNS = {
     "effects": ("contrast", "effect", "rate_level", "rate_versus", "estimate", "ci_low",
-                "ci_high", "p_val", "p_method"),
-    "clustered": ("contrast", "estimate", "ci_low", "ci_high", "z", "p_val", "p_adj", "n_obs",
-                  "n_clusters"),
-    "choice_glmm": ("contrast", "estimate", "ci_low", "ci_high", "z", "p_val", "p_adj",
-                    "n_obs", "singular"),
+                "ci_high", "p_val"),
+    "clustered": ("contrast", "estimate", "ci_low", "ci_high", "z", "p_val", "p_adj"),
+    "choice_glmm": ("contrast", "estimate", "ci_low", "ci_high", "z", "p_val", "p_adj"),
     "wtp_model": ("contrast", "estimate", "ci_low", "ci_high", "statistic", "df", "p_val",
-                  "p_adj", "d_standardised", "n_obs", "singular"),
+                  "p_adj"),
     "wtp_slopes": ("contrast", "estimate", "ci_low", "ci_high", "statistic", "df", "p_val",
-                   "p_adj", "lrt_chisq", "lrt_df", "lrt_p", "singular"),
+                   "p_adj", "lrt_p"),
 }  # fmt: skip
 
 

@@ -480,8 +480,10 @@ VALUE_LABELS = {
     "krippendorff_alpha_nominal": "Krippendorff's α (nominal)",
 }
 _VALUE_LABEL_COLUMNS = {"test", "effect", "method", "statistic"}
-# One-row tables with more columns than this are shown on their side (a quantity per line).
+# One-row tables with more columns than this are shown on their side (a quantity per line), and
+# on request tables of up to MAX_SIDEWAYS_ROWS rows (a line per quantity, a column per row).
 MAX_ACROSS = 6
+MAX_SIDEWAYS_ROWS = 6
 
 
 def column_kind(table: str | None, column: str, dtype: object = None) -> str:
@@ -575,6 +577,7 @@ def report_table(
     name: str | None = None,
     columns: list[str] | None = None,
     notes: tuple[str, ...] = (),
+    sideways: bool = False,
     **context: str,
 ) -> ReportTable:
     """A result table as the report shows it: labelled, rounded, typeset as HTML and LaTeX.
@@ -591,6 +594,9 @@ def report_table(
         Only these columns, in this order.
     notes : tuple of str
         Sentences for the table's note.
+    sideways : bool
+        A table of up to :data:`MAX_SIDEWAYS_ROWS` rows is shown on its side whatever its width
+        (a model's details per contrast).
     **context : str
         ``unit``, ``ref``, ``trt``, ``padjust`` for the labels.
 
@@ -599,7 +605,8 @@ def report_table(
     ReportTable
         Columns empty in every row are left out (the CSV keeps them); a missing cell is an
         em dash, which the note explains; a one-row table of more than :data:`MAX_ACROSS`
-        columns has one line per quantity.
+        columns has one line per quantity, and so has a ``sideways`` table of up to
+        :data:`MAX_SIDEWAYS_ROWS` rows (a column per row, headed by its first column).
     """
     import pandas as pd
 
@@ -629,6 +636,16 @@ def report_table(
             {"quantity": [labels[c] for c in cells.columns], "value": cells.iloc[0].tolist()}
         )
         labels = {"quantity": "Quantity", "value": "Value"}
+        label_column = "quantity"
+    elif sideways and 1 < len(cells) <= MAX_SIDEWAYS_ROWS:
+        # A few rows of many quantities (a model's details per contrast): a line per quantity
+        # and a column per row, headed by the row's key (its first column).
+        key, *rest = cells.columns
+        heads = [f"_{i}" for i in range(len(cells))]
+        sideways = {"quantity": [labels[c] for c in rest]}
+        sideways.update({h: cells[rest].iloc[i].tolist() for i, h in enumerate(heads)})
+        labels = {"quantity": "Quantity", **dict(zip(heads, cells[key], strict=True))}
+        cells = pd.DataFrame(sideways)
         label_column = "quantity"
     right = {
         c

@@ -55,8 +55,11 @@ _LATEX_CHARACTERS = {
     "\\textbar{}": "$|$",
     "|": "$|$",
     # Column names and formulas (require_completed, pair_id) may break after an underscore in a
-    # narrow column instead of running into the next one.
-    "\\_": "\\_\\allowbreak{}",
+    # narrow column instead of running into the next one, format names after their colon
+    # (mitigated:self-debias); the zero glue also lets TeX hyphenate the part after it, as
+    # after a hyphen between letters (_HYPHEN), which TeX otherwise leaves whole.
+    "\\_": "\\_\\hspace{0pt}",
+    ":": ":\\hspace{0pt}",
     "\\textasciitilde{}": "$\\sim$",
     # great_tables writes a quote in a label as \textquotedbl, which pdfLaTeX's default (OT1)
     # font encoding lacks; a plain quote character prints in every encoding.
@@ -66,9 +69,17 @@ _LATEX_PATTERN = re.compile("|".join(map(re.escape, _LATEX_CHARACTERS)))
 # Tables of more lines than this (a long cell counts a line per 45 characters) become a LaTeX
 # longtable, which breaks across pages; a float taller than the page would not print whole.
 _LONGTABLE_LINES = 28
-# About how many characters of 9 pt text fit across a journal page's text block: a table
-# wider than this gets paragraph columns that wrap, each as wide as its longest content.
-_LINE_CHARACTERS = 80
+# A journal page's text block (article's \linewidth, pt) and a column's two \tabcolsep (6 pt
+# each): a table wider than the line gets paragraph columns that wrap, each as wide as its
+# longest content.
+_LINE_PT = 345.0
+_GAP_PT = 12.0
+# Font sizes a table may shrink to when its longest words do not fit across at 9 pt (a word
+# wider than its column would run into the next one), with the average width of a character
+# at each (pt; Computer Modern's smaller sizes are relatively wider).
+_CHAR_PT = {9.0: 4.6, 8.0: 4.3, 7.0: 4.0, 6.0: 3.75}
+# A word of letters is hyphenated in a narrow column: it needs about this many characters.
+_WORD_PIECE = 10
 _CAPTION_SETUP = "\\captionsetup{justification=raggedright,singlelinecheck=false}"
 # The column specification great_tables writes: tabular* (with the fill) or longtable.
 _COLSPEC = re.compile(
@@ -88,8 +99,12 @@ def _label(text: str) -> str:
     return "".join(f"*{p}*" if i % 2 else _escape(p) for i, p in enumerate(parts))
 
 
+_HYPHEN = re.compile(r"(?<=[A-Za-z])-(?=[A-Za-z])")
+
+
 def _latex_text(latex: str) -> str:
-    return _LATEX_PATTERN.sub(lambda m: _LATEX_CHARACTERS[m.group(0)], latex)
+    latex = _LATEX_PATTERN.sub(lambda m: _LATEX_CHARACTERS[m.group(0)], latex)
+    return _HYPHEN.sub(lambda _: "-\\hspace{0pt}", latex)
 
 
 @dataclass
@@ -195,6 +210,9 @@ class ReportTable:
         # setting stays inside the table's float or group.
         start = "\\begingroup" if long else "\\begin{table}[htbp]"
         latex = latex.replace(start, f"{start}\n{_CAPTION_SETUP}", 1)
+        # A longtable's note is a minipage as wide as the line: without \noindent the
+        # paragraph indent pushes it 15 pt into the margin.
+        latex = latex.replace("\\begin{minipage}", "\\noindent\\begin{minipage}")
         return _latex_text(self._fit(latex))
 
     def _fit(self, latex: str) -> str:
@@ -202,8 +220,10 @@ class ReportTable:
 
         great_tables gives every column ``l`` or ``r``, which never wraps: a 12-column table or
         a long formula would run into the margin. Paragraph columns (``p``, aligned as before)
-        then share the line: each gets at least its longest word (a number is one word), and
-        the rest of the line goes to the columns whose text is longer, in proportion.
+        then share the line: each gets at least its longest word (a number is one word; a name
+        breaks after its underscores), and the rest of the line goes to the columns whose text
+        is longer, in proportion. When even the longest words do not fit across, the table's
+        font shrinks until they do (to 6 pt at the least).
         """
         match = _COLSPEC.search(latex)
         if match is None:
@@ -212,25 +232,54 @@ class ReportTable:
         for c in self.cells.columns:
             label = self.labels.get(c, c)
             cells = list(self.cells[c])
-            words = [
-                w for text in [label, *([] if c in self.right else cells)] for w in text.split()
-            ]
-            numbers = [len(v) for v in cells] if c in self.right else []
-            least.append(min(max([3, *numbers, *map(len, words)]), 25))
+            texts = [label, *([] if c in self.right else cells)]
+            # LaTeX may break a cell after a space, an underscore, a colon or a hyphen between
+            # letters; a number stays whole.
+            words = [w for text in texts for w in re.split(r"[\s_:]+|(?<=[A-Za-z]-)", text) if w]
+            # A minus sign is set as math, about two characters wide.
+            numbers = [len(v) + v.count("−") for v in cells] if c in self.right else []
+            # TeX hyphenates a word of letters only; anything else stays whole.
+            pieces = [min(len(w), _WORD_PIECE) if w.isalpha() else len(w) for w in words]
+            # Capitals and digits are wider than the average character: some to spare.
+            least.append(1.3 * max([3, *numbers, *pieces]))
             want.append(max(least[-1], min(max([len(label), *map(len, cells)]), 60)))
-        if sum(want) + 2 * len(want) <= _LINE_CHARACTERS:
+        n = len(want)
+
+        def room(size: float, chars: list[float]) -> float:
+            """Characters of ``size`` pt left on the line after ``chars`` and the gaps (half
+            as wide in a table set smaller than 9 pt)."""
+            gap = _GAP_PT if size == sizes[0] else _GAP_PT / 2
+            return (_LINE_PT - gap * n) / _CHAR_PT[size] - sum(chars)
+
+        sizes = list(_CHAR_PT)
+        if room(sizes[0], want) >= 0:
             return latex
-        room = _LINE_CHARACTERS - sum(least)
+        size = next((s for s in sizes if room(s, least) >= 0), sizes[-1])
+        left = room(size, least)
         extra = sum(want) - sum(least)
-        widths = [lo + (hi - lo) * max(room, 0) / extra for lo, hi in zip(least, want, strict=True)]
-        n, total = len(widths), sum(widths)
+        widths = [
+            lo + (hi - lo) * min(max(left, 0) / extra, 1) if extra else lo
+            for lo, hi in zip(least, want, strict=True)
+        ]
+        total = sum(widths)
         aligned = {"r": "raggedleft", "l": "raggedright", "c": "centering"}
+        # \hspace{0pt} lets TeX hyphenate a cell's first word too (it hyphenates no word that
+        # follows no glue).
         spec = "".join(
-            f">{{\\{aligned[a]}\\arraybackslash}}p{{\\dimexpr({w / total:.3f}\\linewidth"
+            f">{{\\{aligned[a]}\\arraybackslash\\hspace{{0pt}}}}"
+            f"p{{\\dimexpr({w / total:.3f}\\linewidth"
             f"-{2 * n * w / total:.3f}\\tabcolsep)\\relax}}"
             for a, w in zip(match.group(2), widths, strict=True)
         )
-        return latex[: match.start()] + match.group(1) + spec + "}" + latex[match.end() :]
+        latex = latex[: match.start()] + match.group(1) + spec + "}" + latex[match.end() :]
+        if size != sizes[0]:
+            latex = latex.replace(
+                "\\fontsize{9.0pt}{10.8pt}\\selectfont",
+                f"\\fontsize{{{size:.1f}pt}}{{{1.2 * size:.1f}pt}}\\selectfont"
+                "\\setlength{\\tabcolsep}{3pt}",
+                1,
+            )
+        return latex
 
 
 def latex_file(fragments: list[str], *, title: str, generated: str, command: str) -> str:

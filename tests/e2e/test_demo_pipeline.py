@@ -100,7 +100,7 @@ def test_demo_pipeline_from_reviews_to_report_and_resumed(tmp_path):
     assert set(summarised["control_source_record"]) <= keys
 
     results = json.loads((out / "report" / "results.json").read_text())
-    contrasts = {(r["level"], r["versus"]) for r in results["tables"]["format_differences"]}
+    contrasts = {(r["level"], r["versus"]) for r in results["tables"]["effects"]}
     assert len(contrasts) == 2 * len(FORMATS) - 3
     assert {level for level, _ in contrasts} == set(FORMATS[1:])
     html = (out / "report" / "report.html").read_text()

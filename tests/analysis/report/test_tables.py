@@ -28,6 +28,17 @@ def written(results, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def written_k(tmp_path_factory):
+    """A report of four formats (five contrasts per model), random slopes included."""
+    from pathlib import Path
+
+    data = pd.read_csv(Path(__file__).parents[1] / "r" / "data" / "kformat_4x80x12.csv")
+    out = tmp_path_factory.mktemp("report_k")
+    write_results(analyze_choice(data), out, title="Four formats", figures=False)
+    return out
+
+
 def test_a_column_empty_in_every_row_is_left_out(results):
     rates = results.tables["selection_rates"]
     assert rates["p_val"].isna().all()  # the CSV keeps the pingouin-shaped column ...
@@ -95,12 +106,14 @@ def test_the_report_writes_every_table_as_latex_numbered_as_in_the_html(written)
     assert body.count("\\begin{table}") + body.count("\\begin{longtable}") == len(numbers_latex)
     assert body.count("\\begin{table}") == body.count("\\end{table}")
     # The wide per-pair table wraps in paragraph columns instead of running into the margin.
-    per_pair = body[body.index("Per-pair rates and tests:") :]
+    per_pair = body[body.index("Per-\\hspace{0pt}pair tests of each contrast") :]
     assert "p{\\dimexpr" in per_pair[: per_pair.index("\\toprule")]
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex (texlive) not installed")
-def test_the_latex_tables_compile_with_pdflatex(written, tmp_path):
+@pytest.mark.parametrize("report", ["written", "written_k"])
+def test_the_latex_tables_compile_with_pdflatex(report, request, tmp_path):
+    written = request.getfixturevalue(report)
     shutil.copy(written / "tables.tex", tmp_path / "tables.tex")
     document = (
         "\\documentclass{article}\n\\usepackage{array,booktabs,caption,longtable}\n"
@@ -116,3 +129,6 @@ def test_the_latex_tables_compile_with_pdflatex(written, tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:]
     assert (tmp_path / "paper.pdf").stat().st_size > 10_000
+    # Nothing runs into the margin (TeX reports a line wider than the text block).
+    overfull = re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", run.stdout)
+    assert all(float(w) < 1.0 for w in overfull), overfull
