@@ -45,7 +45,7 @@ put <- function(case, quantity, value) {
 
 alpha <- 0.025
 set.seed(20261127)
-n_sims <- 2000
+n_sims <- 1000
 x <- list(n = 45, m = 6, p0 = 0.4, or = 2.5, sd_p = 0.8, sd_i = 0.5)
 d <- design(x$n, x$m)
 hits <- 0
