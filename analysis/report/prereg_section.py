@@ -88,7 +88,7 @@ def primary_section(results: Results) -> dict[str, object] | None:
         tables.append(
             (
                 "Looks: the pre-registered test at each look against its bounds",
-                report_table(results.tables["looks"], name="looks"),
+                report_table(results.tables["looks"], name="looks", sideways=True),
             )
         )
     return {

@@ -644,7 +644,9 @@ def report_table(
         heads = [f"_{i}" for i in range(len(cells))]
         sideways = {"quantity": [labels[c] for c in rest]}
         sideways.update({h: cells[rest].iloc[i].tolist() for i, h in enumerate(heads)})
-        labels = {"quantity": "Quantity", **dict(zip(heads, cells[key], strict=True))}
+        # A numbered row (look 1, 2, ...) is headed with the key's label: "Look 1".
+        names = [f"{labels[key]} {v}" if v.isdigit() else v for v in cells[key]]
+        labels = {"quantity": "Quantity", **dict(zip(heads, names, strict=True))}
         cells = pd.DataFrame(sideways)
         label_column = "quantity"
     right = {

@@ -100,7 +100,7 @@ def test_bots_export_analysis_from_the_command_line(tmp_path):
     assert "no participants" in _run("flask", "--app", "webapp", "study", "list", env=env)
 
     from analysis.io import load_export
-    from analysis.stats.choice import chi2_choice
+    from analysis.stats.choice import chi2_choice, choice_effects
 
     df = load_export(csv_path)
     assert len(df) == 400 and set(df["is_test"]) == {"1"}  # kept as read, not in the way
@@ -108,8 +108,9 @@ def test_bots_export_analysis_from_the_command_line(tmp_path):
     assert not df.duplicated(["participant_id", "pair_id"]).any()
     assert df["wtp_premium"].notna().all()
     res = chi2_choice(df, levels=["original", "summary"]).iloc[0]
+    rd = choice_effects(df, levels=["original", "summary"]).iloc[0]  # the risk difference
     # Simulated 83.7% vs 52.3%: the test recovers the difference of 0.314.
-    assert res["ci_low"] < 0.314 < res["ci_high"]
+    assert rd["effect"] == "risk_difference" and rd["ci_low"] < 0.314 < rd["ci_high"]
     assert res["p_val"] < 1e-6
 
     # The report command on the same file; its chi-square is checked against scipy applied to
