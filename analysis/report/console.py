@@ -124,7 +124,7 @@ def choice_lines(
             where = f" [{chi['block']}]" if blocks else ""
             lines.append(
                 f"For comparison with the seed study{where}: "
-                f"chi2{yates}({chi['dof']}) = {chi['chi2']:.3f}, p {format_p(chi['p_val'])} "
+                f"chi2({chi['dof']}){yates} = {chi['chi2']:.3f}, p {format_p(chi['p_val'])} "
                 "(every choice treated as independent)"
             )
     if "speed" in t:

@@ -49,7 +49,7 @@ def test_choice_report_from_long_export(choice_export, default_report):
     _, data = choice_export
     out, result = default_report
     assert result.exit_code == 0, result.output
-    assert "chi2 (Yates)" in result.output and "WTP (crossed_sparse" in result.output
+    assert "chi2(1) (Yates)" in result.output and "WTP (crossed_sparse" in result.output
     # Satterthwaite t and the singular verdict are on the CLI line.
     assert "t(" in result.output and "not singular" in result.output
     for name in (
