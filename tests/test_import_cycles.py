@@ -11,11 +11,10 @@ from __future__ import annotations
 import grimp
 import pytest
 
-# To be removed: a split of analysis.stats left choice and wtp sharing helpers both ways, and
-# the allocation service and the task types' base class ask each other (through the registry)
-# since slot behaviour moved into the task types.
+# To be removed: the allocation service and the task types' base class ask each other (through
+# the registry) since slot behaviour moved into the task types.
 KNOWN = {
-    "analysis": [["analysis.stats.choice", "analysis.stats.wtp"]],
+    "analysis": [],
     "webapp": [["webapp.services.allocation", "webapp.tasks.base", "webapp.tasks.registry"]],
 }
 

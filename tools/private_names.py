@@ -47,22 +47,12 @@ PUBLIC_UNDERSCORED = {
 # (module path relative to the root, private name) -> why it is allowed. Every entry names one
 # module's use of one name; a new use needs its own entry and reason, and an entry nothing
 # needs any more fails the check until it is deleted.
-_STATS_SPLIT = "to be removed: a split of analysis.stats left its modules sharing helpers"
 ALLOWED: dict[tuple[str, str], str] = {
     # transformers has no public getter of the attention implementation a model runs with
     # (its docs read model.config._attn_implementation; the setter, set_attn_implementation,
     # is public). Eager attention is switched on for one forward pass and the previous one
     # restored. transformers is held below 6 in the llm extra.
     ("analysis/mitigation/rerank.py", "_attn_implementation"): "no public form",
-    ("analysis/plan/power.py", "_one_blas_thread"): _STATS_SPLIT,
-    ("analysis/report/pipeline.py", "_prepare"): _STATS_SPLIT,
-    ("analysis/stats/covariates.py", "_levels"): _STATS_SPLIT,
-    ("analysis/stats/covariates.py", "_check_design"): _STATS_SPLIT,
-    ("analysis/stats/glmm.py", "_one_blas_thread"): _STATS_SPLIT,
-    ("analysis/stats/wtp.py", "_CrossedProblem"): _STATS_SPLIT,
-    ("analysis/stats/wtp.py", "_ReducedSlopesProblem"): _STATS_SPLIT,
-    ("analysis/stats/wtp.py", "_one_blas_thread"): _STATS_SPLIT,
-    ("analysis/stats/wtp.py", "_levels"): _STATS_SPLIT,
 }
 
 # Names that are public by spelling but internals of the libraries we use (their own code

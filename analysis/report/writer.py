@@ -34,15 +34,6 @@ class FigureDrawer(Protocol):
     def collect(self) -> dict[str, bytes] | None: ...
 
 
-class FigureDrawer(Protocol):
-    """What the writer needs of a figure worker: ``submit`` and ``collect``, as
-    :class:`analysis.report.figure_worker.FigureWorker` has them (it imports this module)."""
-
-    def submit(self, results: Results, names: Collection[str] | None = None) -> bool: ...
-
-    def collect(self) -> dict[str, bytes] | None: ...
-
-
 def to_jsonable(value: object) -> object:
     """Convert DataFrames, numpy scalars and NaN into JSON values (NaN/inf -> null), losslessly.
 
