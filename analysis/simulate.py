@@ -126,7 +126,7 @@ def simulate_choice_study(
         + v_wtp[order]
         + rng.normal(0, wtp_residual_sd, n)
     ).clip(0)
-    premium_usd = pct * price / 100
+    premium = pct * price / 100
     seeds = rng.integers(0, 2**31 - 1, n_participants)
     start = pd.Timestamp("2026-01-01T09:00:00Z") + pd.to_timedelta(
         rng.uniform(0, 86400 * 7, n_participants), unit="s"
@@ -148,9 +148,10 @@ def simulate_choice_study(
             "target_side": target_side,
             "chosen_side": chosen_side,
             "chose_target": chose,
-            "other_price_usd": price,
-            "wtp_premium_usd": premium_usd,
-            "wtp_premium_pct": 100 * premium_usd / price,
+            "currency": "USD",
+            "other_price": price,
+            "wtp_premium": premium,
+            "wtp_premium_pct": 100 * premium / price,
             "rt_ms": rng.gamma(4, 4000, n).round().astype(int),
             "wtp_rt_ms": rng.gamma(3, 3000, n).round().astype(int),
             "server_rt_ms": rng.gamma(4, 4100, n).round().astype(int),

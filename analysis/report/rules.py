@@ -123,14 +123,15 @@ def authenticity_sensitivity(
     -------
     pandas.DataFrame or None
         Two rows, ``analysis`` ``with authenticity exclusions`` (as run) and ``without``:
-        ``n_participants``, ``n_trials``, ``estimate`` (risk difference, treatment minus
-        reference), ``ci_low``, ``ci_high`` (Newcombe) and ``p_val`` of the primary chi-square
+        ``n_participants``, ``n_trials``, ``estimate`` (risk difference of the first contrast,
+        treatment minus reference), ``ci_low``, ``ci_high`` (Newcombe; both from
+        :func:`analysis.stats.choice.choice_effects`) and ``p_val`` of the primary chi-square
         test (:func:`analysis.stats.choice.chi2_choice`, its first row).
     """
     import pandas as pd
 
     from analysis.exclusions import exclude_choice
-    from analysis.stats.choice import chi2_choice
+    from analysis.stats.choice import chi2_choice, choice_effects
 
     if not rules.has_authenticity:
         return None
@@ -141,14 +142,16 @@ def authenticity_sensitivity(
     ):
         kept, _ = exclude_choice(data, applied)
         primary = chi2_choice(kept, levels=levels).iloc[0]
+        effects = choice_effects(kept, levels=levels)
+        difference = effects[effects["effect"] == "risk_difference"].iloc[0]
         rows.append(
             {
                 "analysis": name,
                 "n_participants": int(kept["participant_id"].nunique()),
                 "n_trials": len(kept),
-                "estimate": float(primary["estimate"]),
-                "ci_low": float(primary["ci_low"]),
-                "ci_high": float(primary["ci_high"]),
+                "estimate": float(difference["estimate"]),
+                "ci_low": float(difference["ci_low"]),
+                "ci_high": float(difference["ci_high"]),
                 "p_val": float(primary["p_val"]),
             }
         )

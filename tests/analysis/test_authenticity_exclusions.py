@@ -15,7 +15,7 @@ from analysis.report.rules import (
     sensitivity_sentence,
 )
 from analysis.simulate import simulate_choice_study
-from analysis.stats.choice import chi2_choice
+from analysis.stats.choice import chi2_choice, choice_effects
 
 
 def _with_scores(seed: int = 3) -> pd.DataFrame:
@@ -86,12 +86,16 @@ def test_the_sensitivity_line_is_the_primary_test_with_and_without_the_rule():
     rules = ChoiceRules(authenticity_max_score=2, authenticity_canary=True)
     table = authenticity_sensitivity(data, rules)
     assert list(table["analysis"]) == ["with authenticity exclusions", "without"]
-    # Each row is chi2_choice's primary row on the data each rule set keeps.
+    # Each row is the primary contrast's risk difference and chi2_choice's primary test on the
+    # data each rule set keeps.
     for row, applied in zip(table.itertuples(), (rules, ChoiceRules()), strict=True):
         kept, _ = exclude_choice(data, applied)
         primary = chi2_choice(kept).iloc[0]
+        effects = choice_effects(kept)
+        difference = effects[effects["effect"] == "risk_difference"].iloc[0]
         assert row.n_participants == kept["participant_id"].nunique()
-        assert np.isclose(row.estimate, primary["estimate"])
+        assert np.isclose(row.estimate, difference["estimate"])
+        assert np.isclose(row.ci_low, difference["ci_low"])
         assert np.isclose(row.p_val, primary["p_val"])
     assert table.loc[0, "n_participants"] == 48 and table.loc[1, "n_participants"] == 60
     # The agents always chose the target: keeping them changes the estimate.
