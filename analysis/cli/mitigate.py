@@ -457,11 +457,13 @@ def compare_command(
     if result.fact_checking is not None:
         write_csv(result.fact_checking, out / "fact_check_table.csv")
         click.echo(result.fact_checking[
-            ["period", "method", "actual_acc", "falsified_acc", "strict_acc", "hallucination_rate"]
+            ["period", "method", "actual_acc", "falsified_acc", "strict_acc",
+             "actual_news_error_rate", "strict_error_rate"]
         ].to_string(index=False, float_format=lambda v: f"{v:.3f}"))  # fmt: skip
         click.echo(
-            "hallucination_rate = 1 - strict accuracy; the seed study's headline rate is its "
-            "'post' row (answers about events after the model's cutoff)."
+            "actual_news_error_rate = 1 - actual-news accuracy (real news called false); its "
+            "'post' row, averaged over models, is the seed study's headline hallucination rate. "
+            "strict_error_rate = 1 - strict accuracy (s_TH)."
         )
     click.echo(f"tables and plot in {out}")
     if any(run.n_failed for run in result.runs):

@@ -30,8 +30,8 @@ SPECIAL_TOKENS = [
 
 _CORPUS = """\
 Summarize the following product review. The headphones are comfortable and the sound is clear,
-but the battery died after two weeks and support never answered. Classify the framing of the text
-as Positive, Negative, or Neutral. Respond with the class label only. Is the following statement
+but the battery died after two weeks and support never answered. Is the framing of this text
+Positive, Negative, or Neutral? Answer with the label alone. Is the following statement
 true or false? True [High Confidence] False [Low Confidence]. Which of the two summaries is better?
 Summary A Summary B. The interview covered the election, the economy, taxes, health care and the
 war. From the left perspective, the policy protects workers; from the right perspective, it costs

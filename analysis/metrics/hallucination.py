@@ -6,6 +6,11 @@ answered ``true``; falsified-news accuracy the share of negated items answered `
 accuracy s_TH the share of complete pairs with both answered correctly. Items dated on or before the
 model's cutoff are ``pre``, later ones ``post``; δH = |s_TH(pre) − s_TH(post)|.
 
+The seed study's headline, "hallucinates on 60.33 % of post-cutoff questions" (000 abstract), is
+1 − actual-news accuracy after the cutoff, averaged over its three models (Table 4: 75 %, 35 %
+and 9 % give 1 − 39.67 % = 60.33 %), not 1 − s_TH (that would be 85.33 %).
+:func:`add_error_rates` names both: ``actual_news_error_rate`` and ``strict_error_rate``.
+
 Every score is per model × method × template × period (:data:`HALLUCINATION_GROUPS`, the columns a
 file has): pooling two prompt templates or two mitigation methods into one group would pair the
 answers of one with those of the other. An item without a date is never guessed into a period:
@@ -23,6 +28,7 @@ import pandas as pd
 __all__ = [
     "HALLUCINATION_GROUPS",
     "PERIODS",
+    "add_error_rates",
     "confidence_breakdown",
     "hallucination_gap",
     "hallucination_mean_of_means",
@@ -237,6 +243,28 @@ def hallucination_scores(
     return _sort_periods(pd.DataFrame(rows), keys)
 
 
+def add_error_rates(scores: pd.DataFrame) -> pd.DataFrame:
+    """Add the two error rates to a table with ``actual_acc`` and ``strict_acc``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with ``actual_news_error_rate`` (1 − ``actual_acc``: the share of real news the
+        model calls false; in the ``post`` rows, averaged over models, the seed study's headline
+        hallucination figure) and ``strict_error_rate`` (1 − ``strict_acc``, 1 − s_TH).
+
+    Examples
+    --------
+    >>> add_error_rates(pd.DataFrame({"actual_acc": [0.75], "strict_acc": [0.21]})).round(2)
+       actual_acc  strict_acc  actual_news_error_rate  strict_error_rate
+    0        0.75        0.21                    0.25               0.79
+    """
+    return scores.assign(
+        actual_news_error_rate=1.0 - scores["actual_acc"],
+        strict_error_rate=1.0 - scores["strict_acc"],
+    )
+
+
 def hallucination_gap(scores: pd.DataFrame) -> pd.DataFrame:
     """δH = |s_pre − s_post| per group from :func:`hallucination_scores`.
 
@@ -279,8 +307,10 @@ def hallucination_mean_of_means(
     pandas.DataFrame
         One row per remaining group and period: those columns, ``period``, ``n_means`` (groups
         averaged, those with a value of ``strict_acc``), ``actual_acc``, ``falsified_acc``,
-        ``strict_acc``; and in the ``pre``/``post`` rows ``delta_h``, the mean over models of
-        each model's δH (NaN in the other rows).
+        ``strict_acc``, ``actual_news_error_rate`` and ``strict_error_rate`` (one minus the
+        means: the ``post`` row's ``actual_news_error_rate`` is the seed study's headline); and
+        in the ``pre``/``post`` rows ``delta_h``, the mean over models of each model's δH (NaN
+        in the other rows).
     """
     keys = [c for c in HALLUCINATION_GROUPS if c in scores.columns and c not in over]
     values = ["actual_acc", "falsified_acc", "strict_acc"]
@@ -295,7 +325,7 @@ def hallucination_mean_of_means(
     else:
         out["delta_h"] = delta
     out.loc[~out["period"].isin(["pre", "post"]), "delta_h"] = np.nan
-    return _sort_periods(out, keys)
+    return _sort_periods(add_error_rates(out), keys)
 
 
 def confidence_breakdown(

@@ -4,9 +4,11 @@
   tokens (the last chunk also takes the remainder, so nothing is lost).
 - Weighted Summaries gives the beginning, middle and end 33 %, 34 % and 33 % of the target length,
   rounded so the budgets sum exactly to the target.
-- Position-Invariant Shuffle splits a document into sentences and shuffles them with a fixed seed
-  (42). Sentences come from the shared splitter (:func:`analysis.metrics.text.split_sentences`,
-  so "The U.S." is not cut into "The U." and "S."); ``split="periods"`` reproduces the seed
+- Position-Invariant Shuffle splits a document into sentences and shuffles them with a seed
+  (42, 000 A.6) combined with the item's id, so texts of equal sentence count get different
+  permutations (``seed_scope="fixed"`` gives every text the permutation of seed 42 alone).
+  Sentences come from the shared splitter (:func:`analysis.metrics.text.split_sentences`, so
+  "The U.S." is not cut into "The U." and "S."); ``split="periods"`` reproduces the seed
   description's literal "split on periods".
 - Attention-Sort works on passages (:func:`analysis.metrics.text.passages`: lines or blank-line
   paragraphs; sentences when there is only one).
@@ -24,8 +26,10 @@ __all__ = [
     "chunk_document",
     "paragraphs",
     "shuffle_sentences",
+    "SEED_SCOPES",
     "SPLITS",
     "split_on_periods",
+    "text_seed",
     "weighted_budgets",
 ]
 
@@ -124,15 +128,37 @@ def split_on_periods(text: str) -> list[str]:
 SPLITS = ("sentences", "periods")
 
 
-def shuffle_sentences(text: str, seed: int = 42, *, split: str = "sentences") -> str:
+SEED_SCOPES = ("text", "fixed")
+
+
+def text_seed(seed: int, item_id: str, scope: str = "text") -> int | str:
+    """The seed one text is shuffled with.
+
+    With ``scope="text"`` it is ``"SEED:ITEM_ID"`` (``random.Random`` hashes a string seed with
+    SHA-512, so it is the same in every process), giving each text its own permutation that
+    anyone can re-derive; with ``scope="fixed"`` every text is shuffled with ``seed`` itself, so
+    all texts with the same number of sentences get the same permutation.
+
+    >>> text_seed(42, "r01"), text_seed(42, "r01", "fixed")
+    ('42:r01', 42)
+    """
+    if scope == "text":
+        return f"{seed}:{item_id}"
+    if scope == "fixed":
+        return seed
+    raise ValueError(f"seed_scope must be one of {SEED_SCOPES}, got {scope!r}")
+
+
+def shuffle_sentences(text: str, seed: int | str = 42, *, split: str = "sentences") -> str:
     """Shuffle the sentences of ``text`` with ``random.Random(seed)``.
 
     Parameters
     ----------
     text : str
         The document.
-    seed : int, default 42
-        The shuffle seed; the same text and seed always give the same order.
+    seed : int or str, default 42
+        The shuffle seed (:func:`text_seed` gives a text its own); the same text and seed always
+        give the same order.
     split : {"sentences", "periods"}, default "sentences"
         ``sentences`` uses the shared library splitter; ``periods`` cuts at every period
         (:func:`split_on_periods`), the seed description taken literally.

@@ -53,7 +53,7 @@ SUMMARY_FIELDS = ("item_id", "text")
 
 FACT_COLUMNS = [
     "period", "method", "family", "n_true", "n_false", "n_pairs",
-    "actual_acc", "falsified_acc", "strict_acc", "hallucination_rate",
+    "actual_acc", "falsified_acc", "strict_acc", "actual_news_error_rate", "strict_error_rate",
 ]  # fmt: skip
 
 
@@ -199,11 +199,12 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
         ``method``, ``family``, ``n_true``, ``n_false``, ``n_pairs``, ``actual_acc``,
         ``falsified_acc``,
         ``strict_acc`` (from :func:`analysis.metrics.hallucination.hallucination_scores`),
-        ``hallucination_rate`` (1 - ``strict_acc``: the seed study's "hallucinates on X % of
-        post-cutoff questions" is this rate in the ``post`` rows, averaged over models) and
-        ``model``.
+        ``actual_news_error_rate`` (1 - ``actual_acc``: real news called false; averaged over
+        models in the ``post`` rows it is the seed study's "hallucinates on 60.33 % of
+        post-cutoff questions", 000 abstract and Table 4), ``strict_error_rate`` (1 -
+        ``strict_acc``: pairs not both answered right) and ``model``.
     """
-    from analysis.metrics.hallucination import hallucination_scores
+    from analysis.metrics.hallucination import add_error_rates, hallucination_scores
     from analysis.metrics.records import column, select_task
 
     rows = select_task(records, "fact-check")
@@ -236,9 +237,8 @@ def fact_check_table(records: pd.DataFrame, *, cutoff: str | None) -> pd.DataFra
         cutoffs = dict.fromkeys(flat["model"].unique(), cutoff) if cutoff else None
         scores = hallucination_scores(flat, cutoffs=cutoffs)
         frames.append(scores.assign(method=method))
-    table = pd.concat(frames, ignore_index=True)
+    table = add_error_rates(pd.concat(frames, ignore_index=True))
     table["family"] = table["method"].map(_family)
-    table["hallucination_rate"] = 1.0 - table["strict_acc"]
     periods = {"pre": 0, "post": 1, "undated": 2, "all": 3}
     table = table.sort_values(
         ["period", "method"],

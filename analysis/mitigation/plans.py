@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.llm.templates import PromptTemplate, get_template
+from analysis.llm.templates import PromptTemplate, TemplateError, get_template, placeholders
 from analysis.mitigation import chunking, decoding, guard, prompt_file, self_debias
 from analysis.mitigation import prompts as P
 from analysis.mitigation.registry import get_method
@@ -103,13 +103,12 @@ def _summary_from(key: str, *, section: str | None = None) -> Finish:
     return finish
 
 
-def _fact_from(key: str, *, section: str | None = None) -> Finish:
+def _fact_from(key: str) -> Finish:
     from analysis.llm.parsing import parse_fact_check
 
     def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
         answer = state.values[key]
-        verdict = P.extract_section(answer, section)[0] if section else answer
-        label, confidence = parse_fact_check(verdict)
+        label, confidence = parse_fact_check(answer)
         return {"output": answer, "label": label, "confidence": confidence}
 
     return finish
@@ -160,37 +159,52 @@ def _cot(over: Steps) -> Plan:
 
 
 def _ccs(over: Steps) -> Plan:
-    # Three passes kept apart: a draft, the simulated biased summaries, and the comparison that
-    # corrects the draft against them.
-    draft, simulate, rewrite = (
-        P.step_template(s, over) for s in ("ccs-draft", "ccs-simulate", "ccs-rewrite")
-    )
-    return Plan(
-        "summarize",
-        (
-            _one_call(draft, "draft"),
-            _followup("counterfactuals", simulate, ["draft"]),
-            _followup("rewrite", rewrite, ["draft", "counterfactuals"]),
-        ),
-        _summary_from("rewrite", section="FINAL_SUMMARY"),
-        (draft, simulate, rewrite),
-    )
+    # Two passes (000 A.6): the draft comes with the simulated deviations in one answer; the
+    # final revision (A.8) sees the text, the draft and the deviations.
+    first, final = P.step_template("ccs-draft", over), P.step_template("ccs-rewrite", over)
+
+    def revise(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        draft, deviations, found = P.draft_and_deviations(state.values["first"])
+        state.values.update(draft=draft, counterfactuals=deviations)
+        state.values["deviations_found"] = found
+        fields = {"text": state.source, "draft": draft, "counterfactuals": deviations}
+        return [Call("rewrite", final, fields, state.source)]
+
+    finish = _summary_from("rewrite", section="FINAL_SUMMARY")
+
+    def finished(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {**finish(state, params), "deviations_found": state.values["deviations_found"]}
+
+    return Plan("summarize", (_one_call(first, "first"), revise), finished, (first, final))
 
 
 def _self_help(over: Steps) -> Plan:
-    draft, critique, rewrite = (
-        P.step_template(s, over)
-        for s in ("self-help-draft", "self-help-critique", "self-help-rewrite")
+    # 000 A.8's rewrite sees the draft only; the self-critique of A.6 runs when the rewrite
+    # prompt asks for it ({critique}), since otherwise its answer would reach nothing.
+    draft, rewrite = (
+        P.step_template("self-help-draft", over),
+        P.step_template("self-help-rewrite", over),
     )
+    critiqued = "critique" in placeholders(rewrite.user) | placeholders(rewrite.system or "")
+    if not critiqued and "self-help-critique" in (over or {}):
+        raise TemplateError(
+            "self-help-critique was given but the self-help-rewrite prompt does not use "
+            "{critique}, so the critique would reach nothing; add {critique} to the rewrite or "
+            "drop the critique prompt"
+        )
+    stages = [_one_call(draft, "draft")]
+    used = [draft]
+    if critiqued:
+        critique = P.step_template("self-help-critique", over)
+        stages.append(_followup("critique", critique, ["draft"]))
+        used.append(critique)
+    uses = ["draft", "critique"] if critiqued else ["draft"]
+    stages.append(_followup("rewrite", rewrite, uses, "rewrite_max_new_tokens"))
     return Plan(
         "summarize",
-        (
-            _one_call(draft, "draft"),
-            _followup("critique", critique, ["draft"]),
-            _followup("rewrite", rewrite, ["draft", "critique"], "rewrite_max_new_tokens"),
-        ),
-        _summary_from("rewrite"),
-        (draft, critique, rewrite),
+        tuple(stages),
+        _summary_from("rewrite", section="FINAL_SUMMARY"),
+        (*used, rewrite),
     )
 
 
@@ -207,12 +221,12 @@ def _partial_summaries(over: Steps) -> Plan:
 
     def merge(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         n = int(params["n_chunks"])
-        partials = "\n\n".join(
-            f"Part {i}: {state.values[f'chunk-{i}'].strip()}" for i in range(1, n + 1)
-        )
+        # 000 A.8 lists the partial summaries one after another, unlabelled.
+        partials = "\n\n".join(state.values[f"chunk-{i}"].strip() for i in range(1, n + 1))
         return [Call("merge", merge_tpl, {"partials": partials}, state.source)]
 
-    return Plan("summarize", (chunks, merge), _summary_from("merge"), (part_tpl, merge_tpl))
+    finish = _summary_from("merge", section="FINAL_SUMMARY")
+    return Plan("summarize", (chunks, merge), finish, (part_tpl, merge_tpl))
 
 
 def _weights(params: Mapping[str, Any]) -> list[float]:
@@ -226,9 +240,9 @@ def _weighted_summaries(over: Steps) -> Plan:
 
     def parts(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
         weights = _weights(params)
-        # The prompt asks for about the budget (the model's tokens); the hard limit is only a
-        # safety cap well above it, so a part summary ends where the model ends it rather than
-        # being cut mid-sentence.
+        # The prompt asks for about the budget and not more (000 A.6, A.8); the hard limit is
+        # only a safety cap above it, so a part summary ends where the model ends it rather
+        # than being cut mid-sentence.
         budgets = chunking.weighted_budgets(int(params["target_tokens"]), weights)
         cap = float(params["cap_factor"])
         texts = split_parts(state.source, len(weights), unit="tokens")
@@ -246,30 +260,38 @@ def _weighted_summaries(over: Steps) -> Plan:
 
     def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
         n = len(_weights(params))
-        joined = " ".join(state.values[f"part-{i}"].strip() for i in range(1, n + 1))
-        return {"output": joined, "budgets": state.values["budgets"]}
+        parts = [P.extract_section(state.values[f"part-{i}"]) for i in range(1, n + 1)]
+        return {
+            "output": " ".join(text for text, _ in parts),
+            "budgets": state.values["budgets"],
+            "section_found": all(found for _, found in parts),
+        }
 
     return Plan("summarize", (parts,), finish, (tpl,))
 
 
-def _own_or_baseline(step: str, over: Steps) -> PromptTemplate:
-    """A re-ordering method's own prompt: its step file, a researcher's replacement of that step,
-    or (when only the baseline summarisation prompt is replaced) that replacement."""
-    mine, base = (over or {}).get(step), (over or {}).get("summarize")
-    return mine or base or P.step_template(step)
-
-
 def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
-    tpl = _own_or_baseline("position-shuffle", templates)
+    tpl = P.step_template("position-shuffle", templates)
 
     def shuffle(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
+        seed = chunking.text_seed(
+            int(params["shuffle_seed"]), str(state.item["item_id"]), str(params["seed_scope"])
+        )
+        state.values["shuffle_seed_used"] = seed
         state.values["text"] = chunking.shuffle_sentences(
-            state.source, int(params["shuffle_seed"]), split=str(params["sentence_split"])
+            state.source, seed, split=str(params["sentence_split"])
         )
         return []
 
     def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {"output": state.values["summary"].strip(), "shuffled_text": state.values["text"]}
+        text, found = P.extract_section(state.values["summary"])
+        return {
+            "output": text,
+            "raw_output": state.values["summary"],
+            "section_found": found,
+            "shuffled_text": state.values["text"],
+            "shuffle_seed_used": state.values["shuffle_seed_used"],
+        }
 
     return Plan("summarize", (shuffle, _one_call(tpl)), finish, (tpl,))
 
@@ -277,31 +299,37 @@ def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
 def _attention_sort(templates: Mapping[str, PromptTemplate] | None) -> Plan:
     from analysis.mitigation.rerank import attention_sort
 
-    tpl = _own_or_baseline("attention-sort", templates)
+    tpl = P.step_template("attention-sort", templates)
+
+    def fields(units: Sequence[str], joiner: str) -> dict[str, str]:
+        return {"text": joiner.join(units), "segments": P.labelled_segments(list(units))}
 
     def reorder(state: ItemState, params: Mapping[str, Any], backend: Any) -> list[Call]:
-        def render(document: str) -> str:
-            return backend.format_prompt(tpl.messages(text=document))
+        def render(units: Sequence[str], joiner: str) -> str:
+            return backend.format_prompt(tpl.messages(**fields(units, joiner)))
 
-        text, history = attention_sort(
+        units, joiner, history = attention_sort(
             backend.model,
             backend.tokenizer,
             state.source,
             render,
             iterations=int(params["iterations"]),
         )
-        state.values["text"] = text
+        state.values.update(fields(units, joiner))
         state.values["attention"] = history
-        return []
+        return [Call("summary", tpl, fields(units, joiner), state.values["text"])]
 
     def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
+        text, found = P.extract_section(state.values["summary"])
         return {
-            "output": state.values["summary"].strip(),
+            "output": text,
+            "raw_output": state.values["summary"],
+            "section_found": found,
             "reordered_text": state.values["text"],
             "attention": state.values["attention"],
         }
 
-    return Plan("summarize", (reorder, _one_call(tpl)), finish, (tpl,))
+    return Plan("summarize", (reorder,), finish, (tpl,))
 
 
 def _decoding(
@@ -347,10 +375,8 @@ def _knowledge_boundary(over: Steps) -> Plan:
     return Plan("fact-check", (stage,), _fact_from("answer"), (tpl,))
 
 
-def _fact(tpl: PromptTemplate, section: str | None = None) -> Plan:
-    return Plan(
-        "fact-check", (_one_call(tpl, "answer"),), _fact_from("answer", section=section), (tpl,)
-    )
+def _fact(tpl: PromptTemplate) -> Plan:
+    return Plan("fact-check", (_one_call(tpl, "answer"),), _fact_from("answer"), (tpl,))
 
 
 def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan:
@@ -364,8 +390,8 @@ def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan
         ``summarize`` or ``fact-check``; only used for ``baseline``.
     templates : mapping, optional
         A researcher's own prompts (``--template KEY=PATH``), keyed by task or by step:
-        ``summarize`` replaces the baseline summarisation prompt (the baseline and every
-        method that prompts with it: position-shuffle, attention-sort, the decoding family),
+        ``summarize`` replaces the baseline summarisation prompt (the baseline and the
+        decoding family, which decodes it),
         ``fact-check`` the fact-check baseline, and a step of
         :data:`analysis.mitigation.prompts.STEPS` (``ccs-rewrite``, ``debias-prefix``,
         ``explain-choice`` …) that method's own prompt. Every template a plan uses is in
@@ -410,7 +436,7 @@ def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan
 
     builders: dict[str, Callable[[], Plan]] = {
         "self-awareness": lambda: _single(
-            "summarize", step("self-awareness"), _summary_from("summary")
+            "summarize", step("self-awareness"), _summary_from("summary", section="FINAL_SUMMARY")
         ),
         "chain-of-thought": lambda: _cot(over),
         "cloze": lambda: _single(
@@ -418,7 +444,7 @@ def plan_of(name: str, task: str = "summarize", templates: Steps = None) -> Plan
         ),
         "cognitive-counterfactual": lambda: _ccs(over),
         "self-help-debias": lambda: _self_help(over),
-        "prompt-calibration": lambda: _fact(step("prompt-calibration"), "Answer"),
+        "prompt-calibration": lambda: _fact(step("prompt-calibration")),
         "knowledge-boundary": lambda: _knowledge_boundary(over),
         "epistemic-tagging": lambda: _fact(step("epistemic-tagging")),
         "partial-summaries": lambda: _partial_summaries(over),

@@ -5,11 +5,13 @@ run without code changes::
 
     summarize: "Give the gist of this text: {text}"          # a generate task's prompt
     cot: "… {text} … FINAL_SUMMARY:"                         # a mitigation step
-    prompt-calibration: "… {text} … Answer:"                 # a method with one prompt
+    prompt-calibration: "… {text}"                           # a method with one prompt
     cognitive-counterfactual:                                # a method with several prompts
-      ccs-draft: "Summarize: {text}"
-      ccs-simulate: "… {draft} …"
-      ccs-rewrite: "… {draft} … {counterfactuals} … FINAL_SUMMARY:"
+      ccs-draft: "… {text} … DRAFT_SUMMARY: … DEVIATIONS: …"
+      ccs-rewrite: "… {text} … {draft} … {counterfactuals} … FINAL_SUMMARY:"
+    self-help-debias:
+      self-help-rewrite: "… {draft} … FINAL_SUMMARY:"        # the draft only, as 000 A.8
+    attention-sort: "CONTEXT: {segments} … FINAL_SUMMARY:"   # numbered "Segment N:" lines
     mirostat: "Summarize briefly: {text}"                    # that method's own summarize prompt
     self-debias:
       summarize: "Summarize: {text}"
@@ -90,7 +92,8 @@ def _step_template(step: str, value: Any, where: str) -> PromptTemplate:
         required=spec.required,
     )  # fmt: skip
     default = get_template(spec.task, f"mitigate-{step}")
-    return PromptTemplate(default.name, spec.task, user, system=system, source=where)
+    own = PromptTemplate(default.name, spec.task, user, system=system, source=where)
+    return spec.check(own, where)
 
 
 def _names() -> str:

@@ -94,44 +94,50 @@ METHODS: dict[str, MethodSpec] = {
             "prompt",
             "summarize",
             _FRAMING_PRIMACY,
-            "The summarisation prompt names the two biases (favouring the beginning; shifting "
-            "the framing) and asks the model to weigh all parts equally and keep the framing.",
+            "The summarisation prompt gives the model an unbiased-summarizer role and asks it to "
+            "add no framing bias, not to omit the middle and to keep the sentiment; the text "
+            "after FINAL_SUMMARY: is the summary.",
         ),
         MethodSpec(
             "chain-of-thought",
             "prompt",
             "summarize",
             _FRAMING_PRIMACY,
-            "One prompt: the model first writes analysis sections on the beginning, middle and "
-            "end of the text (key points, sentiment), then a FINAL_SUMMARY built from them.",
+            "One prompt: the model first describes the beginning, middle and end of the text "
+            "in analysis sections, then writes a concise FINAL_SUMMARY.",
         ),
         MethodSpec(
             "cloze",
             "prompt",
             "summarize",
             _FRAMING_PRIMACY,
-            "One prompt with BEGIN / MIDDLE / END blanks to fill, then a FINAL_SUMMARY blank; the "
-            "text after FINAL_SUMMARY is the summary.",
+            "One prompt with BEGIN / MIDDLE / END blanks to fill, then FINAL_SUMMARY; the text "
+            "after FINAL_SUMMARY is the summary.",
         ),
         MethodSpec(
             "cognitive-counterfactual",
             "prompt",
             "summarize",
             _FRAMING_PRIMACY,
-            "Cognitive Counterfactual Simulation: pass 1 drafts a summary; pass 2 simulates the "
-            "primacy, recency and framing distortions a biased reader would produce; pass 3 "
-            "compares the draft with them and corrects it (FINAL_SUMMARY).",
-            passes=3,
+            "Cognitive Counterfactual Simulation in two passes (000 A.6): pass 1 drafts a "
+            "summary and lists how a primacy-, recency- and framing-biased summary would "
+            "deviate from it; pass 2 writes a final summary that avoids those deviations "
+            "(FINAL_SUMMARY).",
+            passes=2,
         ),
         MethodSpec(
             "self-help-debias",
             "prompt",
             "summarize",
             _FRAMING_PRIMACY,
-            "Self-Help Debias: draft, then a self-critique of positional coverage and sentiment, "
-            "then a rewrite pass limited to rewrite_max_new_tokens tokens.",
-            params=(Param("rewrite_max_new_tokens", 300, "token limit of the rewrite pass"),),
-            passes=3,
+            "Self-Help Debias: a draft, then a rewrite of the draft alone (no bias, the "
+            "original sentiment, equal coverage of beginning, middle and end; FINAL_SUMMARY) "
+            "limited to rewrite_max_new_tokens tokens. A self-critique pass runs between them "
+            "when the rewrite prompt uses {critique} (3 passes).",
+            params=(
+                Param("rewrite_max_new_tokens", 300, "token limit of the rewrite pass (000 A.6)"),
+            ),
+            passes=2,
         ),
         # --- fact-checking family ---
         MethodSpec(
@@ -139,8 +145,9 @@ METHODS: dict[str, MethodSpec] = {
             "fact-checking",
             "fact-check",
             "hallucination",
-            "Chain-of-thought criteria for calling a statement True or False, with the rule to "
-            "answer False when in any doubt, ending with 'Answer: True|False'.",
+            "Criteria for calling a statement True (certain it happened or follows directly "
+            "from a known event, clear knowledge, specific details) or False (any doubt, "
+            "misleading content, no reliable information); exactly one word, no explanation.",
         ),
         MethodSpec(
             "knowledge-boundary",
@@ -149,7 +156,7 @@ METHODS: dict[str, MethodSpec] = {
             "hallucination",
             "Knowledge Boundary Awareness: the model's knowledge cutoff date is stated in the "
             "prompt, and the model is asked for its best prediction when a statement concerns "
-            "events after it.",
+            "events after it; exactly one word.",
             params=(
                 Param(
                     "cutoff",
@@ -163,7 +170,9 @@ METHODS: dict[str, MethodSpec] = {
             "fact-checking",
             "fact-check",
             "hallucination",
-            "True/False followed by a [High Confidence] or [Low Confidence] tag.",
+            "One of four answers, True or False followed by [High Confidence] or [Low "
+            "Confidence], with the [Certain] / [Uncertain] / [Reasoning] / [Conclusion] tags "
+            "as a guide to the reasoning.",
         ),
         # --- chunk family ---
         MethodSpec(
@@ -172,7 +181,8 @@ METHODS: dict[str, MethodSpec] = {
             "summarize",
             "primacy",
             "Partial Summaries Ensemble: the document is cut into n_chunks chunks of "
-            "floor(|D|/n_chunks) tokens, each summarised, and the partial summaries merged.",
+            "floor(|D|/n_chunks) tokens, each summarised on its own, and the partial summaries "
+            "merged into one coherent summary (FINAL_SUMMARY).",
             params=(Param("n_chunks", 3, "number of chunks"),),
             passes=4,
         ),
@@ -182,9 +192,9 @@ METHODS: dict[str, MethodSpec] = {
             "summarize",
             "primacy",
             "Weighted Summaries: beginning, middle and end are summarised separately, each "
-            "prompt asking for about 33%, 34% and 33% of target_tokens, and the three summaries "
-            "joined. A part's hard token limit is only a safety cap (cap_factor times its "
-            "budget).",
+            "prompt asking for about 33%, 34% and 33% of target_tokens and not more, and the "
+            "three summaries joined. A part's hard token limit is only a safety cap (cap_factor "
+            "times its budget).",
             params=(
                 Param("target_tokens", 100, "desired summary length in model tokens"),
                 Param("weights", "0.33,0.34,0.33", "budget shares of beginning, middle, end"),
@@ -205,7 +215,8 @@ METHODS: dict[str, MethodSpec] = {
             "primacy",
             "Attention-Sort Re-ordering: a forward pass measures the attention each paragraph "
             "receives; paragraphs are reordered from lowest to highest attention, repeated "
-            "iterations times, and the method's own prompt summarises the final order.",
+            "iterations times, and the method's own prompt gives them as numbered segments "
+            "before the task.",
             params=(Param("iterations", 2, "measure-and-reorder rounds"),),
             backends=TRANSFORMERS_ONLY,
         ),
@@ -214,10 +225,17 @@ METHODS: dict[str, MethodSpec] = {
             "re-rank",
             "summarize",
             "primacy",
-            "Position-Invariant Shuffle: sentences are shuffled with a fixed seed, then the "
-            "method's own prompt summarises the shuffled text.",
+            "Position-Invariant Shuffle: sentences are shuffled with a seed, then the method's "
+            "own prompt tells the model the text is out of order and asks for a summary of all "
+            "of it.",
             params=(
                 Param("shuffle_seed", 42, "seed of random.Random that shuffles the sentences"),
+                Param(
+                    "seed_scope",
+                    "text",
+                    "'text' (the seed combined with the item id: a permutation per text) or "
+                    "'fixed' (the seed alone: one permutation per sentence count)",
+                ),
                 Param(
                     "sentence_split",
                     "sentences",
@@ -297,10 +315,10 @@ METHODS: dict[str, MethodSpec] = {
             _FRAMING_PRIMACY,
             "Self-Debias Decoding: a second pass with a bias-naming prefix (< 30 tokens) gives "
             "p_bias; tokens with delta = p_main - p_bias < 0 are scaled by exp(decay * delta); the "
-            "biased pass is refreshed every refresh_every steps.",
+            "biased pass is refreshed every refresh_every steps (4 in 000 A.6).",
             params=(
                 Param("decay", 10.0, "lambda"),
-                Param("refresh_every", 4, "steps between biased passes"),
+                Param("refresh_every", 4, "steps between biased passes (000 A.6)"),
             ),
             backends=TRANSFORMERS_ONLY,
         ),
@@ -313,11 +331,11 @@ METHODS: dict[str, MethodSpec] = {
             "is about to choose (which part of the text it draws on; whether the sentiment is "
             "kept), then rule-based checks (TF-IDF coverage, VADER) run; a violation the "
             "explanation admits or the checks find makes candidates that deepen it rejected "
-            "and the token resampled within the top-k. The schedule (a check every check_every "
-            "steps, the min_words and alpha rules) is FrameLab's choice: the paper does not "
-            "give one.",
+            "and the token resampled within the top-k. A check every check_every = 5 steps is "
+            "000 A.6's; the min_words and alpha rules of the detector are FrameLab's choice: "
+            "the paper names a rule-based detector without its rules.",
             params=(
-                Param("check_every", 5, "steps between checks"),
+                Param("check_every", 5, "steps between checks (000 A.6)"),
                 Param("top_k", 5, "candidates considered at a check"),
                 Param("alpha", 0.05, "margin of the ignoring-middle rule"),
                 Param("min_words", 10, "output words before the middle rule applies"),

@@ -106,10 +106,10 @@ def attention_sort(
     model: Any,
     tokenizer: Any,
     text: str,
-    render: Callable[[str], str],
+    render: Callable[[Sequence[str], str], str],
     *,
     iterations: int = 2,
-) -> tuple[str, list[list[float]]]:
+) -> tuple[list[str], str, list[list[float]]]:
     """Reorder the paragraphs of ``text`` from least to most attended, ``iterations`` times.
 
     Parameters
@@ -119,15 +119,19 @@ def attention_sort(
     text : str
         The document.
     render : callable
-        ``document -> full prompt string`` (the chat-formatted summarisation prompt).
+        ``(units, joiner) -> full prompt string``: the chat-formatted summarisation prompt over
+        the units in their current order (as labelled segments or joined by ``joiner``); every
+        unit must occur in it verbatim.
     iterations : int, default 2
         Measure-and-sort rounds.
 
     Returns
     -------
-    reordered : str
-        The document with its units in the final order (paragraphs joined by blank lines,
-        sentences by spaces).
+    units : list of str
+        The units in the final order.
+    joiner : str
+        What joins them back into a document (a blank line between paragraphs, a space between
+        sentences).
     history : list of list of float
         The attention scores measured in each round, in the order of that round.
     """
@@ -135,10 +139,9 @@ def attention_sort(
     joiner = "\n\n" if len(units) > 1 and "\n\n" in text else " "
     history: list[list[float]] = []
     for _ in range(iterations):
-        document = joiner.join(units)
-        scores = paragraph_attention(model, tokenizer, render(document), units)
+        scores = paragraph_attention(model, tokenizer, render(units, joiner), units)
         history.append([float(s) for s in scores])
         # A stable sort keeps the original order among equally attended units.
         order = sorted(range(len(units)), key=lambda i: scores[i])
         units = [units[i] for i in order]
-    return joiner.join(units), history
+    return units, joiner, history

@@ -104,9 +104,7 @@ def test_clear_errors(tmp_path: Path) -> None:
 def test_templates_listing() -> None:
     result = CliRunner().invoke(generate, ["templates", "--task", "judge-framing", "--show"])
     assert result.exit_code == 0
-    assert (
-        "judge-framing" in result.output and "Respond with the class label only." in result.output
-    )
+    assert "judge-framing" in result.output and "Answer with the label alone." in result.output
 
 
 def test_generate_reruns_an_item_whose_input_changed(tmp_path: Path) -> None:

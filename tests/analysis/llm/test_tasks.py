@@ -88,10 +88,9 @@ def test_judge_framing_labels_and_keeps_unparsable(tmp_path: Path, fake_backend)
     assert by_id["r2"]["label"] == "other"
     assert by_id["r2"]["output"] == "Hmm, hard to say."  # raw answer kept
     prompt = backend.seen[0].messages[-1]["content"]
-    assert prompt.startswith(
-        "Classify the framing of the text as Positive, Negative, or Neutral. "
-        "Respond with the class label only."
-    )
+    # 000 A.1: the text first, then the instruction.
+    assert prompt.startswith(REVIEWS[0]["text"])
+    assert prompt.endswith("Positive, Negative, or Neutral? Answer with the label alone.")
 
 
 def test_judge_framing_of_summaries_reads_nested_field(tmp_path: Path, fake_backend) -> None:

@@ -72,7 +72,11 @@ def test_method_command_runs_and_resumes(tiny_model_dir, docs_file, tmp_path):
     assert "2 of 2 items done" in first
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["method"] for r in records} == {"position-shuffle"}
-    assert records[0]["hyperparameters"] == {"shuffle_seed": 3, "sentence_split": "sentences"}
+    assert records[0]["hyperparameters"] == {
+        "shuffle_seed": 3,
+        "seed_scope": "text",
+        "sentence_split": "sentences",
+    }
     assert "nothing to do" in _invoke(args)
 
 
@@ -235,12 +239,14 @@ def test_compare_warns_that_minilm_is_not_the_papers_embedder(tiny_model_dir, do
     assert quiet.exit_code == 0 and PRIMACY_SCALE_WARNING not in quiet.output
 
 
-def test_compare_prints_the_hallucination_rate_by_name(tiny_model_dir, tmp_path):
+def test_compare_prints_both_error_rates_by_name(tiny_model_dir, tmp_path):
     facts = _write_jsonl(tmp_path / "facts.jsonl", FACTS)
     out = tmp_path / "cmp"
     text = _invoke(["compare", "--facts", facts, "--methods", "epistemic-tagging", "--model",
                     tiny_model_dir, "--out", out, "--cutoff", "2023-06-30",
                     "--max-new-tokens", "2", "--device", "cpu", "--no-progress"])  # fmt: skip
     table = pd.read_csv(out / "fact_check_table.csv")
-    assert (table["hallucination_rate"] == 1 - table["strict_acc"]).all()
-    assert "hallucination_rate" in text and "'post' row" in text
+    assert (table["strict_error_rate"] == 1 - table["strict_acc"]).all()
+    assert (table["actual_news_error_rate"] == 1 - table["actual_acc"]).all()
+    assert "actual_news_error_rate" in text and "strict_error_rate" in text
+    assert "'post' row" in text

@@ -101,7 +101,7 @@ def test_framing_judgments_cover_every_summary(comparison):
 
 def test_fact_table_has_four_rows_per_cutoff_split(comparison):
     table = comparison[0].fact_checking
-    assert list(table.columns[:10]) == compare.FACT_COLUMNS
+    assert list(table.columns[:11]) == compare.FACT_COLUMNS
     for period in ("pre", "post", "all"):
         rows = table.loc[table["period"] == period]
         assert list(rows["method"]) == ["baseline", *compare.FACT_METHODS]

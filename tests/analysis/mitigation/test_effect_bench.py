@@ -90,12 +90,38 @@ def test_intervention_log_counts_changed_distributions_and_tokens(bench):
     assert 0 < rec["mean_tv"] <= rec["max_tv"] <= 1
 
 
-def test_the_source_texts_have_three_parts_of_different_sentiment(bench):
-    items = bench.load_items()
-    assert len(items) >= 50
-    assert len({i["item_id"] for i in items}) == len(items)
+def test_sources_reach_the_papers_lengths_from_the_repositorys_texts(bench):
+    """000 Table A3: reviews 2,180 and news 1,166 tokens on average; each source is the
+    repository's own paragraphs, a different selection and order per text."""
+    count = lambda text: len(text.split())  # noqa: E731  (a stand-in tokenizer: words)
+    items = bench.paper_length_sources(count, 4, targets={"review": 600, "news": 400})
+    assert [i["kind"] for i in items] == ["review", "news", "review", "news"]
+    assert len({i["item_id"] for i in items}) == 4
+    pool = {r["kind"]: [] for r in bench._read_jsonl(bench.TEXTS)}
+    for r in bench._read_jsonl(bench.TEXTS):
+        pool[r["kind"]].append(" ".join(r["parts"]))
+    pool["review"] += [r["text"] for r in bench._read_jsonl(bench.REVIEWS)]
     for item in items:
-        assert len(item["parts"]) == 3 and len(set(item["sentiment"])) >= 2, item["item_id"]
-        assert item["text"] == " ".join(item["parts"])
-    first = BENCH.with_name("texts").joinpath("mitigation_sources.jsonl").read_text()
-    assert json.loads(first.splitlines()[0])["item_id"] == items[0]["item_id"]
+        target = 600 if item["kind"] == "review" else 400
+        paragraphs = item["text"].split("\n\n")
+        assert set(paragraphs) <= set(pool[item["kind"]]) and len(set(paragraphs)) > 2
+        # Filled up to the target: the next paragraph would not have fitted.
+        assert target - max(map(count, pool[item["kind"]])) < item["n_tokens"] <= target
+        assert " ".join(item["parts"]) == " ".join(item["text"].split())
+    assert items[0]["text"].split("\n\n")[0] != items[2]["text"].split("\n\n")[0]
+    again = bench.paper_length_sources(count, 4, targets={"review": 600, "news": 400})
+    assert again == items  # seeded
+
+
+def test_a_prompts_file_row_is_compared_with_the_baseline_and_with_its_default(bench):
+    assert bench.comparisons(["baseline", "cloze", "cloze+a8"]) == [
+        ("cloze", "baseline"), ("cloze+a8", "baseline"), ("cloze+a8", "cloze")
+    ]  # fmt: skip
+
+
+def test_instruction_words_count_what_the_summary_takes_from_the_prompt(bench):
+    source = "The pump leaked water under the tray."
+    said = "Be an unbiased summarizer and keep the sentiment."
+    assert bench.instruction_words("The pump leaked water.", source, said) == 0.0
+    # content words: unbiased, summary, pump -> "unbiased" comes from the instructions only
+    assert bench.instruction_words("Unbiased summary: pump", source, said) == pytest.approx(1 / 3)

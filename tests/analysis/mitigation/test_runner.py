@@ -83,9 +83,9 @@ def test_interrupted_multi_pass_method_reuses_finished_passes(backend, tmp_path)
     run_method("self-help-debias", DOCS, backend, out, progress=False)
     out.unlink()  # the final records are lost; the passes survive
     run = run_method("self-help-debias", DOCS, backend, out, progress=False)
-    assert run.n_calls == 0 and run.n_calls_reused == 3 * len(DOCS)
+    assert run.n_calls == 0 and run.n_calls_reused == 2 * len(DOCS)
     assert len(_lines(out)) == len(DOCS)
-    assert len(_lines(passes_path(out))) == 3 * len(DOCS)
+    assert len(_lines(passes_path(out))) == 2 * len(DOCS)
 
 
 def test_hyperparameters_change_the_hash(backend, tmp_path):
@@ -98,8 +98,8 @@ def test_hyperparameters_change_the_hash(backend, tmp_path):
     hashes = {r["template_hash"] for r in _lines(out)}
     assert len(hashes) == 2
     assert {tuple(r["hyperparameters"].items()) for r in _lines(out)} == {
-        (("shuffle_seed", 42), ("sentence_split", "sentences")),
-        (("shuffle_seed", 7), ("sentence_split", "sentences")),
+        (("shuffle_seed", 42), ("seed_scope", "text"), ("sentence_split", "sentences")),
+        (("shuffle_seed", 7), ("seed_scope", "text"), ("sentence_split", "sentences")),
     }
 
 
@@ -151,7 +151,7 @@ class EchoBackend:
 def test_self_help_rewrite_pass_runs_with_300_tokens(tmp_path):
     backend = EchoBackend()
     run_method("self-help-debias", DOCS[:1], backend, tmp_path / "o.jsonl", progress=False)
-    assert backend.seen == [("draft", 50), ("critique", 50), ("rewrite", 300)]
+    assert backend.seen == [("draft", 50), ("rewrite", 300)]
     assert backend.settings.max_new_tokens == 50  # restored afterwards
 
 
@@ -166,16 +166,15 @@ def test_prompt_and_chunk_methods_run_on_a_server_backend(tmp_path):
     assert cot["section_found"] is True and cot["output"].endswith("chars")
     partial = records[("partial-summaries", "d1")]
     chunks = chunk_document(DOCS[0]["text"])
+    # Each chunk is summarised on its own, with the plain summarisation request.
     assert [partial["passes"][f"chunk-{i}"] for i in (1, 2, 3)] == [
-        f"FINAL_SUMMARY: {len(m)} chars"
-        for m in (
-            f"Summarize the following part ({i} of 3) of a longer text:\n\n{c}"
-            for i, c in enumerate(chunks, start=1)
-        )
+        f"FINAL_SUMMARY: {len(f'Summarize the following text:{chr(10) * 2}{c}')} chars"
+        for c in chunks
     ]
     weighted = records[("weighted-summaries", "d2")]
     assert weighted["budgets"] == [33, 34, 33]
-    assert weighted["output"].count("FINAL_SUMMARY") == 3  # three part summaries joined
+    # Three part summaries, each read after its FINAL_SUMMARY: marker, joined.
+    assert weighted["section_found"] is True and weighted["output"].count("chars") == 3
 
 
 def test_weighted_summaries_ask_for_about_the_budget_under_a_generous_cap(tmp_path):
@@ -229,7 +228,8 @@ def test_own_summarize_prompt_file_reaches_the_methods_built_on_it(tmp_path):
     for name in ("baseline", "position-shuffle"):
         backend = EchoBackend()
         run_method(name, DOCS[:1], backend, out, progress=False, templates=templates)
-        assert backend.prompts[0].startswith("Condense this article: ")
+        # The shuffle keeps its own prompt (it tells the model the text is out of order).
+        assert backend.prompts[0].startswith("Condense this article: ") is (name == "baseline")
     run_method("baseline", DOCS[:1], EchoBackend(), out, progress=False)
     hashes = {(r["method"], r["template_hash"]) for r in _lines(out)}
     assert len(hashes) == 3  # the own prompt is another key than the default's

@@ -25,7 +25,8 @@ from tests.analysis.mitigation.test_runner import DOCS, FACTS, EchoBackend
 
 
 def _own_text(step: str) -> str:
-    fields = " ".join("<{" + f + "}>" for f in STEPS[step].fields)
+    # A rewrite that asks for {critique} adds the critique pass (tested on its own).
+    fields = " ".join("<{" + f + "}>" for f in STEPS[step].fields if f != "critique")
     return f"MY OWN WORDING for {step}: {fields} FINAL_SUMMARY: Answer:"
 
 
@@ -45,9 +46,10 @@ def test_every_mitigation_prompt_is_a_default_file_registered_under_its_task():
         assert load_step_file(tpl.source, step.name).hash() == tpl.hash()
         for method in step.methods:
             assert method in METHODS
-    # Every method's plan draws its own prompts from these files (or the baseline's).
+    # Every method's plan draws its own prompts from these files (or the baseline's); the
+    # self-help critique runs only under a rewrite prompt that uses {critique}.
     used = {t.name for m in METHODS for t in plan_of(m).templates}
-    assert used == {"mitigate-" + s for s in STEPS} | {"baseline"}
+    assert used == {"mitigate-" + s for s in STEPS if s != "self-help-critique"} | {"baseline"}
 
 
 def test_no_prompt_text_is_left_in_the_mitigation_code():
@@ -63,9 +65,10 @@ def test_no_prompt_text_is_left_in_the_mitigation_code():
 
 
 def test_the_files_hold_the_former_wording_so_stored_results_still_resume():
-    """Hashes from before the move (commit b1b2c77): self-debias changes (its prefix, which
-    entered the hash through the processor's repr, is now also one of the method's templates),
-    and so do the methods whose prompts were later brought closer to the paper."""
+    """Hashes from before the move (commit b1b2c77): the Guard's prompt is unchanged; self-debias
+    changed (its prefix, which entered the hash through the processor's repr, is now also one of
+    the method's templates), and so did the methods whose prompts were brought to the structure
+    of 000 A.8."""
     settings = {"x": 1}
     before = {
         "cloze": "04ea74beab3abadb",
@@ -76,7 +79,7 @@ def test_the_files_hold_the_former_wording_so_stored_results_still_resume():
     }
     for name, old in before.items():
         now = method_hash(name, plan_of(name), METHODS[name].defaults(), settings)
-        assert (now == old) is (name != "self-debias"), name
+        assert (now == old) is (name == "explanation-guard"), name
 
 
 def _prompts_sent(step: str, tmp_path: Path, templates=None):
@@ -93,7 +96,29 @@ def _prompts_sent(step: str, tmp_path: Path, templates=None):
     return backend.prompts, records, out
 
 
-SERVER_STEPS = [s for s in STEPS if METHODS[STEPS[s].methods[0]].backends != ("transformers",)]
+SERVER_STEPS = [
+    s for s in STEPS
+    if METHODS[STEPS[s].methods[0]].backends != ("transformers",) and s != "self-help-critique"
+]  # fmt: skip
+
+
+def test_the_self_help_critique_runs_when_the_rewrite_asks_for_it(tmp_path):
+    """000 A.8's rewrite sees the draft only (two passes); a rewrite that uses {critique} gets
+    A.6's self-critique pass before it; a critique no rewrite reads is refused."""
+    rewrite = tmp_path / "rewrite.txt"
+    rewrite.write_text("Fix <{draft}> by <{critique}>. FINAL_SUMMARY:\n")
+    templates = {"self-help-rewrite": load_step_file(rewrite, "self-help-rewrite")}
+    backend = EchoBackend()
+    run_method("self-help-debias", DOCS[:1], backend, tmp_path / "o.jsonl", progress=False,
+               templates=templates)  # fmt: skip
+    assert [key for key, _ in backend.seen] == ["draft", "critique", "rewrite"]
+    critique_out = "FINAL_SUMMARY: " + str(len(backend.prompts[1])) + " chars"
+    assert f"by <{critique_out}>" in backend.prompts[2]
+    critique = tmp_path / "critique.txt"
+    critique.write_text("Critique <{draft}>.\n")
+    lonely = {"self-help-critique": load_step_file(critique, "self-help-critique")}
+    with pytest.raises(TemplateError, match="does not use \\{critique\\}"):
+        plan_of("self-help-debias", templates=lonely)
 
 
 @pytest.mark.parametrize("step", SERVER_STEPS)
@@ -190,7 +215,8 @@ def test_own_debias_prefix_reaches_the_biased_pass(tiny_model_dir, tmp_path, mon
     ("step", "text", "message"),
     [
         ("ccs-rewrite", "Fix {draft} of {text}.", r"must contain \{counterfactuals\}"),
-        ("self-help-rewrite", "Fix {draft}.", r"must contain \{critique\}"),
+        ("self-help-rewrite", "Fix {text}.", r"must contain \{draft\}"),
+        ("attention-sort", "Summarize the context.", r"must contain one of \{segments\}, \{text\}"),
         ("chunk-merge", "Merge {partials} of {text}", r"\['text'\] are not filled in"),
         ("knowledge-boundary", "True? {text}", r"must contain \{cutoff\}"),
         ("debias-prefix", "Biased {text}:", "it provides none"),

@@ -115,7 +115,11 @@ def test_registry_has_the_18_methods_of_the_seed_study():
     assert defaults["rejection-sampling"] == {"top_k": 5}
     assert defaults["self-debias"] == {"decay": 10.0, "refresh_every": 4}
     assert defaults["explanation-guard"]["check_every"] == 5
-    assert defaults["position-shuffle"] == {"shuffle_seed": 42, "sentence_split": "sentences"}
+    assert defaults["position-shuffle"] == {
+        "shuffle_seed": 42,
+        "seed_scope": "text",
+        "sentence_split": "sentences",
+    }
     assert defaults["attention-sort"] == {"iterations": 2}
     assert defaults["self-help-debias"] == {"rewrite_max_new_tokens": 300}
     assert defaults["partial-summaries"] == {"n_chunks": 3}
@@ -189,12 +193,13 @@ def test_attention_sort_orders_units_from_least_to_most_attended(tiny):
     model, tok = tiny
     text = "Alpha bravo charlie.\n\nThe battery lasts a long time.\n\nI love them.\n\nKilo lima."
 
-    def render(doc: str) -> str:
-        return "Summarize:\n" + doc + "\nSummary:"
+    def render(parts, joiner: str) -> str:
+        return "Summarize:\n" + joiner.join(parts) + "\nSummary:"
 
-    reordered, history = attention_sort(model, tok, text, render, iterations=2)
+    final, joiner, history = attention_sort(model, tok, text, render, iterations=2)
+    reordered = joiner.join(final)
     units = chunking.paragraphs(text)
-    assert sorted(chunking.paragraphs(reordered)) == sorted(units)
+    assert sorted(final) == sorted(units) and joiner == "\n\n"
     first = history[0]
     expected = [units[i] for i in np.argsort(first, kind="stable")]
     second_order = [expected[i] for i in np.argsort(history[1], kind="stable")]
