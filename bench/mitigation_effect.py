@@ -687,8 +687,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if templates:
         label = args.prompts.stem
         given = set(templates) | {k.partition("@")[0] for k in templates}
-        # A method gets a file row when the file replaces one of its own prompts.
-        names += [f"{m}+{label}" for m in names[1:] if given & set(method_prompts(m))]
+        # A method gets a file row, right after its own, when the file replaces one of its
+        # prompts (so a run stopped early holds both wordings of the methods it finished).
+        names = ["baseline"] + [n for m in names[1:] for n in (m, f"{m}+{label}")
+                                if n == m or given & set(method_prompts(m))]  # fmt: skip
     # The methods' own defaults (000 A.6) throughout; the Guard's explanations are off unless
     # asked for (each costs a generation over the whole source every 5 steps).
     params: dict[str, dict[str, Any]] = {

@@ -558,6 +558,16 @@ def _same_study(data, record) -> None:
     help="What counts as a model shift (repeatable).",
 )
 @click.option(
+    "--human-shift",
+    "human_shift",
+    multiple=True,
+    default=("opposite",),
+    type=click.Choice(["opposite", "neutral"]),
+    show_default=True,
+    help="What counts as a human shift (repeatable): votes for the opposite sentiment, as "
+    "WildFrame counts them; add neutral to count any departure from the base sentiment.",
+)
+@click.option(
     "--min-gold-accuracy",
     type=float,
     default=None,
@@ -581,6 +591,7 @@ def annotations_command(
     prediction_paths: tuple[str, ...],
     label_maps: tuple[str, ...],
     model_shift: tuple[str, ...],
+    human_shift: tuple[str, ...],
     min_gold_accuracy: float | None,
     out_dir: str,
     no_figures: bool,
@@ -622,6 +633,7 @@ def annotations_command(
             predictions,
             rules=AnnotationRules(min_gold_accuracy=min_gold_accuracy),
             model_shift_labels=model_shift,
+            human_shift_labels=human_shift,
         )
     except (ExportFormatError, ValueError) as exc:
         raise _fail(exc) from exc

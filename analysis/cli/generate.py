@@ -107,10 +107,10 @@ def _make_command(task: str) -> click.Command:
             click.option("--generated-field", default="generated_summary", show_default=True),
             click.option(
                 "--pair-names",
-                default="Summary A,Summary B",
+                default="summary_1,summary_2",
                 show_default=True,
                 help="FIRST,SECOND: the names the judge sees for the two summaries and answers "
-                "with (use the names of the paper's prompt figure to match it).",
+                "with (the default is the overlap paper's, Fig. 2).",
             ),
         ]
 
@@ -162,7 +162,7 @@ def _run(task: str, kw: dict[str, Any]) -> None:
         passage_seed=kw.get("passage_seed", 0),
         human_field=kw.get("human_field", "human_summary"),
         generated_field=kw.get("generated_field", "generated_summary"),
-        pair_names=_pair_names(kw.get("pair_names") or "Summary A,Summary B"),
+        pair_names=_pair_names(kw.get("pair_names") or "summary_1,summary_2"),
     )
     try:
         backend = engine.make_backend()

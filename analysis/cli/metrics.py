@@ -100,8 +100,10 @@ E5_PREFIXES = ("query: ", "passage: ")
 def _embedder(model: str, device: str | None, batch_size: int, prefix: str, query_prefix: str,
               passage_prefix: str, e5: bool, max_seq_length: int | None,
               chunk_words: int):  # fmt: skip
-    from analysis.metrics.embed import primacy_embedder
+    from analysis.metrics.embed import DEFAULT_MODEL, PRIMACY_SCALE_WARNING, primacy_embedder
 
+    if model in (DEFAULT_MODEL, "default"):
+        click.echo(PRIMACY_SCALE_WARNING, err=True)
     if prefix:
         if query_prefix or passage_prefix or e5:
             raise click.UsageError("--prefix sets both prefixes; give it or the per-role ones")

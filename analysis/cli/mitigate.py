@@ -268,14 +268,6 @@ def _embedder(spec: str) -> Callable[..., Any]:
     return sentence_transformer_embedder(None if spec == "default" else spec)
 
 
-PRIMACY_SCALE_WARNING = (
-    "warning: primacy similarities (s_b, s_m, s_e) come from all-MiniLM-L6-v2; the seed study "
-    "embedded with E5, whose cosines sit on another scale, so psi_pri here is comparable "
-    "between methods of this run but not with the paper's numbers (--embedder PATH for an E5 "
-    "model)."
-)
-
-
 def _check_judge(judge: str | None, model: str | None, allow_self: bool, *, needed: bool) -> str:
     """The framing judge to use: one fixed model, refused when it is the model under test."""
     if not needed:
@@ -417,6 +409,8 @@ def compare_command(
     summary_items = _unique_ids(summary_items)
     judge = _check_judge(judge, kw.get("model"), allow_self_judge, needed=bool(summary_items))
     if summary_items and embedder == "default":
+        from analysis.metrics.embed import PRIMACY_SCALE_WARNING
+
         click.echo(PRIMACY_SCALE_WARNING, err=True)
     backend = _backend(kw)
     if judge == "model":

@@ -27,6 +27,9 @@ from typing import Any
 from analysis.llm.tasks import get_field
 
 FRAMINGS = {"positive", "negative", "neutral"}
+# A product-choice block needs at least two pairs (the platform's pairs file refuses fewer:
+# each participant reads some pairs as reviews and some as summaries).
+MIN_PAIRS = 2
 
 
 class BuildError(ValueError):
@@ -117,6 +120,39 @@ def _price(row: Mapping[str, Any]) -> float | None:
 def _norm_label(value: Any) -> str:
     label = str(value or "").strip().lower()
     return label if label in FRAMINGS else "other"
+
+
+def study_pairs(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    target_from: Sequence[str] = ("negative", "neutral"),
+    n_pairs: int | None = None,
+) -> PairSet:
+    """:func:`select_pairs`, refusing fewer pairs than a study can load (:data:`MIN_PAIRS`).
+
+    Raises
+    ------
+    BuildError
+        ``n_pairs`` below :data:`MIN_PAIRS`, or too few product types with both a target and a
+        control; the message gives each skipped type's reason. Nothing is written.
+    """
+    if n_pairs is not None and n_pairs < MIN_PAIRS:
+        raise BuildError(
+            f"--n-pairs {n_pairs}: a product-choice study needs at least {MIN_PAIRS} pairs "
+            "(`framelab study load` refuses fewer)"
+        )
+    result = select_pairs(rows, target_from=target_from, n_pairs=n_pairs)
+    if len(result.pairs) < MIN_PAIRS:
+        reasons = "; ".join(f"{k}: {v}" for k, v in result.skipped.items()) or "no rows"
+        found = (
+            "no product type has both a target and a control"
+            if not result.pairs
+            else f"only {len(result.pairs)} product type has both a target and a control, and "
+            f"a product-choice study needs at least {MIN_PAIRS} pairs (`framelab study load` "
+            "refuses fewer); nothing was written"
+        )
+        raise BuildError(f"{found} ({reasons})")
+    return result
 
 
 def select_pairs(
@@ -375,10 +411,7 @@ def build_product_pairs(
 
     if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", slug):
         raise BuildError(f"slug {slug!r} must be lower-case letters and digits joined by dashes")
-    result = select_pairs(rows, target_from=target_from, n_pairs=n_pairs)
-    if not result.pairs:
-        reasons = "; ".join(f"{k}: {v}" for k, v in result.skipped.items()) or "no rows"
-        raise BuildError(f"no product type has both a target and a control ({reasons})")
+    result = study_pairs(rows, target_from=target_from, n_pairs=n_pairs)
     out = Path(out_dir)
     (out / "studies" / "product_pairs").mkdir(parents=True, exist_ok=True)
     pairs_path = out / "studies" / "product_pairs" / f"{slug}.yaml"

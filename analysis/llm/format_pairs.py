@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.llm.builders import FRAMINGS, BuildError, select_pairs, study_definition
+from analysis.llm.builders import FRAMINGS, BuildError, study_definition, study_pairs
 from analysis.llm.store import result_key
 from analysis.llm.tasks import get_field
 
@@ -189,10 +189,7 @@ def build_format_pairs(
     if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", slug):
         raise BuildError(f"slug {slug!r} must be lower-case letters and digits joined by dashes")
     all_formats = ["original", *formats]
-    chosen = select_pairs(rows, n_pairs=n_pairs)
-    if not chosen.pairs:
-        reasons = "; ".join(f"{k}: {v}" for k, v in chosen.skipped.items()) or "no rows"
-        raise BuildError(f"no product type has both a target and a control ({reasons})")
+    chosen = study_pairs(rows, n_pairs=n_pairs)
     by_id = {str(r["item_id"]): r for r in rows}
     out_rows: list[dict[str, Any]] = []
     pairs: list[dict[str, Any]] = []

@@ -123,6 +123,8 @@ def parse_choice(answer: str, names: Mapping[str, str]) -> str:
     'generated'
     >>> parse_choice("B", {"Summary A": "gt", "Summary B": "generated"})
     'generated'
+    >>> parse_choice("summary_2", {"summary_1": "gt", "summary_2": "generated"})
+    'generated'
     """
     text = answer.strip()
     positions = {}
@@ -138,7 +140,7 @@ def parse_choice(answer: str, names: Mapping[str, str]) -> str:
         return next(v for v, p in positions.items() if p == first) if first == 0 else OTHER
     # A bare distinguishing token ("A", "B.") when every presented name shares a prefix.
     bare = re.sub(r"[^\w]", "", text).lower()
-    tails = {name.split()[-1].lower(): value for name, value in names.items()}
+    tails = {re.split(r"[\s_]+", name)[-1].lower(): value for name, value in names.items()}
     return tails.get(bare, OTHER) if len(tails) == len(names) else OTHER
 
 

@@ -62,7 +62,7 @@ class TaskOptions:
     right_field: str = "right"
     human_field: str = "human_summary"
     generated_field: str = "generated_summary"
-    pair_names: tuple[str, str] = ("Summary A", "Summary B")
+    pair_names: tuple[str, str] = ("summary_1", "summary_2")
     passage_seed: int = 0
 
 

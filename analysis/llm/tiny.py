@@ -33,7 +33,7 @@ Summarize the following product review. The headphones are comfortable and the s
 but the battery died after two weeks and support never answered. Is the framing of this text
 Positive, Negative, or Neutral? Answer with the label alone. Is the following statement
 true or false? True [High Confidence] False [Low Confidence]. Which of the two summaries is better?
-Summary A Summary B. The interview covered the election, the economy, taxes, health care and the
+summary_1 summary_2. The interview covered the election, the economy, taxes, health care and the
 war. From the left perspective, the policy protects workers; from the right perspective, it costs
 jobs. Add a positive prefix to the negative statement without changing the statement itself.
 Sadly, the hotel was dirty. Luckily, the flight was on time. The price was fair and shipping fast.

@@ -199,7 +199,7 @@ def bertscore_means(
 ) -> pd.DataFrame:
     """Mean BERTScore P, R and F1 per group, times ``scale``.
 
-    PoliSum reports BERTScore multiplied by 100 (its Table 7), so the means are on that scale by
+    PoliSum reports BERTScore multiplied by 100 (001 Table 3), so the means are on that scale by
     default; the per-pair scores of :func:`bertscore` stay in [0, 1] (``scale=1`` keeps the
     means there too).
 

@@ -23,6 +23,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_WINDOW_WORDS",
+    "PRIMACY_SCALE_WARNING",
     "Embedder",
     "PrimacyEmbedder",
     "SentenceTransformerEmbedder",
@@ -38,6 +39,14 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Words per window of the default windowed embedding: well under all-MiniLM-L6-v2's 256 word
 # pieces (about 190 English words) with room for a "passage: " prefix, so windows are not cut.
 DEFAULT_WINDOW_WORDS = 128
+# Said wherever primacy is computed with the default model (metrics primacy, metrics report,
+# mitigate compare): the seed study's numbers are E5 cosines.
+PRIMACY_SCALE_WARNING = (
+    "warning: primacy similarities (s_b, s_m, s_e) come from all-MiniLM-L6-v2; the seed study "
+    "embedded with E5, whose cosines sit on another scale, so psi_pri here is comparable "
+    "within this run but not with the paper's numbers (give an E5 model's directory, with "
+    "its query:/passage: prefixes, to compare)."
+)
 
 
 def default_model_path() -> str:

@@ -250,8 +250,10 @@ def pair_judgments(
     ``generated_first``, and labels the verdict ``gt``, ``generated`` or ``other``.
 
     The overlap paper judges summaries by several summarizer models and reports outcomes per
-    summarizer; it also rephrases generated summaries, which lowers their overlap with the human
-    summary and so widens the similarity range the bins cover. An item's ``summarizer`` field
+    summarizer; it also has models rephrase and reorganize the human (ground-truth) summaries
+    while keeping their long phrases (003 §2.2, Fig. 6), which gives candidates of *higher*
+    overlap with the human summary and so widens the similarity range the bins cover, up to
+    its upper end. An item's ``summarizer`` field
     names the model that wrote its generated summary (``generated`` when absent), and a true
     ``rephrased`` field marks a rephrased summary; both become part of the pair's identity, so
     two summarizers' (or an original and a rephrased) summaries of one item are two pairs.

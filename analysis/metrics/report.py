@@ -407,7 +407,8 @@ def _bertscore_tables(
     sec.notes.append(
         f"BERTScore (bert-score) with {model}, layer {layers} (from {rule}), no IDF, not "
         f"rescaled: {len(table)} summaries with a reference. Per-summary scores are in [0, 1]; "
-        "the means are reported x 100, as PoliSum's Table 7 does."
+        "the means are reported x 100, as PoliSum's Table 3 does (which used the "
+        "deberta-large-xnli checkpoint through Torchmetrics, 001 §4 and Appendix F)."
     )
 
 

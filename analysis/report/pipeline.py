@@ -527,6 +527,7 @@ def analyze_annotations(
     *,
     rules: AnnotationRules | None = None,
     model_shift_labels: Sequence[str] = ("opposite",),
+    human_shift_labels: Sequence[str] = ("opposite",),
 ) -> Results:
     """Run the whole annotation analysis.
 
@@ -540,6 +541,9 @@ def analyze_annotations(
         Exclusion rules.
     model_shift_labels : sequence of str
         What counts as a model shift (see :func:`analysis.stats.annotation.model_shifts`).
+    human_shift_labels : sequence of str
+        What counts as a human shift (:func:`analysis.stats.annotation.shift_counts`): votes for
+        the opposite sentiment, the paper's count; add ``"neutral"`` for any departure.
 
     Returns
     -------
@@ -563,7 +567,7 @@ def analyze_annotations(
     res = Results(kind="annotations")
     res.tables["exclusions"] = exclusion_summary(labels, excluded)
     res.tables["exclusion_rules"] = rule_status(labels, excluded, rules)
-    items = annotation.shift_counts(kept)
+    items = annotation.shift_counts(kept, shift_labels=human_shift_labels)
     res.tables["items"] = items
     res.tables["shift_distribution"] = annotation.shift_distribution(items)
     res.tables["majority_shift"] = annotation.majority_shift_rates(items)
@@ -606,6 +610,7 @@ def analyze_annotations(
         "labels_per_item": {"min": int(k.min()), "max": int(k.max()), "mode": int(k.mode()[0])},
         "models": models,
         "model_shift_labels": list(model_shift_labels),
+        "human_shift_labels": list(human_shift_labels),
         "prediction_items_without_human_labels": len(missing),
         "unmapped_model_labels": unmapped,
         "exclusion_rules": _rules_meta(res.tables["exclusion_rules"]),

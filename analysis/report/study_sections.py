@@ -725,7 +725,8 @@ def annotation_sections(results: Results, figs: dict[str, str]) -> list[dict[str
     ]
     if "human_model" in t:
         text = (
-            f"Models: {', '.join(m['models'])}; a model shift is: "
+            f"Models: {', '.join(m['models'])}; a human shift is: "
+            f"{', '.join(m.get('human_shift_labels', ['opposite']))}; a model shift is: "
             f"{', '.join(m['model_shift_labels'])}. Correlation of the human shift count with "
             "each model's shift: "
             + " ".join(apa.correlation_sentence(r) for r in t["human_model"].to_dict("records"))

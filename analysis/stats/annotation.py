@@ -1,10 +1,11 @@
 """Framing shifts in human and model sentiment labels.
 
-A label *shifts* when it differs from the item's base sentiment (humans: any difference, so a
-``neutral`` label on a positive item counts). Per item, the shift count is the number of its K
-labels that shift (0..K); an item has a *majority shift* when at least ``ceil(K/2)`` of them do
-(3 of 5). For a model, a shift is by default only the opposite sentiment: ``neutral`` and ``other``
-are not shifts (configurable with ``shift_labels``).
+A label *shifts* when it is the sentiment opposite to the item's base sentiment: WildFrame's
+human score counts the annotators who vote for the sentiment of the opposite framing (002 §2.3),
+so a ``neutral`` vote on a positive item is not a shift. Per item, the shift count is the number
+of its K labels that shift (0..K); an item has a *majority shift* when at least ``ceil(K/2)`` of
+them do (3 of 5). For humans and models alike ``shift_labels`` widens what counts: ``"neutral"``
+(any departure from the base sentiment, for humans) and, for models, ``"other"``.
 """
 
 from __future__ import annotations
@@ -27,12 +28,26 @@ __all__ = [
 OPPOSITE = {"positive": "negative", "negative": "positive"}
 
 
+def _shifted(labels: pd.Series, bases: pd.Series, shift_labels: Iterable[str]) -> pd.Series:
+    """Whether each label is a shift: the opposite sentiment, plus the kinds asked for."""
+    allowed = {"opposite", "neutral", "other"}
+    kinds = set(shift_labels)
+    if not kinds <= allowed:
+        raise ValueError(f"shift_labels must be among {sorted(allowed)}, got {sorted(kinds)}")
+    opposite = labels == bases.map(OPPOSITE)
+    shift = opposite if "opposite" in kinds else opposite & False
+    for extra in kinds - {"opposite"}:
+        shift = shift | (labels == extra)
+    return shift
+
+
 def shift_counts(
     data: pd.DataFrame,
     *,
     item: str = "item_id",
     label: str = "label",
     base: str = "base_sentiment",
+    shift_labels: Iterable[str] = ("opposite",),
 ) -> pd.DataFrame:
     """Per-item human shift count.
 
@@ -42,20 +57,26 @@ def shift_counts(
         One row per (kept) label.
     item, label, base : str
         Column names.
+    shift_labels : iterable of str, default ("opposite",)
+        What counts as a shift: votes for the opposite sentiment (002 §2.3, the paper's count);
+        add ``"neutral"`` to count every departure from the base sentiment.
 
     Returns
     -------
     pandas.DataFrame
         One row per item: ``item_id``, ``base_sentiment``, ``n_labels`` (K), ``shift_count``
-        (labels != base), ``n_opposite`` (labels of the opposite sentiment), ``n_neutral``,
+        (labels that shift), ``n_opposite`` (labels of the opposite sentiment), ``n_neutral``,
         ``shift_share``, ``majority_shift`` (``shift_count >= ceil(K/2)``).
 
     Examples
     --------
     >>> import pandas as pd
     >>> df = pd.DataFrame({"item_id": ["a"] * 5, "base_sentiment": ["positive"] * 5,
-    ...                    "label": ["negative", "neutral", "positive", "negative", "positive"]})
+    ...                    "label": ["negative", "neutral", "neutral", "positive", "positive"]})
     >>> shift_counts(df)[["shift_count", "majority_shift"]].values.tolist()
+    [[1, False]]
+    >>> wider = shift_counts(df, shift_labels=("opposite", "neutral"))
+    >>> wider[["shift_count", "majority_shift"]].values.tolist()
     [[3, True]]
     """
     import numpy as np
@@ -64,7 +85,7 @@ def shift_counts(
     if (bases > 1).any():
         raise ValueError(f"items with more than one base sentiment: {list(bases[bases > 1].index)}")
     df = data[[item, label, base]].dropna().copy()
-    df["_shift"] = df[label] != df[base]
+    df["_shift"] = _shifted(df[label], df[base], shift_labels)
     df["_opposite"] = df[label] == df[base].map(OPPOSITE)
     df["_neutral"] = df[label] == "neutral"
     out = df.groupby(item, sort=True).agg(
@@ -191,18 +212,10 @@ def model_shifts(
         One row per (model, item) present in both inputs: ``item_id``, ``model``, ``label``,
         ``base_sentiment``, ``shift`` (0/1), ``shift_count`` (human).
     """
-    allowed = {"opposite", "neutral", "other"}
-    kinds = set(shift_labels)
-    if not kinds <= allowed:
-        raise ValueError(f"shift_labels must be among {sorted(allowed)}, got {sorted(kinds)}")
     df = predictions.merge(
         items[["item_id", "base_sentiment", "shift_count"]], on="item_id", how="inner"
     )
-    opposite = df["label"] == df["base_sentiment"].map(OPPOSITE)
-    shift = opposite if "opposite" in kinds else opposite & False
-    for extra in kinds - {"opposite"}:
-        shift = shift | (df["label"] == extra)
-    df["shift"] = shift.astype(int)
+    df["shift"] = _shifted(df["label"], df["base_sentiment"], shift_labels).astype(int)
     return df[["item_id", "model", "label", "base_sentiment", "shift", "shift_count"]]
 
 

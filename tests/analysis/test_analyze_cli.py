@@ -224,6 +224,10 @@ def test_annotation_report_from_mturk_batches(runner, tmp_path):
             "opposite",
             "--model-shift",
             "neutral",
+            "--human-shift",
+            "opposite",
+            "--human-shift",
+            "neutral",
             "--out",
             str(out),
             "--no-figures",
@@ -233,9 +237,21 @@ def test_annotation_report_from_mturk_batches(runner, tmp_path):
     payload = json.loads((out / "results.json").read_text())
     assert payload["meta"]["n_items"] == 30 and payload["meta"]["n_labels_analysed"] == 150
     assert payload["meta"]["model_shift_labels"] == ["opposite", "neutral"]
+    assert payload["meta"]["human_shift_labels"] == ["opposite", "neutral"]
     items = pd.read_csv(out / "items.csv")
+    # With --human-shift neutral every departure from the base sentiment counts …
     expected = (labels["label"] != labels["base_sentiment"]).groupby(labels["item_id"]).sum()
     assert items.set_index("item_id")["shift_count"].to_dict() == expected.to_dict()
+    # … by default only votes for the opposite sentiment (002 §2.3).
+    default = tmp_path / "default"
+    args = ["analyze", "annotations", "--mturk", str(first), "--mturk", str(second),
+            "--item-col", "Input.item", "--label-col", "Answer.label", "--base-col",
+            "Input.base", "--out", str(default), "--no-figures"]  # fmt: skip
+    assert runner.invoke(main, args).exit_code == 0
+    opposite = {"positive": "negative", "negative": "positive"}
+    paper = (labels["label"] == labels["base_sentiment"].map(opposite)).groupby(labels["item_id"])
+    counted = pd.read_csv(default / "items.csv").set_index("item_id")["shift_count"]
+    assert counted.to_dict() == paper.sum().to_dict()
 
 
 def test_annotations_needs_exactly_one_source(runner, tmp_path):

@@ -83,6 +83,17 @@ def test_built_study_is_accepted_by_the_platform(tmp_path: Path) -> None:
     assert quiz["questions"][0]["correct"] == "2"
 
 
+def test_a_bundle_study_load_would_refuse_is_not_written(tmp_path: Path) -> None:
+    """One pair is fewer than a product-choice block accepts: the builder refuses with the
+    reason and writes nothing, instead of a bundle `framelab study load` then rejects."""
+    with pytest.raises(BuildError, match="at least 2 pairs"):
+        build_product_pairs(ROWS, tmp_path, slug="one-pair", n_pairs=1)
+    only_kettle = [r for r in ROWS if r["product_type"] == "kettle"]
+    with pytest.raises(BuildError, match=r"only 1 product type .* nothing was written"):
+        build_product_pairs(only_kettle, tmp_path, slug="one-type")
+    assert not (tmp_path / "studies").exists()
+
+
 def test_no_pairs_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="blender"):
         build_product_pairs([ROWS[4]], tmp_path, slug="none-here")

@@ -82,12 +82,12 @@ def test_rephrase_chain_to_the_overlap_metrics(tmp_path: Path, fake_backend) -> 
     #    other one nearly copies it.
     def judge(req):
         content = req.messages[-1]["content"]
-        first = content.split("Summary A:\n", 1)[1].split("\n", 1)[0]
-        second = content.split("Summary B:\n", 1)[1].split("\n", 1)[0]
+        first = content.split("summary_1:\n", 1)[1].split("\n", 1)[0]
+        second = content.split("summary_2:\n", 1)[1].split("\n", 1)[0]
         rephrased = any(r in (first, second) for r in REWORDED.values())
         human = next(i["human_summary"] for i in ITEMS if i["human_summary"] in (first, second))
         pick_human = rephrased
-        return "Summary A" if (first == human) == pick_human else "Summary B"
+        return "summary_1" if (first == human) == pick_human else "summary_2"
 
     for name, batch in (("orig", ITEMS), ("reph", items)):
         run_task("judge-pair", batch, fake_backend(judge, model_id="judge-x"),
@@ -118,7 +118,7 @@ def test_rephrased_pairs_refuses_unusable_records():
 class SettingsSpy:
     """Records the decoding settings in force when each request is generated."""
 
-    def __init__(self, fake_backend, answer="Summary A"):
+    def __init__(self, fake_backend, answer="summary_1"):
         self.backend = fake_backend(lambda req: answer)
         self.during: list[tuple[bool, float | None]] = []
         real = self.backend.generate
@@ -244,7 +244,8 @@ def test_judge_pair_names_are_an_option_and_part_of_the_resume_key(
     assert runner.invoke(generate, args).exit_code == 0
     done = runner.invoke(generate, [*args, "--pair-names", "Summary 1,Summary 2"])
     assert done.exit_code == 0, done.output
-    assert seen == [("Summary A", "Summary B"), ("Summary 1", "Summary 2")]
+    # The default names are those of the overlap paper's judge prompt (003 Fig. 2).
+    assert seen == [("summary_1", "summary_2"), ("Summary 1", "Summary 2")]
     assert len({r["template_hash"] for r in read_records(out)}) == 2  # judged again
     bad = runner.invoke(generate, [*args, "--pair-names", "Same,Same"])
     assert bad.exit_code != 0 and "two different names" in bad.output

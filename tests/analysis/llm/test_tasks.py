@@ -216,7 +216,7 @@ def test_mix_passages_uneven_paragraphs() -> None:
 
 
 def test_judge_pair_both_orders_maps_names_to_systems(tmp_path: Path, fake_backend) -> None:
-    backend = fake_backend(lambda r: "Summary A")  # always the first shown: a position bias
+    backend = fake_backend(lambda r: "summary_1")  # always the first shown: a position bias
     items = [
         {
             "item_id": "a1",

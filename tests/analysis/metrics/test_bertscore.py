@@ -123,7 +123,7 @@ def test_bertscore_means_by_group():
          "bertscore_f": [0.45, 0.65, 0.85]}
     )  # fmt: skip
     out = bertscore_means(table).set_index("model")
-    # Reported x 100, as PoliSum's Table 7 does.
+    # Reported x 100, as PoliSum's Table 3 does.
     assert out.loc["a", "n"] == 2 and out.loc["a", "bertscore_p"] == pytest.approx(60.0)
     assert out.loc["b", "bertscore_f"] == pytest.approx(85.0)
     assert bertscore_means(table, scale=1).set_index("model").loc["a", "bertscore_p"] == (

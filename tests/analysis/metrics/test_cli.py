@@ -197,3 +197,22 @@ def test_position_reads_csv_with_json_summaries(examples, tmp_path):
     _run("position", "-i", str(tmp_path / "position.csv"), "--k", "3", "-o", str(tmp_path / "o"))
     systems = json.loads((tmp_path / "o" / "results.json").read_text())["systems"]
     assert systems["m-tail"]["wasserstein"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("command", ["primacy", "report"])
+def test_primacy_with_the_default_model_warns_that_the_paper_used_e5(
+    command, examples, tmp_path, monkeypatch
+):
+    """metrics primacy and metrics report say, as mitigate compare does, that MiniLM's cosines
+    are not on the scale of the seed study's E5 numbers; an own model is not warned about."""
+    import analysis.metrics.embed as embed
+
+    def no_weights(*args, **kwargs):
+        raise ImportError("weights not loaded in this test")
+
+    monkeypatch.setattr(embed, "primacy_embedder", no_weights)
+    args = [command, "-i", str(examples / "records.jsonl"), "-o", str(tmp_path)]
+    default = CliRunner().invoke(metrics, args)
+    assert embed.PRIMACY_SCALE_WARNING in default.output and "E5" in default.output
+    own = CliRunner().invoke(metrics, [*args, "--model", str(tmp_path / "e5-base")])
+    assert embed.PRIMACY_SCALE_WARNING not in own.output

@@ -229,7 +229,7 @@ def test_compare_needs_one_fixed_judge_and_refuses_the_model_under_test(
 
 
 def test_compare_warns_that_minilm_is_not_the_papers_embedder(tiny_model_dir, docs_file, tmp_path):
-    from analysis.cli.mitigate import PRIMACY_SCALE_WARNING
+    from analysis.metrics.embed import PRIMACY_SCALE_WARNING
 
     assert "E5" in PRIMACY_SCALE_WARNING and "all-MiniLM-L6-v2" in PRIMACY_SCALE_WARNING
     quiet = CliRunner().invoke(mitigate, [str(a) for a in [

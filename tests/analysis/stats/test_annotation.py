@@ -18,7 +18,8 @@ from analysis.stats.annotation import (
 
 
 def labels() -> pd.DataFrame:
-    # Item a (positive): 3 of 5 shift (2 negative, 1 neutral) -> majority shift.
+    # Item a (positive): 2 of 5 vote negative (a shift), 1 neutral -> no majority shift by the
+    # paper's count, 3 of 5 when neutral counts too.
     # Item b (negative): 1 of 5 shifts. Item c (negative): 5 of 5 shift.
     rows = [
         ("a", "positive", ["negative", "neutral", "positive", "negative", "positive"]),
@@ -36,19 +37,36 @@ def labels() -> pd.DataFrame:
 
 def test_shift_counts_by_hand():
     res = shift_counts(labels()).set_index("item_id")
-    assert res["shift_count"].to_dict() == {"a": 3, "b": 1, "c": 5}
+    assert res["shift_count"].to_dict() == {"a": 2, "b": 1, "c": 5}
     assert res["n_opposite"].to_dict() == {"a": 2, "b": 1, "c": 5}
-    assert res["majority_shift"].to_dict() == {"a": True, "b": False, "c": True}
+    assert res["majority_shift"].to_dict() == {"a": False, "b": False, "c": True}
     dist = shift_distribution(res.reset_index())
-    assert dist["n_items"].tolist() == [0, 1, 0, 1, 0, 1]
+    assert dist["n_items"].tolist() == [0, 1, 1, 0, 0, 1]
     assert dist["estimate"].sum() == pytest.approx(1.0)
+    wider = shift_counts(labels(), shift_labels=("opposite", "neutral")).set_index("item_id")
+    assert wider["shift_count"].to_dict() == {"a": 3, "b": 1, "c": 5}
+    assert wider["majority_shift"].to_dict() == {"a": True, "b": False, "c": True}
+
+
+def test_the_human_shift_count_is_the_papers_votes_for_the_opposite_sentiment():
+    """002 §2.3: the score is the number of annotators voting for the sentiment of the opposite
+    framing. An item voted neg/neu/neu/pos/pos on a positive base scores 1 (no majority shift);
+    counting neutral votes as shifts would give 3 and a majority shift."""
+    votes = ["negative", "neutral", "neutral", "positive", "positive"]
+    data = pd.DataFrame({"item_id": "x", "base_sentiment": "positive", "label": votes})
+    [row] = shift_counts(data).to_dict("records")
+    assert (row["shift_count"], row["majority_shift"], row["n_neutral"]) == (1, False, 2)
+    [wide] = shift_counts(data, shift_labels=("opposite", "neutral")).to_dict("records")
+    assert (wide["shift_count"], wide["majority_shift"]) == (3, True)
+    with pytest.raises(ValueError, match="shift_labels must be among"):
+        shift_counts(data, shift_labels=("sideways",))
 
 
 def test_majority_shift_rates_by_base():
     res = majority_shift_rates(shift_counts(labels())).set_index("base_sentiment")
     assert res.loc["negative", "estimate"] == pytest.approx(0.5)
-    assert res.loc["positive", "estimate"] == pytest.approx(1.0)
-    assert res.loc["all", "n_items"] == 3 and res.loc["all", "n_shift"] == 2
+    assert res.loc["positive", "estimate"] == pytest.approx(0.0)
+    assert res.loc["all", "n_items"] == 3 and res.loc["all", "n_shift"] == 1
     assert (res["ci_low"] <= res["estimate"]).all()
 
 
@@ -86,6 +104,11 @@ def test_simulated_study_has_positive_human_model_correlation():
     items = shift_counts(data)
     assert (items["n_labels"] == 5).all()
     res = human_model_correlation(model_shifts(preds, items)).set_index("model")
-    assert res.loc["model-a", "estimate"] > 0.2
-    assert res.loc["model-a", "p_val"] < 0.001
+    # The simulator's shifted humans vote neutral a third of the time, which the paper's count
+    # (opposite votes only) leaves out, so the correlation is weaker than with every departure.
+    assert res.loc["model-a", "estimate"] > 0.1
+    assert res.loc["model-a", "p_val"] < 0.01
+    wide = shift_counts(data, shift_labels=("opposite", "neutral"))
+    res_wide = human_model_correlation(model_shifts(preds, wide)).set_index("model")
+    assert res_wide.loc["model-a", "estimate"] > 0.2
     assert np.isfinite(res["spearman_rho"]).all()
