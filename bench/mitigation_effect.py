@@ -240,10 +240,12 @@ def paper_length_sources(
     *,
     seed: int = 0,
     targets: Mapping[str, int] = PAPER_TOKENS,
+    kinds: Sequence[str] = ("review", "news"),
 ) -> list[dict[str, Any]]:
     """Sources of the paper's mean lengths, made of the repository's own texts.
 
-    Text ``i`` alternates between a review collection and a news digest. Its paragraphs are
+    Text ``i`` is of kind ``kinds[i % len(kinds)]``: a review collection (Amazon Reviews'
+    length) or a news digest (MediaSum's). Its paragraphs are
     the texts of that kind (reviews: the benchmark's 25 reviews and the demo study's product
     reviews; news: the benchmark's 25 news paragraphs), drawn without replacement in an order
     seeded by ``(seed, i)`` and added while the text stays within the kind's target length in
@@ -261,7 +263,7 @@ def paper_length_sources(
     pool["review"] += [r["text"] for r in _read_jsonl(REVIEWS)]
     items = []
     for i in range(n):
-        kind = ("review", "news")[i % 2]
+        kind = kinds[i % len(kinds)]
         order = list(pool[kind])
         random.Random(f"{seed}:{i}").shuffle(order)
         paragraphs: list[str] = []
@@ -640,6 +642,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--texts", type=int, default=50, help="sources at the paper's lengths")
+    parser.add_argument(
+        "--kinds",
+        default="review,news",
+        help="source kinds in turn: review (2,180 tokens, 000 Table A3) and/or news (1,166)",
+    )
     parser.add_argument("--block", type=int, default=25, help="texts per block (batch size)")
     parser.add_argument("--max-new-tokens", type=int, default=500, help="000 A.2: 500")
     parser.add_argument("--threads", type=int, default=1)
@@ -708,7 +715,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     backend.load()  # before any timing: the first method must not pay for loading
     sources = args.out / "sources.jsonl"
     if not sources.exists():
-        made = paper_length_sources(lambda t: len(backend.tokenizer(t).input_ids), args.texts)
+        made = paper_length_sources(
+            lambda t: len(backend.tokenizer(t).input_ids), args.texts, kinds=args.kinds.split(",")
+        )
         sources.write_text("".join(json.dumps(i) + "\n" for i in made), encoding="utf-8")
     items = _read_jsonl(sources)[: args.texts]
     t0 = time.perf_counter()

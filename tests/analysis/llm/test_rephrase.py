@@ -44,7 +44,10 @@ REWORDED = {
 def test_rephrase_template_rewords_the_human_summary_keeping_its_long_phrases():
     [message] = get_template("summarize", "rephrase").messages(text=ITEMS[0]["human_summary"])
     content = message["content"]
-    assert "human-written summary" in content and "keep its longer phrases" in content
+    # 003 Fig. 6: rephrase and reorganize in the model's own style, keep as many long phrases
+    # as possible, the same length, the text only.
+    for needle in ("rephrase", "reorganize", "own style", "long phrases", "length", "only"):
+        assert needle in content, needle
     assert "do not reuse" not in content  # the old, reversed direction
     assert content.endswith(ITEMS[0]["human_summary"])
 
