@@ -98,3 +98,16 @@ def test_template_option_on_the_command_line(tmp_path, tiny_model_dir):
     assert missing.exit_code != 0 and "cannot read template file nope.txt" in missing.output
     listing = runner.invoke(generate, ["templates", "--task", "summarize"])
     assert "summarize/words-100.json" in listing.output
+
+
+def test_the_perspective_prompt_forces_the_papers_opening():
+    """001 Table 7: the instruction-tuned models answer with the summary alone, beginning with
+    "The left" or "The right"."""
+    import analysis.llm.tasks  # noqa: F401  (registers the task templates)
+    from analysis.llm.templates import get_template
+
+    tpl = get_template("perspective-summary", "baseline")
+    for side in ("left", "right"):
+        content = tpl.messages(text="PASSAGES", perspective=side)[-1]["content"]
+        assert f'start it with "The {side}"' in content and "summary alone" in content
+        assert content.rstrip().endswith("PASSAGES")
