@@ -423,7 +423,9 @@ def judge_all(items: Sequence[Mapping[str, Any]], backend: Any, out: Path) -> No
             texts[f"{r['method']}\x1e{r['item_id']}"] = r["output"]
     todo = [(k, t) for k, t in texts.items() if k not in done]
     base = backend.settings
-    backend.settings = _replace(base, {"max_new_tokens": 4, "logits_processors": ()})
+    # Room for a small model's lead-in ("The framing of this text is positive"): with the text
+    # first (000 A.1) SmolLM2 starts that way, and 4 tokens cut it before the label.
+    backend.settings = _replace(base, {"max_new_tokens": 16, "logits_processors": ()})
     try:
         for start in range(0, len(todo), 50):
             part = dict(todo[start : start + 50])
