@@ -755,12 +755,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "seconds_this_run": round(time.perf_counter() - t0, 1),
         "argv": list(argv) if argv is not None else sys.argv,
     }
-    (args.out / "effects.md").write_text(
-        md + "\n\n" + inter.to_markdown(index=False, floatfmt=".3g") + "\n", encoding="utf-8"
-    )
+    if not inter.empty:  # only runs with a decoding method have an intervention log
+        md += "\n\n" + inter.to_markdown(index=False, floatfmt=".3g")
+    (args.out / "effects.md").write_text(md + "\n", encoding="utf-8")
     (args.out / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     print(md)
-    print(inter.to_string(index=False))
     return meta
 
 
