@@ -263,7 +263,7 @@ def draft_and_deviations(answer: str) -> tuple[str, str, bool]:
 
     Examples
     --------
-    >>> draft_and_deviations("DRAFT_SUMMARY: Fine pump.\nDEVIATIONS:\n- only the start")
+    >>> draft_and_deviations("DRAFT_SUMMARY: Fine pump.\\nDEVIATIONS:\\n- only the start")
     ('Fine pump.', '- only the start', True)
     >>> draft_and_deviations("Fine pump.")
     ('Fine pump.', '', False)
