@@ -256,15 +256,15 @@ def test_text_columns_are_the_same_from_csv_and_from_typed_parquet(tmp_path):
 def test_amounts_in_the_study_currency_and_older_dollar_columns(choice_csv, tmp_path):
     """Exports name the amounts' currency beside them; an older export's `_usd` columns are
     read as those amounts in USD, so both load into one shape."""
-    older = pd.read_csv(choice_csv, dtype=str)
-    assert {"other_price_usd", "wtp_premium_usd"} <= set(older.columns)
-    current = older.rename(
-        columns={"other_price_usd": "other_price", "wtp_premium_usd": "wtp_premium"}
+    current = pd.read_csv(choice_csv, dtype=str)
+    assert {"currency", "other_price", "wtp_premium"} <= set(current.columns)
+    older = current.drop(columns="currency").rename(
+        columns={"other_price": "other_price_usd", "wtp_premium": "wtp_premium_usd"}
     )
-    current.insert(list(current.columns).index("other_price"), "currency", "EUR")
-    path = tmp_path / "euros.csv"
-    current.to_csv(path, index=False)
-    from_older, from_current = load_export(choice_csv), load_export(path)
+    older_path, path = tmp_path / "dollars.csv", tmp_path / "euros.csv"
+    older.to_csv(older_path, index=False)
+    current.assign(currency="EUR").to_csv(path, index=False)
+    from_older, from_current = load_export(older_path), load_export(path)
     assert list(from_older.columns) == list(from_current.columns) == list(CHOICE_LONG_COLUMNS)
     assert set(from_older["currency"]) == {"USD"} and set(from_current["currency"]) == {"EUR"}
     pd.testing.assert_frame_equal(

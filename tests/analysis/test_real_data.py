@@ -405,7 +405,7 @@ def test_choice_cli_adjusts_for_prolific_covariates(tmp_path, choice_with_pids):
     assert "adjusted for age,sex" in result.output
     page = (out / "report.html").read_text()
     assert "Adjusted for participant covariates" in page
-    # A covariate the data do not have is reported in its section, the rest is written.
+    # A covariate the data do not have is refused before anything is fitted.
     result = CliRunner().invoke(main, [*args, "--covariates", "shoe_size", "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "not reported (ValueError: covariate column(s) ['shoe_size']" in result.output
+    assert result.exit_code == 2
+    assert "shoe_size: not a column of the export" in result.output
