@@ -81,7 +81,7 @@ format: install-dev
 	$(BIN)/ruff format .
 
 # Private names of libraries and of each other's modules (tools/private_names.py says why).
-PRIVATE_NAMES = $(BIN)/python tools/private_names.py webapp analysis framelab
+PRIVATE_NAMES = $(BIN)/python tools/private_names.py webapp analysis framelab framelab_schema
 
 lint: install-dev
 	$(BIN)/ruff check .
@@ -89,7 +89,7 @@ lint: install-dev
 	$(BIN)/lint-imports
 	$(PRIVATE_NAMES)
 	$(BIN)/mypy
-	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
+	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab framelab_schema
 
 # The whole suite on TEST_JOBS processes (pytest-xdist): every PostgreSQL test works in a
 # schema of its own and every server or browser on a port of its own.
@@ -99,7 +99,7 @@ test: install-dev
 	$(BIN)/ruff check .
 	$(PRIVATE_NAMES)
 	$(BIN)/mypy
-	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab
+	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab framelab_schema
 	$(BIN)/python -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 # For everyday work, on FAST_JOBS processes (pytest-xdist); `make test` (and CI) run everything.

@@ -8,8 +8,12 @@ participant's rows; the duplicate rule removes repeated rows only.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
+
+# The choice rules are the ``analysis:`` block's exclusions: one schema, which the web app
+# validates the block with too.
+from framelab_schema.analysis_block import ChoiceRules
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,62 +41,6 @@ REASONS = (
     "gold item",
     "duplicate label",
 )
-
-
-@dataclass(frozen=True)
-class ChoiceRules:
-    """Which exclusion rules apply to choice data, in the order they are checked.
-
-    Attributes
-    ----------
-    require_completed : bool
-        Drop participants whose ``status`` is recorded and is not ``completed``.
-    require_quiz : bool
-        Drop participants with ``quiz_passed == 0`` (an empty cell means "not recorded": kept).
-    require_attention : bool
-        Drop participants with ``attention_passed == 0`` (empty: the study had no checks; kept).
-    drop_duplicates : bool
-        Keep only the first row of a repeated (participant, pair).
-    min_duration_s : float or None
-        Drop participants faster than this many seconds in total.
-    min_duration_frac_median : float or None
-        Drop participants faster than this fraction of the median completion time (implausibly
-        fast relative to the sample; 0.3 by default, a common screening threshold).
-    authenticity_max_score : float or None
-        Drop participants whose authenticity score (the export's ``auth_score``) is above this.
-    authenticity_canary : bool
-        Drop participants whose answers carry the study's canary word (``auth_canary > 0``).
-    """
-
-    require_completed: bool = True
-    require_quiz: bool = True
-    require_attention: bool = True
-    drop_duplicates: bool = True
-    min_duration_s: float | None = None
-    min_duration_frac_median: float | None = 0.3
-    authenticity_max_score: float | None = None
-    authenticity_canary: bool = False
-
-    @property
-    def has_authenticity(self) -> bool:
-        """Whether an authenticity rule is on."""
-        return self.authenticity_max_score is not None or self.authenticity_canary
-
-    def without_authenticity(self) -> ChoiceRules:
-        """The same rules with the authenticity rules off (the report's sensitivity line)."""
-        return replace(self, authenticity_max_score=None, authenticity_canary=False)
-
-    def as_dict(self) -> dict[str, object]:
-        """Return the rules as a plain dict (for ``results.json``, the normalised ``analysis:``
-        block and the pre-registration): the authenticity rules as ``authenticity: {max_score,
-        canary}``, present only when one is on, so rules frozen before they existed compare
-        equal."""
-        out = asdict(self)
-        max_score = out.pop("authenticity_max_score")
-        canary = out.pop("authenticity_canary")
-        if self.has_authenticity:
-            out["authenticity"] = {"max_score": max_score, "canary": canary}
-        return out
 
 
 @dataclass(frozen=True)

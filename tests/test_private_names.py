@@ -16,7 +16,7 @@ import pytest
 from tools import private_names
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = [ROOT / p for p in ("webapp", "analysis", "framelab")]
+PACKAGES = [ROOT / p for p in ("webapp", "analysis", "framelab", "framelab_schema")]
 
 
 def test_the_packages_use_no_private_name_of_another_module_and_every_allowance_is_needed():

@@ -165,7 +165,7 @@ def power_command(
     if use_looks:
         from dataclasses import replace
 
-        from analysis.plan.spec import MIN_LOOK_N
+        from framelab_schema.analysis_block import MIN_LOOK_N
 
         for n in ns:
             sizes = replace(analysis_plan, planned_n=n).look_sizes()

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.exclusions import ChoiceRules
 from analysis.plan.spec import (
-    FORMATS,
     TESTS,
     AnalysisPlan,
     PlanError,
@@ -41,6 +40,7 @@ from analysis.plan.spec import (
     canonical_json,
     plan_from_dict,
 )
+from framelab_schema.analysis_block import FORMATS
 
 if TYPE_CHECKING:
     import pandas as pd

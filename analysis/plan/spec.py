@@ -1,24 +1,10 @@
 """The study YAML as the research package reads it: the ``analysis:`` block, the design, the hashes.
 
-The web app validates the same block when it loads a study (``webapp/study_analysis.py``); this
-reader exists so that planning, pre-registering and analysing need no web stack. Both refuse
-the same blocks with the same located reasons (``FILE: analysis.alpha: ... (line N)``), a test
-holds them together.
-
-The block (``docs/analysis.md``, "Plan, pre-register, stop")::
-
-    analysis:
-      hypothesis: People choose the target more often when it is described by a summary.
-      test: choice_glmm            # or wtp_lmm
-      levels: [original, summary]  # reference, treatment (default)
-      direction: greater           # greater | less | two-sided
-      alpha: 0.025                 # one-sided for greater/less, two-sided total otherwise
-      planned_n: 80                # completed, non-excluded participants
-      exclusions: {require_attention: true, min_duration_frac_median: 0.3}
-      looks:
-        at: [0.5, 0.75, 1.0]       # fractions of planned_n
-        spending: obrien-fleming   # or pocock
-        futility: {z: [0, 0.5], binding: false}   # or {spending: obrien-fleming, beta: 0.2}
+The ``analysis:`` block's schema is :mod:`framelab_schema.analysis_block`, which the web app
+validates it with too when it loads a study; this reader exists so that planning,
+pre-registering and analysing need no web stack. Both locate the same mistakes alike
+(``FILE: analysis.alpha: ... (line N)``); ``docs/analysis.md`` ("Plan, pre-register, stop")
+describes the block.
 
 The bundle of a study is every file the web app stores with it: the YAML, its pairs files, its
 images and anything else uploaded with it. Which files those are is the web app's decision, so
@@ -31,21 +17,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from analysis.exclusions import ChoiceRules
-from analysis.plan.sequential import SPENDING_FUNCTIONS, SequentialDesign
+from analysis.plan.sequential import SequentialDesign
+from framelab_schema.analysis_block import (
+    FORMATS,
+    AnalysisBlock,
+    AnalysisBlockError,
+    LookPlan,
+    parse_analysis_block,
+)
 
 __all__ = [
-    "DIRECTIONS",
     "TESTS",
     "AnalysisPlan",
     "ChoiceBlock",
-    "LookPlan",
     "PlanError",
     "StudyPlan",
     "bundle_sha256",
@@ -54,7 +43,8 @@ __all__ = [
     "read_study",
 ]
 
-# The pre-registrable primary tests: FrameLab's models of the product-choice study.
+# The dependent variable and the model of each pre-registrable primary test
+# (framelab_schema.analysis_block.TESTS names them).
 TESTS = {
     "choice_glmm": (
         "chose_target",
@@ -67,11 +57,6 @@ TESTS = {
         "(REML, as lme4::lmer); t with Satterthwaite df, as z of the same one-sided p",
     ),
 }
-DIRECTIONS = ("greater", "less", "two-sided")
-FORMATS = ("original", "summary")
-RULE_FLAGS = ("require_completed", "require_quiz", "require_attention", "drop_duplicates")
-MAX_LOOKS = 10
-MIN_LOOK_N = 4  # participants at a look: two per sequence, two levels of each random factor
 
 
 class PlanError(ValueError):
@@ -89,9 +74,9 @@ class _Where:
             return _Where(self.file, f"{self.path}[{key}]", self.lines)
         return _Where(self.file, f"{self.path}.{key}" if self.path else key, self.lines)
 
-    def error(self, reason: str, *, locate: str | None = None) -> PlanError:
-        """An error at this place; ``locate`` is a path whose line to give instead."""
-        line = _line(self.lines, self.path if locate is None else locate)
+    def error(self, reason: str) -> PlanError:
+        """An error at this place (the line of its key, or of its nearest parent)."""
+        line = _line(self.lines, self.path)
         at = f" (line {line})" if line else ""
         return PlanError(f"{self.file}: {self.path or '(top level)'}: {reason}{at}")
 
@@ -120,112 +105,11 @@ def _line(node: Any, path: str) -> int | None:
     return line
 
 
-def _keys(raw: Mapping[str, Any], allowed: set[str], where: _Where) -> None:
-    unknown = sorted(set(raw) - allowed, key=str)
-    if unknown:
-        raise where.error(
-            f"unknown key(s) {unknown}; allowed: {sorted(allowed)}",
-            locate=where.at(str(unknown[0])).path,
-        )
-
-
-def _mapping(raw: Any, where: _Where) -> dict[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise where.error(f"expected a mapping, got {type(raw).__name__}")
-    return dict(raw)
-
-
-def _number(raw: Any, where: _Where, low: float, high: float, *, open_low: bool = True) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-        raise where.error(f"expected a number, got {raw!r}")
-    if raw > high or raw < low or (open_low and raw == low):
-        interval = f"{'above' if open_low else 'at least'} {low:g} and at most {high:g}"
-        raise where.error(f"must be {interval}, got {raw!r}")
-    return float(raw)
-
-
-def _choice(raw: Any, where: _Where, allowed: tuple[str, ...]) -> str:
-    if raw not in allowed:
-        raise where.error(f"{raw!r} is not one of {list(allowed)}")
-    return str(raw)
-
-
 @dataclass(frozen=True)
-class LookPlan:
-    """The interim looks of a group-sequential design.
-
-    Attributes
-    ----------
-    at : tuple of float
-        Fractions of the planned N, increasing, the last 1.
-    spending : str
-        Alpha-spending function (``obrien-fleming`` or ``pocock``).
-    futility_z, binding : tuple of float or None, bool
-        Fixed futility bounds at the interim looks and whether they bind.
-    beta, beta_spending : float or None, str or None
-        Non-binding beta-spending futility.
-    """
-
-    at: tuple[float, ...]
-    spending: str = "obrien-fleming"
-    futility_z: tuple[float, ...] | None = None
-    binding: bool = False
-    beta: float | None = None
-    beta_spending: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The normalised block (what is hashed and shown)."""
-        futility: dict[str, Any] | None = None
-        if self.futility_z is not None:
-            futility = {"z": list(self.futility_z), "binding": self.binding}
-        elif self.beta_spending is not None:
-            futility = {"spending": self.beta_spending, "beta": self.beta}
-        return {"at": list(self.at), "spending": self.spending, "futility": futility}
-
-
-@dataclass(frozen=True)
-class AnalysisPlan:
-    """The pre-registered primary analysis of a product-choice study.
-
-    Attributes
-    ----------
-    hypothesis : str
-        The primary hypothesis in words.
-    test : {"choice_glmm", "wtp_lmm"}
-        FrameLab's model that tests it.
-    levels : (str, str)
-        Reference and treatment format.
-    direction : {"greater", "less", "two-sided"}
-        Treatment above the reference, below it, or either.
-    alpha : float
-        One-sided for ``greater``/``less``, the two-sided total otherwise.
-    planned_n : int
-        Completed, non-excluded participants at the final analysis.
-    exclusions : analysis.exclusions.ChoiceRules
-        The exclusion rules, applied before every look and the final analysis.
-    transform : {"none", "log"}
-        ``wtp_lmm`` only: the premium in percent or ``log(1 + pct / 100)``.
-    looks : LookPlan or None
-        Interim looks; ``None`` for a fixed design.
-    notes : str
-        Anything else the researcher pre-registers.
-    """
-
-    hypothesis: str
-    test: str
-    direction: str
-    alpha: float
-    planned_n: int
-    levels: tuple[str, str] = FORMATS
-    exclusions: ChoiceRules = field(default_factory=ChoiceRules)
-    transform: str = "none"
-    looks: LookPlan | None = None
-    notes: str = ""
-
-    @property
-    def sided(self) -> int:
-        """1 for a directional hypothesis, 2 for a two-sided one."""
-        return 2 if self.direction == "two-sided" else 1
+class AnalysisPlan(AnalysisBlock):
+    """The ``analysis:`` block (:class:`framelab_schema.analysis_block.AnalysisBlock`) with what
+    planning and analysing derive from it: the outcome, the sequential design, the primary
+    analysis a run is compared with."""
 
     @property
     def dv(self) -> str:
@@ -246,26 +130,6 @@ class AnalysisPlan:
             beta_spending=looks.beta_spending,
         )
 
-    def look_sizes(self) -> list[int]:
-        """Analysed participants at each look: ``ceil(fraction x planned_n)``."""
-        at = self.looks.at if self.looks else (1.0,)
-        return [math.ceil(f * self.planned_n - 1e-9) for f in at]
-
-    def as_dict(self) -> dict[str, Any]:
-        """The normalised block: the same keys and values whatever the YAML spelled."""
-        return {
-            "hypothesis": self.hypothesis,
-            "test": self.test,
-            "levels": list(self.levels),
-            "direction": self.direction,
-            "alpha": self.alpha,
-            "planned_n": self.planned_n,
-            "exclusions": self.exclusions.as_dict(),
-            "transform": self.transform,
-            "looks": self.looks.as_dict() if self.looks else None,
-            "notes": self.notes,
-        }
-
     def primary(self) -> dict[str, Any]:
         """What decides the primary result: compared with a run's own (``--prereg``)."""
         return {
@@ -277,119 +141,6 @@ class AnalysisPlan:
             "transform": self.transform,
             "exclusions": self.exclusions.as_dict(),
         }
-
-
-def _authenticity(raw: Any, where: _Where) -> dict[str, Any]:
-    """``exclusions.authenticity``: ``max_score`` (exclude scores above it) and/or ``canary``."""
-    raw = _mapping(raw, where)
-    _keys(raw, {"max_score", "canary"}, where)
-    max_score = raw.get("max_score")
-    if max_score is not None:
-        max_score = _number(max_score, where.at("max_score"), 0, 1000, open_low=False)
-    canary = raw.get("canary", False)
-    if not isinstance(canary, bool):
-        raise where.at("canary").error(f"expected true or false, got {canary!r}")
-    if max_score is None and not canary:
-        raise where.error("give max_score, canary: true, or both (or leave the rule out)")
-    return {"authenticity_max_score": max_score, "authenticity_canary": canary}
-
-
-def _exclusions(raw: Any, where: _Where) -> ChoiceRules:
-    raw = _mapping(raw if raw is not None else {}, where)
-    _keys(raw, {*RULE_FLAGS, "min_duration_s", "min_duration_frac_median", "authenticity"}, where)
-    values: dict[str, Any] = {}
-    for key in RULE_FLAGS:
-        if key in raw:
-            if not isinstance(raw[key], bool):
-                raise where.at(key).error(f"expected true or false, got {raw[key]!r}")
-            values[key] = raw[key]
-    if raw.get("min_duration_s") is not None:
-        values["min_duration_s"] = _number(
-            raw["min_duration_s"], where.at("min_duration_s"), 0, 86400, open_low=False
-        )
-    if "min_duration_frac_median" in raw:
-        frac = raw["min_duration_frac_median"]
-        values["min_duration_frac_median"] = (
-            None
-            if frac is None
-            else _number(frac, where.at("min_duration_frac_median"), 0, 1, open_low=False)
-        )
-    if raw.get("authenticity") is not None:
-        values.update(_authenticity(raw["authenticity"], where.at("authenticity")))
-    return ChoiceRules(**values)
-
-
-def _looks(raw: Any, where: _Where, direction: str, planned_n: int) -> LookPlan:
-    raw = _mapping(raw, where)
-    _keys(raw, {"at", "spending", "futility"}, where)
-    at_where = where.at("at")
-    at = raw.get("at")
-    if not isinstance(at, list) or not 1 <= len(at) <= MAX_LOOKS:
-        raise at_where.error(
-            f"expected a list of 1 to {MAX_LOOKS} fractions of planned_n, got {at!r}"
-        )
-    fractions = tuple(_number(v, at_where.at(i), 0, 1) for i, v in enumerate(at))
-    for i in range(1, len(fractions)):
-        if fractions[i] <= fractions[i - 1]:
-            raise at_where.at(i).error(
-                f"looks must increase: {fractions[i]:g} after {fractions[i - 1]:g}"
-            )
-    if fractions[-1] != 1.0:
-        raise at_where.at(len(fractions) - 1).error(
-            f"the last look must be at 1 (the planned N), got {fractions[-1]:g}"
-        )
-    sizes = [math.ceil(f * planned_n - 1e-9) for f in fractions]
-    for i, n in enumerate(sizes):
-        if n < MIN_LOOK_N or (i and n <= sizes[i - 1]):
-            raise at_where.at(i).error(
-                f"look {i + 1} would analyse {n} participants of planned_n {planned_n}; each "
-                f"look needs at least {MIN_LOOK_N} and more than the look before"
-            )
-    spending = _choice(
-        raw.get("spending", "obrien-fleming"), where.at("spending"), SPENDING_FUNCTIONS
-    )
-    plan = LookPlan(at=fractions, spending=spending)
-    if raw.get("futility") is None:
-        return plan
-    fw = where.at("futility")
-    if direction == "two-sided":
-        raise fw.error("futility bounds need a one-sided hypothesis (direction greater or less)")
-    fut = _mapping(raw["futility"], fw)
-    _keys(fut, {"z", "binding", "spending", "beta"}, fw)
-    if "z" in fut:
-        if "spending" in fut or "beta" in fut:
-            raise fw.error(
-                "give fixed bounds (z, binding) or beta spending (spending, beta), not both"
-            )
-        z = fut["z"]
-        if not isinstance(z, list) or len(z) != len(fractions) - 1:
-            raise fw.at("z").error(
-                f"expected one z bound per interim look ({len(fractions) - 1}), got {z!r}"
-            )
-        bounds = tuple(_number(v, fw.at("z").at(i), -10, 10) for i, v in enumerate(z))
-        binding = fut.get("binding", False)
-        if not isinstance(binding, bool):
-            raise fw.at("binding").error(f"expected true or false, got {binding!r}")
-        return LookPlan(at=fractions, spending=spending, futility_z=bounds, binding=binding)
-    if "spending" not in fut or "beta" not in fut:
-        raise fw.error("give fixed bounds (z: [...]) or beta spending (spending and beta)")
-    if "binding" in fut:
-        raise fw.at("binding").error("beta-spending futility bounds are non-binding")
-    return LookPlan(
-        at=fractions,
-        spending=spending,
-        beta_spending=_choice(fut["spending"], fw.at("spending"), SPENDING_FUNCTIONS),
-        beta=_number(fut["beta"], fw.at("beta"), 0, 0.5),
-    )
-
-
-def _text(raw: Mapping[str, Any], key: str, where: _Where, *, required: bool) -> str:
-    value = raw.get(key)
-    if value in (None, "") and not required:
-        return ""
-    if not isinstance(value, str) or not value.strip():
-        raise where.at(key).error("is required" if value is None else "expected a non-empty text")
-    return value.strip()
 
 
 def parse_analysis(
@@ -411,7 +162,7 @@ def parse_analysis(
         The file's composed YAML tree; messages then give the line.
     formats : sequence of str
         The study's product-choice formats, which ``levels`` must name (default ``original``,
-        ``summary``).
+        ``summary``; none: the study has no product-choice block).
 
     Returns
     -------
@@ -420,78 +171,16 @@ def parse_analysis(
     Raises
     ------
     PlanError
-        Naming the file, the key, the reason and the line.
+        Every mistake, each naming the file, the key, the reason and the line (several: one
+        line each after ``N errors:``, as the web app reports them).
     """
-    return _analysis(raw, _Where(file, "analysis", lines), tuple(formats))
-
-
-def _analysis(raw: Any, where: _Where, formats: tuple[str, ...] = FORMATS) -> AnalysisPlan:
-    raw = _mapping(raw, where)
-    _keys(
-        raw,
-        {
-            "hypothesis",
-            "test",
-            "levels",
-            "direction",
-            "alpha",
-            "planned_n",
-            "exclusions",
-            "transform",
-            "looks",
-            "notes",
-        },
-        where,
-    )
-    hypothesis = _text(raw, "hypothesis", where, required=True)
-    test = _choice(raw.get("test"), where.at("test"), tuple(TESTS))
-    lw = where.at("levels")
-    if "levels" not in raw and not set(FORMATS) <= set(formats):
-        raise lw.error(
-            f"is required: name two of the study's formats {list(formats)} as [reference, "
-            "treatment]"
-        )
-    levels = raw.get("levels", list(FORMATS))
-    if not isinstance(levels, list) or len(levels) != 2 or levels[0] == levels[1]:
-        raise lw.error(f"expected two different formats [reference, treatment], got {levels!r}")
-    for i, level in enumerate(levels):
-        _choice(level, lw.at(i), formats)
-    direction = _choice(raw.get("direction"), where.at("direction"), DIRECTIONS)
-    if "alpha" not in raw:
-        raise where.at("alpha").error("is required")
-    alpha = _number(raw["alpha"], where.at("alpha"), 0, 0.5)
-    n = raw.get("planned_n")
-    if isinstance(n, bool) or not isinstance(n, int) or n < MIN_LOOK_N:
-        raise where.at("planned_n").error(
-            f"expected a whole number of participants, at least {MIN_LOOK_N}, got {n!r}"
-        )
-    exclusions = _exclusions(raw.get("exclusions"), where.at("exclusions"))
-    transform = _choice(raw.get("transform", "none"), where.at("transform"), ("none", "log"))
-    if transform != "none" and test != "wtp_lmm":
-        raise where.at("transform").error(
-            "a transform applies to the WTP model (test: wtp_lmm) only"
-        )
-    looks = None
-    if raw.get("looks") is not None:
-        looks = _looks(raw["looks"], where.at("looks"), direction, n)
-        if not exclusions.require_completed:
-            raise (
-                where.at("exclusions")
-                .at("require_completed")
-                .error("interim looks count completed participants: keep require_completed true")
-            )
-    return AnalysisPlan(
-        hypothesis=hypothesis,
-        test=test,
-        levels=(str(levels[0]), str(levels[1])),
-        direction=direction,
-        alpha=alpha,
-        planned_n=n,
-        exclusions=exclusions,
-        transform=transform,
-        looks=looks,
-        notes=_text(raw, "notes", where, required=False),
-    )
+    try:
+        block = parse_analysis_block(raw, formats=formats)
+    except AnalysisBlockError as exc:
+        found = [str(_Where(file, i.path, lines).error(i.reason)) for i in exc.issues]
+        many = f"{len(found)} errors:\n" + "\n".join(found)
+        raise PlanError(found[0] if len(found) == 1 else many) from None
+    return AnalysisPlan(**vars(block))
 
 
 @dataclass(frozen=True)
@@ -680,11 +369,8 @@ def read_study(path: str | Path, bundle: Iterable[str] | None = None) -> StudyPl
     )
     if raw.get("analysis") is None:
         return study
-    if not study.blocks:
-        raise where.at("analysis").error(
-            "the pre-registered tests analyse a product_choice block; the study has none"
-        )
-    return replace(study, plan=_analysis(raw["analysis"], where.at("analysis"), study.formats))
+    plan = parse_analysis(raw["analysis"], file=path.name, lines=tree, formats=study.formats)
+    return replace(study, plan=plan)
 
 
 def _hashed(path: Path, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -716,5 +402,5 @@ def plan_from_dict(block: Mapping[str, Any], *, file: str = "pre-registration") 
     its levels were checked against the study's formats when it was frozen.
     """
     levels = block.get("levels")
-    named = isinstance(levels, list) and all(isinstance(v, str) for v in levels)
+    named = isinstance(levels, list) and levels and all(isinstance(v, str) for v in levels)
     return parse_analysis(dict(block), file=file, formats=tuple(levels) if named else FORMATS)

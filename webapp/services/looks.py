@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from framelab_schema.analysis_block import look_sizes
 from webapp.extensions import db
 from webapp.models import (
     InterimLook,
@@ -40,7 +41,6 @@ from webapp.models import (
     utcnow,
 )
 from webapp.services import audit
-from webapp.study_analysis import look_sizes
 
 
 class LookError(RuntimeError):

@@ -21,7 +21,8 @@ from analysis.plan.looks import (
     primary_test,
 )
 from analysis.plan.simulate import Scenario, simulate_arrivals
-from analysis.plan.spec import AnalysisPlan, ChoiceBlock, LookPlan, read_study
+from analysis.plan.spec import AnalysisPlan, ChoiceBlock, read_study
+from framelab_schema.analysis_block import LookPlan
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"

@@ -19,7 +19,8 @@ from analysis.plan.power import (
     run_simulations,
 )
 from analysis.plan.simulate import Scenario, simulate_arrivals
-from analysis.plan.spec import AnalysisPlan, ChoiceBlock, LookPlan
+from analysis.plan.spec import AnalysisPlan, ChoiceBlock
+from framelab_schema.analysis_block import LookPlan
 
 
 def plan(**changes) -> AnalysisPlan:
