@@ -55,6 +55,7 @@ FORMATS = ("original", "summary")  # the default levels: reference, treatment
 RULE_FLAGS = ("require_completed", "require_quiz", "require_attention", "drop_duplicates")
 MAX_LOOKS = 10
 MIN_LOOK_N = 4  # participants at a look: two per sequence, two levels of each random factor
+MAX_N = 1_000_000  # planned participants: far beyond any study, and look sizes stay floats
 KEYS = (
     "hypothesis",
     "test",
@@ -323,7 +324,9 @@ class _Reader:
     def number(
         self, raw: Any, path: str, low: float, high: float, *, open_low: bool = True
     ) -> float | None:
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        # An integer of any size is finite (math.isfinite would overflow converting it).
+        finite = isinstance(raw, int) or (isinstance(raw, float) and math.isfinite(raw))
+        if isinstance(raw, bool) or not finite:
             self.fail(path, f"expected a number, got {raw!r}")
             return None
         if raw > high or raw < low or (open_low and raw == low):
@@ -375,10 +378,11 @@ class _Reader:
         else:
             values["alpha"] = self.number(block["alpha"], _at(path, "alpha"), 0, 0.5)
         n = values["planned_n"] = block.get("planned_n")
-        if isinstance(n, bool) or not isinstance(n, int) or n < MIN_LOOK_N:
+        if isinstance(n, bool) or not isinstance(n, int) or not MIN_LOOK_N <= n <= MAX_N:
             self.fail(
                 _at(path, "planned_n"),
-                f"expected a whole number of participants, at least {MIN_LOOK_N}, got {n!r}",
+                f"expected a whole number of participants, at least {MIN_LOOK_N} and at most "
+                f"{MAX_N:,}, got {n!r}",
             )
             n = None
         exclusions = self.exclusions(block.get("exclusions"), _at(path, "exclusions"))

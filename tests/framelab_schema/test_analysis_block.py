@@ -132,7 +132,10 @@ def test_every_mistake_comes_at_once_each_at_its_key_path():
         ("analysis.test", "'t_test' is not one of ['choice_glmm', 'wtp_lmm']"),
         ("analysis.direction", "'bigger' is not one of ['greater', 'less', 'two-sided']"),
         ("analysis.alpha", "is required"),
-        ("analysis.planned_n", "expected a whole number of participants, at least 4, got 2.5"),
+        (
+            "analysis.planned_n",
+            "expected a whole number of participants, at least 4 and at most 1,000,000, got 2.5",
+        ),
         ("analysis.exclusions.require_quiz", "expected true or false, got 'yes'"),
         (
             "analysis.exclusions.authenticity.max_score",
@@ -201,6 +204,15 @@ BAD = {
         {"transform": "log"},
         ("analysis.transform", "a transform applies to the WTP model"),
     ),
+    "huge planned n": (
+        {"planned_n": 10**30, "looks": {"at": [0.5, 1.0]}},
+        ("analysis.planned_n", "expected a whole number of participants, at least 4 and at most"),
+    ),
+    "huge integer": (
+        {"exclusions": {"min_duration_s": 10**400}},
+        ("analysis.exclusions.min_duration_s", "must be at least 0 and at most 86400, got 1000"),
+    ),
+    "not finite": ({"alpha": float("nan")}, ("analysis.alpha", "expected a number, got nan")),
     "last look": (
         {"looks": {"at": [0.5, 0.9]}},
         ("analysis.looks.at[1]", "the last look must be at 1 (the planned N), got 0.9"),
