@@ -177,6 +177,10 @@ AUTHENTICITY_COLUMNS: dict[str, object] = {
     "auth_canary": "int",
     "auth_signal_pages": "int",
 }
+# Columns only the platform's choice export writes: a file with one is that export. A pilot
+# or a simulated study (analysis.plan.simulate) carries the order columns too, as tidy extras.
+_LONG_ONLY_CHOICE = (set(CHOICE_LONG_COLUMNS) | set(DOLLAR_COLUMNS)) - set(TIDY_CHOICE_REQUIRED)
+_LONG_ONLY_CHOICE -= set(TIDY_CHOICE_OPTIONAL) | {"sequence", "trial_index", "answered_at"}
 MODEL_LABELS = ("positive", "negative", "neutral", "other")
 PREDICTION_COLUMNS: dict[str, object] = {"item_id": "str", "model": "str", "label": MODEL_LABELS}
 
@@ -404,9 +408,11 @@ def _currency_columns(df: pd.DataFrame) -> pd.DataFrame:
 def load_choice(path: str | Path) -> pd.DataFrame:
     """Load choice data: the platform's long export or the minimal tidy CSV.
 
-    A file with ``study_slug`` is validated as the platform's long export; anything else must have
-    the tidy columns ``participant_id, pair_id, format, chose_target, wtp_premium_pct`` (plus, if
-    present, ``status, quiz_passed, attention_passed, duration_s``).
+    A file with ``study_slug``, or with any other column that only the platform's long export
+    writes (``rt_ms``, ``platform``, ...), is validated as that export, every missing column
+    named; anything else must have the tidy columns ``participant_id, pair_id, format,
+    chose_target, wtp_premium_pct`` (plus, if present, ``status, quiz_passed,
+    attention_passed, duration_s``).
 
     Parameters
     ----------
@@ -427,7 +433,9 @@ def load_choice(path: str | Path) -> pd.DataFrame:
     import pandas as pd
 
     df = read_table(path)
-    if "study_slug" in df.columns:
+    # A long export that lost a column is no tidy CSV: its other columns (rt_ms) would reach
+    # the statistics untyped.
+    if any(c in _LONG_ONLY_CHOICE for c in df.columns):
         # Validate the frame already read: reading the file twice cost 0.4 s at 60,000 rows.
         return _validate_export(df, Path(path).name, "choice")
     source = f"{Path(path).name} (tidy choice CSV)"

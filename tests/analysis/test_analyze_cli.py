@@ -134,6 +134,16 @@ def test_choice_rejects_bad_input_naming_columns(runner, tmp_path):
     assert "chose_target" in result.output and "wtp_premium_pct" in result.output
 
 
+def test_choice_refuses_a_long_export_without_study_slug(runner, choice_export, tmp_path):
+    _, data = choice_export
+    path = tmp_path / "no_slug.csv"
+    data.drop(columns=["study_slug"]).to_csv(path, index=False)
+    result = runner.invoke(main, ["analyze", "choice", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and result.exc_info[0] is SystemExit, result.exc_info
+    assert "no_slug.csv" in result.output and "['study_slug']" in result.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_annotation_report_from_export_and_predictions(runner, tmp_path):
     labels, preds = simulate_annotation_study(n_items=80, seed=4)
     labels.loc[0, "surplus"] = 1

@@ -120,6 +120,18 @@ def test_tidy_choice_csv_missing_required(tmp_path):
         load_choice(path)
 
 
+def test_long_export_without_study_slug_names_every_missing_column(tmp_path):
+    # A long export that lost columns is no tidy CSV: its other columns (rt_ms here) would
+    # reach the statistics untyped.
+    data = simulate_choice_study(n_participants=6, n_pairs=4, seed=1)
+    path = tmp_path / "choice_long.csv"
+    data.drop(columns=["study_slug", "seed"]).to_csv(path, index=False)
+    with pytest.raises(ExportFormatError) as info:
+        load_choice(path)
+    assert "missing column(s): ['study_slug', 'seed']" in str(info.value)
+    assert "choice_long.csv" in str(info.value)
+
+
 def test_annotation_export(tmp_path):
     labels, _ = simulate_annotation_study(n_items=10, seed=0)
     path = tmp_path / "labels.csv"
