@@ -271,7 +271,7 @@ def _admit(study: Study) -> None:
     limit = enrol_limit.EnrolLimit(
         config["ENROLMENTS_PER_CLIENT"], timedelta(minutes=config["ENROLMENT_WINDOW_MINUTES"])
     )
-    client = client_hash(enrol_limit.client_key(request.remote_addr), _secret())
+    client = client_hash(request.remote_addr, _secret())
     admission = enrol_limit.admit(study, client, limit, utcnow())
     if not admission.allowed:
         minutes = -(-admission.retry_after_s // 60)

@@ -5,7 +5,9 @@ The login limiter is a small table rather than Flask-Limiter: failures must be c
 several web processes and hosts (production runs stateless gunicorn workers), and the database
 is the one store they already share; Flask-Limiter would need Redis or memcached for that.
 
-Failures are counted per (account, client), so someone who knows a researcher's username
+A client is its address's network (:func:`client_key`): an IPv4 address, or an IPv6 /64,
+which one host gets whole and can pick a fresh address in for every guess. Failures are
+counted per (account, client), so someone who knows a researcher's username
 cannot lock the researcher out of their own client; per client over all accounts, so one
 client cannot try a few passwords on every account; and over the whole server, so many
 clients together cannot either: past :data:`MAX_FAILURES_GLOBAL` only the clients an account
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -49,15 +52,44 @@ class LoginLimit:
     retry_after_s: int = 0
 
 
+def client_key(remote_addr: str | None) -> str:
+    """The network a client address stands for: the IPv4 address itself, or the IPv6 /64.
+
+    An IPv6 host usually holds a whole /64 and can change addresses inside it at will, so
+    the limit counts the /64; an IPv4-mapped IPv6 address is its IPv4 address.
+
+    Examples
+    --------
+    >>> client_key("203.0.113.5")
+    '203.0.113.5'
+    >>> client_key("2001:db8:1:2:aaaa::1") == client_key("2001:db8:1:2:ffff::9")
+    True
+    >>> client_key("::ffff:203.0.113.5")
+    '203.0.113.5'
+    """
+    try:
+        ip = ipaddress.ip_address(remote_addr or "")
+    except ValueError:
+        return remote_addr or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 def client_hash(remote_addr: str | None, secret: str) -> str:
-    """Return a keyed hash of the client address (raw IP addresses are never stored).
+    """Return a keyed hash of the client a remote address stands for (:func:`client_key`);
+    raw IP addresses are never stored.
 
     Examples
     --------
     >>> len(client_hash("203.0.113.5", "k"))
     32
+    >>> client_hash("2001:db8::1", "k") == client_hash("2001:db8::2", "k")
+    True
     """
-    msg = (remote_addr or "unknown").encode()
+    msg = client_key(remote_addr).encode()
     return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()[:32]
 
 

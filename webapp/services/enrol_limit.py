@@ -15,7 +15,6 @@ created, so parallel requests cannot all pass a check made before any of them wa
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -43,32 +42,6 @@ class Admission:
     retry_after_s: int = 0
 
 
-def client_key(remote_addr: str | None) -> str:
-    """The network a client address stands for: the IPv4 address itself, or the IPv6 /64.
-
-    An IPv6 host usually holds a whole /64 and can change addresses inside it at will, so
-    the limit counts the /64; an IPv4-mapped IPv6 address is its IPv4 address.
-
-    Examples
-    --------
-    >>> client_key("203.0.113.5")
-    '203.0.113.5'
-    >>> client_key("2001:db8:1:2:aaaa::1") == client_key("2001:db8:1:2:ffff::9")
-    True
-    >>> client_key("::ffff:203.0.113.5")
-    '203.0.113.5'
-    """
-    try:
-        ip = ipaddress.ip_address(remote_addr or "")
-    except ValueError:
-        return remote_addr or "unknown"
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
-
-
 def admit(study: Study, client: str, limit: EnrolLimit, now: datetime) -> Admission:
     """Count an enrolment of ``client`` in ``study`` unless its limit is reached; commit.
 
@@ -76,7 +49,7 @@ def admit(study: Study, client: str, limit: EnrolLimit, now: datetime) -> Admiss
     ----------
     study : Study
     client : str
-        :func:`webapp.services.accounts.client_hash` of :func:`client_key`.
+        :func:`webapp.services.accounts.client_hash` of the remote address.
     limit : EnrolLimit
     now : datetime
 

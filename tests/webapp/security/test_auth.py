@@ -128,6 +128,28 @@ def test_one_client_trying_many_accounts_is_bounded(app):
     assert login(_from(app, "203.0.113.9"), "zoe").status_code == 302
 
 
+def test_an_ipv6_attacker_is_one_client_across_its_64_and_ipv4_neighbours_are_apart(app, clock):
+    from webapp.services.accounts import LOGIN_WINDOW, MAX_FAILURES_PER_ACCOUNT_CLIENT
+    from webapp.services.researchers import set_researcher
+
+    with app.app_context():
+        set_researcher("ana", PASSWORD)
+    # A host that owns 2001:db8:0:7::/64 picks a fresh address for every guess.
+    for i in range(MAX_FAILURES_PER_ACCOUNT_CLIENT):
+        guesser = _from(app, f"2001:db8:0:7:{i:x}::{i + 1:x}")
+        assert login(guesser, "ana", f"guess {i}").status_code == 200
+    assert login(_from(app, "2001:db8:0:7:ffff:1:2:3"), "ana").status_code == 429
+    assert login(_from(app, "2001:db8:0:8::1"), "ana").status_code == 302  # the next /64
+    # IPv4 counts each address: a neighbour of a blocked address is not blocked.
+    for i in range(MAX_FAILURES_PER_ACCOUNT_CLIENT):
+        assert login(_from(app, "198.51.100.7"), "ana", f"guess {i}").status_code == 200
+    assert login(_from(app, "198.51.100.7"), "ana").status_code == 429
+    assert login(_from(app, "198.51.100.8"), "ana").status_code == 302
+    # The block lifts when the oldest failure leaves the window (the app's clock).
+    clock.sleep(LOGIN_WINDOW.total_seconds() + 1)
+    assert login(_from(app, "2001:db8:0:7::abcd"), "ana").status_code == 302
+
+
 def test_many_clients_spraying_hit_the_global_bound_and_known_clients_still_log_in(app):
     from webapp.models import utcnow
     from webapp.services import accounts
