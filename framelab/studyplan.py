@@ -106,6 +106,26 @@ def _amendment(loaded: Any, study: Any, reason: str | None, freeze: Any) -> dict
     }
 
 
+def _not_loaded_files(loaded: Any, study: Any, path: str, reason: str | None) -> None:
+    """Refuse a freeze of other files than the loaded study's once its data collection began
+    (the document would read as written before data), and ``--amend`` for such files."""
+    from webapp.services import looks as looks_service
+
+    seen = looks_service.data_seen(loaded) if loaded is not None else None
+    if seen is not None:
+        raise click.ClickException(
+            f"data collection of {study.slug} has begun ({seen}), with other files than these: "
+            f"a pre-registration written now is an amendment of the loaded study. Load these "
+            f"files first (`framelab study load {path}`), then run `framelab prereg "
+            f"{study.slug} --amend REASON`. Nothing was written."
+        )
+    if reason is not None:
+        raise click.UsageError(
+            f"--amend: an amendment is recorded on the console, and {study.slug} is not "
+            "loaded with these files"
+        )
+
+
 def _power_to_cite(summary: dict, study, power_dir: Path):
     """The power table of ``framelab plan power`` to cite, refused when it is not this design's
     power: another study, another analysis block or design, or fits that failed (each counted
@@ -157,7 +177,8 @@ def _power_to_cite(summary: dict, study, power_dir: Path):
     "--amend",
     "reason",
     metavar="REASON",
-    help="Once data collection has begun (a participant completed or a look was recorded): "
+    help="Once data collection has begun (a participant who is not a test participant "
+    "entered, or a look was recorded): "
     "record this pre-registration as an amendment of the earlier ones, for this reason.",
 )
 @with_appcontext
@@ -202,11 +223,8 @@ def prereg(study_arg: str, out_dir: Path, power_dir: Path | None, reason: str | 
             amendment = None
             if loaded is not None and looks_service.bundle_sha256(loaded) == study.bundle_sha256:
                 amendment = _amendment(loaded, study, reason, frozen)
-            elif reason is not None:
-                raise click.UsageError(
-                    f"--amend: an amendment is recorded on the console, and {study.slug} is not "
-                    "loaded with these files"
-                )
+            else:
+                _not_loaded_files(loaded, study, study_arg, reason)
             record = frozen(study, amendment=amendment)
         except PlanError as exc:
             raise click.ClickException(str(exc)) from None

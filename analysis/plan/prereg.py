@@ -324,11 +324,15 @@ def _sentences(record: dict[str, Any]) -> list[tuple[str, list[str]]]:
     if change is None:
         other.append(f"Frozen before data collection: {frozen}")
     else:
-        amends = ", ".join(f"`{h}`" for h in change["amends"]) or "none recorded before"
+        amends = ", ".join(f"`{h}`" for h in change["amends"])
+        replaces = (
+            f"It replaces the earlier pre-registration(s): {amends}."
+            if amends
+            else "No pre-registration was frozen before data collection began."
+        )
         other.append(
             f"Amendment, written after data collection began ({change['seen']}): "
-            f"{change['reason']} It replaces the earlier pre-registration(s): {amends}. "
-            f"Frozen: {frozen}"
+            f"{change['reason']} {replaces} Frozen: {frozen}"
         )
     return [
         ("Hypothesis", [a["hypothesis"]]),

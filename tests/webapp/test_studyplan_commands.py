@@ -3,6 +3,7 @@ when there is nothing to record, or nothing they may record."""
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 
@@ -163,7 +164,7 @@ def _a_participant_completes(app) -> None:
     assert bot.run().outcome == "completed"
 
 
-def test_a_new_freeze_after_data_collection_began_is_an_amendment(app, tmp_path):
+def test_a_new_freeze_after_data_collection_began_is_an_amendment(app, clock, tmp_path):
     from webapp.extensions import db
     from webapp.models import AuditEvent
     from webapp.services import looks as looks_service
@@ -194,9 +195,8 @@ def test_a_new_freeze_after_data_collection_began_is_an_amendment(app, tmp_path)
     out = tmp_path / "v2"
     refused = runner.invoke(prereg, ["product-choice-demo", "--out", str(out)])
     assert refused.exit_code == 1
-    assert "data collection of product-choice-demo has begun (1 participant(s) completed)" in (
-        refused.output
-    )
+    seen = "1 participant(s) entered, the first at 2025-01-06 09:00 UTC; 1 completed"
+    assert f"data collection of product-choice-demo has begun ({seen})" in refused.output
     assert "--amend REASON" in refused.output and not out.exists()
     with app.app_context():  # the service refuses it too, whoever calls it
         try:
@@ -219,10 +219,10 @@ def test_a_new_freeze_after_data_collection_began_is_an_amendment(app, tmp_path)
     assert record["amendment"] == {
         "amends": [original["prereg_sha256"]],
         "reason": why,
-        "seen": "1 participant(s) completed",
+        "seen": seen,
     }
-    seen = "Amendment, written after data collection began (1 participant(s) completed)"
-    assert f"{seen}: {why}" in (out / "prereg.md").read_text()
+    said = f"Amendment, written after data collection began ({seen}): {why}"
+    assert said in (out / "prereg.md").read_text()
     with app.app_context():
         history = looks_service.console_record(get_study("product-choice-demo"))
         actions = [e.action for e in db.session.scalars(db.select(AuditEvent))]
@@ -306,3 +306,71 @@ def test_prereg_cites_a_power_table_only_of_this_design_with_every_fit_converged
     other = run(design=[{**summary["design"][0], "formats": ["original", "summary", "x"]}])
     assert other.exit_code == 1 and "another analysis block or design" in other.output
     assert run(study="another").exit_code == 1
+
+
+def test_a_first_freeze_after_a_real_participant_entered_says_so(app, clock, tmp_path):
+    """A participant who has only entered (consented, nothing completed) is data collection
+    begun: the first freeze is then an amendment stating how many had entered and when the
+    first did, in the record, the document and on the console. Test participants are no data."""
+    from sqlalchemy import func, select
+
+    from tests.webapp.researcher.conftest import PASSWORD, login
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport, run_bots
+    from webapp.extensions import db
+    from webapp.models import Participant
+    from webapp.services.researchers import set_researcher
+    from webapp.services.studies import get_study
+
+    folder = tmp_path / "study"
+    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
+    shutil.copy(DEMO, folder / DEMO.name)
+    _load(app, folder / DEMO.name)
+    with app.app_context():
+        definition = get_study("product-choice-demo").definition
+    secret = app.config["SECRET_KEY"]
+    assert run_bots(app, definition, n=2, seed=1, test_secret=secret).counts == {"completed": 2}
+    runner = app.test_cli_runner()
+    pilot_only = runner.invoke(prereg, ["product-choice-demo", "--amend", "x", "--out", "-"])
+    assert pilot_only.exit_code == 2 and "has not begun" in pilot_only.output
+
+    real = Bot(FlaskTransport(app), definition, BotBehaviour(), rng=random.Random(2), clock=clock)
+    real.open()
+    while "consent" in real.history[-1:]:
+        real.step()
+    with app.app_context():
+        entered, first = db.session.execute(
+            select(func.count(), func.min(Participant.started_at)).where(
+                Participant.is_test.is_(False)
+            )
+        ).one()
+    assert entered == 1
+    seen = f"1 participant(s) entered, the first at {first:%Y-%m-%d %H:%M} UTC; 0 completed"
+
+    out = tmp_path / "p"
+    refused = runner.invoke(prereg, ["product-choice-demo", "--out", str(out)])
+    assert refused.exit_code == 1 and f"has begun ({seen})" in refused.output
+    assert not out.exists()
+    # From the study file, edited after loading (other files than the stored ones): no clean
+    # document either.
+    (folder / DEMO.name).write_text(
+        (folder / DEMO.name).read_text().replace("alpha: 0.025", "alpha: 0.02")
+    )
+    by_file = runner.invoke(prereg, [str(folder / DEMO.name), "--out", str(out)])
+    assert by_file.exit_code == 1 and f"has begun ({seen})" in by_file.output
+    assert "framelab study load" in by_file.output and not out.exists()
+
+    why = "Written late: the pilot went live before the plan was frozen."
+    amended = runner.invoke(prereg, ["product-choice-demo", "--amend", why, "--out", str(out)])
+    assert amended.exit_code == 0, amended.output
+    assert amended.output.startswith("amendment of product-choice-demo")
+    assert _record(out)["amendment"] == {"amends": [], "reason": why, "seen": seen}
+    for name in ("prereg.md", "prereg.html"):
+        text = (out / name).read_text()
+        assert f"written after data collection began ({seen})" in text
+        assert "Frozen before data collection" not in text
+    with app.app_context():
+        set_researcher("ana", PASSWORD, is_admin=True)
+    console = app.test_client()
+    assert login(console, "ana").status_code == 302
+    page = console.get("/researcher/studies/product-choice-demo").get_data(as_text=True)
+    assert "data-prereg-after-data" in page and seen in page

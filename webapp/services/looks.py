@@ -6,7 +6,7 @@ here. The console then shows the frozen hash, each look's statistic against its 
 when a bound was crossed, offers to pause recruitment: nothing is paused until the researcher
 confirms (:func:`pause_for_look`), and every step is in the audit log.
 
-Once data collection has begun (a participant who is not a test participant completed, or a
+Once data collection has begun (a participant who is not a test participant entered, or a
 look was recorded), a new pre-registration is recorded only as an amendment: its record names
 the pre-registrations it amends, the researcher's reason and what had been seen, and the
 console shows the whole history (:func:`preregistration_history`). The console's record is
@@ -153,25 +153,32 @@ def latest_preregistration(study: Study) -> Preregistration | None:
 def data_seen(study: Study) -> str | None:
     """What of the study's data exists to be seen, in words; ``None`` before data collection.
 
-    Data collection has begun once a participant who is not a test participant completed, or
-    a look was recorded (test participants, bots and previews, are no data).
+    Data collection has begun once a participant who is not a test participant entered (gave
+    consent, whatever became of the session), or a look was recorded (test participants,
+    bots and previews, are no data). For example ``"look 1 recorded 2025-01-06 11:00 UTC (35
+    analysed, continue); 40 participant(s) entered, the first at 2025-01-06 09:00 UTC; 36
+    completed"``.
     """
-    completed = db.session.scalar(
-        select(func.count()).where(
-            Participant.study_id == study.id,
-            Participant.status == ParticipantStatus.completed,
-            Participant.is_test.is_(False),
-        )
-    )
+    entered, completed, first = db.session.execute(
+        select(
+            func.count(),
+            func.count().filter(Participant.status == ParticipantStatus.completed),
+            func.min(Participant.started_at),
+        ).where(Participant.study_id == study.id, Participant.is_test.is_(False))
+    ).one()
     looks = recorded_looks(study)
-    if not completed and not looks:
+    if not entered and not looks:
         return None
     parts = [
         f"look {row.look} recorded {row.computed_at:%Y-%m-%d %H:%M} UTC "
         f"({row.n_analysed} analysed, {row.decision})"
         for row in looks
     ]
-    parts.append(f"{completed} participant(s) completed")
+    if entered:
+        parts.append(
+            f"{entered} participant(s) entered, the first at {first:%Y-%m-%d %H:%M} UTC; "
+            f"{completed} completed"
+        )
     return "; ".join(parts)
 
 

@@ -171,7 +171,7 @@ def test_only_a_crossed_look_of_ones_own_study_can_be_paused(app, study, make_re
 
 
 def test_an_amendment_is_recorded_only_after_data_and_the_page_shows_the_history(
-    app, study, make_researcher, make_bot
+    app, clock, study, make_researcher, make_bot
 ):
     from webapp.services import looks as service
     from webapp.services.studies import get_study
@@ -187,11 +187,15 @@ def test_an_amendment_is_recorded_only_after_data_and_the_page_shows_the_history
     assert "data-prereg-history" not in page  # one freeze before data: nothing to list
     assert make_bot().run().outcome == "completed"
     why = "Attention checks were not shown to the first 40 people."
-    change = {"amends": ["cd" * 32], "reason": why, "seen": "1 participant(s) completed"}
+    with app.app_context():
+        seen = service.data_seen(get_study("product-choice-demo"))
+    assert re.fullmatch(
+        r"1 participant\(s\) entered, the first at 2025-01-06 09:\d\d UTC; 1 completed", seen
+    )
+    change = {"amends": ["cd" * 32], "reason": why, "seen": seen}
     second = {"prereg_sha256": "ef" * 32, "bundle_sha256": bundle, "amendment": change}
     with app.app_context():
         s = get_study("product-choice-demo")
-        assert service.data_seen(s) == "1 participant(s) completed"
         for record, refusal in (
             ({**second, "amendment": None}, "a new pre-registration is an amendment"),
             (second, f"amends {'cd' * 6}, but the console recorded {'ab' * 6}"),
@@ -207,7 +211,9 @@ def test_an_amendment_is_recorded_only_after_data_and_the_page_shows_the_history
     page = html.unescape(client.get(URL).get_data(as_text=True))
     assert f"data-prereg-hash>{'ef' * 32}<" in page and "data-prereg-history" in page
     assert 'data-prereg-row="2"' in page and f"data-prereg-amendment>{why}<" in page
-    assert "before data collection" in page and "1 participant(s) completed" in page
+    assert (
+        "before data collection" in page and f"Frozen after data collection began: {seen}" in page
+    )
     assert ("cli", "prereg.amend") in _audit(app)
 
 
