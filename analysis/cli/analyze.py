@@ -349,7 +349,7 @@ def choice_command(
         if prereg is not None:
             from analysis.plan.looks import preregistered_tables
 
-            record, frozen, console = prereg
+            record, frozen, console, edited = prereg
             tables, meta = preregistered_tables(exported, frozen)
             results.tables.update(tables)
             results.meta.update(meta)
@@ -359,6 +359,7 @@ def choice_command(
                 "bundle_sha256": record["bundle_sha256"],
                 "command": record["command"],
                 "console": console,
+                "text_edited": edited,
                 "amendment": record["amendment"],
                 "test": frozen.test,
                 "levels": list(frozen.levels),
@@ -444,15 +445,23 @@ def _title(data, input_path: str, study_path: str | None, record: dict | None) -
 
 
 def _prereg(path: str, rules, levels, wtp_log: bool):
-    """The frozen record and plan of ``--prereg`` and what the console's record says of it;
-    refuse a run whose primary analysis differs, or a document the console did not record."""
+    """The frozen record and plan of ``--prereg``, what the console's record says of it and
+    whether its text was edited; refuse a run whose primary analysis differs, or a document
+    the console did not record."""
     from analysis.cli import CONSOLE_RECORD
-    from analysis.plan.prereg import PreregError, check_console, check_run, read_prereg
+    from analysis.plan.prereg import (
+        PreregError,
+        check_console,
+        check_run,
+        check_text,
+        read_prereg,
+    )
     from analysis.plan.spec import PlanError
 
     lookup = click.get_current_context().meta.get(CONSOLE_RECORD)
     try:
         record = read_prereg(path)
+        edited = check_text(path, record)
         plan = check_run(record, Path(path).name, levels=levels, exclusions=rules, log=wtp_log)
         slug = record["study"]["slug"]
         if lookup is None:
@@ -467,7 +476,7 @@ def _prereg(path: str, rules, levels, wtp_log: bool):
                 console = f"not compared with the console's record of {slug}: {exc}"
     except (PreregError, PlanError) as exc:
         raise click.ClickException(str(exc)) from None
-    return record, plan, console
+    return record, plan, console, edited
 
 
 def _estimated_minutes(path: str) -> float:

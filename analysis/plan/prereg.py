@@ -16,8 +16,9 @@ compares a document with that record (a history of freezes and amendments).
 
 ``framelab analyze choice EXPORT --prereg DOC`` reads the record back
 (:func:`read_prereg`: a record edited after freezing no longer matches its hash and is
-refused), compares the run's primary analysis with the frozen one (:func:`differences`) and
-refuses to run when they differ, naming each difference.
+refused; text edited around it is named and the record followed, :func:`check_text`),
+compares the run's primary analysis with the frozen one (:func:`differences`) and refuses to
+run when they differ, naming each difference.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "check_console",
     "check_run",
     "check_study",
+    "check_text",
     "differences",
     "freeze",
     "prereg_hash",
@@ -522,6 +524,55 @@ def read_prereg(path: str | Path) -> dict[str, Any]:
     if bundle_sha256(manifest) != record.get("bundle_sha256"):
         raise PreregError(f"{path.name}: bundle_sha256 is not the hash of the bundle manifest")
     return record
+
+
+def check_text(path: str | Path, record: dict[str, Any]) -> str | None:
+    """Say whether a document's text is still the one its frozen record was written with.
+
+    The hash covers the record only; the words around it (hypothesis, analyses, ...) are
+    written from the record, so writing them again shows an edit. The record is the
+    pre-registration either way: an edited text is named, never followed. Line endings and
+    trailing spaces an editor changed are no edit; a FrameLab that words the document
+    differently reads as one.
+
+    Parameters
+    ----------
+    path : str or Path
+        The document (``prereg.md`` or ``prereg.html``), already read by :func:`read_prereg`.
+    record : dict
+        Its frozen record.
+
+    Returns
+    -------
+    str or None
+        What differs, naming the file and the section of the first difference; ``None`` when
+        the text is the one written.
+    """
+    path = Path(path)
+    page = path.suffix.lower() in (".html", ".htm")
+    written = (render_html if page else render_markdown)(record)
+
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.strip().splitlines()]
+
+    mine, theirs = lines(path.read_text(encoding="utf-8")), lines(written)
+    if mine == theirs:
+        return None
+    first = next(
+        (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b),
+        min(len(mine), len(theirs)),
+    )
+    heading = re.compile(r"<h[12]>.*?</h[12]>" if page else r"^#{1,2} .*")
+    where = "the title"
+    for line in theirs[: first + 1]:
+        found = heading.search(line)
+        if found:
+            where = found.group(0)
+    return (
+        f"the text of {path.name} differs from the text its frozen record was written with "
+        f"(first under {where!r}), so it was edited after freezing: the frozen record is the "
+        "pre-registration, and this analysis follows it"
+    )
 
 
 def differences(frozen: dict[str, Any], run: dict[str, Any]) -> list[str]:

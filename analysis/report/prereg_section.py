@@ -30,6 +30,8 @@ def primary_sentence(results: Results) -> str:
     )
     if prereg.get("console"):
         head += f" Console record: {prereg['console']}."
+    if prereg.get("text_edited"):
+        head += f" WARNING: {prereg['text_edited']}."
     change = prereg.get("amendment")
     if change:
         amends = ", ".join(h[:12] for h in change["amends"]) or "none recorded before"

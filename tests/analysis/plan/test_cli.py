@@ -146,6 +146,36 @@ def test_a_primary_block_edited_into_the_document_does_not_pass_as_pre_registere
     assert not (tmp_path / "report").exists()
 
 
+def test_an_edited_text_is_named_and_the_frozen_plan_still_runs(tmp_path):
+    """The prose is not hashed: editing it (here, a looser alpha) is named, and the run keeps
+    the frozen record's plan. Line endings a text editor changed are no edit."""
+    from analysis.plan.prereg import render_html
+
+    record, doc, export = _export_and_document(tmp_path)
+    base = ["choice", str(export), "--no-figures", "--no-gee"]
+    doc.write_bytes(doc.read_text().replace("\n", "\r\n").encode())
+    clean = CliRunner().invoke(analyze, [*base, "--prereg", str(doc), "--out", str(tmp_path / "a")])
+    assert clean.exit_code == 0, clean.output
+    assert "WARNING" not in clean.output
+    said = "at alpha = 0.025 (one-sided)"
+    doc.write_text(doc.read_text().replace(said, "at alpha = 0.05 (one-sided)"))
+    page = tmp_path / "prereg.html"
+    page.write_text(render_html(record).replace(said, "at alpha = 0.05 (one-sided)"))
+    for path, where in ((doc, "## Analyses"), (page, "<h2>Analyses</h2>")):
+        out = tmp_path / f"report-{path.suffix[1:]}"
+        run = CliRunner().invoke(analyze, [*base, "--prereg", str(path), "--out", str(out)])
+        assert run.exit_code == 0, run.output
+        warning = (
+            f"WARNING: the text of {path.name} differs from the text its frozen record was "
+            f"written with (first under {where!r}), so it was edited after freezing: the "
+            "frozen record is the pre-registration, and this analysis follows it"
+        )
+        assert warning in run.output
+        meta = json.loads((out / "results.json").read_text())["meta"]["preregistration"]
+        assert meta["alpha"] == 0.025 and meta["text_edited"] == warning.removeprefix("WARNING: ")
+        assert "edited after freezing" in (out / "report.html").read_text()
+
+
 def _with_console(console):
     """``framelab`` as the console script assembles it: a lookup of the console's record."""
     import click

@@ -19,6 +19,7 @@ from analysis.plan.prereg import (
     check_console,
     check_run,
     check_study,
+    check_text,
     freeze,
     prereg_hash,
     read_prereg,
@@ -113,6 +114,9 @@ def test_the_document_reads_back_and_an_edited_record_is_refused(tmp_path, suffi
                     "Outliers and exclusions", "Sample size", "Other"):  # fmt: skip
         assert heading in text
     assert record["prereg_sha256"] in text and "2.9626" in text
+    assert check_text(path, record) is None
+    path.write_text(text.replace("Primary test:", "Primary test (any will do):", 1))
+    assert "first under" in str(check_text(path, record)) and read_prereg(path) == record
     edited = text.replace('"alpha": 0.025', '"alpha": 0.05', 1)
     assert edited != text
     path.write_text(edited)
@@ -270,6 +274,8 @@ def test_an_amendment_says_what_it_amends_why_and_after_what():
     text = render_markdown(amended)
     assert "Amendment, written after data collection began (look 1 (35)): Quiz off." in text
     assert f"`{record['prereg_sha256']}`" in text and "Frozen before data collection" not in text
+    first = freeze(read_study(DEMO, PAIRS), amendment={**change, "amends": []})
+    assert "No pre-registration was frozen before data collection began." in render_markdown(first)
     with pytest.raises(PlanError, match="states amends, reason and seen"):
         freeze(read_study(DEMO, PAIRS), amendment={"reason": "x"})
 
