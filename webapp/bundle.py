@@ -32,9 +32,12 @@ import stat
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # one stimulus file
 MAX_BUNDLE_BYTES = 16 * 1024 * 1024  # all files of a bundle together (decompressed)
@@ -130,6 +133,7 @@ class Bundle:
         self._files = dict(files)  # read so far (a folder bundle reads on demand)
         self._folder = folder
         self._read_total = sum(len(b) for b in files.values())
+        self._found: dict[Hashable, Any] = {}  # what checks of its files found (see once)
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -244,6 +248,17 @@ class Bundle:
     def cached(self, name: str) -> bytes | None:
         """The bytes of ``name`` if it was read (or uploaded) already; never reads."""
         return self._files.get(name)
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, run once per bundle for ``key`` (e.g. a check and a file name).
+
+        A file's bytes never change once read, so a costly check of a file that several places
+        name (an image several products show: decoding is most of an upload's time) runs once;
+        each place still reports what it found.
+        """
+        if key not in self._found:
+            self._found[key] = compute()
+        return self._found[key]
 
     def files(self) -> list[BundleFile]:
         """The files to store with the study: all uploaded ones, or those read from a folder."""

@@ -285,6 +285,38 @@ def test_the_frames_of_an_animation_count_together():
     assert "2048 x 2048 pixels x 5 frames" in err.reason
 
 
+def test_an_image_several_products_show_is_decoded_once_per_upload(monkeypatch):
+    """Decoding is the upload's cost (about 25 ms for a 1200 x 900 photo): an image is checked
+    once however many products show it, and a broken one is refused at each of them."""
+    from PIL import ImageFile
+
+    decoded: list[tuple[int, int]] = []
+    load = ImageFile.ImageFile.load
+
+    def counting(image):
+        decoded.append(image.size)
+        return load(image)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", counting)
+    pairs = _pairs()
+    names = ["images/kettle-harbor.png", "images/kettle-stillwater.png"]
+    products = [pair[side] for pair in pairs["pairs"] for side in ("target", "control")]
+    for i, product in enumerate(products):
+        product["image"], product["image_alt"] = names[i % 2], "A kettle"
+    d = load_bundle(_bundle(_raw(), pairs))
+    shown = [pair[side]["image"] for pair in _block(d)["pairs"] for side in ("target", "control")]
+    assert len(shown) == len(products) > 4 and {i["file"] for i in shown} == {
+        f"product_pairs/{n}" for n in names
+    }
+    assert len(decoded) == 2
+    products[0]["image"] = products[3]["image"] = "images/cut.png"
+    with pytest.raises(StudyDefinitionError) as info:
+        load_bundle(_bundle(_raw(), pairs, {"product_pairs/images/cut.png": PNG[:60]}))
+    refused = [line for line in error_lines(info.value) if "cannot be read as PNG" in line]
+    assert len(refused) == 2 and "pairs[0].target.image" in refused[0]
+    assert "pairs[1].control.image" in refused[1]
+
+
 def test_an_image_needs_its_text_alternative():
     pairs, extra = _with_image("ok.png", PNG, alt=None)
     err = _refused(_raw(), pairs, extra)

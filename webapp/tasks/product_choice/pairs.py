@@ -200,10 +200,7 @@ def _image(product: dict[str, Any], where: Where) -> dict[str, str]:
         if "larger than" in str(exc):
             raise iw.error(f"the image is larger than {size_text(MAX_IMAGE_BYTES)}") from None
         raise iw.error(str(exc)) from None
-    kind = image_type(data)
-    if kind is None:
-        raise iw.error("not a PNG, JPEG or WebP image (judged by the file's content)")
-    problem = image_problem(data, kind)
+    kind, problem, digest = where.bundle.once(("image", name), lambda: _checked_image(data))
     if problem is not None:
         raise iw.error(problem)
     alt = get_line(product, "image_alt", where, default="")
@@ -211,7 +208,15 @@ def _image(product: dict[str, Any], where: Where) -> dict[str, str]:
         raise where.at("image_alt").error(
             "give the image a text alternative (image_alt) for screen-reader users"
         )
-    return {"file": name, "sha256": hashlib.sha256(data).hexdigest(), "type": kind, "alt": alt}
+    return {"file": name, "sha256": digest, "type": kind, "alt": alt}
+
+
+def _checked_image(data: bytes) -> tuple[str, str | None, str]:
+    """An image file's media type, why it cannot be shown (``None``: it can) and its SHA-256."""
+    kind = image_type(data)
+    if kind is None:
+        return "", "not a PNG, JPEG or WebP image (judged by the file's content)", ""
+    return kind, image_problem(data, kind), hashlib.sha256(data).hexdigest()
 
 
 def _sources(raw: Any, where: Where, formats: list[str]) -> dict[str, str]:
