@@ -27,7 +27,7 @@ from webapp.participant.lookup import request_page_rows, request_study
 from webapp.security import allow_mturk_framing
 from webapp.services import allocation, assignments, authenticity, enrol_limit, flow
 from webapp.services import entry as entry_service
-from webapp.services.accounts import client_hash
+from webapp.services.accounts import can_access, client_hash
 from webapp.services.entry import Entry, EntryError
 from webapp.sessions import console_researcher
 from webapp.tasks import get_task_type
@@ -232,7 +232,10 @@ def start(slug: str) -> Response | str:
         raise ParticipantError("E403-EXCLUDED", gettext("You cannot take part in this study."), 403)
     if allocation.study_is_full(study, utcnow()):
         return _study_full(study, entry.platform.value)
-    is_preview = console_researcher() is not None
+    # A preview is the study's own researchers' (as for the gate); anyone else logged in to
+    # the console who takes part is an ordinary participant, counted and limited like one.
+    researcher = console_researcher()
+    is_preview = researcher is not None and can_access(researcher, study)
     if not (is_preview or entry.test):  # only real arrivals use up a network's allowance
         _admit(study)
     participant = entry_service.enroll(

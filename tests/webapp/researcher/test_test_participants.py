@@ -270,3 +270,25 @@ def test_clearing_is_refused_while_a_test_participants_payment_is_on_its_way(app
     assert "Nothing was deleted" in result.output
     with app.app_context():
         assert db.session.scalar(select(func.count()).select_from(Participant)) == 8
+
+
+def test_a_researcher_without_access_who_takes_part_is_a_real_participant(app, study):
+    """Only a researcher who may see the study previews it: anyone else logged in to the console
+    (a colleague taking part) is an ordinary participant, counted and limited like one."""
+    from sqlalchemy import select
+
+    from webapp.extensions import db
+    from webapp.models import Participant
+    from webapp.services.researchers import set_researcher
+
+    with app.app_context():
+        set_researcher("bob", PASSWORD)  # no admin, owns nothing
+    transport = FlaskTransport(app)
+    assert login(transport.client, "bob").status_code == 302
+    bot = Bot(transport, study, BotBehaviour(), rng=random.Random(7), external_id="colleague")
+    bot.open()
+    while "consent" in bot.history[-1:]:
+        bot.step()
+    with app.app_context():
+        rows = db.session.execute(select(Participant.is_preview, Participant.is_test)).all()
+    assert [tuple(r) for r in rows] == [(False, False)]
