@@ -61,9 +61,9 @@ class ExportScope:
 
     @property
     def extra_columns(self) -> tuple[str, ...]:
-        """Participant-level columns :meth:`participant` adds after its own: none here; the
-        export service's scope adds the authenticity columns. A table that uses
-        :meth:`participant` lists them after its participant columns."""
+        """Participant-level columns :meth:`who` adds to every answer row: none here; the
+        export service's scope adds the authenticity columns, and lists them after the
+        columns of whichever type's ``long`` table the study exports."""
         return ()
 
     def extra_cells(self, p: Participant) -> Mapping[str, Any]:
@@ -84,13 +84,15 @@ class ExportScope:
 
     def who(self, p: Participant) -> dict[str, Any]:
         """The cells naming the participant that every answer table starts with (and ends
-        with: ``is_test``, and the raw recruiter IDs on request; load ``identity`` for them)."""
+        with: :attr:`extra_columns`, ``is_test``, and the raw recruiter IDs on request; load
+        ``identity`` for them)."""
         row = {
             "study_slug": self.study.slug,
             "participant_id": p.code,
             "platform": p.platform.value,
             "status": p.status.value,
             TEST_COLUMN: int(p.is_test),
+            **self.extra_cells(p),
         }
         if self.include_platform_ids:
             ident = p.identity
@@ -115,5 +117,4 @@ class ExportScope:
             "duration_s": duration,
             # When the participant completed: the order in which interim looks count them.
             "finished_at": iso_time(p.finished_at) if duration is not None else None,
-            **self.extra_cells(p),
         }

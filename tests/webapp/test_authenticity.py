@@ -349,3 +349,63 @@ def test_the_exports_and_codebook_carry_the_score_and_a_column_per_signal(make_b
         assert described["wide", column]["meaning"], column
         assert described["long", column]["meaning"], column
     assert described["page-times", "signals"]["allowed_values"] == "js|none|invalid"
+
+
+QUESTIONS_ONLY = """slug: questions-only
+title: A questionnaire
+recruitment:
+  completion_codes: {completed: DONE1, screened_out: SCR1}
+payment: {base: 1.00, bonus: {amount: 0, rule: none}}
+tasks:
+  - {type: consent, id: consent, text: A short questionnaire.}
+  - type: demographics
+    id: demographics
+    questions:
+      - {id: age, text: Your age in years, kind: number, min: 18, max: 100}
+  - {type: debrief, id: debrief, text: Thank you.}
+"""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "sentiment-demo.yaml",
+        "rating-demo.yaml",
+        "preference-demo.yaml",
+        "product-choice-demo.yaml",
+        QUESTIONS_ONLY,
+    ],
+)
+def test_every_long_export_and_its_codebook_carry_the_authenticity_columns(app, tmp_path, source):
+    """Whatever the task types, the long table ends its participant cells with the auth_*
+    columns (the same values as wide), and the codebook describes them."""
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport
+    from webapp.services.export import build_table
+    from webapp.services.studies import get_study, load_study
+
+    path = DEMO.parent / source
+    if source == QUESTIONS_ONLY:
+        path = tmp_path / "questions.yaml"
+        path.write_text(source, encoding="utf-8")
+    with app.app_context():
+        definition = load_study(path).study.definition
+    bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="AUTH1")
+    page = bot.open()
+    while bot.verdict(page) is None:
+        page = bot.post({**bot.answer(), "signals": SCRIPT.replace("au=0", "au=1")})
+    with app.app_context():
+        study = get_study(definition["slug"])
+        long_rows, long_cols = build_table(study, "long", include_test=True)
+        wide_rows, _ = build_table(study, "wide", include_test=True)
+        book, _ = build_table(study, "codebook")
+    assert set(authenticity.EXPORT_COLUMNS) <= set(long_cols), source
+    (person,) = wide_rows
+    assert person["auth_automation"] and "automation" in person["auth_reasons"].split(";")
+    if source != QUESTIONS_ONLY:  # a questionnaire has no long rows, only their columns
+        assert long_rows, source
+    for row in long_rows:
+        assert {c: row[c] for c in authenticity.EXPORT_COLUMNS} == {
+            c: person[c] for c in authenticity.EXPORT_COLUMNS
+        }
+    described = {(r["table"], r["column"]): r["meaning"] for r in book}
+    assert all(described["long", c] for c in authenticity.EXPORT_COLUMNS), source

@@ -159,6 +159,7 @@ def test_a_name_taken_by_a_built_in_type_is_refused():
 def test_a_throwaway_type_renders_passes_a_bot_and_reaches_the_export(
     app, tmp_path, slider_installed
 ):
+    from webapp.services.authenticity import EXPORT_COLUMNS
     from webapp.services.export import build_table
     from webapp.services.studies import get_study, load_study
 
@@ -196,8 +197,10 @@ def test_a_throwaway_type_renders_passes_a_bot_and_reaches_the_export(
         "status",
         "slider_value",
         "rt_ms",
+        *EXPORT_COLUMNS,  # the export's participant columns, added to every long table
     ]
     assert len(rows) == 1 and 0 <= rows[0]["slider_value"] <= 100
+    assert rows[0]["auth_pages"] == 2  # consent and the slider: its cells came with it
     described = {(r["table"], r["column"]): r for r in codebook}
     entry = described[("long", "slider_value")]
     assert (entry["type"], entry["allowed_values"]) == ("int", "0..100")

@@ -135,6 +135,15 @@ def _study_tables(study: Study) -> list[tuple[TaskType, ExportTable, list[dict[s
     ]
 
 
+def _long(scope: ExportScope) -> tuple[list[dict[str, Any]], list[str]]:
+    """The study's ``long`` rows and columns: its type's own, then the scope's participant
+    columns (the authenticity columns), whatever the type; their cells come with
+    :meth:`ExportScope.who`, which every answer row starts with."""
+    table, blocks = _long_table(scope.study)
+    rows, columns = table.build(scope, blocks)
+    return rows, [*columns, *(c for c in scope.extra_columns if c not in columns)]
+
+
 def _long_table(study: Study) -> tuple[ExportTable, list[dict[str, Any]]]:
     """The study's ``long`` table: its types' highest-ranked one (ties: the first registered);
     a study whose types have none exports the lowest-ranked registered type's, empty."""
@@ -282,8 +291,7 @@ def page_time_rows(scope: ExportScope) -> list[dict[str, Any]]:
 def codebook_rows(scope: ExportScope) -> list[dict[str, Any]]:
     """``table, column, type, meaning, allowed_values`` of every column of the study's tables:
     ``long``, its types' other tables, ``wide`` and ``page-times``."""
-    long_table, blocks = _long_table(scope.study)
-    tables = {"long": with_test_column(long_table.build(scope, blocks)[1], scope.include_test)}
+    tables = {"long": with_test_column(_long(scope)[1], scope.include_test)}
     for _, table, blocks in _study_tables(scope.study):
         if table.name != "long":
             tables.setdefault(table.name, table.build(scope, blocks)[1])
@@ -331,8 +339,7 @@ def build_table(
         study, include_test, include_excluded, include_platform_ids, authenticity.assess(study)
     )
     if fmt == "long":
-        table, blocks = _long_table(study)
-        rows, columns = table.build(scope, blocks)
+        rows, columns = _long(scope)
         columns += PLATFORM_ID_COLUMNS if include_platform_ids else ()
         return rows, with_test_column(columns, include_test)
     if fmt == "wide":

@@ -117,7 +117,7 @@ def long_table(
     for p in db.session.scalars(scope.where(query)):
         base = {**scope.participant(p), "currency": currency}
         rows += [{**base, **_choice_cells(c, product_types, sources)} for c in p.choices]
-    return rows, [*LONG_CHOICE_COLUMNS, *scope.extra_columns]
+    return rows, list(LONG_CHOICE_COLUMNS)
 
 
 def choice_rows(study: Study, **options: bool) -> list[dict[str, Any]]:
