@@ -115,6 +115,72 @@ def test_a_hostile_signals_field_is_refused_never_trusted_never_a_500(make_bot, 
     assert visit.signals == "invalid" and visit.keystrokes is None
 
 
+PASTED = "pe=1;pc=400;ks=0;tc=400;hc=1;hm=5000;ia=0;au=1;dv=1"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_app(request):
+    """The app on SQLite and on PostgreSQL."""
+    return request.getfixturevalue("app" if request.param == "sqlite" else "pg_app")
+
+
+def test_signals_are_kept_only_for_a_page_rendered_to_the_participant_and_not_yet_answered(
+    any_app,
+):
+    """Signals are stamped on the visit the page's rendering recorded, in the answer's locked
+    transaction: a crafted POST for a page never rendered, or a replay of one answered, stores
+    none of its signals."""
+    from tests.webapp.conftest import in_app, load_demo
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport
+    from webapp.services import flow
+
+    app = any_app
+    definition = load_demo(app)
+    bot, other = (
+        Bot(FlaskTransport(app), definition, BotBehaviour(), external_id=f"RENDER{i}")
+        for i in range(2)
+    )
+
+    def query(fn):
+        return in_app(app, fn)
+
+    bot.open()
+    bot.step()  # consent -> the instructions, rendered: the first page (0)
+    answered = {**bot.answer(), "signals": SCRIPT}
+    status, quiz_url, _ = bot.transport.request("POST", bot.page.url, answered)
+    assert status == 302 and quiz_url  # answered; the quiz is not requested: never rendered
+    other.open()
+    other.step()
+    quiz = other.step()  # the same quiz, rendered to another participant, for its fields
+    assert quiz.kind == "quiz"
+
+    def token() -> str:
+        p = db.session.scalars(select(Participant).order_by(Participant.id)).first()
+        return flow.page_token(p, app.config["SECRET_KEY"])
+
+    crafted = {**other.answer(), "page": query(token), "signals": PASTED}
+    assert bot.transport.request("POST", quiz_url, crafted)[0] == 302
+    replay = bot.transport.request("POST", bot.page.url, {**answered, "signals": PASTED})
+    assert replay[0] == 302  # "already answered": shown where they are now
+
+    def mine() -> list[PageVisit]:
+        first = select(Participant.id).order_by(Participant.id).limit(1).scalar_subquery()
+        query = select(PageVisit).where(PageVisit.participant_id == first)
+        return db.session.scalars(query.order_by(PageVisit.page_seq)).all()
+
+    visits = query(mine)
+    # The crafted answer itself was taken (the token was valid): only its signals are not.
+    first = select(Participant.page_seq).order_by(Participant.id).limit(1)
+    assert query(lambda: db.session.scalars(first).one()) == 2
+    (instructions,) = visits  # no visit of the quiz: it was never rendered
+    assert instructions.page_seq == 0 and instructions.submitted_at is not None
+    assert (instructions.keystrokes, instructions.pasted_chars, instructions.automation) == (
+        14,
+        0,
+        0,
+    )
+
+
 def test_an_oversized_signals_field_with_a_real_answer_is_refused_by_the_size_limit(make_bot):
     bot = make_bot()
     bot.open()
