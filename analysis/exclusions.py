@@ -57,16 +57,29 @@ class AnnotationRules:
         Drop all labels of annotators whose share of correct gold answers is below this.
     drop_duplicates : bool
         Keep only the first label of a repeated (annotator, item).
+    authenticity_max_score : float or None
+        Drop all labels of annotators whose authenticity score (``auth_score``) is above this.
+    authenticity_canary : bool
+        Drop all labels of annotators whose answers carry the canary word (``auth_canary > 0``).
+        Both are checked first, as in :class:`ChoiceRules`.
     """
 
     drop_surplus: bool = True
     drop_gold: bool = True
     min_gold_accuracy: float | None = None
     drop_duplicates: bool = True
+    authenticity_max_score: float | None = None
+    authenticity_canary: bool = False
 
     def as_dict(self) -> dict[str, object]:
-        """Return the rules as a plain dict (for ``results.json``)."""
-        return asdict(self)
+        """Return the rules as a plain dict (for ``results.json``), the authenticity rules as
+        in :meth:`ChoiceRules.as_dict`."""
+        out = asdict(self)
+        max_score = out.pop("authenticity_max_score")
+        canary = out.pop("authenticity_canary")
+        if max_score is not None or canary:
+            out["authenticity"] = {"max_score": max_score, "canary": canary}
+        return out
 
 
 def _split(data: pd.DataFrame, reasons: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -78,6 +91,20 @@ def _split(data: pd.DataFrame, reasons: pd.Series) -> tuple[pd.DataFrame, pd.Dat
 def _assign(reasons: pd.Series, mask: pd.Series, reason: str) -> None:
     # First matching rule wins: only rows without a reason yet get this one.
     reasons[mask.fillna(False).astype(bool) & reasons.isna()] = reason
+
+
+def _authenticity(
+    reasons: pd.Series, data: pd.DataFrame, rules: ChoiceRules | AnnotationRules
+) -> None:
+    # Participant-level: the export repeats a participant's auth_* cells in each of their rows.
+    import pandas as pd
+
+    if rules.authenticity_canary and "auth_canary" in data.columns:
+        canary = pd.to_numeric(data["auth_canary"]) > 0
+        _assign(reasons, canary, "followed the canary instruction")
+    if rules.authenticity_max_score is not None and "auth_score" in data.columns:
+        above = pd.to_numeric(data["auth_score"]) > rules.authenticity_max_score
+        _assign(reasons, above, "authenticity score above max_score")
 
 
 def _order(data: pd.DataFrame) -> pd.DataFrame:
@@ -125,12 +152,7 @@ def exclude_choice(
         _assign(reasons, pd.to_numeric(data["quiz_passed"]) == 0, "failed comprehension quiz")
     if rules.require_attention and "attention_passed" in data.columns:
         _assign(reasons, pd.to_numeric(data["attention_passed"]) == 0, "failed attention check")
-    if rules.authenticity_canary and "auth_canary" in data.columns:
-        canary = pd.to_numeric(data["auth_canary"]) > 0
-        _assign(reasons, canary, "followed the canary instruction")
-    if rules.authenticity_max_score is not None and "auth_score" in data.columns:
-        above = pd.to_numeric(data["auth_score"]) > rules.authenticity_max_score
-        _assign(reasons, above, "authenticity score above max_score")
+    _authenticity(reasons, data, rules)
     if "duration_s" in data.columns:
         per_person = data.groupby(subject)["duration_s"].first().astype(float)
         limits = []
@@ -171,13 +193,15 @@ def exclude_annotations(
     kept : pandas.DataFrame
         Labels that enter the analysis.
     excluded : pandas.DataFrame
-        The other labels with a ``reason``: ``surplus label``, ``gold item``,
+        The other labels with a ``reason``: ``followed the canary instruction``,
+        ``authenticity score above max_score``, ``surplus label``, ``gold item``,
         ``low gold accuracy`` or ``duplicate label``.
     """
     import pandas as pd
 
     rules = rules or AnnotationRules()
     reasons = pd.Series(None, index=data.index, dtype=object)
+    _authenticity(reasons, data, rules)
     if rules.drop_surplus and "surplus" in data.columns:
         _assign(reasons, pd.to_numeric(data["surplus"]) == 1, "surplus label")
     is_gold = (

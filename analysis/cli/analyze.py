@@ -105,6 +105,47 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     return len(written)
 
 
+def _authenticity_options(*, hidden: bool = False):
+    """The authenticity rule's options (``analysis: exclusions: authenticity``); ``hidden`` for
+    an analysis that refuses them (:func:`_refuse_participant_rules`)."""
+
+    def add(fn):
+        fn = click.option(
+            "--authenticity-canary",
+            is_flag=True,
+            hidden=hidden,
+            help="Exclude participants whose answers carry the study's canary word (auth_canary).",
+        )(fn)
+        return click.option(
+            "--authenticity-max-score",
+            type=click.FloatRange(min=0),
+            default=None,
+            hidden=hidden,
+            help="Exclude participants whose authenticity score (the export's auth_score) is "
+            "above this.",
+        )(fn)
+
+    return add
+
+
+def _authenticity_given(max_score: float | None, canary: bool) -> list[str]:
+    """The authenticity options given on the command line."""
+    given = {"--authenticity-max-score": max_score is not None, "--authenticity-canary": canary}
+    return [name for name, on in given.items() if on]
+
+
+def _refuse_participant_rules(command: str, max_score: float | None, canary: bool) -> None:
+    """Refuse the authenticity options where the analysis excludes no participants, rather
+    than analyse everyone as if they had been applied."""
+    given = _authenticity_given(max_score, canary)
+    if given:
+        raise click.UsageError(
+            f"analyze {command} takes no participant exclusion rules, so {' and '.join(given)} "
+            "cannot apply: leave out the flagged participants' rows (the export's auth_score "
+            "and auth_canary columns) before analysing"
+        )
+
+
 @analyze.command("choice")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
 @click.option(
@@ -163,17 +204,7 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     show_default=True,
     help="Exclude participants faster than this fraction of the median duration (0 disables).",
 )
-@click.option(
-    "--authenticity-max-score",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Exclude participants whose authenticity score (the export's auth_score) is above this.",
-)
-@click.option(
-    "--authenticity-canary",
-    is_flag=True,
-    help="Exclude participants whose answers carry the study's canary word (auth_canary).",
-)
+@_authenticity_options()
 @click.option(
     "--levels",
     "format_levels",
@@ -582,6 +613,7 @@ def _same_study(data, record) -> None:
     default=None,
     help="Exclude annotators below this share of correct gold answers.",
 )
+@_authenticity_options()
 @click.option(
     "--out",
     "out_dir",
@@ -602,6 +634,8 @@ def annotations_command(
     model_shift: tuple[str, ...],
     human_shift: tuple[str, ...],
     min_gold_accuracy: float | None,
+    authenticity_max_score: float | None,
+    authenticity_canary: bool,
     out_dir: str,
     no_figures: bool,
 ) -> None:
@@ -619,6 +653,12 @@ def annotations_command(
 
     if bool(export_path) == bool(mturk_paths):
         raise click.UsageError("give either --export FILE or one or more --mturk FILE")
+    given = _authenticity_given(authenticity_max_score, authenticity_canary)
+    if mturk_paths and given:
+        raise click.UsageError(
+            f"{' and '.join(given)} read the platform export's authenticity columns; MTurk "
+            "batch results carry no auth_ columns (use --export)"
+        )
     try:
         if export_path:
             labels = load_annotations(export_path)
@@ -640,7 +680,11 @@ def annotations_command(
         results = analyze_annotations(
             labels,
             predictions,
-            rules=AnnotationRules(min_gold_accuracy=min_gold_accuracy),
+            rules=AnnotationRules(
+                min_gold_accuracy=min_gold_accuracy,
+                authenticity_max_score=authenticity_max_score,
+                authenticity_canary=authenticity_canary,
+            ),
             model_shift_labels=model_shift,
             human_shift_labels=human_shift,
         )
@@ -678,6 +722,7 @@ def annotations_command(
     help="Comma-separated column order of the rating table [default: as in the export].",
 )
 @click.option("--include-surplus", is_flag=True, help="Keep ratings of expired reservations.")
+@_authenticity_options(hidden=True)
 @click.option(
     "--out",
     "out_dir",
@@ -691,10 +736,13 @@ def ratings_command(
     metrics_path: str | None,
     dimensions: str | None,
     include_surplus: bool,
+    authenticity_max_score: float | None,
+    authenticity_canary: bool,
     out_dir: str,
     no_figures: bool,
 ) -> None:
     """Analyse a summary-rating study: the platform's rating long export (INPUT)."""
+    _refuse_participant_rules("ratings", authenticity_max_score, authenticity_canary)
     worker = _figure_worker(not no_figures)
     from analysis.io import ExportFormatError, load_metric_table, load_ratings
     from analysis.report.evaluation import analyze_ratings
@@ -745,6 +793,7 @@ def ratings_command(
 )
 @click.option("--bins", type=int, default=5, show_default=True, help="Equal-width similarity bins.")
 @click.option("--include-surplus", is_flag=True, help="Keep verdicts of expired reservations.")
+@_authenticity_options(hidden=True)
 @click.option(
     "--out",
     "out_dir",
@@ -760,10 +809,13 @@ def preferences_command(
     reference: str,
     bins: int,
     include_surplus: bool,
+    authenticity_max_score: float | None,
+    authenticity_canary: bool,
     out_dir: str,
     no_figures: bool,
 ) -> None:
     """Analyse a pairwise-preference study (INPUT: its long export) beside LLM judges."""
+    _refuse_participant_rules("preferences", authenticity_max_score, authenticity_canary)
     worker = _figure_worker(not no_figures)
     from analysis.io import ExportFormatError, load_pairs, load_preferences
     from analysis.metrics.records import read_records

@@ -36,6 +36,8 @@ _CHOICE = {
     "drop_duplicates": (None, "duplicate trial"),
 }
 _ANNOTATION = {
+    "authenticity_canary": _CHOICE["authenticity_canary"],
+    "authenticity_max_score": _CHOICE["authenticity_max_score"],
     "drop_surplus": ("surplus", "surplus label"),
     "drop_gold": ("is_gold", "gold item"),
     "min_gold_accuracy": ("gold_correct", "low gold accuracy"),

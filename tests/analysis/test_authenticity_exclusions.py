@@ -7,7 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.exclusions import ChoiceRules, exclude_choice, exclusion_summary
+from analysis.exclusions import (
+    AnnotationRules,
+    ChoiceRules,
+    exclude_annotations,
+    exclude_choice,
+    exclusion_summary,
+)
 from analysis.report.rules import (
     authenticity_sensitivity,
     rule_status,
@@ -31,17 +37,42 @@ def _with_scores(seed: int = 3) -> pd.DataFrame:
     return data
 
 
-def test_the_canary_and_the_score_exclude_whole_participants_in_rule_order():
-    data = _with_scores()
-    rules = ChoiceRules(authenticity_max_score=2, authenticity_canary=True)
-    kept, excluded = exclude_choice(data, rules)
+def _labels_with_scores(seed: int = 5) -> pd.DataFrame:
+    """Simulated annotation labels whose annotators carry authenticity columns: every fourth
+    one scored 5, every eighth with the canary word."""
+    from analysis.simulate import simulate_annotation_study
+
+    labels, _ = simulate_annotation_study(30, 5, 16, seed=seed)
+    people = sorted(labels["participant_id"].unique())
+    flagged, canary = set(people[::4]), set(people[::8])
+    labels["auth_score"] = labels["participant_id"].map(lambda p: 5 if p in flagged else 0)
+    labels["auth_canary"] = labels["participant_id"].map(lambda p: int(p in canary))
+    return labels
+
+
+@pytest.mark.parametrize("kind", ["choice", "annotation"])
+def test_the_canary_and_the_score_exclude_whole_participants_in_rule_order(kind):
+    """The same rule for trials and for labels: 12 of 60 agents (6 with the canary word), or 4
+    of 16 annotators (2 with it); those with the word are counted under the canary rule,
+    checked first."""
+    choice = kind == "choice"
+    data = _with_scores() if choice else _labels_with_scores()
+    Rules, exclude = (
+        (ChoiceRules, exclude_choice) if choice else (AnnotationRules, exclude_annotations)
+    )
+    rules = Rules(authenticity_max_score=2, authenticity_canary=True)
+    kept, excluded = exclude(data, rules)
     by_reason = excluded.groupby("reason")["participant_id"].nunique().to_dict()
-    # 12 agents; the 6 with the canary word are counted under the canary rule (checked first).
+    n = 6 if choice else 2
     assert by_reason == {
-        "followed the canary instruction": 6,
-        "authenticity score above max_score": 6,
+        "followed the canary instruction": n,
+        "authenticity score above max_score": n,
     }
     assert kept["auth_score"].max() == 0 and len(kept) + len(excluded) == len(data)
+    table = rule_status(data, excluded, rules).set_index("rule")
+    assert table.loc["authenticity_canary", ["status", "n_participants"]].tolist() == ["applied", n]
+    assert rules.as_dict()["authenticity"] == {"max_score": 2, "canary": True}
+    assert "authenticity" not in Rules().as_dict()
     summary = exclusion_summary(data, excluded)
     assert list(summary["reason"]) == [
         "followed the canary instruction",
@@ -49,7 +80,7 @@ def test_the_canary_and_the_score_exclude_whole_participants_in_rule_order():
         "total",
     ]
     # A score at the maximum is kept (the rule excludes scores *above* it).
-    kept_at, _ = exclude_choice(data, ChoiceRules(authenticity_max_score=6))
+    kept_at, _ = exclude(data, Rules(authenticity_max_score=6))
     assert len(kept_at) == len(data)
 
 
@@ -128,3 +159,54 @@ def test_analyze_choice_reports_the_rule_and_the_sensitivity(tmp_path):
     report = (out / "report.html").read_text(encoding="utf-8")
     assert "Sensitivity of the primary result to the authenticity exclusions" in report
     assert "authenticity_max_score" in report and "authenticity_canary" in report
+
+
+# -- the annotation analysis takes the same rule; the others refuse it ------------------------
+def test_analyze_annotations_applies_the_rule_and_lists_it_with_counts(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from framelab.cli import main
+
+    path = tmp_path / "labels.csv"
+    _labels_with_scores().to_csv(path, index=False)
+    out = tmp_path / "report"
+    args = ["analyze", "annotations", "--export", str(path), "--out", str(out), "--no-figures"]
+    result = CliRunner().invoke(
+        main, [*args, "--authenticity-max-score", "2", "--authenticity-canary"]
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads((out / "results.json").read_text())
+    rules = {r["rule"]: r for r in payload["tables"]["exclusion_rules"]}
+    score = rules["authenticity_max_score"]
+    assert (score["status"], score["n_participants"]) == ("applied", 2)
+    assert rules["authenticity_canary"]["n_participants"] == 2
+    assert payload["meta"]["n_annotators"] == 12
+    assert "authenticity_max_score" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_options_the_analysis_cannot_apply_are_refused_with_the_reason(tmp_path):
+    from click.testing import CliRunner
+
+    from framelab.cli import main
+
+    mturk = tmp_path / "batch.csv"
+    pd.DataFrame(
+        {"WorkerId": ["W1"], "Input.item_id": ["i1"], "Input.base_sentiment": ["positive"]}
+        | {"Answer.sentiment.label": ["Positive"]}
+    ).to_csv(mturk, index=False)
+    out = str(tmp_path / "out")
+    runner = CliRunner()
+    result = runner.invoke(
+        main,
+        ["analyze", "annotations", "--mturk", str(mturk), "--out", out, "--authenticity-canary"],
+    )
+    assert result.exit_code == 2 and "MTurk batch results carry no auth_" in result.output
+    for command in (["ratings", str(mturk)], ["preferences", str(mturk), "--pairs", str(mturk)]):
+        result = runner.invoke(
+            main, ["analyze", *command, "--out", out, "--authenticity-max-score", "3"]
+        )
+        assert result.exit_code == 2, result.output
+        assert "takes no participant exclusion rules" in result.output, result.output
+        assert not (tmp_path / "out").exists()
