@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import serve
-from tests.e2e.tour import load_demos, tour
-from tests.webapp.conftest import make_app
+from tests.e2e.tour import END, load_demos, tour
+from tests.webapp.conftest import load_canary_demo, make_app
 
 pytestmark = pytest.mark.browser
 PHONE = {"width": 375, "height": 740}
@@ -283,3 +283,36 @@ def test_a_paste_of_10000_characters_and_a_mistyped_age_in_chromium(demo_server,
     assert _kind(page) == "demographics"
     assert "digits 0 to 9" in page.locator("#error-summary").inner_text()
     assert page.locator("#q_age").input_value() == "25e"
+
+
+def test_axe_passes_with_the_canary_sentence_and_the_honeypot_on_the_pages(
+    tmp_path, chromium, axe_source
+):
+    """A study with the canary on: each page type carries the hidden box (the honeypot field
+    and the canary sentence) and still has no serious axe violation; the box is out of the
+    accessibility tree and out of the Tab order."""
+    from webapp.bots import Bot, BotBehaviour, FlaskTransport
+    from webapp.services.authenticity import canary_word
+
+    app = make_app(f"sqlite:///{tmp_path / 'canary.sqlite'}")
+    definition = load_canary_demo(app, tmp_path)
+    word = canary_word(definition["slug"])
+    bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="AXE1")
+    page = _page(chromium)
+    report: dict[str, list[dict]] = {}
+    with serve(app) as base:
+        p = bot.open()
+        while p.kind not in END:
+            if p.kind not in report and 'class="fl-ref"' in p.text:  # a page with a form
+                page.goto(base + p.url)
+                box = page.locator(".fl-ref")
+                assert box.get_attribute("aria-hidden") == "true", p.kind
+                assert word in box.inner_text() and page.locator("#fl-code").count() == 1, p.kind
+                assert page.get_by_role("textbox", name="Code").count() == 0, p.kind
+                assert page.locator("#fl-code").get_attribute("tabindex") == "-1", p.kind
+                page.add_script_tag(content=axe_source)
+                report[p.kind] = page.evaluate(AXE_RUN)
+            p = bot.step()
+    assert {"instructions", "quiz", "choice", "wtp", "demographics"} <= set(report)
+    blocking = {k: [v for v in vs if v["impact"] in BLOCKING] for k, vs in report.items()}
+    assert not any(blocking.values()), {k: v for k, v in blocking.items() if v}

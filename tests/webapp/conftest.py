@@ -179,6 +179,25 @@ def load_demo(app) -> dict[str, Any]:
         return load_study(DEMO).study.definition
 
 
+def load_canary_demo(app, folder: Path) -> dict[str, Any]:
+    """Load the demo study with a canary (slug ``canary-demo``, copied with its pairs file into
+    ``folder``/bundle) into ``app``; return its definition."""
+    import shutil
+
+    import yaml
+
+    from webapp.services.studies import load_study
+
+    bundle = folder / "bundle"
+    shutil.copytree(DEMO.parent, bundle)
+    raw = yaml.safe_load(DEMO.read_text(encoding="utf-8"))
+    raw.update(slug="canary-demo", authenticity={"canary": True, "reading_wpm": 900})
+    path = bundle / "canary.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    with app.app_context():
+        return load_study(path).study.definition
+
+
 @pytest.fixture
 def study(app) -> dict[str, Any]:
     """The demo study's definition, loaded into ``app``."""

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import yaml
 from sqlalchemy import select
 
-from tests.webapp.conftest import DEMO
+from tests.webapp.conftest import DEMO, load_canary_demo
 from webapp.extensions import db
 from webapp.models import PageVisit, Participant, Platform, Study
 from webapp.services import authenticity
@@ -191,24 +190,10 @@ def test_an_oversized_signals_field_with_a_real_answer_is_refused_by_the_size_li
     assert status == 413
 
 
-def _canary_study(app, tmp_path: Path) -> dict:
-    """The demo study with a canary (copied beside its pairs file)."""
-    from webapp.services.studies import load_study
-
-    folder = tmp_path / "bundle"
-    shutil.copytree(DEMO.parent, folder)
-    raw = yaml.safe_load(DEMO.read_text(encoding="utf-8"))
-    raw.update(slug="canary-demo", authenticity={"canary": True, "reading_wpm": 900})
-    path = folder / "canary.yaml"
-    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    with app.app_context():
-        return load_study(path).study.definition
-
-
 def test_honeypot_and_canary_are_hidden_from_people_and_recorded(app, tmp_path, query):
     from webapp.bots import Bot, BotBehaviour, FlaskTransport
 
-    definition = _canary_study(app, tmp_path)
+    definition = load_canary_demo(app, tmp_path)
     assert definition["authenticity"] == {"canary": True, "reading_wpm": 900.0}
     word = authenticity.canary_word("canary-demo")
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(), external_id="CANARY1")
