@@ -50,6 +50,9 @@ def test_a_person_is_not_flagged_and_scripted_populations_are(chromium_path):
 
 
 def test_an_llm_agent_in_the_browser_answers_and_is_scored(chromium_path):
+    """The tier's slowest test (the model's load, then one CPU call per page), kept to the
+    least that shows the agent flagged: one session, seeded, greedy decoding, through the
+    benchmark's study, whose two pairs are the fewest a product-choice block takes."""
     from tests.analysis.smollm2 import smollm2_dir
 
     smollm2_dir()  # skips (or fails in CI) without the model's package
