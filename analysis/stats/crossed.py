@@ -11,10 +11,18 @@ checked against lme4 1.1-31 / lmerTest 3.1-3 to 1e-6 (``tests/analysis/r/``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import TYPE_CHECKING
 
 from analysis.stats.numdiff import hessian, jacobian
-from analysis.stats.singular import SINGULAR_TOL, decision_notes, lmer_decision
+from analysis.stats.singular import (
+    BOUNDARY_TOL,
+    SINGULAR_TOL,
+    TIGHT_NLOPT,
+    decision_notes,
+    lmer_decision,
+    lmer_stop,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,8 +37,10 @@ __all__ = [
     "slopes_lrt",
 ]
 
-# Participants x pairs up to which the count table is held dense (8 bytes a cell: 40 MB).
-DENSE_COUNT_CELLS = 5_000_000
+# Doubles up to which the products of the grouped large levels are held (40 MB).
+GROUPED_CELLS = 5_000_000
+# BOBYQA's first step from a start near the optimum (relative SDs are of order 1).
+FIT_STEP = 1e-2
 
 
 class ConvergenceError(RuntimeError):
@@ -38,96 +48,169 @@ class ConvergenceError(RuntimeError):
 
 
 class _CrossedProblem:
-    """Profiled (RE)ML deviance of ``y ~ X + (1 | large) + (1 | small)`` in a sparse form.
+    """Profiled (RE)ML deviance of ``y ~ X + (z | large) + (z | small)`` in a sparse form.
 
-    ``theta = (sd_large, sd_small) / sigma`` (lme4's relative covariance factor for two scalar
-    random intercepts). ``A = Lambda' Z' Z Lambda + I`` is solved through the Schur complement
-    of its diagonal ``large`` block, an ``n_small x n_small`` dense matrix.
+    lme4's formulation (Bates et al. 2015, section 3) for ``r`` random-effect covariates ``z`` of
+    a row (``r = 1``, an intercept: the default; ``r = 2``, intercept and slope): each factor
+    has an ``r x r`` lower-triangular relative covariance factor ``T`` (``theta`` = its entries
+    column-wise, as ``getME(m, "theta")``: large first, the factor with more levels, as lme4
+    orders its terms; for ``r = 1`` ``theta = (sd_large, sd_small) / sigma``). ``A = Lambda'
+    Z' Z Lambda + I`` is block diagonal over the ``large`` levels (``r x r`` blocks), so it is
+    solved through the Schur complement of that block, an ``r n_small`` square dense matrix.
+
+    The Schur complement is ``A22 - sum_j C_j' H_j C_j`` with ``C_j`` the ``z'z`` cell sums of
+    large level ``j`` and ``H_j = T1 (T1' M_j T1 + I)^-1 T1'``, which depends on ``theta`` and on
+    the level only through its ``z'z`` total ``M_j``. Levels with the same total (in a balanced
+    design, all of them) are grouped, and the products of their ``C_j`` (and of their ``Z'W``)
+    are summed once: an evaluation then costs one product of the group weights with those
+    sums, ``O(groups x (r n_small)^2)`` whatever the number of rows and of large levels. Where
+    those sums would be too large to hold (``GROUPED_CELLS``) the products are formed per level
+    from a sparse ``C`` at each evaluation instead.
     """
 
-    def __init__(self, X, y, g1, g2):
+    def __init__(self, X, y, g1, g2, z=None):
         import numpy as np
         import scipy.sparse as sp
 
         n = len(y)
         self.n, self.p = n, X.shape[1]
+        z = np.ones((n, 1)) if z is None else np.asarray(z, float)
+        r = self.r = z.shape[1]
         W = np.column_stack([X, y])
-        q1, q2 = g1.max() + 1, g2.max() + 1
-        self.n1 = np.bincount(g1, minlength=q1).astype(float)
-        self.n2 = np.bincount(g2, minlength=q2).astype(float)
-        self.counts = sp.csr_matrix((np.ones(n), (g1, g2)), shape=(q1, q2))
-        # Dense counts when they are small: scipy.sparse's per-call overhead (~1 ms) dominates
-        # a 70 x 10 table, and the optimizer needs a few hundred evaluations.
-        self.dense = q1 * q2 <= DENSE_COUNT_CELLS
-        if self.dense:
-            self.counts = self.counts.toarray()
-        # Z'W for each factor: per-level column sums of [X | y].
-        self.zw1 = np.zeros((q1, self.p + 1))
-        self.zw2 = np.zeros((q2, self.p + 1))
-        np.add.at(self.zw1, g1, W)
-        np.add.at(self.zw2, g2, W)
-        self.wtw = W.T @ W
-        # Start and bounds of the optimizer on theta, and which entries are SDs (lme4's
-        # ``lower == 0``): the fit is singular when one of those is below SINGULAR_TOL.
-        self.theta0 = np.array([1.0, 1.0])
-        self.bounds = [(0, None), (0, None)]
-        self.diag_index = [0, 1]
+        q1, q2 = int(g1.max()) + 1, int(g2.max()) + 1
+        p1, rq = self.p + 1, q2 * r
+        self.q2 = q2
+        zz = (z[:, :, None] * z[:, None, :]).reshape(n, r * r)
+        m1 = np.zeros((q1, r * r))
+        np.add.at(m1, g1, zz)
+        m2 = np.zeros((q2, r * r))
+        np.add.at(m2, g2, zz)
+        zw2 = np.zeros((q2, r * p1))
+        np.add.at(zw2, g2, (z[:, :, None] * W[:, None, :]).reshape(n, -1))
+        # [[M2, Z2'W], [W'Z2, W'W]], M2 block diagonal: the part of A and W'W that does not
+        # depend on the large levels.
+        self.c0 = np.zeros((rq + p1, rq + p1))
+        idx = np.arange(q2)
+        self.c0[:rq, :rq].reshape(q2, r, q2, r)[idx, :, idx, :] = m2.reshape(q2, r, r)
+        self.c0[:rq, rq:] = zw2.reshape(rq, p1)
+        self.c0[rq:, :rq] = zw2.reshape(rq, p1).T
+        self.c0[rq:, rq:] = W.T @ W
+        # Row a of large level j: [C_a | Z'W_a], C_a's column (l, c) the sum of z_a z_c over the
+        # rows of cell (j, l), Z'W_a's the sum of z_a W over the rows of j.
+        vals = z[:, :, None] * np.column_stack([z, W])[:, None, :]
+        rows = np.broadcast_to((g1[:, None] * r + np.arange(r))[:, :, None], vals.shape)
+        cols = np.column_stack(
+            [g2[:, None] * r + np.arange(r), np.broadcast_to(rq + np.arange(p1), (n, p1))]
+        )
+        cols = np.broadcast_to(cols[:, None, :], vals.shape)
+        dz = sp.csr_matrix((vals.ravel(), (rows.ravel(), cols.ravel())), shape=(q1 * r, rq + p1))
+        keys, group, self.count = np.unique(m1, axis=0, return_inverse=True, return_counts=True)
+        self.group, self.m1 = group.ravel(), keys.reshape(-1, r, r)
+        k = len(keys)
+        if k * r * r * (rq + p1) ** 2 <= GROUPED_CELLS and q1 * r * (rq + p1) <= GROUPED_CELLS:
+            # Per group v and pair (a, b): the sum over its levels of [C_a | Z'W_a]' [C_b |
+            # Z'W_b], one row of ``sums``; an evaluation takes the H-weighted sum of the rows.
+            rows_of = dz.toarray().reshape(q1, r * (rq + p1))
+            sums = np.stack([x.T @ x for x in (rows_of[self.group == v] for v in range(k))])
+            sums = sums.reshape(k, r, rq + p1, r, rq + p1).transpose(0, 1, 3, 2, 4)
+            self.sums = sums.reshape(k * r * r, -1)
+        else:
+            self.sums, self.dz = None, [dz[a::r] for a in range(r)]
+        # lme4's start: T = I for both factors, the off-diagonal entries unbounded.
+        self.tril = np.triu_indices(r)[::-1]  # lower triangle, column by column
+        diag = np.concatenate([self.tril[0] == self.tril[1]] * 2)
+        self.theta0 = diag.astype(float)
+        self.bounds = [(0, None) if d else (None, None) for d in diag]
+
+    def factor(self, t):
+        """The lower-triangular ``r x r`` factor ``T`` with the entries ``t`` column-wise."""
+        import numpy as np
+
+        out = np.zeros((self.r, self.r))
+        out[self.tril] = t
+        return out
 
     def pieces(self, theta):
-        """Return ``(W' V^-1 W, log det A)`` with ``V`` in units of ``sigma^2``."""
-        import numpy as np
-        import scipy.sparse as sp
+        """Return ``(F, log det A)``: ``F`` the lower Cholesky factor of ``W' V^-1 W``.
 
-        t1, t2 = theta
-        d1 = t1 * t1 * self.n1 + 1.0
-        d2 = t2 * t2 * self.n2 + 1.0
-        if self.dense:
-            c = self.counts * (t1 * t2)  # off-diagonal block of A
-            cd = c / d1[:, None]
-            schur = np.diag(d2) - c.T @ cd
+        ``V`` is in units of ``sigma^2``. One Cholesky factorisation of ``[[S, R], [R',
+        W'W - E]]`` (``S`` the Schur complement) gives both ``log det S`` and, as its trailing
+        block, ``F``; ``F = [[Fx, 0], [fy', fyy]]`` holds ``X'V^-1X = Fx Fx'``, ``beta = Fx'^-1
+        fy`` and the residual sum of squares ``fyy^2`` (as lme4's ``RX`` and ``pwrss``).
+        """
+        import numpy as np
+
+        r, q2, p1 = self.r, self.q2, self.p + 1
+        rq = q2 * r
+        half = len(theta) // 2
+        t1, t2 = self.factor(theta[:half]), self.factor(theta[half:])
+        a1 = t1.T @ self.m1 @ t1  # the diagonal blocks of A less I, per group
+        # (A1 + I)^-1 of each 1 x 1 or 2 x 2 block in closed form: numpy's batched inverse and
+        # determinant cost more in call overhead than the whole evaluation of a small design.
+        inv = np.empty_like(a1)
+        if r == 1:
+            det = a1[:, 0, 0] + 1.0
+            inv[:, 0, 0] = 1.0 / det
         else:
-            c = self.counts.multiply(t1 * t2).tocsr()
-            cd = sp.diags(1.0 / d1) @ c
-            schur = np.diag(d2) - (c.T @ cd).toarray()
-        chol = np.linalg.cholesky(schur)
-        f = t1 * self.zw1  # Lambda' Z' W, large block
-        g = t2 * self.zw2
-        # A^{-1} [f; g] through the Schur complement of the diagonal block.
-        b = np.linalg.solve(schur, g - cd.T @ f)
-        a = (f - c @ b) / d1[:, None]
-        m = self.wtw - (f.T @ a + g.T @ b)
-        logdet_a = np.log(d1).sum() + 2 * np.log(np.diag(chol)).sum()
-        return m, logdet_a
+            a, d = a1[:, 0, 0] + 1.0, a1[:, 1, 1] + 1.0
+            det = a * d - a1[:, 0, 1] * a1[:, 1, 0]
+            inv[:, 0, 0], inv[:, 1, 1] = d / det, a / det
+            inv[:, 0, 1], inv[:, 1, 0] = -a1[:, 0, 1] / det, -a1[:, 1, 0] / det
+        h = t1 @ inv @ t1.T
+        if self.sums is not None:
+            big = self.c0 - (h.reshape(-1) @ self.sums).reshape(rq + p1, rq + p1)
+        else:
+            w = h[self.group]  # per large level
+            big = self.c0 - sum(
+                (self.dz[a].T @ self.dz[b].multiply(w[:, a, b][:, None]).tocsr()).toarray()
+                for a in range(r)
+                for b in range(r)
+            )
+        # big = [[M2 - Q, Z2'W - Pt], [., W'W - E]]; T' big T with T = diag(I x T2, I), plus
+        # I on the first block, is [[S, R], [R', W'W - E]]: the Schur complement S = A22 -
+        # (I x T2)' Q (I x T2) and R = (I x T2)' (Z2'W - Pt).
+        big[:rq] = (t2.T @ big[:rq].reshape(q2, r, -1)).reshape(rq, -1)
+        big[:, :rq] = (big[:, :rq].reshape(-1, q2, r) @ t2).reshape(-1, rq)
+        big.flat[: rq * (rq + p1) : rq + p1 + 1] += 1.0
+        chol = np.linalg.cholesky(big)
+        logdet_a = float(self.count @ np.log(det)) + 2 * float(np.log(chol.diagonal()[:rq]).sum())
+        return chol[rq:, rq:], logdet_a
 
     def _split(self, theta):
+        """``(X'V^-1X, beta, residual sum of squares, log det A)``."""
         import numpy as np
 
-        m, logdet_a = self.pieces(theta)
+        f, logdet_a = self.pieces(theta)
         p = self.p
-        xtx, xty, yty = m[:p, :p], m[:p, p], m[p, p]
-        beta = np.linalg.solve(xtx, xty)
-        return xtx, beta, yty - xty @ beta, logdet_a
+        fx = f[:p, :p]
+        return fx @ fx.T, np.linalg.solve(fx.T, f[p, :p]), f[p, p] ** 2, logdet_a
+
+    def _parts(self, theta):
+        """``(log det X'V^-1X, residual sum of squares, log det A)`` without a solve."""
+        import numpy as np
+
+        f, logdet_a = self.pieces(theta)
+        p = self.p
+        return 2 * float(np.log(f.diagonal()[:p]).sum()), f[p, p] ** 2, logdet_a
 
     def deviance(self, theta, reml: bool = True) -> float:
         """-2 log-likelihood (REML criterion when ``reml``) profiled over beta and sigma."""
         import numpy as np
 
-        xtx, _, r2, logdet_a = self._split(theta)
+        logdet_x, r2, logdet_a = self._parts(theta)
         dof = self.n - self.p if reml else self.n
         dev = logdet_a + dof * (1 + np.log(2 * np.pi * r2 / dof))
-        if reml:
-            dev += np.linalg.slogdet(xtx)[1]
-        return float(dev)
+        return float(dev + logdet_x if reml else dev)
 
     def deviance_vp(self, varpar) -> float:
         """REML criterion at ``(theta, sigma)``, sigma not profiled (lmerTest's ``devfun_vp``)."""
         import numpy as np
 
         *theta, sigma = varpar
-        xtx, _, r2, logdet_a = self._split(theta)
+        logdet_x, r2, logdet_a = self._parts(theta)
         s2 = sigma * sigma
         dof = self.n - self.p
-        return float(logdet_a + np.linalg.slogdet(xtx)[1] + dof * np.log(2 * np.pi * s2) + r2 / s2)
+        return float(logdet_a + logdet_x + dof * np.log(2 * np.pi * s2) + r2 / s2)
 
     def vcov_vp(self, varpar):
         """Covariance of the fixed effects at ``(theta, sigma)``: ``sigma^2 (X'V^-1X)^-1``."""
@@ -136,203 +219,63 @@ class _CrossedProblem:
         *theta, sigma = varpar
         return sigma * sigma * np.linalg.inv(self._split(theta)[0])
 
-    def fit(self, reml: bool = True):
-        """Minimise the profiled deviance over ``theta >= 0``; return ``(theta, deviance)``."""
-        import numpy as np
-        from scipy.optimize import minimize
-
-        def dev(theta):
-            return self.deviance(theta, reml)
-
-        # Derivative-free, as lme4 (Nelder-Mead / BOBYQA on theta): finite-difference
-        # gradients of a deviance in the hundreds of thousands are too noisy for L-BFGS-B's
-        # stopping rules. The tolerances are far below lme4's defaults so that the fit stops
-        # *at* the optimum (the reference numbers in tests/analysis/r/ are lme4's at a tightened
-        # optimum). Near the optimum a simplex can cycle on the deviance's rounding noise
-        # without meeting both tolerances (seen on Penicillin), so convergence is judged over
-        # restarts: one run met the tolerances (or shrank its simplex below xatol, see met_by)
-        # and a restart from the best point found no lower deviance beyond that noise.
-        x0 = self.theta0
-        bounds = self.bounds
-        scale = abs(dev(x0))
-        options = {"xatol": 1e-9, "fatol": 1e-13 * scale, "maxiter": 1000 * len(x0)}
-
-        def run(start):
-            return minimize(dev, x0=start, method="Nelder-Mead", bounds=bounds, options=options)
-
-        def met_by(r) -> bool:
-            # Both tolerances met; or the simplex has shrunk below xatol and only fatol is
-            # missed: its vertices then differ by a few ulps and their deviances by rounding
-            # noise (Penicillin: 1 ulp apart in theta, 9e-11 apart in a deviance of 331, above
-            # fatol = 3.7e-11), which no number of iterations removes.
-            vertices = r.final_simplex[0]
-            return bool(r.success) or float(np.max(np.ptp(vertices, axis=0))) <= options["xatol"]
-
-        res = run(x0)
-        met = met_by(res)
-        settled = False
-        for _ in range(3):
-            again = run(res.x)
-            met = met or met_by(again)
-            settled = again.fun >= res.fun - 1e-10 * scale
-            if again.fun < res.fun:
-                res = again
-            if settled and met:
-                break
-        if not (met and settled):
-            raise ConvergenceError(
-                f"sparse crossed {'REML' if reml else 'ML'}: Nelder-Mead did not converge "
-                f"({res.message}); no estimate"
-            )
-        return np.asarray(res.x, float), float(res.fun)
-
-
-class _CrossedSlopesProblem(_CrossedProblem):
-    """Profiled (RE)ML deviance of ``y ~ X + (1 + x | large) + (1 + x | small)``.
-
-    lme4's formulation (Bates et al. 2015, section 3): each factor has a 2 x 2 lower-triangular
-    relative covariance factor ``T`` (``theta`` = its entries column-wise, as ``getME(m,
-    "theta")``: large first, the factor with more levels, as lme4 orders its terms), so that
-    the random effects of a level are ``sigma T u``, ``u ~ N(0, I)``. ``A = Lambda' Z' Z
-    Lambda + I`` is block diagonal over the ``large`` levels (2 x 2 blocks), so it is solved
-    through the Schur complement of that block, a ``2 n_small x 2 n_small`` dense matrix.
-    """
-
-    def __init__(self, X, y, x, g1, g2):
-        import numpy as np
-
-        n = len(y)
-        self.n, self.p = n, X.shape[1]
-        W = np.column_stack([X, y])
-        z = np.column_stack([np.ones(n), x])  # the random-effect covariates of a row
-        q1, q2 = g1.max() + 1, g2.max() + 1
-        zz = z[:, :, None] * z[:, None, :]  # per-row 2 x 2
-        self.m_cell = np.zeros((q1, q2, 2, 2))
-        np.add.at(self.m_cell, (g1, g2), zz)
-        self.m1 = self.m_cell.sum(axis=1)
-        self.m2 = self.m_cell.sum(axis=0)
-        zw = z[:, :, None] * W[:, None, :]  # per-row 2 x (p + 1)
-        self.zw1 = np.zeros((q1, 2, self.p + 1))
-        self.zw2 = np.zeros((q2, 2, self.p + 1))
-        np.add.at(self.zw1, g1, zw)
-        np.add.at(self.zw2, g2, zw)
-        self.wtw = W.T @ W
-        self.q1, self.q2 = q1, q2
-        # lme4's start: T = I for both factors; the off-diagonal entries are unbounded.
-        self.theta0 = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
-        self.bounds = [(0, None), (None, None), (0, None)] * 2
-        self.diag_index = [0, 2, 3, 5]
-
-    @staticmethod
-    def factor(t):
-        import numpy as np
-
-        return np.array([[t[0], 0.0], [t[1], t[2]]])
-
-    def pieces(self, theta):
-        """Return ``(W' V^-1 W, log det A)`` with ``V`` in units of ``sigma^2``."""
-        import numpy as np
-
-        t1, t2 = self.factor(theta[:3]), self.factor(theta[3:])
-        q1, q2 = self.q1, self.q2
-        # Everything as stacked 2 x 2 products (matmul broadcasts over the levels): einsum's
-        # generic loops were 10x slower here.
-        d1 = t1.T @ self.m1 @ t1 + np.eye(2)  # (q1, 2, 2): the diagonal blocks of A
-        d2 = t2.T @ self.m2 @ t2 + np.eye(2)  # (q2, 2, 2)
-        c = t1.T @ self.m_cell @ t2  # (q1, q2, 2, 2): the off-diagonal block, per cell
-        det1 = d1[:, 0, 0] * d1[:, 1, 1] - d1[:, 0, 1] * d1[:, 1, 0]
-        inv1 = np.empty_like(d1)
-        inv1[:, 0, 0] = d1[:, 1, 1] / det1
-        inv1[:, 1, 1] = d1[:, 0, 0] / det1
-        inv1[:, 0, 1] = -d1[:, 0, 1] / det1
-        inv1[:, 1, 0] = -d1[:, 1, 0] / det1
-        cmat = c.transpose(0, 2, 1, 3).reshape(q1, 2, 2 * q2)  # rows (j, a), columns (l, d)
-        cd = inv1 @ cmat  # D1^-1 C, per large level
-        schur = -(cmat.reshape(2 * q1, 2 * q2).T @ cd.reshape(2 * q1, 2 * q2))
-        idx = np.arange(q2)
-        schur4 = schur.reshape(q2, 2, q2, 2)
-        schur4[idx, :, idx, :] += d2
-        chol = np.linalg.cholesky(schur)
-        f = t1.T @ self.zw1  # (q1, 2, p + 1): Lambda' Z' W, large block
-        g = (t2.T @ self.zw2).reshape(2 * q2, -1)
-        ff = f.reshape(2 * q1, -1)
-        b = np.linalg.solve(schur, g - cd.reshape(2 * q1, 2 * q2).T @ ff)
-        a = inv1 @ (f - cmat @ b)  # (q1, 2, p + 1)
-        m = self.wtw - (ff.T @ a.reshape(2 * q1, -1) + g.T @ b)
-        logdet_a = np.log(det1).sum() + 2 * np.log(np.diag(chol)).sum()
-        return m, logdet_a
-
     def fit(self, reml: bool = True, start=None):
-        """Minimise the profiled deviance over the six entries of ``theta``.
+        """Minimise the profiled deviance over ``theta``; return ``(theta, deviance)``.
 
-        Nelder-Mead to a moderate tolerance, then L-BFGS-B with central-difference gradients
-        from there (six parameters: a simplex alone needs thousands of evaluations to reach
-        the tolerance of the intercept-only fit). With ``start`` (where lmer's own optimizer
-        stopped, or the REML optimum for the ML fit), L-BFGS-B also runs from there and the
-        lower converged end is kept: a bounded simplex can settle with an entry on its bound
-        where BOBYQA finds a lower criterion off it.
+        lmer's own optimizer tightened as in the reference fits of ``tests/analysis/r/``
+        (BOBYQA to ``TIGHT_NLOPT``, then lme4's boundary checks: :func:`lmer_stop`), from
+        ``start``: where lmer's default optimizer stopped (:func:`lmer_decision`, within about
+        1e-4 of the optimum), or the REML optimum for the ML fit; lme4's start by default. From
+        a start that close a small first step reaches the optimum in a few dozen evaluations,
+        where a simplex from lme4's start needed hundreds (thousands with random slopes).
         """
         import numpy as np
-        from scipy.optimize import minimize
+
+        calls = 0
 
         def dev(theta):
+            nonlocal calls
+            calls += 1
             return self.deviance(theta, reml)
 
-        scale = abs(dev(self.theta0))
-        first = minimize(
-            dev,
-            x0=self.theta0,
-            method="Nelder-Mead",
-            bounds=self.bounds,
-            options={"xatol": 1e-6, "fatol": 1e-10 * scale, "maxiter": 6000, "adaptive": True},
-        )
-        polish = minimize(
-            dev,
-            x0=first.x,
-            method="L-BFGS-B",
-            bounds=self.bounds,
-            jac="3-point",
-            options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500},
-        )
-        best = polish if polish.fun <= first.fun else first
-        # Converged: the simplex met its tolerances, and the gradient polish did not move the
-        # criterion beyond its rounding noise, or ended by its own convergence test.
-        settled = polish.success or abs(polish.fun - first.fun) <= 1e-9 * scale
-        ends = [best] if first.success and settled else []
-        if start is not None:
-            start = np.asarray(start, float)
-            other = minimize(
-                dev,
-                x0=start,
-                method="L-BFGS-B",
-                bounds=self.bounds,
-                jac="3-point",
-                options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500},
-            )
-            if other.success or abs(other.fun - dev(start)) <= 1e-9 * scale:
-                ends.append(other)
-        if not ends:
+        lower = [0.0 if lo == 0 else -np.inf for lo, _ in self.bounds]
+        step = None if start is None else FIT_STEP
+        start = self.theta0 if start is None else np.asarray(start, float)
+        theta, value = lmer_stop(dev, start, lower, TIGHT_NLOPT, step)
+        if calls >= TIGHT_NLOPT["maxeval"]:
             raise ConvergenceError(
-                f"sparse crossed random-slope {'REML' if reml else 'ML'} fit did not converge "
-                f"({first.message}; {polish.message}); no estimate"
+                f"sparse crossed {'REML' if reml else 'ML'}: BOBYQA stopped after {calls} "
+                "evaluations without converging; no estimate"
             )
-        best = min(ends, key=lambda r: r.fun)
-        return np.asarray(best.x, float), float(best.fun)
+        # At a boundary optimum the criterion grows as theta^2 off the bound: BOBYQA stops a
+        # few 1e-9 from it, where the criterion equals its value on the bound up to rounding.
+        # Such an entry is put on the bound (lme4's check.boundary, within rounding), so that
+        # an SD at the boundary is reported as 0.
+        theta = np.asarray(theta, float)
+        for i in np.flatnonzero(np.array(lower) == 0):
+            if 0 < theta[i] < BOUNDARY_TOL:
+                trial = theta.copy()
+                trial[i] = 0.0
+                at_bound = dev(trial)
+                if at_bound <= value + 1e-12 * abs(value):
+                    theta, value = trial, at_bound
+        return theta, float(value)
 
 
-class _ReducedSlopesProblem(_CrossedSlopesProblem):
-    """The random-slope model with some entries of ``theta`` held at 0: a simpler structure.
+class _ReducedSlopesProblem(_CrossedProblem):
+    """``y ~ X + (1 + x | large) + (1 + x | small)`` with some entries of ``theta`` held at 0.
 
-    ``free`` marks the entries of lme4's six-entry ``theta`` that are estimated. Holding
-    ``T[1, 0]`` at 0 drops the correlation (``(1 + x || g)``, i.e. ``(1 | g) + (0 + x | g)``);
-    holding a column at 0 drops that term. The deviance is then exactly that of the simpler
-    model (a zero column of ``T`` adds ``log 1`` to ``log det A``), so the same code fits it.
+    ``z = (1, x)``; ``free`` marks the entries of lme4's six-entry ``theta`` that are
+    estimated. Holding ``T[1, 0]`` at 0 drops the correlation (``(1 + x || g)``, i.e. ``(1 | g)
+    + (0 + x | g)``); holding a column at 0 drops that term. The deviance is then exactly that of
+    the simpler model (a zero column of ``T`` adds ``log 1`` to ``log det A``), so the same code
+    fits it.
     """
 
     def __init__(self, X, y, x, g1, g2, free):
         import numpy as np
 
-        super().__init__(X, y, x, g1, g2)
+        super().__init__(X, y, g1, g2, np.column_stack([np.ones(len(y)), x]))
         self.free = np.asarray(free, bool)
         self.theta0 = self.theta0[self.free]
         self.bounds = [b for b, f in zip(self.bounds, self.free, strict=True) if f]
@@ -358,11 +301,18 @@ def one_blas_thread():
     """
     from contextlib import nullcontext
 
+    controller = _blas_controller()
+    return nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
+
+
+@cache
+def _blas_controller():
+    """The process's threadpoolctl controller: finding the BLAS libraries costs ~3 ms a time."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - scikit-learn brings it
-        return nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+        return None
+    return ThreadpoolController()
 
 
 def crossed_order(df: pd.DataFrame, subject: str, item: str) -> tuple[str, str, int, int]:
@@ -508,7 +458,7 @@ def crossed_lmm(
         ``p_val`` (t with ``df``; normal when ``df`` is NaN), ``p_val_z`` (normal),
         ``ci_low, ci_high`` (t with ``df``); SEs are ``sigma^2 (X' V^-1 X)^-1`` at the optimum,
         as lme4) and SDs of ``large``, ``small`` and ``Residual``; plus, on every row,
-        ``optimizer`` (``nelder-mead``, bounded, on the relative SDs), ``converged``, ``reml``,
+        ``optimizer`` (``bobyqa``: lmer's, tightened), ``converged``, ``reml``,
         ``n_obs``, ``singular`` (a relative SD below 1e-4, as ``lme4::isSingular``, where
         lmer's default optimizer stops: :func:`analysis.stats.singular.lmer_stop`),
         ``criterion`` (REML criterion or ML deviance, -2 log L), ``loglik`` (-criterion / 2),
@@ -542,19 +492,22 @@ def crossed_lmm(
             problem if order is None else _CrossedProblem(X[order], y[order], g1[order], g2[order])
         )
 
+    named = {f"_{i}": row for i, row in enumerate(np.eye(p))}
+    named.update({k: np.asarray(v, float) for k, v in (contrasts or {}).items()})
+    if any(v.shape != (p,) for v in named.values()):
+        raise ValueError(f"every contrast needs {p} weights (intercept first)")
+    L = np.array(list(named.values()))
     with one_blas_thread():
-        theta, criterion = problem.fit(reml)
-        _, dev_ml = (theta, criterion) if not reml else problem.fit(reml=False)
+        # Where lmer's default optimizer stops decides the singular flag; the optimum is
+        # polished from there.
+        stop, at_stop, votes = lmer_decision(build, n, [0, 1], reml)
+        theta, criterion = problem.fit(reml, start=stop)
+        _, dev_ml = (theta, criterion) if not reml else problem.fit(reml=False, start=theta)
         xtx, beta, r2, _ = problem._split(theta)
         dof = n - p if reml else n
         sigma = float(np.sqrt(r2 / dof))
         cov = sigma * sigma * np.linalg.inv(xtx)
         # Satterthwaite df are defined for the REML criterion (as lmerTest); none for ML fits.
-        named = {f"_{i}": row for i, row in enumerate(np.eye(p))}
-        named.update({k: np.asarray(v, float) for k, v in (contrasts or {}).items()})
-        if any(v.shape != (p,) for v in named.values()):
-            raise ValueError(f"every contrast needs {p} weights (intercept first)")
-        L = np.array(list(named.values()))
         dfs = _satterthwaite_df(problem, theta, sigma, L) if reml else np.full(len(L), np.nan)
     rows: list[dict[str, object]] = []
     for i, (name, weights) in enumerate(named.items()):
@@ -565,29 +518,29 @@ def crossed_lmm(
     rows.append({"kind": "sd", "term": large, "estimate": float(theta[0]) * sigma})
     rows.append({"kind": "sd", "term": small, "estimate": float(theta[1]) * sigma})
     rows.append({"kind": "sd", "term": "Residual", "estimate": sigma})
-    out = pd.DataFrame(rows)
-    out["optimizer"] = "nelder-mead"
-    out["converged"] = True
-    out["reml"] = reml
-    out["n_obs"] = n
-    with one_blas_thread():
-        stop, at_stop, votes = lmer_decision(build, n, [0, 1], reml)
     differ = decision_notes(
         lambda t: problem.deviance(t, reml), stop, at_stop, votes, theta, (large, small)
     )
     boundary = [(large, small)[i] for i in at_stop]
-    out["singular"] = bool(boundary)
-    out["criterion"] = criterion
-    out["loglik"] = -criterion / 2
-    k = p + 3
-    out["loglik_ml"] = -dev_ml / 2
-    out["aic_ml"] = dev_ml + 2 * k
-    out["bic_ml"] = dev_ml + k * np.log(n)
     notes = [f"singular fit: the SD of {', '.join(boundary)} is at the boundary (0)"]
     notes = notes if boundary else []
-    notes += differ
-    out["notes"] = "; ".join(notes)
-    return out
+    k = p + 3
+    # The columns every row shares, set in one go: column by column, pandas' inserts cost
+    # more than the fit of a 70 x 10 design.
+    common = {
+        "optimizer": "bobyqa",
+        "converged": True,
+        "reml": reml,
+        "n_obs": n,
+        "singular": bool(boundary),
+        "criterion": criterion,
+        "loglik": -criterion / 2,
+        "loglik_ml": -dev_ml / 2,
+        "aic_ml": dev_ml + 2 * k,
+        "bic_ml": dev_ml + k * np.log(n),
+        "notes": "; ".join(notes + differ),
+    }
+    return pd.DataFrame([{**row, **common} for row in rows])
 
 
 def crossed_slopes_lmm(
@@ -679,7 +632,7 @@ def crossed_slopes_lmm(
     at_stop_full = set(np.flatnonzero(free)[at_stop])
     boundary = [name for name, o in ((large, 0), (small, 3)) if at_stop_full & {o, o + 2}]
     for name, th in ((large, theta[:3]), (small, theta[3:])):
-        tf = _CrossedSlopesProblem.factor(th)
+        tf = problem.factor(th)
         vc = sigma * sigma * tf @ tf.T
         sd0, sd1 = np.sqrt(np.diag(vc))
         rows.append({"kind": "sd", "term": f"{name}: Intercept", "estimate": float(sd0)})
@@ -688,7 +641,7 @@ def crossed_slopes_lmm(
         rows.append({"kind": "corr", "term": f"{name}: Intercept x {x}", "estimate": float(corr)})
     rows.append({"kind": "sd", "term": "Residual", "estimate": sigma})
     out = pd.DataFrame(rows)
-    out["optimizer"] = "nelder-mead + l-bfgs-b"
+    out["optimizer"] = "bobyqa"
     out["converged"] = True
     out["reml"] = True
     out["n_obs"] = n

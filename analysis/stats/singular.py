@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     import numpy as np
 
@@ -38,6 +38,7 @@ __all__ = [
     "LMER_NLOPT",
     "ROW_ORDERS",
     "SINGULAR_TOL",
+    "TIGHT_NLOPT",
     "decision_notes",
     "lmer_decision",
     "lmer_stop",
@@ -47,14 +48,17 @@ __all__ = [
 SINGULAR_TOL = 1e-4  # lme4's isSingular: a relative SD (theta) below this is at the boundary.
 # lme4's nloptwrap defaults, and nloptr's default xtol_rel, which lme4 does not override.
 LMER_NLOPT = {"xtol_rel": 1e-4, "xtol_abs": 1e-8, "ftol_abs": 1e-8, "maxeval": 100_000}
+# lmer's BOBYQA tightened, as the reference fits of tests/analysis/r/ (rhoend = 1e-12): the
+# optimum itself, where FrameLab's estimates are taken.
+TIGHT_NLOPT = {"xtol_rel": 0.0, "xtol_abs": 1e-10, "ftol_abs": 0.0, "maxeval": 100_000}
 BOUNDARY_TOL = 1e-5  # lmerControl(boundary.tol); also restart_edge's step off the bound.
 # Row orders on which lmer's stopping point is taken when the first three disagree on lme4's
 # singular decision (lmer's own decision then depends on the order of the rows).
 ROW_ORDERS = 9
 
 
-def _bobyqa(deviance, start, lower):
-    """One ``nloptwrap`` run: NLopt's BOBYQA with lme4's default stopping rules."""
+def _bobyqa(deviance, start, lower, tolerances, step):
+    """One ``nloptwrap`` run: NLopt's BOBYQA with the stopping rules ``tolerances``."""
     import nlopt
     import numpy as np
 
@@ -62,10 +66,12 @@ def _bobyqa(deviance, start, lower):
     opt = nlopt.opt(nlopt.LN_BOBYQA, n)
     opt.set_lower_bounds(list(lower))
     opt.set_upper_bounds([np.inf] * n)
-    opt.set_xtol_rel(LMER_NLOPT["xtol_rel"])
-    opt.set_xtol_abs([LMER_NLOPT["xtol_abs"]] * n)
-    opt.set_ftol_abs(LMER_NLOPT["ftol_abs"])
-    opt.set_maxeval(LMER_NLOPT["maxeval"])
+    opt.set_xtol_rel(tolerances["xtol_rel"])
+    opt.set_xtol_abs([tolerances["xtol_abs"]] * n)
+    opt.set_ftol_abs(tolerances["ftol_abs"])
+    opt.set_maxeval(int(tolerances["maxeval"]))
+    if step is not None:
+        opt.set_initial_step([step] * n)
     best = {"f": np.inf, "x": np.asarray(start, float)}
 
     def objective(x, grad):
@@ -87,6 +93,8 @@ def lmer_stop(
     deviance: Callable[[np.ndarray], float],
     start: Sequence[float],
     lower: Sequence[float],
+    tolerances: Mapping[str, float] = LMER_NLOPT,
+    step: float | None = None,
 ) -> tuple[np.ndarray, float]:
     """Where lmer with its default control stops on ``deviance`` (module docstring).
 
@@ -99,6 +107,12 @@ def lmer_stop(
         off-diagonal ones.
     lower : sequence of float
         lme4's ``lower``: 0 for the diagonal entries, ``-inf`` for the others.
+    tolerances : mapping
+        NLopt's stopping rules, as ``LMER_NLOPT`` (lmer's defaults, the default);
+        ``TIGHT_NLOPT`` is lmer's optimizer tightened as in the reference fits.
+    step : float, optional
+        BOBYQA's initial step (NLopt's default: from the start and the bounds); a small one
+        from a start already near the optimum saves most of the evaluations.
 
     Returns
     -------
@@ -108,7 +122,7 @@ def lmer_stop(
     import numpy as np
 
     lower = np.asarray(lower, float)
-    theta, fval = _bobyqa(deviance, start, lower)
+    theta, fval = _bobyqa(deviance, start, lower, tolerances, step)
     # restart_edge: an entry exactly on its bound, with the criterion falling off it.
     on_bound = np.flatnonzero(theta == lower)
     if on_bound.size:
@@ -117,7 +131,7 @@ def lmer_stop(
             moved = theta.copy()
             moved[i] = lower[i] + BOUNDARY_TOL
             if (deviance(moved) - d0) / BOUNDARY_TOL < 0:
-                theta, fval = _bobyqa(deviance, theta, lower)
+                theta, fval = _bobyqa(deviance, theta, lower, tolerances, step)
                 break
     # check.boundary: an entry within boundary.tol of its bound goes to it if that is lower.
     gap = theta - lower

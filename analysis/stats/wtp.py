@@ -22,8 +22,9 @@ variance or correlation at the boundary, as ``lme4::isSingular``).
 
 Convergence
 -----------
-The sparse fit uses bounded Nelder-Mead on the two relative SDs, as lme4 uses derivative-free
-optimizers, with tolerances far below lme4's defaults and two restarts. statsmodels optimizers
+The sparse fit minimises lme4's criterion with lmer's own derivative-free optimizer (BOBYQA):
+first with lmer's default settings from lmer's start (where lmer stops decides ``singular``),
+then tightened, as the reference fits in ``tests/analysis/r/``, from there. statsmodels optimizers
 are tried in the given order (``lbfgs`` first); the first fit that reports convergence with a
 usable Hessian is kept and named in the ``optimizer`` column. If no fit converges,
 :class:`ConvergenceError` is raised: a fit that did not converge is never reported.
@@ -474,35 +475,38 @@ def wtp_mixed(
     if "p_val_z" not in out.columns:
         out["p_val_z"] = out["p_val"]
     first = table.iloc[0]
-    out = out[["contrast", "family", "level", "versus", "estimate", "se", "statistic", "df",
-               "p_val", "p_adj", "padjust", "p_val_z", "ci_low", "ci_high"]]  # fmt: skip
-    out.insert(out.columns.get_loc("p_val_z"), "p_method",
-               "t, Satterthwaite df" if has_df else "normal (Wald z)")  # fmt: skip
-    return out.assign(
-        d_standardised=out["estimate"] / np.sqrt(total_var),
-        intercept=float(icpt["estimate"]),
-        intercept_se=float(icpt["se"]),
-        intercept_ci_low=float(icpt["ci_low"]),
-        intercept_ci_high=float(icpt["ci_high"]),
-        icc_subject=sd_subject**2 / total_var,
-        icc_item=sd_item**2 / total_var,
-        model=chosen,
-        formula=formula,
-        reason=reason,
-        optimizer=first["optimizer"],
-        converged=True,
-        singular=bool(first["singular"]),
-        n_obs=n_obs,
-        n_subjects=n_subjects,
-        n_items=n_items,
-        sd_subject=sd_subject,
-        sd_item=sd_item,
-        sd_residual=sd_residual,
-        loglik_reml=float(first["loglik"]) if "loglik" in table else np.nan,
-        aic_ml=float(first["aic_ml"]) if "aic_ml" in table else np.nan,
-        bic_ml=float(first["bic_ml"]) if "bic_ml" in table else np.nan,
-        transform=transform or "none",
-        notes=first["notes"],
+    columns = ["contrast", "family", "level", "versus", "estimate", "se", "statistic", "df",
+               "p_val", "p_adj", "padjust", "p_method", "p_val_z", "ci_low", "ci_high"]  # fmt: skip
+    out["p_method"] = "t, Satterthwaite df" if has_df else "normal (Wald z)"
+    # One constructor, not an assign of each column: pandas' inserts cost more than the fit.
+    return pd.DataFrame(
+        {
+            **{c: out[c] for c in columns},
+            "d_standardised": out["estimate"] / np.sqrt(total_var),
+            "intercept": float(icpt["estimate"]),
+            "intercept_se": float(icpt["se"]),
+            "intercept_ci_low": float(icpt["ci_low"]),
+            "intercept_ci_high": float(icpt["ci_high"]),
+            "icc_subject": sd_subject**2 / total_var,
+            "icc_item": sd_item**2 / total_var,
+            "model": chosen,
+            "formula": formula,
+            "reason": reason,
+            "optimizer": first["optimizer"],
+            "converged": True,
+            "singular": bool(first["singular"]),
+            "n_obs": n_obs,
+            "n_subjects": n_subjects,
+            "n_items": n_items,
+            "sd_subject": sd_subject,
+            "sd_item": sd_item,
+            "sd_residual": sd_residual,
+            "loglik_reml": float(first["loglik"]) if "loglik" in table else np.nan,
+            "aic_ml": float(first["aic_ml"]) if "aic_ml" in table else np.nan,
+            "bic_ml": float(first["bic_ml"]) if "bic_ml" in table else np.nan,
+            "transform": transform or "none",
+            "notes": first["notes"],
+        }
     )
 
 

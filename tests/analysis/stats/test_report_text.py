@@ -84,7 +84,10 @@ def test_an_unsimplified_slopes_model_is_called_the_final_model_with_its_four_df
     row = wtp_slopes(pd.read_csv(R_DATA / "slopes_flat_70x10.csv")).iloc[0]
     text = apa.slopes_sentence(row, "%")
     assert "was not singular and is the final model" in text
-    assert "χ²(4)" in text and "not singular, as in most orders" in text
+    # The note on lmer's stop (whether the orders of the rows split there turns on the last
+    # bits of a flat criterion) is carried into the paragraph.
+    assert "χ²(4)" in text
+    assert re.search(r"not singular, as (in most orders|lme4 reports it)", text)
 
 
 def test_the_slopes_table_title_names_the_model_its_numbers_belong_to(study):

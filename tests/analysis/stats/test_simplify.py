@@ -130,9 +130,10 @@ def test_near_the_boundary_the_maximal_model_is_singular_where_lmer_says_so(data
     assert row["maximal_singular"] == bool(int(float(r["default_singular"])))
     if not row["maximal_singular"]:
         assert row["formula"] == row["maximal_formula"]
-        # lmer's stop here depends on the order of the rows (the criterion is flat to its
-        # rounding): most orders stop above 1e-4, as lmer did on these rows.
-        assert "not singular, as in most orders" in row["notes"]
+        # The criterion is flat to its rounding here: whether lmer's stop also depends on the
+        # order of the rows ("not singular, as in most orders") turns on its last bits; either
+        # way the note says lmer stops above 1e-4, not singular, as lmer did on these rows.
+        assert re.search(r"not singular, as (in most orders|lme4 reports it)", row["notes"])
         # lmer's default optimizer stops short of the optimum: agreement to its precision.
         assert row["estimate"] == pytest.approx(float(r["default_format_estimate"]), rel=1e-6)
         assert row["se"] == pytest.approx(float(r["default_format_se"]), rel=1e-4)
