@@ -7,9 +7,9 @@ a k-level factor with the contrasts of :func:`analysis.stats.choice.format_contr
 
 - ``crossed_sparse`` (the default at every size): profiled REML in a sparse formulation
   (:func:`crossed_lmm`), lme4's criterion and lmerTest's Satterthwaite df; checked against
-  lme4 1.1-31 / lmerTest 3.1-3 to 1e-6 (``tests/analysis/r/``). 70 x 10 in ~0.1 s, 100,000 rows
-  in about a second. Used while the smaller factor has at most ``MAX_SPARSE_SMALL_LEVELS``
-  levels.
+  lme4 1.1-31 / lmerTest 3.1-3 to 1e-6 (``tests/analysis/r/``). 70 x 10 in ~0.03 s CPU (less
+  than ``lmer`` on the same rows, docs/benchmarks.md), 60,000 rows in ~0.2 s. Used while the
+  smaller factor has at most ``MAX_SPARSE_SMALL_LEVELS`` levels.
 - ``crossed``: statsmodels ``MixedLM`` with one constant group and two variance components, on
   request only (a cross-check): it builds the design densely (time and memory grow with
   ``n_obs x (n_participants + n_pairs)``), its optimizers stop near rather than at a boundary
