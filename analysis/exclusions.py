@@ -1,4 +1,4 @@
-"""Explicit, reported exclusion rules for choice and annotation data.
+"""Explicit, reported exclusion rules for choice, annotation, rating and preference data.
 
 Each rule is a named predicate. A row is excluded by the first rule (in the order listed) that
 matches it, so every excluded row carries exactly one reason and the counts add up.
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AnnotationRules",
     "ChoiceRules",
+    "RaterRules",
     "exclude_annotations",
     "exclude_choice",
+    "exclude_raters",
     "exclusion_summary",
 ]
 
@@ -72,14 +74,41 @@ class AnnotationRules:
     authenticity_canary: bool = False
 
     def as_dict(self) -> dict[str, object]:
-        """Return the rules as a plain dict (for ``results.json``), the authenticity rules as
-        in :meth:`ChoiceRules.as_dict`."""
-        out = asdict(self)
-        max_score = out.pop("authenticity_max_score")
-        canary = out.pop("authenticity_canary")
-        if max_score is not None or canary:
-            out["authenticity"] = {"max_score": max_score, "canary": canary}
-        return out
+        """Return the rules as a plain dict (for ``results.json``)."""
+        return _nest_authenticity(asdict(self))
+
+
+@dataclass(frozen=True)
+class RaterRules:
+    """Which exclusion rules apply to the raters of a summary-rating or pairwise-preference study.
+
+    Only the participant-level authenticity rules: the loaders leave out surplus answers
+    (``include_surplus``), and these studies have no quiz, attention check or gold items.
+
+    Attributes
+    ----------
+    authenticity_max_score : float or None
+        Drop all rows of raters whose authenticity score (``auth_score``) is above this.
+    authenticity_canary : bool
+        Drop all rows of raters whose answers carry the canary word (``auth_canary > 0``),
+        checked first, as in :class:`ChoiceRules`.
+    """
+
+    authenticity_max_score: float | None = None
+    authenticity_canary: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        """Return the rules as a plain dict (for ``results.json``)."""
+        return _nest_authenticity(asdict(self))
+
+
+def _nest_authenticity(out: dict[str, object]) -> dict[str, object]:
+    # As ChoiceRules.as_dict writes the analysis block: one ``authenticity`` entry, only when on.
+    max_score = out.pop("authenticity_max_score")
+    canary = out.pop("authenticity_canary")
+    if max_score is not None or canary:
+        out["authenticity"] = {"max_score": max_score, "canary": canary}
+    return out
 
 
 def _split(data: pd.DataFrame, reasons: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -94,7 +123,7 @@ def _assign(reasons: pd.Series, mask: pd.Series, reason: str) -> None:
 
 
 def _authenticity(
-    reasons: pd.Series, data: pd.DataFrame, rules: ChoiceRules | AnnotationRules
+    reasons: pd.Series, data: pd.DataFrame, rules: ChoiceRules | AnnotationRules | RaterRules
 ) -> None:
     # Participant-level: the export repeats a participant's auth_* cells in each of their rows.
     import pandas as pd
@@ -223,6 +252,34 @@ def exclude_annotations(
     return _split(data, reasons)
 
 
+def exclude_raters(
+    data: pd.DataFrame, rules: RaterRules | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Apply the rater rules: all rows of a flagged rater are excluded before the analysis.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per rating or verdict (``analysis.io.load_ratings`` or ``load_preferences``),
+        the rater's ``auth_*`` columns repeated in each of their rows.
+    rules : RaterRules, optional
+        Defaults to ``RaterRules()`` (nothing excluded).
+
+    Returns
+    -------
+    kept : pandas.DataFrame
+        Rows that enter the analysis.
+    excluded : pandas.DataFrame
+        The other rows with a ``reason``: ``followed the canary instruction`` or
+        ``authenticity score above max_score``.
+    """
+    import pandas as pd
+
+    reasons = pd.Series(None, index=data.index, dtype=object)
+    _authenticity(reasons, data, rules or RaterRules())
+    return _split(data, reasons)
+
+
 def exclusion_summary(
     data: pd.DataFrame, excluded: pd.DataFrame, *, subject: str = "participant_id"
 ) -> pd.DataFrame:
@@ -233,7 +290,8 @@ def exclusion_summary(
     data : pandas.DataFrame
         All rows before exclusion.
     excluded : pandas.DataFrame
-        The ``excluded`` output of :func:`exclude_choice` or :func:`exclude_annotations`.
+        The ``excluded`` output of :func:`exclude_choice`, :func:`exclude_annotations` or
+        :func:`exclude_raters`.
     subject : str
         Participant column.
 

@@ -105,27 +105,20 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     return len(written)
 
 
-def _authenticity_options(*, hidden: bool = False):
-    """The authenticity rule's options (``analysis: exclusions: authenticity``); ``hidden`` for
-    an analysis that refuses them (:func:`_refuse_participant_rules`)."""
-
-    def add(fn):
-        fn = click.option(
-            "--authenticity-canary",
-            is_flag=True,
-            hidden=hidden,
-            help="Exclude participants whose answers carry the study's canary word (auth_canary).",
-        )(fn)
-        return click.option(
-            "--authenticity-max-score",
-            type=click.FloatRange(min=0),
-            default=None,
-            hidden=hidden,
-            help="Exclude participants whose authenticity score (the export's auth_score) is "
-            "above this.",
-        )(fn)
-
-    return add
+def _authenticity_options(fn):
+    """The authenticity rule's options (``analysis: exclusions: authenticity``)."""
+    fn = click.option(
+        "--authenticity-canary",
+        is_flag=True,
+        help="Exclude participants whose answers carry the study's canary word (auth_canary).",
+    )(fn)
+    return click.option(
+        "--authenticity-max-score",
+        type=click.FloatRange(min=0),
+        default=None,
+        help="Exclude participants whose authenticity score (the export's auth_score) is "
+        "above this.",
+    )(fn)
 
 
 def _authenticity_given(max_score: float | None, canary: bool) -> list[str]:
@@ -134,16 +127,13 @@ def _authenticity_given(max_score: float | None, canary: bool) -> list[str]:
     return [name for name, on in given.items() if on]
 
 
-def _refuse_participant_rules(command: str, max_score: float | None, canary: bool) -> None:
-    """Refuse the authenticity options where the analysis excludes no participants, rather
-    than analyse everyone as if they had been applied."""
-    given = _authenticity_given(max_score, canary)
-    if given:
-        raise click.UsageError(
-            f"analyze {command} takes no participant exclusion rules, so {' and '.join(given)} "
-            "cannot apply: leave out the flagged participants' rows (the export's auth_score "
-            "and auth_canary columns) before analysing"
-        )
+def _echo_rater_rules(results) -> None:
+    """The rules paragraph of a ratings or preferences report, when a rule is on."""
+    from analysis.report.rules import rules_sentence
+
+    status = results.tables["exclusion_rules"]
+    if (status["status"] != "off").any():
+        click.echo(rules_sentence(status))
 
 
 @analyze.command("choice")
@@ -204,7 +194,7 @@ def _refuse_participant_rules(command: str, max_score: float | None, canary: boo
     show_default=True,
     help="Exclude participants faster than this fraction of the median duration (0 disables).",
 )
-@_authenticity_options()
+@_authenticity_options
 @click.option(
     "--levels",
     "format_levels",
@@ -613,7 +603,7 @@ def _same_study(data, record) -> None:
     default=None,
     help="Exclude annotators below this share of correct gold answers.",
 )
-@_authenticity_options()
+@_authenticity_options
 @click.option(
     "--out",
     "out_dir",
@@ -722,7 +712,7 @@ def annotations_command(
     help="Comma-separated column order of the rating table [default: as in the export].",
 )
 @click.option("--include-surplus", is_flag=True, help="Keep ratings of expired reservations.")
-@_authenticity_options(hidden=True)
+@_authenticity_options
 @click.option(
     "--out",
     "out_dir",
@@ -742,16 +732,17 @@ def ratings_command(
     no_figures: bool,
 ) -> None:
     """Analyse a summary-rating study: the platform's rating long export (INPUT)."""
-    _refuse_participant_rules("ratings", authenticity_max_score, authenticity_canary)
     worker = _figure_worker(not no_figures)
+    from analysis.exclusions import RaterRules
     from analysis.io import ExportFormatError, load_metric_table, load_ratings
     from analysis.report.evaluation import analyze_ratings
 
+    rules = RaterRules(authenticity_max_score, authenticity_canary)
     try:
         ratings = load_ratings(input_path, include_surplus=include_surplus)
         metrics = load_metric_table(metrics_path) if metrics_path else None
         dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
-        results = analyze_ratings(ratings, metrics, dimensions=dims)
+        results = analyze_ratings(ratings, metrics, rules=rules, dimensions=dims)
     except (ExportFormatError, ValueError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
@@ -763,6 +754,7 @@ def ratings_command(
         f"{m['n_ratings']} ratings, {m['n_raters']} raters, {m['n_summaries']} summaries, "
         f"systems: {', '.join(m['systems'])}"
     )
+    _echo_rater_rules(results)
     for _, row in results.tables["alpha"].iterrows():
         click.echo(f"  {row['dimension']}: Krippendorff's alpha (ordinal) = {row['estimate']:.3f}")
     click.echo(f"wrote {n_files} files to {out_dir} (open report.html)")
@@ -793,7 +785,7 @@ def ratings_command(
 )
 @click.option("--bins", type=int, default=5, show_default=True, help="Equal-width similarity bins.")
 @click.option("--include-surplus", is_flag=True, help="Keep verdicts of expired reservations.")
-@_authenticity_options(hidden=True)
+@_authenticity_options
 @click.option(
     "--out",
     "out_dir",
@@ -815,17 +807,20 @@ def preferences_command(
     no_figures: bool,
 ) -> None:
     """Analyse a pairwise-preference study (INPUT: its long export) beside LLM judges."""
-    _refuse_participant_rules("preferences", authenticity_max_score, authenticity_canary)
     worker = _figure_worker(not no_figures)
+    from analysis.exclusions import RaterRules
     from analysis.io import ExportFormatError, load_pairs, load_preferences
     from analysis.metrics.records import read_records
     from analysis.report.evaluation import analyze_preferences
 
+    rules = RaterRules(authenticity_max_score, authenticity_canary)
     try:
         verdicts = load_preferences(input_path, include_surplus=include_surplus)
         pairs = load_pairs(pairs_path)
         records = read_records(list(judge_paths)) if judge_paths else None
-        results = analyze_preferences(verdicts, pairs, records, reference=reference, bins=bins)
+        results = analyze_preferences(
+            verdicts, pairs, records, rules=rules, reference=reference, bins=bins
+        )
     except (ExportFormatError, ValueError, KeyError) as exc:
         raise _fail(exc) from exc
     results.meta["input"] = str(Path(input_path).resolve())
@@ -837,6 +832,7 @@ def preferences_command(
         f"{m['n_verdicts']} verdicts, {m['n_raters']} raters, {m['n_pairs']} pairs; "
         f"{m['share_preferring_reference']:.1%} prefer {m['reference']!r}"
     )
+    _echo_rater_rules(results)
     shares = results.tables["outcome_shares"]
     for judge, group in shares.groupby("judge", sort=True):
         totals = group.groupby("outcome")["n"].sum()

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from analysis.exclusions import RaterRules, exclude_raters, exclusion_summary
 from analysis.report.pipeline import Results, library_versions
+from analysis.report.rules import rule_status, rules_meta
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -69,6 +71,7 @@ def analyze_ratings(
     ratings: pd.DataFrame,
     metrics: pd.DataFrame | None = None,
     *,
+    rules: RaterRules | None = None,
     dimensions: Sequence[str] | None = None,
     n_boot: int = 1000,
 ) -> Results:
@@ -80,6 +83,8 @@ def analyze_ratings(
         ``analysis.io.load_ratings`` output.
     metrics : pandas.DataFrame, optional
         ``summary_id`` plus numeric automatic metrics (``analysis.io.load_metric_table``).
+    rules : RaterRules, optional
+        Exclusion rules (:func:`analysis.exclusions.exclude_raters`; default none).
     dimensions : sequence of str, optional
         Column order of the rating table; default the order of first appearance.
     n_boot : int
@@ -88,17 +93,24 @@ def analyze_ratings(
     Returns
     -------
     Results
-        Kind ``ratings``; tables ``rating_table``, ``rating_means``,
-        ``rating_means_by_perspective`` (when perspectives are recorded), ``icc``, ``alpha`` and,
-        with metrics, ``metric_tau``.
+        Kind ``ratings``; tables ``exclusions``, ``exclusion_rules``, ``rating_table``,
+        ``rating_means``, ``rating_means_by_perspective`` (when perspectives are recorded),
+        ``icc``, ``alpha`` and, with metrics, ``metric_tau``.
+
+    Raises
+    ------
+    ValueError
+        No ratings, every rater excluded, or a rule that is on cannot read its column.
     """
     from analysis.stats import ratings as rs
 
     if ratings.empty:
         raise ValueError("no ratings to analyse")
+    res = Results(kind="ratings")
+    n_input = len(ratings)
+    ratings = _screen(ratings, rules, res)
     dims = list(dimensions) if dimensions else list(dict.fromkeys(ratings["dimension"]))
     scale_min, scale_max = int(ratings["scale_min"].min()), int(ratings["scale_max"].max())
-    res = Results(kind="ratings")
     means = rs.rating_means(ratings)
     order = {d: i for i, d in enumerate(dims)}
     means = means.assign(_d=means["dimension"].map(order)).sort_values(["system", "_d"])
@@ -118,6 +130,7 @@ def analyze_ratings(
         means_per_summary = rs.summary_means(ratings)
         res.tables["metric_tau"] = rs.metric_rating_tau(means_per_summary, metrics)
     res.meta = {
+        "n_ratings_input": n_input,
         "n_ratings": len(ratings),
         "n_raters": int(ratings["participant_id"].nunique()),
         "n_summaries": int(ratings["summary_id"].nunique()),
@@ -128,10 +141,31 @@ def analyze_ratings(
         "ratings_per_summary": float(
             ratings.groupby(["summary_id", "dimension"]).size().groupby("summary_id").mean().mean()
         ),
+        "exclusion_rules": rules_meta(res.tables["exclusion_rules"]),
         "specifications": RATING_SPECS,
         "versions": {**library_versions(), **_version("pingouin")},
     }
     return res
+
+
+def _screen(data: pd.DataFrame, rules: RaterRules | None, res: Results) -> pd.DataFrame:
+    """The rows the rater rules keep; their tables ``exclusions`` and ``exclusion_rules`` on
+    ``res``. A rule that is on but finds no column to read is refused: the analysis would
+    otherwise run on every rater as if it had screened them."""
+    kept, excluded = exclude_raters(data, rules)
+    status = rule_status(data, excluded, rules or RaterRules())
+    unchecked = status[status["status"] == "not checked"]
+    if len(unchecked):
+        raise ValueError(
+            "; ".join(f"{r.rule} cannot be applied: {r.why}" for r in unchecked.itertuples())
+            + " (an export written before the platform recorded authenticity, or a file "
+            "without its auth_ columns): export the study again, or leave the rule out"
+        )
+    if kept.empty:
+        raise ValueError("every rater was excluded; nothing to analyse")
+    res.tables["exclusions"] = exclusion_summary(data, excluded)
+    res.tables["exclusion_rules"] = status
+    return kept
 
 
 def _version(name: str) -> dict[str, str]:
@@ -148,6 +182,7 @@ def analyze_preferences(
     pairs: pd.DataFrame,
     judge_records: pd.DataFrame | None = None,
     *,
+    rules: RaterRules | None = None,
     reference: str = "human",
     bins: Sequence[float] | int = 5,
 ) -> Results:
@@ -162,6 +197,8 @@ def analyze_preferences(
     judge_records : pandas.DataFrame, optional
         ``judge-pair`` generation records (``analysis.metrics.records.read_records``); their
         ``item_id`` is the pair ID.
+    rules : RaterRules, optional
+        Exclusion rules (:func:`analysis.exclusions.exclude_raters`; default none).
     reference : str
         The human (reference) summary's system name.
     bins : int or sequence of float
@@ -170,8 +207,14 @@ def analyze_preferences(
     Returns
     -------
     Results
-        Kind ``preferences``; tables ``similarity``, ``preference_by_bin``,
-        ``order_consistency``, ``outcomes`` and ``outcome_shares``.
+        Kind ``preferences``; tables ``exclusions``, ``exclusion_rules``, ``similarity``,
+        ``preference_by_bin``, ``order_consistency``, ``outcomes`` and ``outcome_shares``.
+
+    Raises
+    ------
+    ValueError
+        No verdicts, every rater excluded, a rule that is on cannot read its column, or the
+        pairs do not match the verdicts.
     """
     import numpy as np
     import pandas as pd
@@ -181,6 +224,9 @@ def analyze_preferences(
 
     if verdicts.empty:
         raise ValueError("no preference verdicts to analyse")
+    res = Results(kind="preferences")
+    n_input = len(verdicts)
+    verdicts = _screen(verdicts, rules, res)
     missing = sorted(set(verdicts["pair_id"]) - set(pairs["pair_id"]))
     if missing:
         raise ValueError(
@@ -203,7 +249,6 @@ def analyze_preferences(
     similarity = overlap_similarity(texts).drop(columns=["reference", "generated"])
     marked = ps.mark_reference(verdicts, reference=reference)
     marked = marked.merge(similarity[["pair_id", "similarity"]], on="pair_id", how="left")
-    res = Results(kind="preferences")
     res.tables["similarity"] = similarity
     res.tables["preference_by_bin"] = ps.preference_by_bin(marked, bins=bins)
     res.tables["order_consistency"] = ps.order_consistency(marked)
@@ -222,6 +267,7 @@ def analyze_preferences(
     )
     orders = marked.groupby("pair_id")["reference_first"].agg(["sum", "size"])
     res.meta = {
+        "n_verdicts_input": n_input,
         "n_verdicts": len(verdicts),
         "n_raters": int(verdicts["participant_id"].nunique()),
         "n_pairs": int(verdicts["pair_id"].nunique()),
@@ -230,6 +276,7 @@ def analyze_preferences(
         "judges": judges,
         "share_preferring_reference": float(marked["chose_reference"].mean()),
         "pairs_with_balanced_orders": int((2 * orders["sum"] == orders["size"]).sum()),
+        "exclusion_rules": rules_meta(res.tables["exclusion_rules"]),
         "specifications": PREFERENCE_SPECS,
         "versions": {**library_versions(), **_version("sacrebleu"), **_version("rouge-score")},
     }
@@ -321,11 +368,15 @@ def sections(results: Results, figs: dict[str, str], table) -> list[dict[str, ob
     list of dict
         Sections with ``title``, ``text``, ``tables`` and ``figures``.
     """
+    from analysis.report.study_sections import exclusions_section
+
     t, m = results.tables, results.meta
 
     def fig(*names: str) -> list[tuple[str, str]]:
         return [(figs[k], k) for k in names if k in figs]
 
+    rows = "ratings" if results.kind == "ratings" else "verdicts"
+    excluded = exclusions_section(t, f"Excluded {rows} by reason")
     if results.kind == "ratings":
         text = (
             f"{m['n_ratings']} ratings by {m['n_raters']} raters of {m['n_summaries']} summaries "
@@ -334,6 +385,7 @@ def sections(results: Results, figs: dict[str, str], table) -> list[dict[str, ob
             "summary and dimension on average)."
         )
         out = [
+            excluded,
             {
                 "title": "Ratings",
                 "text": text,
@@ -387,6 +439,7 @@ def sections(results: Results, figs: dict[str, str], table) -> list[dict[str, ob
     )
     judges = ", ".join(m["judges"]) or "none given"
     return [
+        excluded,
         {
             "title": "Human preference",
             "text": text,

@@ -256,7 +256,7 @@ def analyze_choice(
     import numpy as np
 
     from analysis.exclusions import exclude_choice, exclusion_summary
-    from analysis.report.rules import authenticity_sensitivity, rule_status, speed_check
+    from analysis.report.rules import authenticity_sensitivity, rule_status, rules_meta, speed_check
     from analysis.stats import choice, wtp
     from analysis.stats.choice import format_contrasts, format_levels
 
@@ -380,7 +380,7 @@ def analyze_choice(
         "n_pairs": int(kept["pair_id"].nunique()),
         "n_rows_with_wtp": int(kept["wtp_premium_pct"].notna().sum()),
         "test_participants": _test_participants(data, kept),
-        "exclusion_rules": _rules_meta(res.tables["exclusion_rules"]),
+        "exclusion_rules": rules_meta(res.tables["exclusion_rules"]),
         "padjust": padjust,
         "format_levels": {
             "levels": list(all_levels),
@@ -433,14 +433,6 @@ def _test_participants(data: pd.DataFrame, kept: pd.DataFrame) -> dict[str, obje
         return int(frame.loc[flag, "participant_id"].nunique())
 
     return {"recorded": True, "n_input": count(data), "n_analysed": count(kept)}
-
-
-def _rules_meta(status: pd.DataFrame) -> dict[str, dict[str, object]]:
-    """The rules for results.json: each one's setting, and whether it was applied and why."""
-    return {
-        r["rule"]: {"setting": r["setting"], "status": r["status"], "why": r["why"]}
-        for r in status.to_dict("records")
-    }
 
 
 def _wtp_figure_data(res, parts, timings, block, answers, levels, baseline, transform, fit) -> None:
@@ -555,7 +547,7 @@ def analyze_annotations(
     import pandas as pd
 
     from analysis.exclusions import exclude_annotations, exclusion_summary
-    from analysis.report.rules import rule_status
+    from analysis.report.rules import rule_status, rules_meta
     from analysis.stats import agreement, annotation, correlation
 
     rules = rules or AnnotationRules()
@@ -613,7 +605,7 @@ def analyze_annotations(
         "human_shift_labels": list(human_shift_labels),
         "prediction_items_without_human_labels": len(missing),
         "unmapped_model_labels": unmapped,
-        "exclusion_rules": _rules_meta(res.tables["exclusion_rules"]),
+        "exclusion_rules": rules_meta(res.tables["exclusion_rules"]),
         "specifications": ANNOTATION_SPECS,
         "versions": library_versions(),
         "timings_s": timings,

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.exclusions import AnnotationRules, ChoiceRules
+    from analysis.exclusions import AnnotationRules, ChoiceRules, RaterRules
 
 __all__ = [
     "authenticity_sensitivity",
     "rule_status",
+    "rules_meta",
     "rules_sentence",
     "sensitivity_sentence",
     "speed_check",
@@ -43,6 +44,7 @@ _ANNOTATION = {
     "min_gold_accuracy": ("gold_correct", "low gold accuracy"),
     "drop_duplicates": (None, "duplicate label"),
 }
+_RATER = {rule: _CHOICE[rule] for rule in ("authenticity_canary", "authenticity_max_score")}
 
 
 def _status(
@@ -77,18 +79,21 @@ def _status(
 
 
 def rule_status(
-    data: pd.DataFrame, excluded: pd.DataFrame, rules: ChoiceRules | AnnotationRules
+    data: pd.DataFrame,
+    excluded: pd.DataFrame,
+    rules: ChoiceRules | AnnotationRules | RaterRules,
 ) -> pd.DataFrame:
     """One row per exclusion rule: applied, not checked (and why) or off.
 
     Parameters
     ----------
     data : pandas.DataFrame
-        All rows (trials or labels, ``participant_id`` the person) before exclusion.
+        All rows (trials, labels, ratings or verdicts; ``participant_id`` the person) before
+        exclusion.
     excluded : pandas.DataFrame
-        What :func:`analysis.exclusions.exclude_choice` or ``exclude_annotations`` excluded,
-        with its ``reason``.
-    rules : analysis.exclusions.ChoiceRules or AnnotationRules
+        What :func:`analysis.exclusions.exclude_choice`, ``exclude_annotations`` or
+        ``exclude_raters`` excluded, with its ``reason``.
+    rules : analysis.exclusions.ChoiceRules, AnnotationRules or RaterRules
         The rules as configured.
 
     Returns
@@ -101,10 +106,36 @@ def rule_status(
     """
     from dataclasses import asdict
 
-    from analysis.exclusions import ChoiceRules
+    from analysis.exclusions import AnnotationRules, ChoiceRules
 
-    spec = _CHOICE if isinstance(rules, ChoiceRules) else _ANNOTATION
+    spec = (
+        _CHOICE
+        if isinstance(rules, ChoiceRules)
+        else _ANNOTATION
+        if isinstance(rules, AnnotationRules)
+        else _RATER
+    )
     return _status(data, excluded, asdict(rules), spec, "participant_id")
+
+
+def rules_meta(status: pd.DataFrame) -> dict[str, dict[str, object]]:
+    """The rules for ``results.json``'s ``meta.exclusion_rules``: each one's setting, and whether
+    it was applied and why.
+
+    Parameters
+    ----------
+    status : pandas.DataFrame
+        Output of :func:`rule_status`.
+
+    Returns
+    -------
+    dict
+        Rule name to ``setting``, ``status`` and ``why``.
+    """
+    return {
+        r["rule"]: {"setting": r["setting"], "status": r["status"], "why": r["why"]}
+        for r in status.to_dict("records")
+    }
 
 
 def authenticity_sensitivity(

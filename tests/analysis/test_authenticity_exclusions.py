@@ -161,7 +161,7 @@ def test_analyze_choice_reports_the_rule_and_the_sensitivity(tmp_path):
     assert "authenticity_max_score" in report and "authenticity_canary" in report
 
 
-# -- the annotation analysis takes the same rule; the others refuse it ------------------------
+# -- the annotation analysis takes the same rule ------------------------------------------------
 def test_analyze_annotations_applies_the_rule_and_lists_it_with_counts(tmp_path):
     import json
 
@@ -186,7 +186,7 @@ def test_analyze_annotations_applies_the_rule_and_lists_it_with_counts(tmp_path)
     assert "authenticity_max_score" in (out / "report.html").read_text(encoding="utf-8")
 
 
-def test_options_the_analysis_cannot_apply_are_refused_with_the_reason(tmp_path):
+def test_mturk_batches_refuse_the_options_with_the_reason(tmp_path):
     from click.testing import CliRunner
 
     from framelab.cli import main
@@ -197,16 +197,124 @@ def test_options_the_analysis_cannot_apply_are_refused_with_the_reason(tmp_path)
         | {"Answer.sentiment.label": ["Positive"]}
     ).to_csv(mturk, index=False)
     out = str(tmp_path / "out")
-    runner = CliRunner()
-    result = runner.invoke(
+    result = CliRunner().invoke(
         main,
         ["analyze", "annotations", "--mturk", str(mturk), "--out", out, "--authenticity-canary"],
     )
     assert result.exit_code == 2 and "MTurk batch results carry no auth_" in result.output
-    for command in (["ratings", str(mturk)], ["preferences", str(mturk), "--pairs", str(mturk)]):
-        result = runner.invoke(
-            main, ["analyze", *command, "--out", out, "--authenticity-max-score", "3"]
-        )
-        assert result.exit_code == 2, result.output
-        assert "takes no participant exclusion rules" in result.output, result.output
-        assert not (tmp_path / "out").exists()
+
+
+# -- the rating and preference analyses take it too, for whole raters -------------------------
+def _evaluation_export(kind: str, tmp_path, *, auth: bool = True) -> tuple[pd.DataFrame, list]:
+    """A rating or preference long export (and, for preferences, its pairs file) in which one
+    rater has authenticity score 5 and another the canary word (score 0); its CLI arguments."""
+    from tests.analysis.ratings.test_cli import preference_exports, rating_export
+
+    if kind == "ratings":
+        data, args = rating_export(), []
+    else:
+        data, pairs = preference_exports()
+        pairs.to_csv(tmp_path / "pairs.csv", index=False)
+        args = ["--pairs", str(tmp_path / "pairs.csv")]
+    if auth:
+        people = sorted(data["participant_id"].unique())
+        data["auth_score"] = (data["participant_id"] == people[0]) * 5
+        data["auth_canary"] = (data["participant_id"] == people[1]).astype(int)
+    data.to_csv(tmp_path / "long.csv", index=False)
+    return data, ["analyze", kind, str(tmp_path / "long.csv"), *args, "--no-figures"]
+
+
+@pytest.mark.parametrize("kind", ["ratings", "preferences"])
+def test_analyze_ratings_and_preferences_drop_flagged_raters_and_list_the_rule(kind, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from framelab.cli import main
+
+    data, args = _evaluation_export(kind, tmp_path)
+    people = sorted(data["participant_id"].unique())
+    rows_of = data["participant_id"].value_counts()
+    options = ["--authenticity-max-score", "2", "--authenticity-canary"]
+    out = tmp_path / "report"
+    result = CliRunner().invoke(main, [*args, "--out", str(out), *options])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"Exclusion rules applied: authenticity_canary ({rows_of[people[1]]} rows of 1 "
+        f"participants excluded), authenticity_max_score ({rows_of[people[0]]} rows of 1 "
+        "participants excluded)." in result.output
+    )
+    payload = json.loads((out / "results.json").read_text())
+    rules = {r["rule"]: r for r in payload["tables"]["exclusion_rules"]}
+    assert [(r["status"], r["setting"], r["n_participants"]) for r in rules.values()] == [
+        ("applied", True, 1),
+        ("applied", 2, 1),
+    ]
+    assert payload["meta"]["exclusion_rules"]["authenticity_max_score"]["status"] == "applied"
+    total = pd.read_csv(out / "exclusions.csv").set_index("reason").loc["total"]
+    assert (total["n_rows"], total["n_participants"]) == (rows_of[people[:2]].sum(), 2)
+    kept = data[~data["participant_id"].isin(people[:2])]
+    meta = payload["meta"]
+    assert meta["n_raters"] == len(people) - 2
+    if kind == "ratings":
+        assert (meta["n_ratings_input"], meta["n_ratings"]) == (len(data), len(kept))
+        # The published table is the flagged raters' ratings left out, recomputed directly.
+        direct = kept.groupby(["system", "dimension", "summary_id"])["rating"].mean()
+        direct = direct.groupby(["system", "dimension"]).mean()
+        table = pd.read_csv(out / "rating_table.csv").set_index("system")
+        assert table.loc["gpt-4o", "stance"] == pytest.approx(direct["gpt-4o", "stance"])
+    else:
+        assert (meta["n_verdicts_input"], meta["n_verdicts"]) == (len(data), len(kept))
+        raters = set(pd.read_csv(out / "order_consistency.csv")["participant_id"])
+        assert raters == set(kept["participant_id"])
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert f"Excluded {'ratings' if kind == 'ratings' else 'verdicts'} by reason" in report
+    assert "authenticity_max_score" in report and "authenticity_canary" in report
+
+    plain = tmp_path / "plain"
+    result = CliRunner().invoke(main, [*args, "--out", str(plain)])
+    assert result.exit_code == 0, result.output
+    payload = json.loads((plain / "results.json").read_text())
+    assert [r["status"] for r in payload["tables"]["exclusion_rules"]] == ["off", "off"]
+    assert payload["meta"]["n_raters"] == len(people)
+    assert pd.read_csv(plain / "exclusions.csv")["n_rows"].tolist() == [0]
+    assert "Exclusion rules" not in result.output
+
+
+@pytest.mark.parametrize("kind", ["ratings", "preferences"])
+def test_the_rule_is_refused_on_an_export_without_the_auth_columns(kind, tmp_path):
+    from click.testing import CliRunner
+
+    from framelab.cli import main
+
+    _, args = _evaluation_export(kind, tmp_path, auth=False)
+    out = tmp_path / "report"
+    options = ["--authenticity-max-score", "2", "--authenticity-canary"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), *options])
+    assert result.exit_code != 0
+    assert (
+        "authenticity_canary cannot be applied: the data have no auth_canary column; "
+        "authenticity_max_score cannot be applied: the data have no auth_score column"
+        in result.output
+    ), result.output
+    assert not out.exists()
+
+
+def test_the_rule_is_refused_when_its_column_is_empty_in_every_row(tmp_path):
+    from analysis.exclusions import RaterRules
+    from analysis.io import load_ratings
+    from analysis.report.evaluation import analyze_ratings
+
+    _evaluation_export("ratings", tmp_path)
+    ratings = load_ratings(tmp_path / "long.csv").assign(auth_score=pd.NA)
+    with pytest.raises(ValueError, match="auth_score is empty in every row"):
+        analyze_ratings(ratings, rules=RaterRules(authenticity_max_score=2), n_boot=10)
+
+
+def test_the_rater_rules_dict_names_the_rule_only_when_it_is_on():
+    from analysis.exclusions import RaterRules
+
+    assert RaterRules().as_dict() == {}
+    assert RaterRules(authenticity_max_score=2).as_dict() == {
+        "authenticity": {"max_score": 2, "canary": False}
+    }
