@@ -9,7 +9,8 @@ values; the platform's id for the payment is ``platform_payment_id``:
 ``filed``     written to a payment file for the researcher to upload (``sent_at``: when);
               the API never pays it. The platform listing the bonus makes it ``paid``; only
               the researcher saying the file was not used (an audited action,
-              :func:`webapp.services.payments.file_not_used`) makes it new again
+              :func:`webapp.services.payments.file_not_used`, refused until
+              :data:`CONFIRM_AFTER` after ``sent_at``) makes it new again
 ``claimed``   a run is setting it up on Prolific (a set-up pays nothing by itself)
 ``set_up``    part of a Prolific bulk bonus set-up, whose pay call has not been sent
 ``paying``    the pay call is being sent, or was sent and its outcome is unknown (never sent
@@ -64,8 +65,9 @@ LABELS: dict[str | None, str] = {
 # A run that stops answering (killed, its machine gone) leaves its rows claimed; after this
 # another run may take them. Far longer than one run's calls (five attempts of at most 30 s).
 CLAIM_EXPIRES = timedelta(hours=1)
-# Prolific pays an accepted pay call "in the following minutes": a payment not seen paid
-# after this is reported as not settled.
+# Prolific pays an accepted pay call, and a bulk bonus pasted from a payment file, "in the
+# following minutes": a payment not seen paid after this is reported as not settled, and a file
+# cannot be said unused before this has passed since it was written.
 CONFIRM_AFTER = timedelta(hours=1)
 # A pay call whose outcome is unknown and whose payment the platform still does not list after
 # this long is reported for the researcher to check; Prolific's pay call is not idempotent and

@@ -472,7 +472,9 @@ def file_not_used(
     """The researcher says a payment file was not used: its ``filed`` rows become payable.
 
     ``codes`` names the participants (pseudonymous codes) whose bonus was in a file that was
-    never uploaded, or is ``["all"]`` for every ``filed`` row of ``platform``. Each row moves
+    never uploaded, or is ``["all"]`` for every ``filed`` row of ``platform``. A row written to
+    its file less than :data:`webapp.recruit.ledger.CONFIRM_AFTER` before ``now`` is refused:
+    the platform may not list a bonus paid from the file yet. Each row moves
     ``filed`` → new by the ledger's compare-and-set, with a note, and the action is audited
     (who, when, which). The API path still reads the platform's own record before paying any
     of them, so a file that was used after all is not paid twice.
@@ -486,7 +488,8 @@ def file_not_used(
     ------
     PaymentError
         A code that is not one of the study's participants with a ``filed`` bonus on
-        ``platform`` (nothing is changed then).
+        ``platform``, or whose file was written less than an hour ago (nothing is changed
+        then; the message says from when it can be said).
     """
     from webapp.recruit import ledger as states
     from webapp.services import audit
@@ -514,6 +517,21 @@ def file_not_used(
         raise PaymentError(
             f"no bonus of {', '.join(unknown)} on {platform.value} is waiting in a payment "
             "file (see the ledger); nothing was changed"
+        )
+    waits: dict[datetime, list[str]] = {}
+    for c in chosen:
+        written = rows[c].sent_at or rows[c].issued_at
+        if written > now - states.CONFIRM_AFTER:
+            waits.setdefault(written + states.CONFIRM_AFTER, []).append(c)
+    if waits:
+        raise PaymentError(
+            "; ".join(
+                f"{' '.join(c)}: from {t:%Y-%m-%d %H:%M} UTC" for t, c in sorted(waits.items())
+            )
+            + ": written to a payment file less than an hour ago. The platform lists a bonus "
+            "paid from a file only minutes after it was pasted, so until then a used file "
+            "cannot be told from an unused one, and saying it was not used could pay the bonus "
+            "twice; nothing was changed"
         )
     claim = states.Claim()
     held = claim.take([rows[c].id for c in chosen], (states.FILED,))

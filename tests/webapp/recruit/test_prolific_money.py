@@ -345,7 +345,7 @@ def test_the_api_reads_prolifics_record_before_paying_any_row(app, fake, one_don
 
 
 def test_a_file_not_used_is_said_so_audited_and_then_paid_once(
-    app, fake, one_done, runner, tmp_path
+    app, clock, fake, one_done, runner, tmp_path
 ):
     from sqlalchemy import select
 
@@ -353,6 +353,7 @@ def test_a_file_not_used_is_said_so_audited_and_then_paid_once(
     from webapp.models import AuditEvent
 
     write_file(runner, tmp_path)
+    clock.sleep(3600)  # Prolific would list a bonus paid from the file by now
     assert in_app(app, lambda r: r.bonus()).counts["sent"] == 0  # sent by file: not paid
     code = unsettled_code(app)
     wrong = runner.invoke(
@@ -373,6 +374,29 @@ def test_a_file_not_used_is_said_so_audited_and_then_paid_once(
     paid = in_app(app, lambda r: r.bonus())
     fake.process_payments()
     assert paid.counts["sent"] == 1 and fake.paid_to(one_done) == 1.00
+
+
+def test_a_file_is_not_said_unused_before_prolific_could_list_it(
+    app, clock, fake, one_done, runner, tmp_path
+):
+    """A file pasted into Prolific is paid "in the following minutes": said unused at once, the
+    API would find no bonus listed yet and pay a second time. The researcher is told when the
+    action becomes possible, and why; an hour on, Prolific's own record still decides."""
+    result, text = write_file(runner, tmp_path)
+    fake.upload_file(next(iter(fake.studies)), text)  # pasted; Prolific has not paid it yet
+    code = unsettled_code(app)
+    args = ["bonus", "product-choice-demo", "--platform", "prolific", "--file-not-used", code]
+    clock.sleep(59 * 60)
+    early = runner.invoke(args=args)
+    assert early.exit_code != 0 and ledger_states(app) == [("filed", None)]
+    assert "2025-01-06 10:00 UTC" in early.output and "written to a payment file" in early.output
+    assert in_app(app, lambda r: r.bonus()).counts["sent"] == 0
+    clock.sleep(60)
+    fake.process_payments()
+    assert runner.invoke(args=args).exit_code == 0  # the researcher was wrong: it was used
+    report = in_app(app, lambda r: r.bonus())
+    assert report.counts["sent"] == 0 and ledger_states(app)[0][0] == "paid"
+    assert fake.paid_to(one_done) == 1.00 and pays(fake) == 1
 
 
 def test_force_never_writes_again_what_the_api_paid(
