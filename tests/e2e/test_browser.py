@@ -156,7 +156,7 @@ def test_mturk_completion_form_posts_to_the_sandbox(live, browser_page):
 
     page.route("https://workersandbox.mturk.com/**", mturk)
     page.goto(
-        f"{base}/s/product-choice-demo?assignmentId=ASG1&hitId=HIT1&workerId=W1"
+        f"{base}/s/product-choice-demo?assignmentId=ASG1&hitId=HIT1&workerId=AW1"
         "&turkSubmitTo=https%3A%2F%2Fworkersandbox.mturk.com"
     )
     _answer_until_debrief(page, blocks)

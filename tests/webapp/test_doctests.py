@@ -59,7 +59,7 @@ def test_parse_entry_recognises_each_platform():
     )
     e = parse_entry(
         {
-            "workerId": "W",
+            "workerId": "AW",
             "hitId": "H",
             "assignmentId": "A",
             "turkSubmitTo": "https://www.mturk.com/",
@@ -68,7 +68,7 @@ def test_parse_entry_recognises_each_platform():
     assert (e.platform, e.return_url, e.sandbox) == (Platform.mturk, "https://www.mturk.com", False)
     e = parse_entry(
         {
-            "workerId": "W",
+            "workerId": "AW",
             "hitId": "H",
             "assignmentId": "A",
             "turkSubmitTo": "https://workersandbox.mturk.com",
@@ -81,7 +81,7 @@ def test_parse_entry_recognises_each_platform():
         {"participant": ""},
         {"participant": "a b"},
         {
-            "workerId": "W",
+            "workerId": "AW",
             "hitId": "H",
             "assignmentId": "A",
             "turkSubmitTo": "http://www.mturk.com",

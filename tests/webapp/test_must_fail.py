@@ -130,7 +130,7 @@ def test_unknown_study_and_bad_parameters_get_coded_pages(client, study):
         ("/s/product-choice-demo?PROLIFIC_PID=abc", 400, "E400-PARAMS"),  # no STUDY_ID
         ("/s/product-choice-demo?participant=%3Cscript%3E", 400, "E400-PARAMS"),
         (
-            "/s/product-choice-demo?workerId=W&hitId=H&assignmentId=A&turkSubmitTo="
+            "/s/product-choice-demo?workerId=AW&hitId=H&assignmentId=A&turkSubmitTo="
             "https%3A%2F%2Fevil.example.com",
             400,
             "E400-PARAMS",

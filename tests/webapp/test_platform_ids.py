@@ -1,5 +1,6 @@
 """Recruiter IDs are checked against the platforms' own formats at entry, in one canonical
-spelling: Prolific 24 hex digits (lower case), MTurk upper-case letters and digits."""
+spelling: Prolific 24 hex digits (lower case), MTurk IDs by the patterns of botocore's MTurk
+service model (upper case)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ def _prolific(pid: str) -> str:
     return urlencode({"PROLIFIC_PID": pid, "STUDY_ID": "S1", "SESSION_ID": "X1"})
 
 
-def _mturk(worker: str) -> str:
+def _mturk(worker: str, hit: str = "3HIT", assignment: str = "3ASG") -> str:
     return urlencode(
         {
             "workerId": worker,
-            "hitId": "3HIT",
-            "assignmentId": "3ASG",
+            "hitId": hit,
+            "assignmentId": assignment,
             "turkSubmitTo": "https://workersandbox.mturk.com",
         }
     )
@@ -38,6 +39,12 @@ def _mturk(worker: str) -> str:
         _prolific("BOT0001"),
         _mturk("A1-B2"),
         _mturk("worker@example.org"),
+        # MTurk refuses these in every call (botocore's CustomerId and EntityId patterns):
+        _mturk("B1B2C3D4E5F6G7"),  # a worker ID starts with A
+        _mturk("A"),
+        _mturk("A" * 65),
+        _mturk("A1B2C3D4E5F6G7", hit="3" * 65),
+        _mturk("A1B2C3D4E5F6G7", assignment="3ASG_1"),
     ],
 )
 def test_a_malformed_platform_id_gets_the_friendly_params_page(app, client, study, query):
@@ -45,6 +52,22 @@ def test_a_malformed_platform_id_gets_the_friendly_params_page(app, client, stud
     assert resp.status_code == 400 and b'data-error-code="E400-PARAMS"' in resp.data
     with app.app_context():
         assert db.session.scalar(select(func.count()).select_from(Participant)) == 0
+
+
+def test_mturk_id_patterns_are_botocores():
+    """The entry page checks MTurk IDs by the patterns MTurk itself applies (botocore's service
+    model: WorkerId is a CustomerId, HITId and AssignmentId are EntityIds)."""
+    botocore_session = pytest.importorskip("botocore.session")
+    from webapp.services.entry import MTURK_ID_PATTERNS
+
+    model = botocore_session.get_session().get_service_model("mturk")
+    params = {
+        **model.operation_model("SendBonus").input_shape.members,
+        **model.operation_model("GetHIT").input_shape.members,
+    }
+    for name, (pattern, least, most) in MTURK_ID_PATTERNS.items():
+        meta = params[name].metadata
+        assert (pattern, least, most) == (meta["pattern"], meta["min"], meta["max"]), name
 
 
 def test_a_bad_or_missing_id_says_what_to_do_and_a_placeholder_is_explained(client, study):

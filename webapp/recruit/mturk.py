@@ -67,7 +67,7 @@ from webapp.recruit.base import (
 )
 from webapp.recruit.bonus_actions import payable
 from webapp.recruit.settings import MTURK_MASTERS, MTURK_SYSTEM_QUALIFICATIONS
-from webapp.services.entry import canonical_spelling
+from webapp.services.entry import canonical_spelling, mturk_id
 from webapp.services.reconcile import MTURK_STATUS
 
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
@@ -496,7 +496,13 @@ class MTurkRecruiter(Recruiter):
                     Participant.is_test.is_(False),
                 )
             )
-            new = sorted({canonical_spelling(Platform.mturk, w) for w in workers} - done)
+            found = {canonical_spelling(Platform.mturk, w) for w in workers} - done
+            # MTurk refuses a malformed ID (and would refuse the whole call): skipped, named.
+            new = sorted(w for w in found if mturk_id("WorkerId", w))
+            report.lines += [
+                f"not kept out: worker ID {safe_text(repr(w), 80)} is not an MTurk worker ID"
+                for w in sorted(found - set(new))
+            ]
             for worker in new:
                 self.call(
                     "associate_qualification_with_worker",
@@ -569,11 +575,15 @@ class MTurkRecruiter(Recruiter):
         return bool(ledger.matched_amounts([b], {pid: listed}, {pid: others}))
 
     def _assignment_status(self, assignment: str) -> str | None:
-        """The assignment's status on MTurk now, in Prolific's words (``GetAssignment``)."""
+        """The assignment's status on MTurk now, in Prolific's words (``GetAssignment``); an
+        assignment of a HIT other than the study's is not this study's to pay."""
         resp = self.call("get_assignment", ids={"assignment": assignment}, AssignmentId=assignment)
-        status = (resp.get("Assignment") or {}).get("AssignmentStatus")
+        found = resp.get("Assignment") or {}
+        status, hit = found.get("AssignmentStatus"), self.listing_row().extra.get("hit_id")
         if not isinstance(status, str):
             raise RecruitError(f"MTurk's answer for assignment {assignment} has no status")
+        if hit and found.get("HITId") != hit:
+            return f"of HIT {safe_text(str(found.get('HITId')), 64)}, not this study's HIT {hit},"
         return MTURK_STATUS.get(status.lower(), status.upper())
 
     def _pay(
@@ -593,6 +603,13 @@ class MTurkRecruiter(Recruiter):
             code = ident.participant.code
             if not assignment:
                 report.lines.append(f"bonus of {code}: no assignment recorded; not sent")
+                continue
+            if not (
+                mturk_id("AssignmentId", assignment) and mturk_id("WorkerId", ident.external_id)
+            ):
+                report.lines.append(
+                    f"bonus of {code}: its worker or assignment ID is not one MTurk takes; not sent"
+                )
                 continue
             if not claim.take([b.id], (state,)):
                 report.lines.append(f"bonus of {code}: being paid by another run")

@@ -38,7 +38,16 @@ _ID_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
 # (Prolific lower case, MTurk upper case): `5F1A…` and `5f1a…` are one person, not two.
 _SPACES = re.compile(r"\s+")
 _PROLIFIC_RE = re.compile(r"^[0-9a-f]{24}$")
-_MTURK_RE = re.compile(r"^[A-Z0-9]{1,64}$")
+# Workers of an imported native batch are only ever compared, never sent to MTurk.
+_MTURK_BATCH_RE = re.compile(r"^[A-Z0-9]{1,64}$")
+# (pattern, min, max length) of botocore's MTurk service model: a WorkerId is a CustomerId,
+# HITId and AssignmentId are EntityIds. MTurk refuses any other value in every call, so a
+# worker entering with one could never be kept out, approved or paid.
+MTURK_ID_PATTERNS = {
+    "WorkerId": ("^A[A-Z0-9]+$", 1, 64),
+    "HITId": ("^[A-Z0-9]+$", 1, 64),
+    "AssignmentId": ("^[A-Z0-9]+$", 1, 64),
+}
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 MTURK_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
 
@@ -116,11 +125,31 @@ def canonical_spelling(platform: Platform, raw: str) -> str:
     return raw.strip()
 
 
+def mturk_id(name: str, raw: str) -> str | None:
+    """Return an MTurk ID in its canonical spelling, or ``None`` when MTurk would refuse it.
+
+    ``name`` is the parameter MTurk's API calls it (a key of :data:`MTURK_ID_PATTERNS`).
+
+    Examples
+    --------
+    >>> mturk_id("WorkerId", "a1b2c3d4e5f6g7")
+    'A1B2C3D4E5F6G7'
+    >>> mturk_id("WorkerId", "B1B2C3D4E5F6G7") is None
+    True
+    >>> mturk_id("AssignmentId", "3asg0")
+    '3ASG0'
+    """
+    value = canonical_spelling(Platform.mturk, raw)
+    pattern, least, most = MTURK_ID_PATTERNS[name]
+    return value if least <= len(value) <= most and re.search(pattern, value) else None
+
+
 def canonical_id(platform: Platform, raw: str) -> str | None:
     """Return a recruiter ID in its canonical spelling, or ``None`` when it is malformed.
 
-    Prolific IDs: 24 hex digits, lower case. MTurk (and MTurk batch) IDs: upper-case letters
-    and digits. Link IDs are the researcher's own and kept as given (``_ID_RE``).
+    Prolific IDs: 24 hex digits, lower case. MTurk worker IDs: as MTurk takes them
+    (:func:`mturk_id`); MTurk batch IDs: upper-case letters and digits. Link IDs are the
+    researcher's own and kept as given (``_ID_RE``).
 
     Examples
     --------
@@ -131,11 +160,13 @@ def canonical_id(platform: Platform, raw: str) -> str | None:
     >>> canonical_id(Platform.prolific, "not-an-id") is None
     True
     """
+    if platform is Platform.mturk:
+        return mturk_id("WorkerId", raw)
     value = canonical_spelling(platform, raw)
     if platform is Platform.prolific:
         pattern = _PROLIFIC_RE
-    elif platform in (Platform.mturk, Platform.mturk_batch):
-        pattern = _MTURK_RE
+    elif platform is Platform.mturk_batch:
+        pattern = _MTURK_BATCH_RE
     else:
         pattern = _ID_RE
     return value if pattern.match(value) else None
@@ -158,7 +189,11 @@ _PLACEHOLDER = N_(
 )
 
 
-def _need(args: Mapping[str, str], name: str, platform: Platform = Platform.link) -> str:
+def _need(
+    args: Mapping[str, str], name: str, platform: Platform = Platform.link, mturk: str = ""
+) -> str:
+    """The parameter ``name`` canonical, as ``platform``'s participant ID or, with ``mturk``,
+    as the MTurk ID of that API name."""
     raw = (args.get(name) or "").strip()
     if not raw:
         raise EntryError(
@@ -167,7 +202,7 @@ def _need(args: Mapping[str, str], name: str, platform: Platform = Platform.link
         )
     if testmark.is_test_id(raw) and testmark.valid_test_id(raw):
         return canonical_spelling(platform, raw)  # parse_entry checks it against its key
-    value = canonical_id(platform, raw)
+    value = mturk_id(mturk, raw) if mturk else canonical_id(platform, raw)
     if value is None:
         if raw.startswith("{{%") and raw.endswith("%}}") and len(raw) < 40:
             raise EntryError("E400-PARAMS", lazy_gettext(_PLACEHOLDER, value=raw))
@@ -240,8 +275,8 @@ def _parse_platform(args: Mapping[str, str]) -> Entry:
         return Entry(
             Platform.mturk,
             _need(args, "workerId", Platform.mturk),
-            _need(args, "hitId", Platform.mturk),
-            _need(args, "assignmentId", Platform.mturk),
+            _need(args, "hitId", mturk="HITId"),
+            _need(args, "assignmentId", mturk="AssignmentId"),
             return_url=submit_to,
         )
     if "participant" in args:
@@ -315,10 +350,13 @@ def record_visit(participant: Participant, entry: Entry, now: datetime) -> int |
 def check_verified(study: Study, entry: Entry) -> None:
     """Refuse an entry that does not come through the listing FrameLab created for the study.
 
-    Only for a study with ``recruitment: verified_entry: true`` (validation keeps that to a
+    For a study with ``recruitment: verified_entry: true`` (validation keeps that to a
     study whose ``recruiter:`` creates its one listing). A Prolific entry must carry the
     ``STUDY_ID`` of the Prolific study FrameLab created and recorded, an MTurk entry the
-    ``hitId`` of its HIT; until the listing exists nobody enters. Test entries (bots, previews)
+    ``hitId`` of its HIT; until the listing exists nobody enters. Without it, an MTurk entry
+    must still carry the ``hitId`` of the study's HIT once FrameLab has recorded one: the
+    recruiter approves and pays the study's participants through that HIT, so a worker of
+    another HIT could not be paid as one. Test entries (bots, previews)
     carry a key of their own and an MTurk preview enrols nobody. The platform's session and
     assignment IDs cannot be checked here: neither platform confirms one before submission
     without a call to its API.
@@ -328,7 +366,10 @@ def check_verified(study: Study, entry: Entry) -> None:
     EntryError
         ``E403-UNVERIFIED``.
     """
-    if entry.test or entry.preview or not study.definition["recruitment"].get("verified_entry"):
+    if entry.test or entry.preview:
+        return
+    verified = study.definition["recruitment"].get("verified_entry")
+    if not verified and entry.platform is not Platform.mturk:
         return
     listing = db.session.scalar(
         select(Recruitment.external_id).where(
@@ -336,6 +377,8 @@ def check_verified(study: Study, entry: Entry) -> None:
         )
     )
     issued = canonical_spelling(entry.platform, listing or "")
+    if not issued and not verified:
+        return  # a HIT the researcher posted by hand: no HIT of FrameLab's to compare with
     if not issued or canonical_spelling(entry.platform, entry.external_study_id or "") != issued:
         raise EntryError(
             "E403-UNVERIFIED",

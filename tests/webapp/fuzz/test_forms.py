@@ -188,7 +188,7 @@ def test_entry_links_and_consent_survive_bad_parameters(app, client, study, para
     base = [
         {},
         {"PROLIFIC_PID": "5f1e2d3c4b5a69788796a5b4", "STUDY_ID": "S", "SESSION_ID": "X"},
-        {"workerId": "W", "hitId": "H", "assignmentId": "A", "turkSubmitTo": "https://x"},
+        {"workerId": "AW", "hitId": "H", "assignmentId": "A", "turkSubmitTo": "https://x"},
         {"participant": "p1"},
     ][platform]
     query = {**base, **params}

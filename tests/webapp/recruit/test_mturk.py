@@ -219,7 +219,13 @@ def test_approve_completed_only_and_bonus_once(app, load_recruit_study, mturk, n
     )
     stub.add_response(
         "get_assignment",
-        {"Assignment": {"AssignmentId": listed[0][1], "AssignmentStatus": "Approved"}},
+        {
+            "Assignment": {
+                "AssignmentId": listed[0][1],
+                "HITId": HIT,
+                "AssignmentStatus": "Approved",
+            }
+        },
         {"AssignmentId": listed[0][1]},
     )
     stub.add_client_error(

@@ -296,3 +296,108 @@ def test_the_review_list_shows_when_mturk_approves_by_itself(app, load_recruit_s
     assert len(chosen) == 3
     due = (turk.now + timedelta(days=7)).strftime("%Y-%m-%d %H:%M")
     assert sum(f"approves it by itself on {due} UTC" in line for line in report.lines) == 3
+
+
+# -- only IDs MTurk takes, only the study's own HIT ----------------------------------------------
+
+
+def entry_through(app, definition, hit: str, name: str, assignment: str):
+    """A worker opens the study's link with ``hit`` and ``assignment``: the entry page."""
+    bot = Bot(
+        FlaskTransport(app),
+        definition,
+        BotBehaviour(platform="mturk"),
+        rng=random.Random(name),
+        external_id=platform_id("mturk", name),
+    )
+    return app.test_client().get(bot.entry_url({"hitId": hit, "assignmentId": assignment}))
+
+
+def participants(app) -> int:
+    from sqlalchemy import func, select
+
+    from webapp.extensions import db
+    from webapp.models import Participant
+
+    with app.app_context():
+        return db.session.scalar(select(func.count()).select_from(Participant))
+
+
+def test_an_entry_through_another_hit_is_not_the_studys_participant(app, load_recruit_study, turk):
+    """Once FrameLab has posted the study's HIT, a worker arriving with another hitId (a HIT
+    posted by hand, a link edited) is turned away: the study approves and pays through its
+    own HIT only (before, they enrolled and counted as the study's participant)."""
+    definition = load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    other = entry_through(app, definition, "3OTHERHIT".ljust(30, "0"), "aother", "3ASGOTHER0")
+    assert other.status_code == 403 and b'data-error-code="E403-UNVERIFIED"' in other.data
+    assert b"Traceback" not in other.data and participants(app) == 0
+    assert entry_through(app, definition, hit, "aown", "3ASGOWN0").status_code == 200
+
+
+def test_a_worker_paid_only_on_an_assignment_of_the_studys_hit(app, load_recruit_study, turk):
+    """A worker who entered through a hand-made HIT before FrameLab posted its own (nothing to
+    compare with then) is not paid on that HIT's assignment: GetAssignment names the HIT."""
+    definition = load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    other = "3OTHERHIT".ljust(30, "0")
+    turk.hits[other] = {**turk.hits[hit], "HITId": other}
+    from webapp.extensions import db
+    from webapp.models import Recruitment
+
+    with app.app_context():  # as before the HIT was recorded
+        row = db.session.scalars(db.select(Recruitment)).one()
+        recorded, row.external_id = row.external_id, None
+        db.session.commit()
+    worker = worker_done(app, definition, turk, other, "aother", "3ASGOTHER0")
+    with app.app_context():
+        db.session.scalars(db.select(Recruitment)).one().external_id = recorded
+        db.session.commit()
+    turk.assign(hit, worker, "3ASGOWN0")  # also holds an assignment of the study's HIT
+    report = act(app, turk, "bonus")
+    assert turk.bonuses == [] and report.counts["paid"] == 0
+    assert any(f"not this study's HIT {hit}" in line for line in report.lines), report.lines
+
+
+def test_malformed_worker_ids_are_skipped_and_named_never_sent(app, load_recruit_study, turk):
+    """A screened-out worker stored with an ID MTurk refuses (from before entry checked
+    botocore's patterns) is skipped and named; the others are still kept out (before, MTurk's
+    refusal stopped every status run)."""
+    from webapp.extensions import db
+    from webapp.models import Participant, ParticipantStatus, Platform, utcnow
+    from webapp.services.entry import add_participant
+    from webapp.services.studies import get_study
+
+    definition = load_recruit_study(BLOCK)
+    act(app, turk, "create", base_url="https://study.example.org")
+    act(app, turk, "publish")
+    (hit,) = turk.hits
+    bot = Bot(
+        FlaskTransport(app),
+        definition,
+        BotBehaviour(platform="mturk", fail_quiz=True),
+        rng=random.Random("aquiz"),
+        external_id="aquiz",
+    )
+    own = bot.entry_url
+    bot.entry_url = lambda extra=None: own({"hitId": hit, "assignmentId": "3ASGQUIZ0"})
+    assert bot.run().outcome == "screened_out"
+    with app.app_context():  # a second screened-out worker, stored as older versions did
+        add_participant(
+            get_study(SLUG),
+            platform=Platform.mturk,
+            external_id="B1WORKER",
+            now=utcnow(),
+            seed=1,
+            sequence=db.session.scalars(db.select(Participant.sequence)).one(),
+            status=ParticipantStatus.screened_out,
+        )
+        db.session.commit()
+    report, _ = act(app, turk, "status")
+    assert turk.refused == [] and turk.calls.count("AssociateQualificationWithWorker") == 1
+    assert "not kept out: worker ID 'B1WORKER' is not an MTurk worker ID" in report.lines
+    assert listing(app)[2]["blocked"] == [platform_id("mturk", "aquiz")]

@@ -115,7 +115,7 @@ def test_control_characters_in_participant_entry_parameters_are_a_friendly_400(
     }.get(
         param,
         {
-            "workerId": "W1",
+            "workerId": "AW1",
             "hitId": "H1",
             "assignmentId": "A1",
             "turkSubmitTo": "https://workersandbox.mturk.com",

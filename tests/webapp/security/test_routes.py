@@ -170,7 +170,7 @@ def _csp(resp) -> dict[str, str]:
 
 def test_headers_participant_pages_framed_by_mturk_only(app, client, study):
     mturk = client.get(
-        f"/s/{study['slug']}?workerId=W1&hitId=H1&assignmentId=A1"
+        f"/s/{study['slug']}?workerId=AW1&hitId=H1&assignmentId=A1"
         "&turkSubmitTo=https%3A%2F%2Fworkersandbox.mturk.com"
     )
     csp = _csp(mturk)
