@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from webapp.validation import (
     get_line,
     get_list,
     get_mapping,
+    get_money,
     get_number,
     get_str,
     line_at,
@@ -197,15 +199,10 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
     amount_key = written_key(bonus, "amount", "usd", bonus_where)
     max_key = written_key(bonus, "max", "max_usd", bonus_where)
     check_keys(bonus, {amount_key, "rule", max_key}, bonus_where)
-    amount = get_number(bonus, amount_key, bonus_where, default=0.0, minimum=0)
-    if abs(amount * 100 - round(amount * 100)) > 1e-6:  # platforms pay whole cents
-        raise bonus_where.at(amount_key).error(
-            f"must be a whole number of cents (e.g. 0.01), got {amount}: it would not be paid as "
-            "written"
-        )
+    amount = get_money(bonus, amount_key, bonus_where, default=0.0)
     return {
         "currency": currency,
-        "base": get_number(raw, base, where, minimum=0),
+        "base": get_money(raw, base, where),
         "bonus": {
             "amount": amount,
             "rule": get_line(
@@ -213,7 +210,7 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
             ),
             # Stored only when given, so older definitions keep their hash.
             **(
-                {"max": get_number(bonus, max_key, bonus_where, minimum=0.01)}
+                {"max": get_money(bonus, max_key, bonus_where, minimum=Decimal("0.01"))}
                 if max_key in bonus
                 else {}
             ),

@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
@@ -301,6 +302,63 @@ def get_number(
     return float(value)
 
 
+class WrittenFloat(float):
+    """A YAML float that keeps the text it was written as (:attr:`text`), so an amount of money
+    is read as written (``0.1`` is ten cents, ``1.005`` half a cent too many), not as the
+    nearest binary float."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> WrittenFloat:
+        made = super().__new__(cls, value)
+        made.text = text
+        return made
+
+    def __getnewargs__(self) -> tuple[float, str]:  # type: ignore[override]  # copies keep text
+        return float(self), self.text
+
+
+# The most any amount of money in a study may be (in its currency): a slip of the decimal
+# point is refused at load, not paid.
+MAX_AMOUNT = Decimal(100_000)
+
+
+def get_money(
+    raw: Mapping[str, Any],
+    key: str,
+    where: Where,
+    *,
+    default: float | None = None,
+    minimum: Decimal = Decimal(0),
+) -> float:
+    """Return the amount of money ``raw[key]`` (or ``default``), in the study's currency.
+
+    Read as written (a YAML float's text as a :class:`~decimal.Decimal`), it must be a whole
+    number of cents, at least ``minimum`` and at most :data:`MAX_AMOUNT`: a sub-cent amount is
+    refused, never rounded. Stored as a float, exact in cents (``round(value * 100)``).
+    """
+    value = get_number(raw, key, where, default=default)
+    if key not in raw or raw[key] is None:
+        return value
+    written = getattr(raw[key], "text", None) or repr(raw[key])
+    try:
+        amount = Decimal(written.replace("_", ""))
+    except InvalidOperation:
+        raise where.at(key).error(
+            f"write the amount as a plain decimal number, e.g. 0.10 (got {written})"
+        ) from None
+    if amount < minimum or amount > MAX_AMOUNT:
+        raise where.at(key).error(
+            f"must be at least {minimum} and at most {MAX_AMOUNT}, got {written}"
+        )
+    if amount != amount.quantize(Decimal("0.01")):
+        raise where.at(key).error(
+            f"must be a whole number of cents (e.g. 0.01), got {written}: it would not be paid "
+            "as written"
+        )
+    return float(amount)
+
+
 def get_int(
     raw: Mapping[str, Any], key: str, where: Where, *, default: int, minimum: int = 0
 ) -> int:
@@ -567,6 +625,11 @@ class HardenedLoader(
                 seen[key_node.value] = line
         super().flatten_mapping(node)
 
+    def construct_written_float(self, node: yaml.ScalarNode) -> float:
+        """A float that keeps its text (:class:`WrittenFloat`) for amounts of money."""
+        value = self.construct_yaml_float(node)
+        return WrittenFloat(value, str(node.value)) if math.isfinite(value) else value
+
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)
@@ -576,6 +639,9 @@ class HardenedLoader(
             raise yaml.constructor.ConstructorError(
                 None, None, f"cannot read {value!r}: {str(exc)[:200]}", node.start_mark
             ) from None
+
+
+HardenedLoader.add_constructor("tag:yaml.org,2002:float", HardenedLoader.construct_written_float)
 
 
 def read_yaml(name: str, where: Where) -> Any:

@@ -185,3 +185,46 @@ def test_a_bonus_above_the_default_bound_loads_when_max_says_so(tmp_path):
 
     definition = load_study_file(_write(tmp_path, mutate))
     assert definition["payment"]["bonus"] == {"amount": 1.5, "rule": "majority_choice", "max": 15}
+
+
+def _with_payment(tmp_path: Path, payment: str, recruiter: str = "") -> Path:
+    """The demo study with its ``payment:`` block replaced by ``payment`` (YAML text)."""
+    text = DEMO.read_text()
+    start = text.index("payment:\n")
+    end = text.index("\n\n", start)
+    shutil.copytree(DEMO.parent / "product_pairs", tmp_path / "product_pairs", dirs_exist_ok=True)
+    path = tmp_path / "money.yaml"
+    path.write_text(text[:start] + payment.strip() + text[end:] + recruiter)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("payment", "path", "reason"),
+    [
+        # 1.005 as a float is 1.00499999999999989...: rounding it would pay 1.00, as written
+        # it is half a cent; refused, not paid as either.
+        ("payment: {base: 1.005}", "payment.base", "whole number of cents"),
+        ("payment: {base: 3.00, bonus: {amount: 0.1000000000000000001, rule: none}}",
+         "payment.bonus.amount", "whole number of cents"),
+        ("payment: {base: 3, bonus: {amount: 0.10, rule: none, max: 2.505}}",
+         "payment.bonus.max", "whole number of cents"),
+        ("payment: {base: 100000.01}", "payment.base", "at most 100000"),
+        ("payment: {base: 1.0e+6}", "payment.base", "at most 100000"),
+        ("payment: {base: .inf}", "payment.base", "finite"),
+        ("payment: {base: 3.00}", "recruiter.reward", "whole number of cents"),
+    ],
+)  # fmt: skip
+def test_amounts_are_whole_cents_read_as_written(tmp_path, payment, path, reason):
+    recruiter = "\nrecruiter: {platform: prolific, places: 2, reward: 2.999}\n"
+    with pytest.raises(StudyDefinitionError) as info:
+        load_study_file(_with_payment(tmp_path, payment, recruiter if "recruiter" in path else ""))
+    assert (info.value.path, info.value.file) == (path, "money.yaml")
+    assert reason in info.value.reason
+
+
+def test_amounts_written_with_cents_are_exact(tmp_path):
+    payment = "payment: {base: 100000, bonus: {amount: 0.1, rule: majority_choice, max: 1.1}}"
+    recruiter = "\nrecruiter: {platform: prolific, places: 2, reward: 0.29}\n"
+    d = load_study_file(_with_payment(tmp_path, payment, recruiter))
+    assert d["payment"]["base"] == 100000 and d["payment"]["bonus"]["amount"] == 0.1
+    assert d["payment"]["bonus"]["max"] == 1.1 and d["recruiter"]["reward_cents"] == 29

@@ -34,6 +34,7 @@ from webapp.validation import (
     get_line,
     get_list,
     get_mapping,
+    get_money,
     get_number,
     written_key,
 )
@@ -222,7 +223,7 @@ def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) ->
     places = get_int(raw, "places", where, default=0, minimum=1) if "places" in raw else None
     if places is None:
         raise where.at("places").error("is required (how many people to recruit)")
-    reward = get_number(raw, reward_key, where, default=definition["payment"]["base"], minimum=0)
+    reward = get_money(raw, reward_key, where, default=definition["payment"]["base"])
     if reward <= 0:
         raise where.at(reward_key).error("must be more than 0 (or set payment.base)")
 
