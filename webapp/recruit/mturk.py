@@ -37,6 +37,7 @@ import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from sqlalchemy import select
@@ -553,13 +554,16 @@ class MTurkRecruiter(Recruiter):
             ids={"assignment": assignment},
             AssignmentId=assignment,
         ):
-            try:
-                listed.append(float(p.get("BonusAmount", "")) * 100)
-            except (TypeError, ValueError):
+            try:  # read as written: a sub-cent amount matches no ledger row by rounding
+                cents = Decimal(str(p.get("BonusAmount", ""))) * 100
+            except InvalidOperation:
+                cents = Decimal("NaN")
+            if not cents.is_finite() or cents != cents.to_integral_value():
                 raise RecruitError(
                     f"MTurk lists a bonus of {safe_text(repr(p.get('BonusAmount')), 40)} on "
-                    f"{assignment}, not an amount; nothing was changed"
-                ) from None
+                    f"{assignment}, not an amount in whole cents; nothing was changed"
+                )
+            listed.append(float(cents))
         others = [
             o.amount_cents
             for o in db.session.scalars(

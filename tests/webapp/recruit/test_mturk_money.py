@@ -401,3 +401,15 @@ def test_malformed_worker_ids_are_skipped_and_named_never_sent(app, load_recruit
     assert turk.refused == [] and turk.calls.count("AssociateQualificationWithWorker") == 1
     assert "not kept out: worker ID 'B1WORKER' is not an MTurk worker ID" in report.lines
     assert listing(app)[2]["blocked"] == [platform_id("mturk", "aquiz")]
+
+
+def test_a_listed_bonus_of_a_fraction_of_a_cent_confirms_no_row(app, turk, assignment):
+    """ListBonusPayments' amounts are read as written: $0.995 is not the ledger's $1.00 (before,
+    0.995 x 100 rounded to 100 and the row was recorded as paid, never sent)."""
+    worker = turk.assignments[assignment]["WorkerId"]
+    turk.bonuses.append(
+        {"WorkerId": worker, "BonusAmount": "0.995", "AssignmentId": assignment, "Reason": "r"}
+    )
+    report = act(app, turk, "bonus")
+    assert report.counts["paid"] == 0 and turk.calls.count("SendBonus") == 0
+    assert any("not an amount in whole cents" in line for line in report.lines), report.lines
