@@ -371,11 +371,14 @@ def check_verified(study: Study, entry: Entry) -> None:
     verified = study.definition["recruitment"].get("verified_entry")
     if not verified and entry.platform is not Platform.mturk:
         return
-    listing = db.session.scalar(
-        select(Recruitment.external_id).where(
+    row = db.session.scalar(
+        select(Recruitment).where(
             Recruitment.study_id == study.id, Recruitment.platform == entry.platform
         )
     )
+    # An MTurk listing's id is its HIT type's until the HIT is posted; entries carry the HIT's.
+    mturk = entry.platform is Platform.mturk
+    listing = row and ((row.extra or {}).get("hit_id") if mturk else row.external_id)
     issued = canonical_spelling(entry.platform, listing or "")
     if not issued and not verified:
         return  # a HIT the researcher posted by hand: no HIT of FrameLab's to compare with

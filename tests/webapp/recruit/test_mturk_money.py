@@ -351,11 +351,11 @@ def test_a_worker_paid_only_on_an_assignment_of_the_studys_hit(app, load_recruit
 
     with app.app_context():  # as before the HIT was recorded
         row = db.session.scalars(db.select(Recruitment)).one()
-        recorded, row.external_id = row.external_id, None
+        extra, row.extra = row.extra, {k: v for k, v in row.extra.items() if k != "hit_id"}
         db.session.commit()
     worker = worker_done(app, definition, turk, other, "aother", "3ASGOTHER0")
     with app.app_context():
-        db.session.scalars(db.select(Recruitment)).one().external_id = recorded
+        db.session.scalars(db.select(Recruitment)).one().extra = extra
         db.session.commit()
     turk.assign(hit, worker, "3ASGOWN0")  # also holds an assignment of the study's HIT
     report = act(app, turk, "bonus")

@@ -92,7 +92,8 @@ def _record_listing(app, slug: str, platform: str, external_id: str) -> None:
                 external_id=external_id,
                 status="ACTIVE",
                 external_url="https://example.org/",
-                extra={},
+                # A published HIT is recorded as the listing's id and its hit_id.
+                extra={"hit_id": external_id} if platform == "mturk" else {},
                 created_by="test",
             )
         )
