@@ -83,18 +83,18 @@ def test_completed_here_but_absent_there_is_flagged(app, runner, study, make_bot
 
 
 def test_mturk_assignment_csv(app, runner, study, make_bot, tmp_path):
-    make_bot(platform="mturk", external_id="W1").run()
-    make_bot(platform="mturk", external_id="W2", abandon_at=2).run()
+    make_bot(platform="mturk", external_id="AW1").run()
+    make_bot(platform="mturk", external_id="AW2", abandon_at=2).run()
     export = tmp_path / "batch.csv"
     export.write_text(
         "HITId,AssignmentId,WorkerId,AssignmentStatus,Answer.completion_code\n"
-        "H,AW1,W1,Approved,C7F3D2A1\n"
-        "H,AW2,W2,Submitted,\n"
+        "H,3ASG1,AW1,Approved,C7F3D2A1\n"
+        "H,3ASG2,AW2,Submitted,\n"
     )
     result = runner.invoke(args=["reconcile", SLUG, "--platform", "mturk", str(export)])
     assert result.exit_code == 0, result.output
-    assert _status(app, "W1")[1] == "APPROVED"
-    assert _status(app, "W2")[2] == "SUBMITTED on mturk, started here"
+    assert _status(app, "AW1")[1] == "APPROVED"
+    assert _status(app, "AW2")[2] == "SUBMITTED on mturk, started here"
 
 
 def test_a_file_without_the_needed_columns_is_refused(runner, study, tmp_path):
