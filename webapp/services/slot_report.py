@@ -5,7 +5,9 @@ number of items, and the per-item table is read a page at a time (``offset``/``l
 console's overview of a study of 63,000 items reads no more rows than one of 60. The counts are
 the allocation's (:mod:`webapp.services.allocation`): a label counts when it is ``confirmed``
 and its participant is not a test participant; a reservation is open while it has not
-expired and its holder is still ``started``.
+expired and its holder is still ``started``. An item's *shift count* is WildFrame's (002 §2.3),
+as :func:`analysis.stats.annotation.shift_counts` counts it: confirmed votes for the sentiment
+opposite to the item's base sentiment, so a ``neutral`` vote is no shift.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from webapp.models import (
 )
 from webapp.services.allocation import annotation_blocks, sync_items
 
+OPPOSITE = {"positive": "negative", "negative": "positive"}
+
 
 @dataclass(frozen=True)
 class ItemStatus:
@@ -44,7 +48,7 @@ class ItemStatus:
 
 def _counts(now: datetime) -> tuple[Any, Any, Any, Any, Any]:
     """Per-item aggregates over ``Annotation`` joined to its holder (returned as ``holder``):
-    confirmed, surplus, reserved, shifted (confirmed against the base sentiment)."""
+    confirmed, surplus, reserved, shifted (confirmed for the sentiment opposite to the base)."""
     holder = aliased(Participant)
     counted = holder.is_test.is_(False)
     confirmed = and_(Annotation.state == AnnotationState.confirmed, counted)
@@ -54,7 +58,9 @@ def _counts(now: datetime) -> tuple[Any, Any, Any, Any, Any]:
         holder.status == ParticipantStatus.started,
         counted,
     )
-    shifted = and_(confirmed, Annotation.label != AnnotationItem.base_sentiment)
+    shifted = and_(
+        confirmed, Annotation.label == case(OPPOSITE, value=AnnotationItem.base_sentiment)
+    )
     return (
         holder,
         func.count(Annotation.id).filter(confirmed),
@@ -99,7 +105,8 @@ def item_count(study: Study) -> int:
 def item_status(
     study: Study, now: datetime, *, offset: int = 0, limit: int | None = None
 ) -> list[ItemStatus]:
-    """Per non-gold item: confirmed / surplus / reserved counts, needed and shift count.
+    """Per non-gold item: confirmed / surplus / reserved counts, needed and shift count
+    (confirmed votes for the sentiment opposite to the base).
 
     Parameters
     ----------

@@ -90,7 +90,8 @@ def test_done_when_bots_then_items_export_shows_five_labels_per_item(runner, tmp
     # The items table's shift count is the long table's, recomputed.
     shifts: dict[str, int] = {}
     for r in counted:
-        shifts[r["item_id"]] = shifts.get(r["item_id"], 0) + (r["label"] != r["base_sentiment"])
+        opposite = {"positive": "negative", "negative": "positive"}[r["base_sentiment"]]
+        shifts[r["item_id"]] = shifts.get(r["item_id"], 0) + (r["label"] == opposite)
     assert {r["item_id"]: int(r["shift_count"]) for r in rows} == shifts
     for r in labels:
         assert r["participant_id"].startswith("p_") and r["platform"] == "prolific"

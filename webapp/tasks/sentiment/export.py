@@ -54,7 +54,11 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
     "n_surplus": ("int", "surplus labels (late answers from expired reservations)", ">= 0"),
     "n_reserved": ("int", "open reservations at export time", ">= 0"),
     "needed": ("int", "annotators_per_item - n_labels, never below 0", ">= 0"),
-    "shift_count": ("int", "confirmed labels that differ from base_sentiment", ">= 0"),
+    "shift_count": (
+        "int",
+        "confirmed labels of the sentiment opposite to base_sentiment (neutral is no shift)",
+        ">= 0",
+    ),
 }
 
 
