@@ -114,7 +114,7 @@ def write_study(folder: Path, reading_wpm: float, canary: bool) -> Path:
             "platforms": ["link"],
             "completion_codes": {"completed": "BENCH001", "screened_out": "BENCH002"},
         },
-        "payment": {"base_usd": 1.0},
+        "payment": {"currency": "USD", "base": 1.0},
         "authenticity": {"canary": canary, "reading_wpm": reading_wpm},
         "tasks": [
             {"type": "consent", "id": "consent", "text": "A short study about products."},
@@ -123,7 +123,7 @@ def write_study(folder: Path, reading_wpm: float, canary: bool) -> Path:
                 "id": "choices",
                 "pairs": "pairs.yaml",
                 "prompt": "Which product would you buy?",
-                "wtp": {"max_premium_usd": 500},
+                "wtp": {"max_premium": 500},
             },
             {
                 "type": "demographics",

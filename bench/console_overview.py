@@ -55,7 +55,7 @@ def write_study(folder: Path, n_items: int) -> Path:
 title: Overview benchmark
 recruitment:
   completion_codes: {{completed: DONE1, screened_out: SCR1, study_full: FULL1}}
-payment: {{base_usd: 1}}
+payment: {{currency: USD, base: 1}}
 tasks:
   - type: consent
     text: Consent.

@@ -255,7 +255,7 @@ def _maker(row: Mapping[str, Any]) -> str:
 def _product(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "manufacturer": _maker(row),
-        "price_usd": _price(row),
+        "price": _price(row),
         "review": " ".join(str(row["review"]).split()),
         "summary": " ".join(str(row["summary"]).split()),
     }
@@ -288,7 +288,8 @@ def study_definition(slug: str, title: str, pairs_file: str, n_pairs: int) -> di
             },
             "exclude_ids": [],
         },
-        "payment": {"base_usd": 2.0, "bonus": {"usd": 0, "rule": "none"}},
+        # The reviews' prices are in dollars, so the study pays and asks in dollars too.
+        "payment": {"currency": "USD", "base": 2.0, "bonus": {"amount": 0, "rule": "none"}},
         "tasks": [
             {
                 "type": "consent",
@@ -340,7 +341,7 @@ def study_definition(slug: str, title: str, pairs_file: str, n_pairs: int) -> di
                 "labels": {"original": "Customer review", "summary": "Summary of customer reviews"},
                 "prompt": "Which product would you buy?",
                 "wtp": {
-                    "max_premium_usd": 500,
+                    "max_premium": 500,
                     "question": "The other product costs {price}. How much more than {price} "
                     "would you pay for the one you chose?",
                 },

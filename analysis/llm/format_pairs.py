@@ -154,7 +154,7 @@ def build_format_pairs(
 
     The pairs file has the platform's shape (``docs/platform.md``, "Product choice with k
     formats"): ``pairs:``, each with ``id``, ``product_type`` and a ``target`` and ``control``
-    with ``manufacturer``, ``price_usd``, ``texts: {format: text}`` and ``sources: {format:
+    with ``manufacturer``, ``price``, ``texts: {format: text}`` and ``sources: {format:
     record ID}`` (the generation record each text came from; ``item:<id>`` for the review
     itself), which the platform carries into the long export as ``target_source_record`` and
     ``control_source_record``. The provenance file records per pair the review items and every
@@ -179,7 +179,7 @@ def build_format_pairs(
     -------
     FormatPairSet
         ``rows`` holds one entry per product (two per pair) with ``pair_id``, ``role``,
-        ``product_type``, ``manufacturer``, ``price_usd``, ``item_id`` and per format
+        ``product_type``, ``manufacturer``, ``price``, ``item_id`` and per format
         ``text:<f>``, ``framing:<f>``, ``source:<f>``.
     """
     import re
@@ -205,7 +205,7 @@ def build_format_pairs(
                 "role": role,
                 "product_type": pair["product_type"],
                 "manufacturer": pair[role]["manufacturer"],
-                "price_usd": pair[role]["price_usd"],
+                "price": pair[role]["price"],
                 "item_id": src["item_id"],
             }
             for key in ("text", "framing", "source"):
@@ -215,7 +215,7 @@ def build_format_pairs(
             out_rows.append(row)
             entry[role] = {
                 "manufacturer": row["manufacturer"],
-                "price_usd": row["price_usd"],
+                "price": row["price"],
                 "texts": {f: row[f"text:{f}"] for f in all_formats},
                 "sources": {f: str(row[f"source:{f}"]) for f in all_formats},
             }

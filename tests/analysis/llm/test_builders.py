@@ -54,9 +54,9 @@ def test_select_pairs_picks_shift_and_neutral_control_with_closest_price() -> No
     assert sorted(by_id) == ["kettle", "wireless-headphones"]
     head = by_id["wireless-headphones"]
     # h1 (89) vs h2 (84): closest price among target/control of different manufacturers.
-    assert head["target"]["manufacturer"] == "Aurelio" and head["target"]["price_usd"] == 89.0
+    assert head["target"]["manufacturer"] == "Aurelio" and head["target"]["price"] == 89.0
     assert head["control"]["manufacturer"] == "Brightwave"
-    assert by_id["kettle"]["target"]["price_usd"] == 30.0
+    assert by_id["kettle"]["target"]["price"] == 30.0
     assert by_id["kettle"]["control"]["manufacturer"] == "Steam"
     assert "blender" in result.skipped and "0 stay neutral" in result.skipped["blender"]
     prov = {p["pair_id"]: p for p in result.provenance}
@@ -70,12 +70,20 @@ def test_built_study_is_accepted_by_the_platform(tmp_path: Path) -> None:
     assert result.pairs_path == tmp_path / "studies" / "product_pairs" / "built-demo.yaml"
     doc = yaml.safe_load(result.pairs_path.read_text())
     assert set(doc) == {"pairs"} and len(doc["pairs"]) == 2
-    assert set(doc["pairs"][0]["target"]) == {"manufacturer", "price_usd", "review", "summary"}
+    assert set(doc["pairs"][0]["target"]) == {"manufacturer", "price", "review", "summary"}
 
-    # The platform's own validator (what `framelab study load` runs first).
-    from webapp.studydef import load_study_file
+    # The platform's own validator (what `framelab study load` runs first): the current keys,
+    # so no note that a key is spelled the deprecated way.
+    from webapp.studydef import folder_bundle, load_bundle
 
-    definition = load_study_file(result.study_path)
+    notes: list[str] = []
+    definition = load_bundle(folder_bundle(result.study_path), notes)
+    assert notes == []
+    assert definition["payment"] == {
+        "currency": "USD",
+        "base": 2.0,
+        "bonus": {"amount": 0.0, "rule": "none"},
+    }
     assert definition["slug"] == "built-demo"
     block = next(b for b in definition["tasks"] if b["type"] == "product_choice")
     assert [p["id"] for p in block["pairs"]] == ["kettle", "wireless-headphones"]

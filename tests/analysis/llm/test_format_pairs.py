@@ -102,8 +102,8 @@ def test_k_format_pairs_bundle(tmp_path):
     assert set(by) == {"headphones", "kettle"}
     assert list(by["headphones"]) == ["id", "product_type", "target", "control"]
     target = by["headphones"]["target"]
-    assert list(target) == ["manufacturer", "price_usd", "texts", "sources"]
-    assert target["manufacturer"] == "Acme" and target["price_usd"] == 50
+    assert list(target) == ["manufacturer", "price", "texts", "sources"]
+    assert target["manufacturer"] == "Acme" and target["price"] == 50
     assert list(target["texts"]) == formats and list(target["sources"]) == formats
     assert target["texts"]["mitigated:self-debias"] == "mitigated:self-debias text of h1"
     assert target["texts"]["original"] == "Review of h1."
