@@ -249,8 +249,10 @@ def test_duplicate_ids_are_rejected(tmp_path: Path, fake_backend) -> None:
 def test_failed_completions_are_not_stored_and_retried(tmp_path: Path) -> None:
     from analysis.llm.backends.base import Completion, GenerationSettings
 
-    class Flaky:
-        name, model_id, settings = "flaky", "m", GenerationSettings()
+    class FailsUntilFixed:
+        """Answers every request with an HTTP 500 until ``fail`` is switched off."""
+
+        name, model_id, settings = "fails_until_fixed", "m", GenerationSettings()
 
         def __init__(self) -> None:
             self.fail = True
@@ -262,7 +264,7 @@ def test_failed_completions_are_not_stored_and_retried(tmp_path: Path) -> None:
         def info(self):
             return {}
 
-    backend = Flaky()
+    backend = FailsUntilFixed()
     out = tmp_path / "o.jsonl"
     summary = run_task("summarize", REVIEWS, backend, out, progress=False)
     assert summary.n_failed == 2
