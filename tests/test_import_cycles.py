@@ -11,13 +11,6 @@ from __future__ import annotations
 import grimp
 import pytest
 
-# To be removed: the allocation service and the task types' base class ask each other (through
-# the registry) since slot behaviour moved into the task types.
-KNOWN = {
-    "analysis": [],
-    "webapp": [["webapp.services.allocation", "webapp.tasks.base", "webapp.tasks.registry"]],
-}
-
 
 def circles(graph: grimp.ImportGraph) -> list[list[str]]:
     """The groups of two or more modules that all reach each other (Tarjan's algorithm)."""
@@ -57,7 +50,7 @@ def circles(graph: grimp.ImportGraph) -> list[list[str]]:
 @pytest.mark.parametrize("package", ["webapp", "analysis", "framelab"])
 def test_no_import_circles(package):
     graph = grimp.build_graph(package, cache_dir=None)
-    assert circles(graph) == KNOWN.get(package, [])
+    assert circles(graph) == []
 
 
 def test_a_circle_is_found_at_any_depth():

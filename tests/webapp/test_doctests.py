@@ -16,6 +16,7 @@ MODULES = [
     "webapp.services.design",
     "webapp.services.entry",
     "webapp.services.testmark",
+    "webapp.tasks.base",
     "webapp.tasks.product_choice",
 ]
 

@@ -18,10 +18,10 @@ happen while holding that item's row lock, so a count read after taking the lock
 Reservations end by time or as soon as their participant is no longer ``started`` (returned,
 timed out, screened out): no sweeper is needed, the next reservation of that item frees them.
 A newcomer's reservations are *tentative*: until the participant's first label they last only
-``first_label_minutes`` (a few minutes; :func:`first_label_minutes`), and the first label
-extends the ones still live to ``reservation_minutes``, as every later reservation lasts. Made-up
-recruiter IDs that enter and never label therefore hold their slots for minutes, and a study
-whose free slots are held only tentatively is never "full" (:func:`study_is_full`,
+``first_label_minutes`` (a few minutes; :func:`webapp.tasks.base.first_label_minutes`), and the
+first label extends the ones still live to ``reservation_minutes``, as every later reservation
+lasts. Made-up recruiter IDs that enter and never label therefore hold their slots for minutes,
+and a study whose free slots are held only tentatively is never "full" (:func:`study_is_full`,
 :func:`held_by_newcomers`): newcomers wait for those slots instead of being turned away.
 
 A label whose reservation expired by time is still counted when nobody has taken the slot
@@ -48,6 +48,7 @@ from webapp.models import (
     ParticipantStatus,
     Study,
 )
+from webapp.tasks.base import first_label_minutes
 
 ANNOTATION_TASK = "sentiment_annotation"
 # Every task type whose ``limits_slots`` is set hands out slots with this module: it syncs its
@@ -59,26 +60,6 @@ _MARGIN = 4
 # each later part once those are labelled. A visitor who never labels holds this many slots
 # (not a whole batch), so a few dozen made-up IDs cannot make a study look full.
 RESERVE_AHEAD = 2
-# How long a newcomer's first reservations last before their first label, unless the block sets
-# ``first_label_minutes`` (never longer than its ``reservation_minutes``). Reading one item and
-# choosing a label takes seconds; a made-up ID that never labels gives its slots back this soon.
-FIRST_LABEL_MINUTES = 3.0
-
-
-def first_label_minutes(block: dict[str, Any]) -> float:
-    """Minutes a reservation lasts while its holder has labelled nothing yet.
-
-    Examples
-    --------
-    >>> first_label_minutes({"reservation_minutes": 20.0})
-    3.0
-    >>> first_label_minutes({"reservation_minutes": 0.5})
-    0.5
-    >>> first_label_minutes({"reservation_minutes": 20.0, "first_label_minutes": 8.0})
-    8.0
-    """
-    minutes = block.get("first_label_minutes") or FIRST_LABEL_MINUTES
-    return min(float(minutes), float(block["reservation_minutes"]))
 
 
 def annotation_blocks(study: Study) -> list[dict[str, Any]]:

@@ -250,7 +250,7 @@ def idle_holds(study: Study, now: datetime) -> IdleHolds:
 
     Such holders are either just starting or never meant to label (made-up recruiter IDs
     entering to make the study look full); their holds are tentative and short
-    (:func:`webapp.services.allocation.first_label_minutes`) and never make the study full.
+    (:func:`webapp.tasks.base.first_label_minutes`) and never make the study full.
     Test participants, expired reservations and holders no longer ``started`` do not count.
     """
     labelled = (

@@ -150,14 +150,39 @@ class SaveResult:
 NEXT = SaveResult(Outcome.next)
 
 
+# How long a newcomer's first reservations last before their first label, unless the block sets
+# ``first_label_minutes`` (never longer than its ``reservation_minutes``). Reading one item and
+# choosing a label takes seconds; a made-up ID that never labels gives its slots back this soon.
+FIRST_LABEL_MINUTES = 3.0
+
+
+def first_label_minutes(block: dict[str, Any]) -> float:
+    """Minutes a reservation lasts while its holder has labelled nothing yet.
+
+    The allocation (:mod:`webapp.services.allocation`) reserves for that long and the waiting
+    page promises a slot within it; both read the block's keys here, beside their validation.
+
+    Examples
+    --------
+    >>> first_label_minutes({"reservation_minutes": 20.0})
+    3.0
+    >>> first_label_minutes({"reservation_minutes": 0.5})
+    0.5
+    >>> first_label_minutes({"reservation_minutes": 20.0, "first_label_minutes": 8.0})
+    8.0
+    """
+    minutes = block.get("first_label_minutes") or FIRST_LABEL_MINUTES
+    return min(float(minutes), float(block["reservation_minutes"]))
+
+
 def reservation_keys(body: dict[str, Any], where: Where) -> dict[str, float]:
     """A slot-limited block's ``reservation_minutes`` (default 30) and, when given,
     ``first_label_minutes``.
 
     ``first_label_minutes`` is how long a newcomer's reservations last before their first
-    answer (:func:`webapp.services.allocation.first_label_minutes`; by default
-    ``FIRST_LABEL_MINUTES``, or ``reservation_minutes`` if that is shorter) and may not exceed
-    ``reservation_minutes``. It is left out of the normalised block when the study does not set
+    answer (:func:`first_label_minutes`; by default :data:`FIRST_LABEL_MINUTES`, or
+    ``reservation_minutes`` if that is shorter) and may not exceed ``reservation_minutes``. It
+    is left out of the normalised block when the study does not set
     it, so the definitions of studies loaded before it existed stay the same.
     """
     from webapp.validation import get_number
@@ -185,8 +210,6 @@ def waiting_context(block: dict[str, Any]) -> dict[str, Any]:
     The participant route renders ``participant/waiting.html`` for them; the page looks again
     every :data:`WAIT_RETRY_S` seconds and continues on its own once a slot is free.
     """
-    from webapp.services.allocation import first_label_minutes
-
     return {
         "block": block,
         "waiting": True,

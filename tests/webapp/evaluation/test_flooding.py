@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationState
 from webapp.services import allocation
+from webapp.tasks.base import FIRST_LABEL_MINUTES
 
 from .conftest import RATING_DEMO, load, write_preference_study
 
@@ -91,7 +92,7 @@ def test_slots_held_only_by_newcomers_make_a_newcomer_wait_not_leave(
     # A stray POST to the waiting page is refused like any tokenless answer, never a 500.
     status, _, _ = newcomer.transport.request("POST", page.url, {"choice": "first"})
     assert status == 400
-    _later(monkeypatch, allocation.FIRST_LABEL_MINUTES + 0.5)
+    _later(monkeypatch, FIRST_LABEL_MINUTES + 0.5)
     assert newcomer.reload().kind == task
     assert newcomer.run().outcome == "completed"
 

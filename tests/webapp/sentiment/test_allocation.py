@@ -19,6 +19,7 @@ from webapp.models import (
 )
 from webapp.services import allocation, slot_report
 from webapp.services.studies import get_study
+from webapp.tasks.base import FIRST_LABEL_MINUTES
 
 from .conftest import to_first_label
 
@@ -60,7 +61,7 @@ def test_reaching_the_task_reserves_a_first_part_then_the_rest_as_labels_come_in
         real = [a for a in rows if not a.item.is_gold]
         assert len(real) == allocation.RESERVE_AHEAD  # not the whole batch of 10
         # Tentative until the first label: the block's first_label_minutes (3), not 20.
-        soon = utcnow() + timedelta(minutes=allocation.FIRST_LABEL_MINUTES)
+        soon = utcnow() + timedelta(minutes=FIRST_LABEL_MINUTES)
         assert all(soon - timedelta(minutes=1) < a.expires_at <= soon for a in real)
         assert all(a.trial_index > 0 and a.expires_at is None for a in rows if a.item.is_gold)
     # A reload reserves nothing more.

@@ -10,6 +10,7 @@ from webapp.extensions import db
 from webapp.models import Annotation, AnnotationState
 from webapp.services import allocation, slot_report
 from webapp.services.studies import get_study
+from webapp.tasks.base import FIRST_LABEL_MINUTES
 
 from .conftest import to_first_label
 
@@ -102,7 +103,7 @@ def test_slots_held_only_by_newcomers_never_make_the_study_full(app, small, bot_
             ParticipantStatus.started
         }
     # The made-up ID never labels: after first_label_minutes its holds are gone.
-    _later(monkeypatch, allocation.FIRST_LABEL_MINUTES + 0.5)
+    _later(monkeypatch, FIRST_LABEL_MINUTES + 0.5)
     assert newcomer.reload().kind == "sentiment"
     result = newcomer.run()
     assert result.outcome == "completed" and len(newcomer.labels) == 2

@@ -25,8 +25,9 @@ from webapp.models import (
     AnnotationState,
     utcnow,
 )
-from webapp.services import allocation, slot_report
+from webapp.services import slot_report
 from webapp.services.studies import get_study
+from webapp.tasks.base import FIRST_LABEL_MINUTES
 
 from .conftest import DEMO, label_rows, load, to_first_label
 
@@ -121,7 +122,7 @@ def _one_network(app, monkeypatch) -> None:
     newcomer = _bot(app, definition, "newcomer", "192.0.2.10")
     assert to_first_label(newcomer).page.kind == "sentiment"
     # The made-up IDs never label: minutes later their tentative holds are gone.
-    _later(monkeypatch, allocation.FIRST_LABEL_MINUTES + 1)
+    _later(monkeypatch, FIRST_LABEL_MINUTES + 1)
     results = [newcomer.run(), *_fill(app, definition)]
     _check_exactly_five(app, definition, results)
 
@@ -144,7 +145,7 @@ def _many_networks(app, monkeypatch) -> None:
     assert page.kind == "consent"  # not "study full": only newcomers hold the free slots
     page = to_first_label(newcomer).page
     assert page.kind == "waiting" and page.status == 200 and not page.forms
-    _later(monkeypatch, allocation.FIRST_LABEL_MINUTES + 1)
+    _later(monkeypatch, FIRST_LABEL_MINUTES + 1)
     assert newcomer.reload().kind == "sentiment"  # the made-up IDs' holds have ended
     results = [newcomer.run(), *_fill(app, definition)]
     _check_exactly_five(app, definition, results)
