@@ -134,6 +134,15 @@ def test_export_columns_follow_the_contract_and_hide_platform_ids(runner, make_b
     }
 
 
+def test_export_creates_the_folder_it_writes_into(runner, tmp_path):
+    assert runner.invoke(args=["study", "load", str(DEMO)]).exit_code == 0
+    out = tmp_path / "new" / "folder" / "codebook.csv"
+    args = ["export", "product-choice-demo", "--format", "codebook", "--out", str(out)]
+    result = runner.invoke(args=args)
+    assert result.exit_code == 0, result.output
+    assert _read(out) and f"to {out}" in result.output
+
+
 def test_export_escapes_formula_cells():
     import io
 

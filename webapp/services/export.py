@@ -434,6 +434,7 @@ def export_table(
     if path.suffix == ".parquet" and not parquet_available():
         raise ParquetUnavailable(PARQUET_MISSING)  # before the tables are built for nothing
     rows, columns = build_table(study, fmt, **options)
+    path.parent.mkdir(parents=True, exist_ok=True)  # `--out results/long.csv` in a fresh folder
     if path.suffix == ".parquet":
         return write_parquet(rows, columns, path)
     with path.open("w", newline="", encoding="utf-8") as fh:
