@@ -494,6 +494,14 @@ def bonus(
         return
     if out is None:
         raise click.ClickException("give --out FILE (or --file-not-used CODE)")
+    # The ledger records the bonuses as sent by file when they are issued: a file that cannot be
+    # written must be refused before that, not after.
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out}: {exc.strerror}; nothing issued") from None
+    if not os.access(out.parent, os.W_OK):
+        raise click.ClickException(f"cannot write into {out.parent}; nothing issued")
     try:
         issue = issue_bonuses(
             s, Platform(platform), issued_by="cli", now=utcnow(), to_file=True, force=force

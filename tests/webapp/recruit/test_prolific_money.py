@@ -316,6 +316,24 @@ def test_a_bonus_paid_by_file_is_never_paid_again_by_the_api(app, fake, one_done
     assert pays(fake) == 1 and fake.paid_to(one_done) == 1.00
 
 
+def test_the_payment_file_needs_no_folder_and_one_it_cannot_write_issues_nothing(
+    app, fake, one_done, runner, tmp_path
+):
+    """A file under a plain file (no folder can be made there) is refused before the ledger
+    records anything as sent by file; a folder that does not exist yet is made."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    args = ["bonus", "product-choice-demo", "--platform", "prolific", "--out"]
+    refused = runner.invoke(args=[*args, str(blocked / "bonus.csv")])
+    assert refused.exit_code == 1 and "nothing issued" in refused.output
+    assert refused.exception is None or isinstance(refused.exception, SystemExit)
+    assert ledger_states(app) == []  # nothing issued
+    out = tmp_path / "new" / "bonus.csv"
+    written = runner.invoke(args=[*args, str(out)])
+    assert written.exit_code == 0, written.output
+    assert one_done in out.read_text() and ledger_states(app) == [("filed", None)]
+
+
 def test_the_api_reads_prolifics_record_before_paying_any_row(app, fake, one_done):
     """A row still new in the ledger whose bonus Prolific already lists (paid by a file of an
     older version, or by hand) is recorded as paid, never set up (before, it was paid again)."""
