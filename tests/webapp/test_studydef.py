@@ -106,8 +106,8 @@ def test_pairs_file_errors_name_the_pairs_file(tmp_path):
     pairs.write_text(
         textwrap.dedent("""
         pairs:
-          - {id: a, product_type: x, target: {manufacturer: M, price_usd: 1, review: r,
-             summary: s}, control: {manufacturer: M, price_usd: 1, review: r, summary: s}}
+          - {id: a, product_type: x, target: {manufacturer: M, price: 1, review: r,
+             summary: s}, control: {manufacturer: M, price: 1, review: r, summary: s}}
           - {id: b, product_type: x}
     """)
     )

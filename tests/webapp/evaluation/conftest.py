@@ -58,7 +58,7 @@ def write_preference_study(folder: Path, *, n_pairs: int = 10, k: int = 4, batch
 title: Small preference study
 recruitment:
   completion_codes: {{completed: DONE1, screened_out: SCR1, study_full: FULL1}}
-payment: {{base_usd: 1}}
+payment: {{base: 1}}
 tasks:
   - type: consent
     text: Consent.

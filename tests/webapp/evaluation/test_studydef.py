@@ -15,7 +15,7 @@ HEAD = """slug: eval-small
 title: Small
 recruitment:
   completion_codes: {completed: DONE1, screened_out: SCR1, study_full: FULL1}
-payment: {base_usd: 1}
+payment: {base: 1}
 tasks:
   - type: consent
     text: Consent.

@@ -17,7 +17,7 @@ PROLIFIC_BLOCK = """
 recruiter:
   platform: prolific
   places: 6
-  reward_usd: 3.00
+  reward: 3.00
   estimated_minutes: 12
   devices: [desktop]
   eligibility:

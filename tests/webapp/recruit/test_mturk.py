@@ -19,7 +19,7 @@ BLOCK = """
 recruiter:
   platform: mturk
   places: 12
-  reward_usd: 3.00
+  reward: 3.00
   qualifications:
     - {type: approval_rate, comparator: GreaterThanOrEqualTo, value: 95}
     - {type: locale, comparator: In, locales: [US, US-NY]}

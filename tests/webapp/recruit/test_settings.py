@@ -24,7 +24,7 @@ Q = M + ", qualifications: [{type: "
         ("recruiter: {platform: prolific}", "recruiter.places", "is required"),
         ("recruiter: {platform: prolific, places: 0}", "recruiter.places", "at least 1"),
         ("recruiter: {platform: prolific, places: 5.5}", "recruiter.places", "integer"),
-        (P + ", reward_usd: -1}", "recruiter.reward_usd", "at least 0"),
+        (P + ", reward: -1}", "recruiter.reward", "at least 0"),
         (P + ", devices: [phone]}", "recruiter.devices[0]", "not one of"),
         (M + ", devices: [desktop]}", "recruiter.devices", "MTurk has no device"),
         (P + ", qualifications: []}", "recruiter.qualifications", "MTurk's"),
@@ -57,7 +57,7 @@ def test_platform_must_be_one_the_study_accepts(tmp_path):
 def test_defaults_come_from_the_study(tmp_path):
     d = load(tmp_path, "\nrecruiter: {platform: prolific, places: 70}\n")
     r = d["recruiter"]
-    assert (r["reward_cents"], r["estimated_minutes"]) == (300, 12)  # payment.base_usd, 12 min
+    assert (r["reward_cents"], r["estimated_minutes"]) == (300, 12)  # payment.base, 12 min
     assert r["devices"] == ["desktop", "tablet", "mobile"] and r["fee_rate"] == 1 / 3
 
 

@@ -29,7 +29,7 @@ def _study(tmp_path: Path, **recruitment) -> Path:
     recruiter = recruitment.pop("recruiter", "prolific")
     raw["recruitment"].update(recruitment)
     if recruiter is not None:
-        raw["recruiter"] = {"platform": recruiter, "places": 10, "reward_usd": 2.0}
+        raw["recruiter"] = {"platform": recruiter, "places": 10, "reward": 2.0}
     path = folder / "study.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path

@@ -57,7 +57,7 @@ def write_study(
 title: Small sentiment study
 recruitment:
   completion_codes: {{completed: DONE1, screened_out: SCR1, study_full: FULL1}}
-payment: {{base_usd: 1}}
+payment: {{base: 1}}
 tasks:
   - type: consent
     text: Consent.
