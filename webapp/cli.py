@@ -508,8 +508,15 @@ def bonus(
         )
     except PaymentError as exc:
         raise click.ClickException(f"{exc}; use --force to write the file again") from None
-    with out.open("w", newline="", encoding="utf-8") as fh:
-        n = write_bonus_file(issue.lines, Platform(platform), fh)
+    try:
+        with out.open("w", newline="", encoding="utf-8") as fh:
+            n = write_bonus_file(issue.lines, Platform(platform), fh)
+    except OSError as exc:
+        # The rows are issued and committed; nothing was paid. --force writes the same rows again.
+        raise click.ClickException(
+            f"cannot write {out}: {exc.strerror}; the ledger holds {len(issue.lines)} bonus(es) "
+            "as sent by file and nothing was paid: write the file again with --force"
+        ) from None
     again = len(issue.lines) - issue.newly_issued - issue.from_ledger
     currency = study_currency(s.definition)
     click.echo(

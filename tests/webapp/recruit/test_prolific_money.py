@@ -334,6 +334,33 @@ def test_the_payment_file_needs_no_folder_and_one_it_cannot_write_issues_nothing
     assert one_done in out.read_text() and ledger_states(app) == [("filed", None)]
 
 
+def test_a_file_that_fails_after_issuing_says_so_and_force_writes_it_again(
+    app, fake, one_done, runner, tmp_path, monkeypatch
+):
+    """A write that fails once the rows are issued (a full disk) says the ledger holds them as
+    sent by file and nothing was paid; --force writes the same rows again."""
+    import errno
+
+    from webapp.services import payments
+
+    real = payments.write_bonus_file
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(payments, "write_bonus_file", full_disk)
+    args = ["bonus", "product-choice-demo", "--platform", "prolific", "--out"]
+    failed = runner.invoke(args=[*args, str(tmp_path / "bonus.csv")])
+    assert failed.exit_code == 1
+    assert "holds 1 bonus(es) as sent by file and nothing was paid" in failed.output
+    assert ledger_states(app) == [("filed", None)] and pays(fake) == 0
+    monkeypatch.setattr(payments, "write_bonus_file", real)
+    again = runner.invoke(args=[*args, str(tmp_path / "bonus.csv"), "--force"])
+    assert again.exit_code == 0, again.output
+    assert one_done in (tmp_path / "bonus.csv").read_text()
+    assert ledger_states(app) == [("filed", None)]
+
+
 def test_the_api_reads_prolifics_record_before_paying_any_row(app, fake, one_done):
     """A row still new in the ledger whose bonus Prolific already lists (paid by a file of an
     older version, or by hand) is recorded as paid, never set up (before, it was paid again)."""
