@@ -41,25 +41,8 @@ from analysis.news.outbound import DEADLINE, DestinationRefused, OutboundPolicy,
 DEFAULT_USER_AGENT = "FrameLab-NewsLens/0.1 (+https://github.com/framelab/framelab; research)"
 ROBOTS_AGENT = "FrameLab-NewsLens"
 
-# fetch_status values (docs/newslens.md lists them).
+# The fetch_status of a page fetched and extracted (docs/newslens.md lists the others).
 STATUS_OK = "ok"
-FETCH_STATUSES = (
-    "ok",
-    "robots_disallowed",
-    "http_error",
-    "network_error",
-    "too_large",
-    "not_html",
-    "too_many_redirects",
-    "timeout",
-    "bad_url",
-    "untrusted_domain",
-    "refused_address",
-    "no_text",
-    "too_short",
-    "paywalled",
-    "not_fetched",
-)
 
 # Phrases of paywall and consent stubs; a short page carrying one is reported as paywalled.
 PAYWALL_CUES = (

@@ -15,8 +15,6 @@ from analysis.report.pipeline import Results, library_versions
 from analysis.report.rules import rule_status, rules_meta
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import pandas as pd
 
 __all__ = ["analyze_preferences", "analyze_ratings", "figures", "sections"]
@@ -283,15 +281,13 @@ def analyze_preferences(
     return res
 
 
-def figures(results: Results, out: Path) -> list[tuple[str, str, object, tuple[float, float]]]:
+def figures(results: Results) -> list[tuple[str, str, object, tuple[float, float]]]:
     """Figure jobs ``(file name, caption, draw(ax), size)`` of a ratings/preferences report.
 
     Parameters
     ----------
     results : Results
         Output of :func:`analyze_ratings` or :func:`analyze_preferences`.
-    out : Path
-        The output folder (unused: the writer saves; kept for symmetry with the writer).
 
     Returns
     -------

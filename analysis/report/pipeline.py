@@ -176,8 +176,6 @@ CHOICE_TABLE_ORDER = (
 # The column that names the product-choice block of a trial and of every result row: a block's
 # id, ``pooled`` (all blocks' trials in one analysis) or ``all`` (an export without blocks).
 BLOCK = "block"
-# Tables whose rows come from one block's model (the others describe the whole sample).
-BLOCK_TABLES = set(CHOICE_TABLE_ORDER) - {"exclusions", "exclusion_rules", "speed", "demographics"}
 
 
 def analyze_choice(

@@ -79,15 +79,13 @@ PNG_COMPRESS_LEVEL = 3
 SAVE_KWARGS = {"dpi": FIGURE_DPI, "pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}}
 
 
-def figure_jobs(results: Results, out: Path | None = None) -> list[tuple]:
+def figure_jobs(results: Results) -> list[tuple]:
     """What to draw: ``(file, caption, draw(ax), size[, (rows, cols)])`` per figure (no drawing).
 
     Parameters
     ----------
     results : Results
         What the report shows.
-    out : Path, optional
-        The report's folder (the evaluation reports' figures name their data files there).
 
     Returns
     -------
@@ -96,7 +94,7 @@ def figure_jobs(results: Results, out: Path | None = None) -> list[tuple]:
     if results.kind in ("ratings", "preferences"):
         from analysis.report.evaluation import figures as evaluation_figures
 
-        return evaluation_figures(results, out)  # type: ignore[arg-type]
+        return evaluation_figures(results)
     from analysis.report import study_sections
 
     return study_sections.figure_jobs(results)
@@ -224,7 +222,7 @@ def write_results(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
-    jobs = figure_jobs(results, out) if figures else []
+    jobs = figure_jobs(results) if figures else []
     drawing = bool(jobs) and worker is not None and worker.submit(results)
     payload = {
         "kind": results.kind,
