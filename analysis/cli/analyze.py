@@ -105,6 +105,18 @@ def _write(results, out_dir: str, title: str, figures: bool, worker=None) -> int
     return len(written)
 
 
+def _report_options(fn):
+    """Every report's output folder and its figures switch."""
+    fn = click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")(fn)
+    return click.option(
+        "--out",
+        "out_dir",
+        required=True,
+        type=click.Path(file_okay=False),
+        help="Output folder (created).",
+    )(fn)
+
+
 def _authenticity_options(fn):
     """The authenticity rule's options (``analysis: exclusions: authenticity``)."""
     fn = click.option(
@@ -138,13 +150,6 @@ def _echo_rater_rules(results) -> None:
 
 @analyze.command("choice")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Output folder (created).",
-)
 @click.option(
     "--wtp-log", is_flag=True, help="Model log(1 + premium/100) instead of the premium in percent."
 )
@@ -257,7 +262,7 @@ def _echo_rater_rules(results) -> None:
 )
 @click.option("--no-gee", is_flag=True, help="Skip the clustered (GEE) robustness model.")
 @click.option("--no-glmm", is_flag=True, help="Skip the logistic GLMM of the choices.")
-@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+@_report_options
 def choice_command(
     input_path: str,
     out_dir: str,
@@ -604,14 +609,7 @@ def _same_study(data, record) -> None:
     help="Exclude annotators below this share of correct gold answers.",
 )
 @_authenticity_options
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Output folder (created).",
-)
-@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+@_report_options
 def annotations_command(
     export_path: str | None,
     mturk_paths: tuple[str, ...],
@@ -713,14 +711,7 @@ def annotations_command(
 )
 @click.option("--include-surplus", is_flag=True, help="Keep ratings of expired reservations.")
 @_authenticity_options
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Output folder (created).",
-)
-@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+@_report_options
 def ratings_command(
     input_path: str,
     metrics_path: str | None,
@@ -786,14 +777,7 @@ def ratings_command(
 @click.option("--bins", type=int, default=5, show_default=True, help="Equal-width similarity bins.")
 @click.option("--include-surplus", is_flag=True, help="Keep verdicts of expired reservations.")
 @_authenticity_options
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Output folder (created).",
-)
-@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+@_report_options
 def preferences_command(
     input_path: str,
     pairs_path: str,
