@@ -8,13 +8,13 @@ same meaning, default and help, and enters the resume key and the manifest the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import click
 
-__all__ = ["EngineOptions", "engine_options", "explicit_decoding"]
+__all__ = ["EngineOptions", "engine_options", "explicit_decoding", "with_options"]
 
 # Command-line options of the decoding settings a template's paper defaults may set.
 _DECODING_OPTIONS = {"sample": "do_sample", "temperature": "temperature", "top_p": "top_p"}
@@ -156,6 +156,14 @@ def engine_options(
                      help="Seconds an unreachable replica stays out before it is tried again."),
         click.option("--threads", type=int, help="torch CPU threads (transformers on CPU)."),
     ]  # fmt: skip
+
+    return with_options(options)
+
+
+def with_options(
+    options: Sequence[Callable[..., Any]],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a click command with ``options``, listed in the order ``--help`` shows them."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(options):

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from analysis.cli.engine import EngineOptions, engine_options, explicit_decoding
+from analysis.cli.engine import EngineOptions, engine_options, explicit_decoding, with_options
 
 TASK_HELP = {
     "summarize": "Summarize each text (baseline prompt; --template words-100: about 100 words).",
@@ -71,9 +71,7 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--method", default="baseline", show_default=True),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return engine_options()(func)
+    return engine_options()(with_options(options)(func))
 
 
 def _make_command(task: str) -> click.Command:

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from analysis.cli.engine import with_options
 from analysis.metrics.embed import DEFAULT_WINDOW_WORDS
 from analysis.safecsv import write_csv
 
@@ -183,19 +184,10 @@ PRIMACY_OPTIONS = [
 ]  # fmt: skip
 
 
-def _apply(options):
-    def decorate(fn):
-        for option in reversed(options):
-            fn = option(fn)
-        return fn
-
-    return decorate
-
-
 @metrics.command()
 @INPUT
 @OUT
-@_apply(EMBED_OPTIONS + PRIMACY_OPTIONS)
+@with_options(EMBED_OPTIONS + PRIMACY_OPTIONS)
 def primacy(inputs, out, embed_model, device, batch_size, prefix, query_prefix, passage_prefix, e5,
             max_seq_length, chunk_words,
             unit, alpha, source_field, summary_field) -> None:  # fmt: skip
@@ -229,7 +221,7 @@ HALLUCINATION_OPTIONS = [
 @metrics.command()
 @INPUT
 @OUT
-@_apply(HALLUCINATION_OPTIONS)
+@with_options(HALLUCINATION_OPTIONS)
 def hallucination(inputs, out, cutoffs, pair_field, truth_field, date_field, undated) -> None:
     """Actual, falsified and strict fact-check accuracy around each model's cutoff, and δH."""
     from analysis.metrics.report import ReportOptions, hallucination_section
@@ -264,7 +256,7 @@ POSITION_OPTIONS = [
 @INPUT
 @OUT
 @click.option("--k", "k", type=int, required=True, help="Number of segments per article.")
-@_apply(POSITION_OPTIONS)
+@with_options(POSITION_OPTIONS)
 @click.option("--id-field", default="id", show_default=True)
 @click.option("--article-field", default="article", show_default=True)
 @click.option("--summaries-field", default="summaries", show_default=True,
@@ -369,7 +361,7 @@ OVERLAP_OPTIONS = [
 @metrics.command("judge-overlap")
 @INPUT
 @OUT
-@_apply(OVERLAP_OPTIONS)
+@with_options(OVERLAP_OPTIONS)
 def judge_overlap(inputs, out, human_field, generated_field, length_filter, bins,
                   summarizer_field, rephrased_field) -> None:  # fmt: skip
     """Judge outcomes (GT, Generated, tied) by BLEU/ROUGE similarity of the two summaries."""
@@ -412,7 +404,7 @@ def _lexicon(path: Path | None):
 @metrics.command()
 @INPUT
 @OUT
-@_apply(EXTRACTION_OPTIONS)
+@with_options(EXTRACTION_OPTIONS)
 def extraction(inputs, out, lexicon, left_field, right_field, n_bins, high_arousal,
                bertscore_model, bertscore_layers, reference_field) -> None:  # fmt: skip
     """Extractive fragment coverage of perspective summaries by position, length and arousal.
@@ -434,8 +426,8 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins, high_arous
 @INPUT
 @OUT
 @click.option("--no-primacy", is_flag=True, help="Skip primacy (needs no embedding model).")
-@_apply(EMBED_OPTIONS + PRIMACY_OPTIONS + HALLUCINATION_OPTIONS + OVERLAP_OPTIONS)
-@_apply(EXTRACTION_OPTIONS + POSITION_OPTIONS)
+@with_options(EMBED_OPTIONS + PRIMACY_OPTIONS + HALLUCINATION_OPTIONS + OVERLAP_OPTIONS)
+@with_options(EXTRACTION_OPTIONS + POSITION_OPTIONS)
 @click.option("--k", "k", default=3, show_default=True, help="Position-bias segments.")
 @click.option("--any-judge", is_flag=True, help="Framing: pair labels from different judges.")
 def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, query_prefix,

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from analysis.cli.engine import EngineOptions, engine_options
+from analysis.cli.engine import EngineOptions, engine_options, with_options
 from analysis.mitigation.registry import METHODS, MethodSpec
 from analysis.safecsv import write_csv
 
@@ -39,12 +39,6 @@ _INPUT_OPTIONS: list[Callable[..., Any]] = [
     click.option("--id-field", help="Column with item IDs (default item_id or id)."),
     click.option("--limit", type=int, help="Only the first N items."),
 ]  # fmt: skip
-
-
-def _apply(options: list[Callable[..., Any]], func: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(options):
-        func = option(func)
-    return func
 
 
 def _backend(kw: Mapping[str, Any], model: str | None = None) -> Any:
@@ -139,7 +133,7 @@ def _run(name: str, params: Mapping[str, Any], kw: Mapping[str, Any]) -> None:
 
 
 def _io_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    return _apply(
+    return with_options(
         [
             click.option("--input", "input_path", required=True,
                          type=click.Path(exists=True, dir_okay=False),
@@ -149,9 +143,8 @@ def _io_options(func: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--dataset", help="Dataset name for items without one."),
             *_INPUT_OPTIONS,
             *_BACKEND_OPTIONS,
-        ],
-        func,
-    )  # fmt: skip
+        ]
+    )(func)  # fmt: skip
 
 
 def _method_command(spec: MethodSpec) -> click.Command:
@@ -294,7 +287,7 @@ def _check_judge(judge: str | None, model: str | None, allow_self: bool, *, need
 
 
 def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    return _apply([*_INPUT_OPTIONS, *_BACKEND_OPTIONS], func)
+    return with_options([*_INPUT_OPTIONS, *_BACKEND_OPTIONS])(func)
 
 
 @mitigate.command("compare")
