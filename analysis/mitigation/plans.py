@@ -92,13 +92,19 @@ class Plan:
 # --- finishing steps ---
 
 
-def _summary_from(key: str, *, section: str | None = None) -> Finish:
+def _summary_from(
+    key: str, *, section: str | None = None, keep: Mapping[str, str] | None = None
+) -> Finish:
+    """The summary in ``state.values[key]`` (its ``section``), plus ``keep``: record field ->
+    the state value it reports."""
+
     def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
         answer = state.values[key]
         if section is None:
             return {"output": answer.strip()}
         text, found = P.extract_section(answer, section)
-        return {"output": text, "raw_output": answer, "section_found": found}
+        kept = {name: state.values[value] for name, value in (keep or {}).items()}
+        return {"output": text, "raw_output": answer, "section_found": found, **kept}
 
     return finish
 
@@ -170,12 +176,10 @@ def _ccs(over: Steps) -> Plan:
         fields = {"text": state.source, "draft": draft, "counterfactuals": deviations}
         return [Call("rewrite", final, fields, state.source)]
 
-    finish = _summary_from("rewrite", section="FINAL_SUMMARY")
-
-    def finished(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {**finish(state, params), "deviations_found": state.values["deviations_found"]}
-
-    return Plan("summarize", (_one_call(first, "first"), revise), finished, (first, final))
+    finish = _summary_from(
+        "rewrite", section="FINAL_SUMMARY", keep={"deviations_found": "deviations_found"}
+    )
+    return Plan("summarize", (_one_call(first, "first"), revise), finish, (first, final))
 
 
 def _self_help(over: Steps) -> Plan:
@@ -283,16 +287,8 @@ def _shuffle(templates: Mapping[str, PromptTemplate] | None) -> Plan:
         )
         return []
 
-    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        text, found = P.extract_section(state.values["summary"])
-        return {
-            "output": text,
-            "raw_output": state.values["summary"],
-            "section_found": found,
-            "shuffled_text": state.values["text"],
-            "shuffle_seed_used": state.values["shuffle_seed_used"],
-        }
-
+    keep = {"shuffled_text": "text", "shuffle_seed_used": "shuffle_seed_used"}
+    finish = _summary_from("summary", section="FINAL_SUMMARY", keep=keep)
     return Plan("summarize", (shuffle, _one_call(tpl)), finish, (tpl,))
 
 
@@ -319,16 +315,8 @@ def _attention_sort(templates: Mapping[str, PromptTemplate] | None) -> Plan:
         state.values["attention"] = history
         return [Call("summary", tpl, fields(units, joiner), state.values["text"])]
 
-    def finish(state: ItemState, params: Mapping[str, Any]) -> dict[str, Any]:
-        text, found = P.extract_section(state.values["summary"])
-        return {
-            "output": text,
-            "raw_output": state.values["summary"],
-            "section_found": found,
-            "reordered_text": state.values["text"],
-            "attention": state.values["attention"],
-        }
-
+    keep = {"reordered_text": "text", "attention": "attention"}
+    finish = _summary_from("summary", section="FINAL_SUMMARY", keep=keep)
     return Plan("summarize", (reorder,), finish, (tpl,))
 
 
