@@ -29,6 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from analysis.llm.backends.base import Request
+from analysis.llm.store import (
+    ResultStore,
+    input_hash,
+    read_records,
+    result_key,
+    utc_now,
+    write_manifest,
+)
+from analysis.llm.tasks import Prompt, build_record, framelab_version, settings_of
 from analysis.llm.templates import PromptTemplate
 from analysis.mitigation.plans import BASELINE, Call, ItemState, Plan, Stage, plan_of
 from analysis.mitigation.registry import MethodSpec, get_method, resolve_params
@@ -67,12 +76,6 @@ def _settings(backend: Any, changes: Mapping[str, Any]) -> Iterator[None]:
         yield
     finally:
         backend.settings = current
-
-
-def _settings_fields(backend: Any) -> dict[str, Any]:
-    from analysis.llm.tasks import settings_of
-
-    return settings_of(backend)
 
 
 def _hash(payload: Any) -> str:
@@ -150,8 +153,6 @@ def _run_calls(
     run: MethodRun,
 ) -> None:
     """Run one stage's calls (reusing cached passes) and store their outputs in the states."""
-    from analysis.llm.store import utc_now
-
     model = model_name(backend)
     groups: dict[int | None, list[tuple[ItemState, Call]]] = {}
     for state, call in calls:
@@ -161,7 +162,7 @@ def _run_calls(
         if limit is not None:
             changes["max_new_tokens"] = limit
         with _settings(backend, changes):
-            settings = _settings_fields(backend)
+            settings = settings_of(backend)
             todo: dict[str, tuple[ItemState, Call, tuple[str, ...]]] = {}
             for state, call in group:
                 messages = call.messages()
@@ -265,8 +266,6 @@ def run_method(
     and backend loading choices, as hashed), the backend description, counts, first errors and
     the command line — also when the run is interrupted.
     """
-    from analysis.llm.store import ResultStore, input_hash, read_records, result_key
-
     spec: MethodSpec | None = None if name == BASELINE else get_method(name)
     if spec is not None and backend.name not in spec.backends:
         raise ValueError(
@@ -275,7 +274,7 @@ def run_method(
     values = resolve_params(spec, params) if spec is not None else {}
     plan = plan_of(name, spec.task if spec is not None else task, templates)
     with _settings(backend, plan.settings(values)):
-        hashed_settings = _settings_fields(backend)
+        hashed_settings = settings_of(backend)
         thash = method_hash(name, plan, values, hashed_settings)
     t0 = time.perf_counter()
 
@@ -315,7 +314,7 @@ def run_method(
         from tqdm.auto import tqdm
 
         stages = tqdm(plan.stages, desc=name, unit="stage")
-    started, status = _utc_now(), "completed"
+    started, status = utc_now(), "completed"
     try:
         _run_stages(
             name, plan, values, backend, states, stages, store, cache, out, run, dataset, model,
@@ -331,12 +330,6 @@ def run_method(
             out, run, plan, values, thash, hashed_settings, backend, started, status, argv
         )
     return run
-
-
-def _utc_now() -> str:
-    from analysis.llm.store import utc_now
-
-    return utc_now()
 
 
 def _write_method_manifest(
@@ -355,15 +348,12 @@ def _write_method_manifest(
     import platform
     import sys
 
-    from analysis.llm.store import write_manifest
-    from analysis.llm.tasks import framelab_version
-
     return write_manifest(
         out,
         {
             "status": status,
             "started_at": started,
-            "finished_at": _utc_now(),
+            "finished_at": utc_now(),
             "seconds": round(run.seconds, 3),
             "task": plan.task,
             "method": run.method,
@@ -408,9 +398,6 @@ def _run_stages(
     thash: str,
 ) -> None:
     """Run the stages over the items still to do and append each finished record."""
-    from analysis.llm.store import ResultStore
-    from analysis.llm.tasks import Prompt, build_record
-
     with ResultStore(passes_path(out)) as passes, store:
         for stage in stages:
             calls = [
