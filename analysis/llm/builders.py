@@ -117,7 +117,8 @@ def _price(row: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _norm_label(value: Any) -> str:
+def framing_label(value: Any) -> str:
+    """A framing judgment as one of :data:`FRAMINGS`, ``other`` when it is none of them."""
     label = str(value or "").strip().lower()
     return label if label in FRAMINGS else "other"
 
@@ -196,14 +197,14 @@ def select_pairs(
         targets = [
             r
             for r in priced
-            if _norm_label(r.get("review_framing")) in target_from
-            and _norm_label(r.get("summary_framing")) == "positive"
+            if framing_label(r.get("review_framing")) in target_from
+            and framing_label(r.get("summary_framing")) == "positive"
         ]
         controls = [
             r
             for r in priced
-            if _norm_label(r.get("review_framing")) == "neutral"
-            and _norm_label(r.get("summary_framing")) == "neutral"
+            if framing_label(r.get("review_framing")) == "neutral"
+            and framing_label(r.get("summary_framing")) == "neutral"
         ]
         options = [
             (abs(_price(t) - _price(c)), str(t["item_id"]), str(c["item_id"]), t, c)  # type: ignore[operator]

@@ -28,18 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.llm.builders import FRAMINGS, BuildError, study_definition, study_pairs
+from analysis.llm.builders import BuildError, framing_label, study_definition, study_pairs
 from analysis.llm.store import result_key
 from analysis.llm.tasks import get_field
 
 __all__ = ["FormatPairSet", "build_format_pairs", "join_format_generations", "source_id"]
 
 BASELINE = "summary"
-
-
-def _norm_label(value: Any) -> str:
-    label = str(value or "").strip().lower()
-    return label if label in FRAMINGS else "other"
 
 
 def source_id(record: Mapping[str, Any]) -> str:
@@ -112,11 +107,11 @@ def join_format_generations(
         if unjudged:
             dropped[f"no framing judgment of the {unjudged[0]} summary"] += 1
             continue
-        framings = {f: _norm_label(labels[f][item_id]) for f in formats}
+        framings = {f: framing_label(labels[f][item_id]) for f in formats}
         effective = framings[BASELINE]
         if effective == "neutral" and any(v != "neutral" for v in framings.values()):
             effective = "other"  # not a control: a mitigated summary is not neutral
-            if _norm_label(src[item_id].get("label")) == "neutral":
+            if framing_label(src[item_id].get("label")) == "neutral":
                 dropped["kept out as a control: a mitigated summary is not neutral"] += 1
         row = {
             **dict(base.get("input") or {}),
@@ -127,7 +122,7 @@ def join_format_generations(
             "summary_framing": effective,
             "model": base.get("model"),
             "text:original": get_field(base, "input.text"),
-            "framing:original": _norm_label(src[item_id].get("label")),
+            "framing:original": framing_label(src[item_id].get("label")),
             "source:original": f"item:{item_id}",
         }
         for f in formats:
