@@ -286,10 +286,6 @@ def _check_judge(judge: str | None, model: str | None, allow_self: bool, *, need
     return judge
 
 
-def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    return with_options([*_INPUT_OPTIONS, *_BACKEND_OPTIONS])(func)
-
-
 @mitigate.command("compare")
 @click.option(
     "--dataset",
@@ -341,7 +337,7 @@ def _compare_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--set", "sets", multiple=True, help="METHOD.NAME=VALUE hyperparameter override, repeatable."
 )
-@_compare_options
+@with_options([*_INPUT_OPTIONS, *_BACKEND_OPTIONS])
 def compare_command(
     datasets: tuple[str, ...],
     facts: str | None,
