@@ -262,7 +262,7 @@ class PoliteFetcher:
 
     # --- one page ---
 
-    def fetch(self, url: str, *, api_description: str | None = None) -> Page:
+    def fetch(self, url: str) -> Page:
         """Fetch one article page and extract its main text and lead."""
         page = Page(url)
         budget = _Budget(self.options.timeout)
@@ -310,28 +310,25 @@ class PoliteFetcher:
         if ctype not in ("text/html", "application/xhtml+xml", ""):
             return _fail(page, "not_html", f"Content-Type {ctype}")
         html, page.encoding = decode_html(body, response.charset_encoding)
-        extract_into(page, html, self.options, api_description=api_description)
+        extract_into(page, html, self.options)
         return page
 
-    def fetch_many(self, urls: Iterable[tuple[str, str | None]]) -> dict[str, Page]:
-        """Fetch ``(url, api_description)`` pairs, hosts in parallel, each host one at a time.
+    def fetch_many(self, urls: Iterable[str]) -> dict[str, Page]:
+        """Fetch URLs, hosts in parallel, each host one at a time.
 
         Returns
         -------
         dict
             URL -> :class:`Page` (each distinct URL fetched once).
         """
-        unique: dict[str, str | None] = {}
-        for url, description in urls:
-            unique.setdefault(url, description)
         by_host: dict[str, list[str]] = {}
-        for url in unique:
+        for url in dict.fromkeys(urls):
             by_host.setdefault(urlsplit(url).netloc.lower(), []).append(url)
         results: dict[str, Page] = {}
 
         def run_host(host_urls: list[str]) -> None:
             for url in host_urls:
-                results[url] = self.fetch(url, api_description=unique[url])
+                results[url] = self.fetch(url)
 
         with ThreadPoolExecutor(max_workers=max(1, self.options.workers)) as pool:
             for future in [pool.submit(run_host, us) for us in by_host.values()]:
@@ -383,9 +380,7 @@ def lead_paragraphs(text: str, words: int) -> str:
     return "\n".join(out)
 
 
-def extract_into(
-    page: Page, html: str, options: FetchOptions, *, api_description: str | None = None
-) -> Page:
+def extract_into(page: Page, html: str, options: FetchOptions) -> Page:
     """Extract main text, lead and meta description from ``html`` with trafilatura."""
     import json
 

@@ -185,7 +185,7 @@ def sync(
             pages[rec["url"]] = reusable[aid]
             result.n_reused += 1
         elif fetch_pages:
-            todo.append((rec["url"], rec["api_description"]))
+            todo.append(rec["url"])
     if todo:
         policy = OutboundPolicy(tuple(domains), frozenset(allow_loopback_ports))
         with PoliteFetcher(fetch_options, policy=policy, sleep=sleep) as fetcher:

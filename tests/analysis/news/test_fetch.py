@@ -124,10 +124,7 @@ def test_one_request_per_host_at_a_time_hosts_in_parallel(fake_site):
     urls = []
     for i in range(4):
         fake_site.html(f"/news/{i}", article_html(f"Story {i}", paragraphs_for(f"bill {i}")))
-        urls += [
-            (_url(fake_site, f"/news/{i}"), None),
-            (_url(fake_site, f"/news/{i}", "localhost"), None),
-        ]
+        urls += [_url(fake_site, f"/news/{i}"), _url(fake_site, f"/news/{i}", "localhost")]
     with PoliteFetcher(FAST, policy=loopback_policy(fake_site.port)) as fetcher:
         pages = fetcher.fetch_many(urls)
     assert len(pages) == 8 and {p.fetch_status for p in pages.values()} == {"ok"}
