@@ -536,7 +536,7 @@ def _blank(value: object) -> bool:
     return is_missing(value) or (isinstance(value, str) and not value.strip())
 
 
-def _cell(table: str | None, column: str, kind: str, value: object, row: dict) -> str:
+def _cell(column: str, kind: str, value: object, row: dict) -> str:
     import numpy as np
 
     if isinstance(value, np.generic):
@@ -619,8 +619,7 @@ def report_table(
     cells = pd.DataFrame(
         {
             str(c): [
-                _cell(name, str(c), column_kind(name, str(c), shown[c].dtype), r[c], r)
-                for r in rows
+                _cell(str(c), column_kind(name, str(c), shown[c].dtype), r[c], r) for r in rows
             ]
             for c in shown.columns
         },

@@ -246,7 +246,6 @@ def human_model_correlation(
     human: str = "shift_count",
     model_shift: str = "shift",
     model: str = "model",
-    item: str = "item_id",
     confidence: float = 0.95,
 ) -> pd.DataFrame:
     """Correlate the human shift count of each item with each model's shift indicator.
@@ -256,7 +255,7 @@ def human_model_correlation(
     data : pandas.DataFrame
         One row per (item, model) with the item's human shift count and the model's 0/1 shift
         (see :func:`analysis.stats.annotation.model_shifts`).
-    human, model_shift, model, item : str
+    human, model_shift, model : str
         Column names.
     confidence : float
         Coverage of the intervals.
