@@ -141,7 +141,7 @@ def analyze_ratings(
         ),
         "exclusion_rules": rules_meta(res.tables["exclusion_rules"]),
         "specifications": RATING_SPECS,
-        "versions": {**library_versions(), **_version("pingouin")},
+        "versions": library_versions("pingouin"),
     }
     return res
 
@@ -164,15 +164,6 @@ def _screen(data: pd.DataFrame, rules: RaterRules | None, res: Results) -> pd.Da
     res.tables["exclusions"] = exclusion_summary(data, excluded)
     res.tables["exclusion_rules"] = status
     return kept
-
-
-def _version(name: str) -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return {name: version(name)}
-    except PackageNotFoundError:
-        return {name: "not installed"}
 
 
 def analyze_preferences(
@@ -276,7 +267,7 @@ def analyze_preferences(
         "pairs_with_balanced_orders": int((2 * orders["sum"] == orders["size"]).sum()),
         "exclusion_rules": rules_meta(res.tables["exclusion_rules"]),
         "specifications": PREFERENCE_SPECS,
-        "versions": {**library_versions(), **_version("sacrebleu"), **_version("rouge-score")},
+        "versions": library_versions("sacrebleu", "rouge-score"),
     }
     return res
 

@@ -38,8 +38,11 @@ class Results:
     plot_data: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def library_versions() -> dict[str, str]:
-    """Return the versions of the libraries that computed the numbers (for the report)."""
+def library_versions(*extra: str) -> dict[str, str]:
+    """Return the versions of the libraries that computed the numbers (for the report).
+
+    ``extra`` names the packages a report uses beyond the common ones (e.g. ``pingouin``).
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
@@ -51,6 +54,7 @@ def library_versions() -> dict[str, str]:
         "statsmodels",
         "krippendorff",
         "matplotlib",
+        *extra,
     ):
         try:
             out[name] = version(name)
