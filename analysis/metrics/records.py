@@ -20,7 +20,6 @@ __all__ = [
     "each_group",
     "flatten_record",
     "read_records",
-    "rename_fields",
     "select_task",
     "summary_pairs",
 ]
@@ -115,18 +114,6 @@ def column(data: pd.DataFrame, name: str) -> str:
         return f"input.{name}"
     available = ", ".join(map(str, data.columns))
     raise KeyError(f"field {name!r} not found (nor input.{name}); available: {available}")
-
-
-def rename_fields(data: pd.DataFrame, fields: Mapping[str, str]) -> pd.DataFrame:
-    """Return ``data`` with the columns named by ``fields`` values copied to the keys.
-
-    ``fields`` maps the canonical name a metric expects to the field that holds it in this file,
-    resolved with :func:`column`; canonical names that are already present are kept.
-    """
-    out = data.copy()
-    for canonical, field in fields.items():
-        out[canonical] = out[column(out, field)]
-    return out
 
 
 def select_task(data: pd.DataFrame, task: str) -> pd.DataFrame:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
 
-__all__ = ["plot_format_rates", "plot_pair_rates", "plot_wtp", "significance_stars"]
+__all__ = ["plot_format_rates", "plot_pair_rates", "significance_stars"]
 
 COLORS = {"original": "#4C72B0", "summary": "#DD8452"}
 
@@ -152,53 +152,4 @@ def plot_format_rates(
     # over trials treat a participant's choices as independent, so they are narrower than the
     # clustered models' beside the stars.
     ax.set_title("Selection rate by format\n(95% Wilson CIs over trials, clustering ignored)")
-    return ax
-
-
-def plot_wtp(
-    by_format: pd.DataFrame,
-    *,
-    between: str = "format",
-    effect: pd.DataFrame | None = None,
-    ax: Axes | None = None,
-) -> Axes:
-    """Mean WTP premium per format with 95% CIs, annotated with the mixed-model effect.
-
-    Parameters
-    ----------
-    by_format : pandas.DataFrame
-        Output of :func:`analysis.stats.wtp.wtp_by_format`.
-    between : str
-        Format column.
-    effect : pandas.DataFrame, optional
-        Output of :func:`analysis.stats.wtp.wtp_mixed`; its estimate, CI and p are printed.
-    ax : matplotlib Axes, optional
-        Where to draw.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    ax = axes_or_new(ax, (4.5, 4.0))
-    labels = by_format[between].astype(str).tolist()
-    ax.errorbar(
-        labels,
-        by_format["estimate"],
-        yerr=error_lengths(by_format["estimate"], by_format["ci_low"], by_format["ci_high"]),
-        fmt="o",
-        capsize=5,
-        color="black",
-    )
-    for i, level in enumerate(labels):
-        ax.scatter([i], [by_format["estimate"].iloc[i]], s=80, color=COLORS.get(level), zorder=3)
-    ax.set_xlim(-0.6, len(labels) - 0.4)
-    ax.set_ylabel("WTP premium (% of the other price)")
-    title = "WTP by format (means of participant means, 95% CIs)"
-    if effect is not None and len(effect):
-        row = effect.iloc[0]
-        title += (
-            f"\nmixed model ({row['model']}): {row['estimate']:+.2f} "
-            f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}] {significance_stars(row['p_val'])}"
-        )
-    ax.set_title(title, fontsize=9)
     return ax

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "DIMENSIONS",
     "kendall_tau",
     "metric_rating_tau",
     "rating_alpha",
@@ -24,9 +23,6 @@ __all__ = [
     "rating_means",
     "summary_means",
 ]
-
-# The five perspective dimensions of the political-perspective rating study, in table order.
-DIMENSIONS = ("stance", "object", "intensity", "consensus", "reasoning")
 
 
 def _t_interval(values, confidence: float) -> tuple[float, float, float, float]:
