@@ -33,21 +33,12 @@ def _label(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     return [" / ".join(str(v) for v in row) for row in table[cols].itertuples(index=False)]
 
 
-def _grouped_bars(
-    ax: Axes, labels: list[str], series: dict[str, np.ndarray], *, horizontal: bool = False
-) -> None:
+def _grouped_bars(ax: Axes, labels: list[str], series: dict[str, np.ndarray]) -> None:
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(labels))
     for i, (name, values) in enumerate(series.items()):
-        offset = x - 0.4 + width * (i + 0.5)
-        if horizontal:
-            ax.barh(offset, values, height=width, label=name)
-        else:
-            ax.bar(offset, values, width=width, label=name)
-    if horizontal:
-        ax.set_yticks(x, labels)
-    else:
-        ax.set_xticks(x, labels, rotation=30 if len(labels) > 3 else 0, ha="right")
+        ax.bar(x - 0.4 + width * (i + 0.5), values, width=width, label=name)
+    ax.set_xticks(x, labels, rotation=30 if len(labels) > 3 else 0, ha="right")
     ax.legend(fontsize="small")
 
 
