@@ -18,8 +18,10 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.llm.builders_eval import write_jsonl
+from analysis.llm.store import utc_now
 from analysis.news.falsify import VALIDATION_FILE, falsified_dir, read_validation
-from analysis.news.store import read_articles, utc_now
+from analysis.news.store import read_articles
 
 REQUIRE = ("auto", "manual", "none")
 
@@ -196,11 +198,7 @@ def write_items(
     items: list[dict[str, Any]], out: str | Path, *, report: ExportReport, settings: dict
 ) -> Path:
     """Write the items as JSONL and a ``.manifest.json`` beside them (counts and settings)."""
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for item in items:
-            fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+    path = write_jsonl(items, out)
     manifest = {"created_at": utc_now(), **settings, "counts": asdict(report)}
     path.with_suffix(".manifest.json").write_text(
         json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"

@@ -23,12 +23,13 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pandas as pd
+
+from analysis.llm.store import utc_now
 
 SCHEMA_VERSION = 1
 DATASET_NAME = "NewsLens"
@@ -68,11 +69,6 @@ def _arrow_schema() -> Any:
 
     types = {"string": pa.string(), "int64": pa.int64()}
     return pa.schema([(name, types[kind]) for name, (kind, _) in FIELDS.items()])
-
-
-def utc_now() -> str:
-    """The current time, ISO 8601 UTC with a ``Z``."""
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # --- identity ---

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from analysis.llm.store import utc_now
 from analysis.news import DEFAULT_DOMAINS
 from analysis.news.fetch import FetchOptions, Page, PoliteFetcher
 from analysis.news.newsapi import (
@@ -28,7 +29,6 @@ from analysis.news.store import (
     domain_of,
     read_shards,
     shard_path,
-    utc_now,
     write_datasheet,
     write_manifest,
     write_shard,
