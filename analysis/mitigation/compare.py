@@ -422,12 +422,12 @@ def plot_comparison(
     -------
     matplotlib.axes.Axes
     """
-    import matplotlib.pyplot as plt
     import numpy as np
 
+    from analysis.plots.axes import axes_or_new
+
     means = table.groupby("method", sort=False)[list(metrics)].mean()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.35 * len(means) * len(metrics) + 1.5))
+    ax = axes_or_new(ax, (7, 0.35 * len(means) * len(metrics) + 1.5))
     y = np.arange(len(means))
     height = 0.8 / len(metrics)
     for k, metric in enumerate(metrics):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from analysis.plots.axes import axes_or_new
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
@@ -33,11 +35,9 @@ def plot_format_shifts(differences: pd.DataFrame, *, ax: Axes | None = None) -> 
     -------
     matplotlib.axes.Axes
     """
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 0.6 * len(differences) + 1.5))
+    ax = axes_or_new(ax, (6, 0.6 * len(differences) + 1.5))
     levels = list(dict.fromkeys(differences["level"]))
     y = {lv: i for i, lv in enumerate(levels)}
     styles = {"vs reference": ("o", "#4C72B0", 0.0), "vs baseline": ("s", "#DD8452", 0.2)}

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from analysis.plots.axes import axes_or_new
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
@@ -28,10 +30,7 @@ def plot_coverage_by_perspective(table: pd.DataFrame, ax: Axes | None = None) ->
     -------
     matplotlib.axes.Axes
     """
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        ax = plt.figure(figsize=(7, 4)).add_subplot()
+    ax = axes_or_new(ax, (7, 4))
     # One value per model first, so a model with more items does not outweigh the others.
     cells = table.groupby(["perspective", "side", "passage"], sort=True)["coverage"].mean()
     for (perspective, side), line in cells.groupby(level=[0, 1], sort=True):
