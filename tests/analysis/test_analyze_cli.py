@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis.simulate import simulate_annotation_study, simulate_choice_study
+from analysis.simulate import simulate_choice_study
 from framelab.cli import main
+from tests.analysis.annotation_data import simulate_annotation_study
 from tests.analysis.stats.helpers import make_gee_never_converge
 
 matplotlib.use("Agg")

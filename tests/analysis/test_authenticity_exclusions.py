@@ -40,7 +40,7 @@ def _with_scores(seed: int = 3) -> pd.DataFrame:
 def _labels_with_scores(seed: int = 5) -> pd.DataFrame:
     """Simulated annotation labels whose annotators carry authenticity columns: every fourth
     one scored 5, every eighth with the canary word."""
-    from analysis.simulate import simulate_annotation_study
+    from tests.analysis.annotation_data import simulate_annotation_study
 
     labels, _ = simulate_annotation_study(30, 5, 16, seed=seed)
     people = sorted(labels["participant_id"].unique())

@@ -15,7 +15,8 @@ from analysis.io import (
     load_choice,
     load_export,
 )
-from analysis.simulate import simulate_annotation_study, simulate_choice_study
+from analysis.simulate import simulate_choice_study
+from tests.analysis.annotation_data import simulate_annotation_study
 
 
 @pytest.fixture

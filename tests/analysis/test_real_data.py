@@ -22,8 +22,9 @@ from analysis.demographics import (
 )
 from analysis.external import label_mapping, load_mturk, load_predictions, parse_label_map
 from analysis.io import ExportFormatError
-from analysis.simulate import simulate_annotation_study, simulate_choice_study
+from analysis.simulate import simulate_choice_study
 from framelab.cli import main
+from tests.analysis.annotation_data import simulate_annotation_study
 from webapp.bots import platform_id
 
 # The columns of a requester site "Download CSV" of batch results, in their order; the

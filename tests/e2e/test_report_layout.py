@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analysis.simulate import simulate_annotation_study, simulate_choice_study
+from analysis.simulate import simulate_choice_study
 from framelab.cli import main
+from tests.analysis.annotation_data import simulate_annotation_study
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.simulate import simulate_annotation_study
 from analysis.stats.annotation import (
     annotator_stats,
     majority_shift_rates,
@@ -15,6 +14,7 @@ from analysis.stats.annotation import (
     shift_counts,
     shift_distribution,
 )
+from tests.analysis.annotation_data import simulate_annotation_study
 
 
 def labels() -> pd.DataFrame:
