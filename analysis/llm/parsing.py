@@ -144,22 +144,6 @@ def parse_choice(answer: str, names: Mapping[str, str]) -> str:
     return tails.get(bare, OTHER) if len(tails) == len(names) else OTHER
 
 
-def first_sentence(text: str) -> str:
-    """Return the first sentence of ``text`` (the whole text if it has no sentence break).
-
-    The shared library splitter (:func:`analysis.metrics.text.first_sentence`) decides, so a
-    summary that starts "The U.S. Senate ..." is not cut after "The U.S.".
-
-    Examples
-    --------
-    >>> first_sentence("Taxes rise. Jobs go.")
-    'Taxes rise.'
-    """
-    from analysis.metrics.text import first_sentence as shared
-
-    return shared(text)
-
-
 def clean_reframing(answer: str) -> str:
     """Strip an echoed ``Answer:`` prefix and wrapping quotes from a reframing."""
     text = answer.strip()

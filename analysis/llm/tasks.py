@@ -266,7 +266,9 @@ def _parse_fact(answer: str, prompt: Prompt) -> dict[str, Any]:
 
 
 def _parse_perspective(answer: str, prompt: Prompt) -> dict[str, Any]:
-    return {"output": parsing.first_sentence(answer), "raw_output": answer}
+    from analysis.metrics.text import first_sentence
+
+    return {"output": first_sentence(answer), "raw_output": answer}
 
 
 def _parse_pair(answer: str, prompt: Prompt) -> dict[str, Any]:

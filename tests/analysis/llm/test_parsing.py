@@ -6,7 +6,6 @@ import pytest
 
 from analysis.llm.parsing import (
     clean_reframing,
-    first_sentence,
     parse_choice,
     parse_fact_check,
     parse_framing,
@@ -76,23 +75,6 @@ def test_parse_choice_with_system_names() -> None:
     names = {"System X": "generated", "System Y": "gt"}
     assert parse_choice("system y", names) == "gt"
     assert parse_choice("Y", names) == "gt"
-
-
-@pytest.mark.parametrize(
-    ("text", "first"),
-    [
-        ("The left wants taxes. The right wants cuts.", "The left wants taxes."),
-        ("One sentence only", "One sentence only"),
-        ('He said "no." Then left.', 'He said "no."'),
-        ("Prices rose 3.5 percent. Wages fell.", "Prices rose 3.5 percent."),
-        ("  Is it? Yes!  ", "Is it?"),
-        # Seen in a real run: the old regex cut this summary to "The U.S.".
-        ("The U.S. Senate passed the bill. It failed later.", "The U.S. Senate passed the bill."),
-        ("Sen. Warren and Mr. Smith agreed. Others did not.", "Sen. Warren and Mr. Smith agreed."),
-    ],
-)
-def test_first_sentence(text: str, first: str) -> None:
-    assert first_sentence(text) == first
 
 
 def test_clean_reframing() -> None:

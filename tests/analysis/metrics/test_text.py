@@ -151,6 +151,23 @@ def test_split_sentences_golden_rules_accuracy() -> None:
     assert failed == [18]
 
 
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("The left wants taxes. The right wants cuts.", "The left wants taxes."),
+        ("One sentence only", "One sentence only"),
+        ('He said "no." Then left.', 'He said "no."'),
+        ("Prices rose 3.5 percent. Wages fell.", "Prices rose 3.5 percent."),
+        ("  Is it? Yes!  ", "Is it?"),
+        # Seen in a real run: the old regex cut this summary to "The U.S.".
+        ("The U.S. Senate passed the bill. It failed later.", "The U.S. Senate passed the bill."),
+        ("Sen. Warren and Mr. Smith agreed. Others did not.", "Sen. Warren and Mr. Smith agreed."),
+    ],
+)
+def test_first_sentence(text: str, first: str) -> None:
+    assert first_sentence(text) == first
+
+
 def test_first_sentence_keeps_abbreviations() -> None:
     assert first_sentence("The U.S. Senate passed it. Then it failed.") == (
         "The U.S. Senate passed it."
