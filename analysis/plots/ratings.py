@@ -177,17 +177,13 @@ def plot_outcomes_by_bin(shares: pd.DataFrame, *, ax: Axes | None = None) -> Axe
     ax = axes_or_new(ax, (max(6.0, 0.45 * len(cols) + 2), 4.2))
     x = np.arange(len(cols))
     bottom = np.zeros(len(cols))
+    keys = ["judge", "bin_low", "bin_high"]
+    wide = data.pivot_table(index=keys, columns="outcome", values="share", aggfunc="sum")
+    wide = wide.reindex(
+        index=[(j, low, high) for j, (low, high) in cols], columns=list(OUTCOME_COLORS)
+    )
     for outcome, color in OUTCOME_COLORS.items():
-        heights = []
-        for judge, (low, high) in cols:
-            sel = data[
-                (data["judge"] == judge)
-                & (data["bin_low"] == low)
-                & (data["bin_high"] == high)
-                & (data["outcome"] == outcome)
-            ]
-            heights.append(float(sel["share"].sum()))
-        heights = np.asarray(heights)
+        heights = wide[outcome].fillna(0.0).to_numpy(float)
         if heights.any():
             ax.bar(x, heights, 0.8, bottom=bottom, color=color, label=outcome, edgecolor="white")
         bottom += heights
