@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.metrics.records import column, group_means, select_task
+
 __all__ = ["bertscore", "bertscore_means", "default_num_layers", "perspective_references"]
 
 
@@ -173,8 +175,6 @@ def perspective_references(
         ``item_id``, ``dataset``, ``model``, ``method``, ``perspective``, ``order``,
         ``summary`` and ``reference``; summaries without a reference are left out.
     """
-    from analysis.metrics.records import column, select_task
-
     rows = select_task(records, "perspective-summary").reset_index(drop=True)
     if len(rows) != len(inputs):
         raise ValueError("inputs must be perspective_inputs(records) of the same records")
@@ -210,11 +210,6 @@ def bertscore_means(
     """
     keys = [c for c in by if c in table.columns]
     cols = ["bertscore_p", "bertscore_r", "bertscore_f"]
-    if not keys:
-        out = (table[cols].mean() * scale).to_frame().T
-        out.insert(0, "n", len(table))
-        return out
-    grouped = table.groupby(keys, dropna=False, sort=True)
-    out = (grouped[cols].mean() * scale).reset_index()
-    out.insert(len(keys), "n", grouped.size().to_numpy())
+    out = group_means(table, keys, cols, "n")
+    out[cols] *= scale
     return out.astype({"n": np.int64})

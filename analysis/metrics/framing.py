@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.metrics.records import each_group
+from analysis.metrics.records import each_group, group_means
 
 __all__ = [
     "FRAMING_GROUPS",
@@ -190,14 +190,7 @@ def framing_mean_of_means(
     """
     value_cols = ["phi_frame", *TRANSITION_COLUMNS]
     rest = [c for c in FRAMING_GROUPS if c in table.columns and c not in over]
-    if rest:
-        grouped = table.groupby(rest, dropna=False, sort=True)
-        out = grouped[value_cols].mean().reset_index()
-        out.insert(len(rest), "n_pairs", grouped.size().to_numpy())
-        return out
-    out = table[value_cols].mean().to_frame().T
-    out.insert(0, "n_pairs", len(table))
-    return out
+    return group_means(table, rest, value_cols, "n_pairs")
 
 
 def transition_matrix(

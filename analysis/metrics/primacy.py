@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.metrics.embed import Embedder, PrimacyEmbedder
-from analysis.metrics.records import each_group
+from analysis.metrics.records import each_group, group_means
 from analysis.metrics.text import split_parts
 
 __all__ = ["PRIMACY_GROUPS", "primacy_mean_of_means", "primacy_scores", "primacy_similarities"]
@@ -206,11 +206,4 @@ def primacy_mean_of_means(
     """
     values = ["s_b", "s_m", "s_e", "coverage", "psi_pri", "psi_rec"]
     rest = [c for c in PRIMACY_GROUPS if c in scores.columns and c not in over]
-    if rest:
-        grouped = scores.groupby(rest, dropna=False, sort=True)
-        out = grouped[values].mean().reset_index()
-        out.insert(len(rest), "n_pairs", grouped.size().to_numpy())
-        return out
-    out = scores[values].mean().to_frame().T
-    out.insert(0, "n_pairs", len(scores))
-    return out
+    return group_means(scores, rest, values, "n_pairs")

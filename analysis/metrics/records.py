@@ -19,6 +19,7 @@ __all__ = [
     "column",
     "each_group",
     "flatten_record",
+    "group_means",
     "read_records",
     "select_task",
     "summary_pairs",
@@ -172,3 +173,18 @@ def each_group(
         return
     for values, rows in data.groupby(list(keys), dropna=False, sort=True):
         yield dict(zip(keys, values, strict=True)), rows
+
+
+def group_means(
+    data: pd.DataFrame, keys: Sequence[str], values: Sequence[str], count: str
+) -> pd.DataFrame:
+    """The mean of each ``values`` column per group of ``keys`` (as :func:`each_group` groups),
+    after the keys a ``count`` column of the group's rows; with no keys, one row of all rows."""
+    if not keys:
+        out = data[list(values)].mean().to_frame().T
+        out.insert(0, count, len(data))
+        return out
+    grouped = data.groupby(list(keys), dropna=False, sort=True)
+    out = grouped[list(values)].mean().reset_index()
+    out.insert(len(keys), count, grouped.size().to_numpy())
+    return out
