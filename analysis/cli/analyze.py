@@ -66,10 +66,6 @@ def _command_line() -> str:
     return "framelab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
-def _fail(exc: Exception) -> click.ClickException:
-    return click.ClickException(str(exc))
-
-
 def _figure_worker(figures: bool):
     """Fork the figure worker first thing, once pandas is imported (the child then has it)."""
     if not figures:
@@ -394,7 +390,7 @@ def choice_command(
                 "statement": "the primary analysis is the pre-registered one",
             }
     except (ExportFormatError, ConvergenceError, ValueError) as exc:
-        raise _fail(exc) from exc
+        raise click.ClickException(str(exc)) from exc
     results.meta["input"] = str(Path(input_path).resolve())
     if join_summary is not None:
         results.meta["demographics_join"] = {
@@ -677,7 +673,7 @@ def annotations_command(
             human_shift_labels=human_shift,
         )
     except (ExportFormatError, ValueError) as exc:
-        raise _fail(exc) from exc
+        raise click.ClickException(str(exc)) from exc
     results.meta["input"] = source
     n_files = _write(results, out_dir, f"Annotation study: {source}", not no_figures, worker)
     kappa = results.tables["agreement"].iloc[0]
@@ -735,7 +731,7 @@ def ratings_command(
         dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
         results = analyze_ratings(ratings, metrics, rules=rules, dimensions=dims)
     except (ExportFormatError, ValueError) as exc:
-        raise _fail(exc) from exc
+        raise click.ClickException(str(exc)) from exc
     results.meta["input"] = str(Path(input_path).resolve())
     n_files = _write(
         results, out_dir, f"Rating study: {Path(input_path).name}", not no_figures, worker
@@ -806,7 +802,7 @@ def preferences_command(
             verdicts, pairs, records, rules=rules, reference=reference, bins=bins
         )
     except (ExportFormatError, ValueError, KeyError) as exc:
-        raise _fail(exc) from exc
+        raise click.ClickException(str(exc)) from exc
     results.meta["input"] = str(Path(input_path).resolve())
     n_files = _write(
         results, out_dir, f"Preference study: {Path(input_path).name}", not no_figures, worker
