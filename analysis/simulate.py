@@ -17,11 +17,6 @@ if TYPE_CHECKING:
 __all__ = ["simulate_choice_study"]
 
 
-def _ids(rng, n: int, prefix: str) -> list[str]:
-    raw = rng.integers(0, 2**63, size=n, dtype="int64")
-    return [f"{prefix}{int(v):016x}" for v in raw]
-
-
 def simulate_choice_study(
     n_participants: int = 70,
     n_pairs: int = 10,
@@ -78,7 +73,8 @@ def simulate_choice_study(
     from scipy.special import expit, logit
 
     rng = np.random.default_rng(seed)
-    pids = _ids(rng, n_participants, "p_")
+    raw_ids = rng.integers(0, 2**63, size=n_participants, dtype="int64")
+    pids = [f"p_{int(v):016x}" for v in raw_ids]
     pairs = [f"pair{j + 1:02d}" for j in range(n_pairs)]
     product_types = ["headphones", "blender", "backpack", "kettle", "router"]
     u_choice = rng.normal(0, participant_sd_logit, n_participants)
