@@ -247,12 +247,8 @@ def _table(data: pd.DataFrame, dv: str, between: str, levels: Sequence[str]):
     import numpy as np
 
     y = _binary(data, dv)
-    table = np.zeros((len(levels), 2), dtype=np.int64)
-    for i, level in enumerate(levels):
-        sel = y[(data[between] == level).to_numpy() & y.notna().to_numpy()]
-        k = int(sel.sum())
-        table[i] = (k, len(sel) - k)
-    return table
+    counts = y.groupby(data[between].to_numpy()).agg(["sum", "count"]).reindex(levels, fill_value=0)
+    return np.column_stack([counts["sum"], counts["count"] - counts["sum"]]).astype(np.int64)
 
 
 def selection_rates(
