@@ -330,7 +330,9 @@ def choice_command(
         exported = data
         _check_options(data, levels, baseline, blocks, wtp_log, wtp_model, wtp_slopes)
         if prereg is not None:
-            _same_study(data, prereg[0])
+            from analysis.plan.prereg import check_study
+
+            check_study(data, prereg[0])  # its PreregError is a ValueError, reported below
         if demographics_path:
             from analysis.demographics import (
                 join_demographics,
@@ -521,15 +523,6 @@ def _estimated_minutes(path: str) -> float:
             param_hint="--study",
         )
     return float(value)
-
-
-def _same_study(data, record) -> None:
-    from analysis.plan.prereg import PreregError, check_study
-
-    try:
-        check_study(data, record)
-    except PreregError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 @analyze.command("annotations", cls=_greedy("--mturk", "--predictions"))
