@@ -488,10 +488,9 @@ def choice_sections(results: Results, figs: dict[str, str]) -> list[dict[str, ob
                 "figures": [],
             }
         )
-    for block in _blocks(results):
-        sections.extend(_choice_block(results, figs, block))
-    for block in _blocks(results):
-        sections.extend(_wtp_sections(results, figs, block))
+    for build in (_choice_block, _wtp_sections):
+        for block in _blocks(results):
+            sections.extend(build(results, figs, block))
     sections.extend(extra_sections(results, CHOICE_TABLES))
     return sections
 
