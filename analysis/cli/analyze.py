@@ -129,10 +129,9 @@ def _authenticity_options(fn):
     )(fn)
 
 
-def _authenticity_given(max_score: float | None, canary: bool) -> list[str]:
-    """The authenticity options given on the command line."""
-    given = {"--authenticity-max-score": max_score is not None, "--authenticity-canary": canary}
-    return [name for name, on in given.items() if on]
+def _given(flags: dict[str, bool]) -> list[str]:
+    """The options given on the command line, of ``{option: whether it was given}``."""
+    return [name for name, on in flags.items() if on]
 
 
 def _echo_rater_rules(results) -> None:
@@ -433,15 +432,9 @@ def _check_options(data, levels, baseline, blocks, wtp_log, wtp_model, wtp_slope
             param_hint="--blocks",
         )
     if not data["wtp_premium_pct"].notna().any():
-        given = [
-            flag
-            for flag, value in (
-                ("--wtp-log", wtp_log),
-                ("--wtp-model", wtp_model != "auto"),
-                ("--wtp-slopes", wtp_slopes),
-            )
-            if value
-        ]
+        given = _given(
+            {"--wtp-log": wtp_log, "--wtp-model": wtp_model != "auto", "--wtp-slopes": wtp_slopes}
+        )
         if given:
             raise click.UsageError(
                 f"{', '.join(given)}: the export has no WTP answers (wtp_premium_pct is empty)"
@@ -630,7 +623,12 @@ def annotations_command(
 
     if bool(export_path) == bool(mturk_paths):
         raise click.UsageError("give either --export FILE or one or more --mturk FILE")
-    given = _authenticity_given(authenticity_max_score, authenticity_canary)
+    given = _given(
+        {
+            "--authenticity-max-score": authenticity_max_score is not None,
+            "--authenticity-canary": authenticity_canary,
+        }
+    )
     if mturk_paths and given:
         raise click.UsageError(
             f"{' and '.join(given)} read the platform export's authenticity columns; MTurk "
