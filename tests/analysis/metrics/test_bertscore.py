@@ -109,7 +109,9 @@ def test_extraction_command_scores_against_the_perspective_reference(examples, t
     left = table.loc[table["perspective"] == "left"].iloc[0]
     assert left["reference"] == "raising minimum wage lifts families out of poverty"
     direct = bertscore([left["summary"]], [left["reference"]], model=tiny_bert)
-    assert left["bertscore_f"] == pytest.approx(direct.loc[0, "bertscore_f"], abs=1e-6)
+    # The command scores all records in one padded batch, the direct call one pair: float32
+    # sums of a different shape agree to about 1e-7 of the value (on the x 100 scale, not 1e-6).
+    assert left["bertscore_f"] == pytest.approx(direct.loc[0, "bertscore_f"], rel=1e-5)
     means = pd.read_csv(out / "perspective_bertscore_means.csv")
     assert means["n"].sum() == len(records)
     assert means["bertscore_f"].max() > 1  # the x 100 scale of the paper's table
