@@ -171,12 +171,32 @@ def runner(app):
     return app.test_cli_runner()
 
 
-def load_demo(app) -> dict[str, Any]:
-    """Load the demo study into ``app``; return its definition."""
+def load_demo(app, path: Path = DEMO) -> dict[str, Any]:
+    """Load the demo study (or ``path``, a copy of it) into ``app``; return its definition."""
     from webapp.services.studies import load_study
 
     with app.app_context():
-        return load_study(DEMO).study.definition
+        return load_study(path).study.definition
+
+
+def demo_copy(folder: Path, *, pairs: int, planned_n: int | None = None) -> Path:
+    """A copy of the demo study in ``folder`` with only its first ``pairs`` product pairs (two
+    pages each per participant) and, if given, ``planned_n`` participants planned: the same
+    study and slug for tests whose check needs fewer pages than ten pairs make."""
+    import shutil
+
+    import yaml
+
+    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
+    pairs_file = folder / "product_pairs" / "demo.yaml"
+    data = yaml.safe_load(pairs_file.read_text(encoding="utf-8"))
+    pairs_file.write_text(yaml.safe_dump({**data, "pairs": data["pairs"][:pairs]}), "utf-8")
+    text = DEMO.read_text(encoding="utf-8")
+    if planned_n is not None:
+        assert "  planned_n: 70\n" in text
+        text = text.replace("  planned_n: 70\n", f"  planned_n: {planned_n}\n")
+    (folder / DEMO.name).write_text(text, encoding="utf-8")
+    return folder / DEMO.name
 
 
 def load_canary_demo(app, folder: Path) -> dict[str, Any]:

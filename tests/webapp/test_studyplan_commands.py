@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from framelab.studyplan import looks, prereg
-from tests.webapp.conftest import DEMO
+from tests.webapp.conftest import DEMO, demo_copy
 
 
 def _load(app, path: Path) -> None:
@@ -55,18 +55,6 @@ def test_looks_needs_an_analysis_block_and_participants(app):
     assert "no choices yet; look 1 needs 35 participants" in empty.output
 
 
-def _with_pairs(folder: Path, n: int) -> Path:
-    """The demo study with only its first ``n`` product pairs (two pages each per bot)."""
-    import yaml
-
-    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
-    pairs = folder / "product_pairs" / "demo.yaml"
-    data = yaml.safe_load(pairs.read_text(encoding="utf-8"))
-    pairs.write_text(yaml.safe_dump({**data, "pairs": data["pairs"][:n]}), encoding="utf-8")
-    shutil.copy(DEMO, folder / DEMO.name)
-    return folder / DEMO.name
-
-
 def test_a_look_without_a_statistic_says_why(app, clock, monkeypatch, tmp_path):
     """A model that does not converge leaves its look without a statistic, and the researcher
     reads the reason rather than a bare "no statistic"."""
@@ -74,14 +62,14 @@ def test_a_look_without_a_statistic_says_why(app, clock, monkeypatch, tmp_path):
     from analysis.stats.crossed import ConvergenceError
     from webapp.bots import run_bots
 
-    # A look counts participants: two pairs of the ten give it what it needs at a fifth of
-    # the pages.
-    _load(app, _with_pairs(tmp_path, 2))
+    # A look counts participants: two pairs of the ten, and 8 participants planned (look 1 at
+    # half of them), give it what it needs with a few short sessions.
+    _load(app, demo_copy(tmp_path, pairs=2, planned_n=8))
     with app.app_context():
         from webapp.services.studies import get_study
 
         definition = get_study("product-choice-demo").definition
-    assert run_bots(app, definition, n=35, seed=3).counts == {"completed": 35}
+    assert run_bots(app, definition, n=4, seed=3).counts == {"completed": 4}
 
     def diverges(sample, plan):
         raise ConvergenceError("the Laplace fit stopped after 200 iterations")
@@ -90,7 +78,7 @@ def test_a_look_without_a_statistic_says_why(app, clock, monkeypatch, tmp_path):
     result = app.test_cli_runner().invoke(looks, ["product-choice-demo"])
     assert result.exit_code == 0, result.output
     assert (
-        "look 1 (35 analysed, new): no statistic (the Laplace fit stopped after 200 iterations)"
+        "look 1 (4 analysed, new): no statistic (the Laplace fit stopped after 200 iterations)"
         in result.output
     )
 
@@ -246,7 +234,7 @@ def test_framelab_analyze_compares_the_document_with_the_console_record(app, tmp
     record, doc = _record(tmp_path), tmp_path / "prereg.md"
     export = tmp_path / "long.csv"
     simulate_choice_study(
-        80, 10, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
+        24, 4, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
     ).to_csv(export, index=False)
     args = ["analyze", "choice", str(export), "--prereg", str(doc), "--no-figures", "--no-gee"]
     env = {

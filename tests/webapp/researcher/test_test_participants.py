@@ -9,13 +9,20 @@ import random
 
 import pytest
 
-from tests.webapp.conftest import load_demo
+from tests.webapp.conftest import demo_copy, load_demo
 from tests.webapp.researcher.conftest import PASSWORD, csrf_from, login
 from webapp.bots import Bot, BotBehaviour, FlaskTransport, run_bots
 
 SLUG = "product-choice-demo"
 ALWAYS = {"original": 1.0, "summary": 1.0}
 NEVER = {"original": 0.0, "summary": 0.0}
+PAIRS = 3  # of the demo's ten: each participant makes 3 choices
+
+
+@pytest.fixture
+def short_study(app, tmp_path):
+    """The demo study with its first three pairs, loaded into ``app``."""
+    return load_demo(app, demo_copy(tmp_path, pairs=PAIRS))
 
 
 def _pilot_and_real(app, definition) -> None:
@@ -54,7 +61,7 @@ def _csv(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def _everything_about_test_participants_on(app) -> None:
+def _everything_about_test_participants_on(app, folder) -> None:
     from sqlalchemy import func, select
 
     from webapp.extensions import db
@@ -64,7 +71,7 @@ def _everything_about_test_participants_on(app) -> None:
     from webapp.services.payments import issue_bonuses, write_bonus_file
     from webapp.services.studies import get_study, status_counts
 
-    definition = load_demo(app)
+    definition = load_demo(app, demo_copy(folder, pairs=PAIRS))
     _pilot_and_real(app, definition)
     with app.app_context():
         study = get_study(SLUG)
@@ -82,23 +89,23 @@ def _everything_about_test_participants_on(app) -> None:
         assert {p.value for p in db.session.scalars(select(Participant.platform))} == {
             Platform.prolific.value
         }
-        # Payments: only real people, bonus rule over real choices only (10 matching each).
+        # Payments: only real people, bonus rule over real choices only (3 matching each).
         issue = issue_bonuses(study, Platform.prolific, issued_by="t", now=utcnow(), to_file=True)
         out = io.StringIO()
         assert write_bonus_file(issue.lines, Platform.prolific, out) == 3
         assert "test-" not in out.getvalue()
         cents = round(definition["payment"]["bonus"]["amount"] * 100)
-        assert [line.amount_cents for line in issue.lines] == [10 * cents] * 3
+        assert [line.amount_cents for line in issue.lines] == [PAIRS * cents] * 3
         # Counts and the progress bar.
         assert status_counts(study)["completed"]["total"] == 3
         assert monitor.target_progress(study)["completed"] == 3
         # Exports: left out by default; brought in, marked.
         rows, columns = build_table(study, "long")
-        assert len(rows) == 30 and "is_test" not in columns
+        assert len(rows) == 3 * PAIRS and "is_test" not in columns
         rows, columns = build_table(study, "long", include_test=True)
-        assert len(rows) == 80 and columns[-1] == "is_test"
+        assert len(rows) == 8 * PAIRS and columns[-1] == "is_test"
         assert sorted({r["is_test"] for r in rows}) == [0, 1]
-        assert sum(r["is_test"] for r in rows) == 50
+        assert sum(r["is_test"] for r in rows) == 5 * PAIRS
         for fmt in ("wide", "page-times"):
             rows, columns = build_table(study, fmt)
             assert "is_test" not in columns and not any(r["is_test"] for r in rows)
@@ -113,7 +120,7 @@ def _everything_about_test_participants_on(app) -> None:
     # Clear: only the bots go, audited with counts.
     result = app.test_cli_runner().invoke(args=["clear-test-data", SLUG, "--yes"])
     assert result.exit_code == 0, result.output
-    assert "participants 5" in result.output and "choices 50" in result.output
+    assert "participants 5" in result.output and f"choices {5 * PAIRS}" in result.output
     with app.app_context():
         from webapp.models import AuditEvent, BonusPayment
 
@@ -128,12 +135,12 @@ def _everything_about_test_participants_on(app) -> None:
 
 
 @pytest.mark.postgres
-def test_bots_stay_out_of_payments_counts_and_default_exports_on_postgres(pg_app):
-    _everything_about_test_participants_on(pg_app)
+def test_bots_stay_out_of_payments_counts_and_default_exports_on_postgres(pg_app, tmp_path):
+    _everything_about_test_participants_on(pg_app, tmp_path)
 
 
-def test_bots_stay_out_of_payments_counts_and_default_exports_on_sqlite(app):
-    _everything_about_test_participants_on(app)
+def test_bots_stay_out_of_payments_counts_and_default_exports_on_sqlite(app, tmp_path):
+    _everything_about_test_participants_on(app, tmp_path)
 
 
 def test_framelab_bots_always_makes_test_participants(app, study, runner):
@@ -209,20 +216,20 @@ def test_previews_are_test_participants_with_reserved_ids(app, study):
         assert len(build_table(get_study(SLUG), "wide", include_test=True)[0]) == 1
 
 
-def test_console_clears_test_data_after_confirmation_and_audits_it(app, study):
+def test_console_clears_test_data_after_confirmation_and_audits_it(app, short_study):
     from sqlalchemy import func, select
 
     from webapp.extensions import db
     from webapp.models import AuditEvent, Participant
 
-    _pilot_and_real(app, study)
+    _pilot_and_real(app, short_study)
     client = _client(app)
     url = f"/researcher/studies/{SLUG}"
     html = client.get(url).get_data(as_text=True)
     assert 'data-test-count="5"' in html and 'data-export-test="long-csv"' in html
     long_with_tests = client.get(f"{url}/export/long.csv?include_test=1").get_data(as_text=True)
-    assert len(_csv(long_with_tests)) == 80 and "is_test" in long_with_tests.splitlines()[0]
-    assert len(_csv(client.get(f"{url}/export/long.csv").get_data(as_text=True))) == 30
+    assert len(_csv(long_with_tests)) == 8 * PAIRS and "is_test" in long_with_tests.splitlines()[0]
+    assert len(_csv(client.get(f"{url}/export/long.csv").get_data(as_text=True))) == 3 * PAIRS
     clear = f"{url}/test-data/clear"
     resp = client.post(clear, data={"csrf_token": csrf_from(html)}, follow_redirects=True)
     assert "Tick the box" in resp.get_data(as_text=True)
@@ -238,17 +245,17 @@ def test_console_clears_test_data_after_confirmation_and_audits_it(app, study):
         event = db.session.scalars(
             select(AuditEvent).where(AuditEvent.action == "study.clear_test_data")
         ).one()
-        assert event.actor == "rita" and event.detail["counts"]["choices"] == 50
+        assert event.actor == "rita" and event.detail["counts"]["choices"] == 5 * PAIRS
 
 
-def test_clearing_is_refused_while_a_test_participants_payment_is_on_its_way(app, study):
+def test_clearing_is_refused_while_a_test_participants_payment_is_on_its_way(app, short_study):
     from sqlalchemy import func, select
 
     from webapp.extensions import db
     from webapp.models import BonusPayment, Participant, Platform
     from webapp.services.studies import get_study
 
-    _pilot_and_real(app, study)
+    _pilot_and_real(app, short_study)
     with app.app_context():
         bot = db.session.scalars(select(Participant).where(Participant.is_test)).first()
         db.session.add(
