@@ -179,24 +179,36 @@ def load_demo(app, path: Path = DEMO) -> dict[str, Any]:
         return load_study(path).study.definition
 
 
-def demo_copy(folder: Path, *, pairs: int, planned_n: int | None = None) -> Path:
-    """A copy of the demo study in ``folder`` with only its first ``pairs`` product pairs (two
-    pages each per participant) and, if given, ``planned_n`` participants planned: the same
-    study and slug for tests whose check needs fewer pages than ten pairs make."""
+def demo_copy(
+    folder: Path,
+    *,
+    pairs: int,
+    planned_n: int | None = None,
+    bonus_usd: float | None = None,
+    name: str = DEMO.name,
+) -> Path:
+    """A copy of the demo study as ``folder``/``name`` with only its first ``pairs`` product
+    pairs (two pages each per participant) and, if given, ``planned_n`` participants planned
+    and a bonus of ``bonus_usd`` per matching choice: the same study and slug for tests whose
+    check needs fewer pages than ten pairs make."""
     import shutil
 
     import yaml
 
-    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs")
+    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs", dirs_exist_ok=True)
     pairs_file = folder / "product_pairs" / "demo.yaml"
     data = yaml.safe_load(pairs_file.read_text(encoding="utf-8"))
     pairs_file.write_text(yaml.safe_dump({**data, "pairs": data["pairs"][:pairs]}), "utf-8")
     text = DEMO.read_text(encoding="utf-8")
-    if planned_n is not None:
-        assert "  planned_n: 70\n" in text
-        text = text.replace("  planned_n: 70\n", f"  planned_n: {planned_n}\n")
-    (folder / DEMO.name).write_text(text, encoding="utf-8")
-    return folder / DEMO.name
+    for old, new, given in [
+        ("  planned_n: 70\n", f"  planned_n: {planned_n}\n", planned_n),
+        ("bonus: {amount: 0.10,", f"bonus: {{amount: {bonus_usd},", bonus_usd),
+    ]:
+        if given is not None:
+            assert old in text, old
+            text = text.replace(old, new)
+    (folder / name).write_text(text, encoding="utf-8")
+    return folder / name
 
 
 def load_canary_demo(app, folder: Path) -> dict[str, Any]:

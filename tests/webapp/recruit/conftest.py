@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.webapp.conftest import DEMO
+from tests.webapp.conftest import demo_copy
 from tests.webapp.recruit.fake_prolific import TOKEN, FakeProlific, FakeServer
 from tests.webapp.researcher.conftest import make_researcher  # noqa: F401  (a fixture)
 
@@ -43,13 +42,18 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProlific]:
     server.stop()
 
 
+# Two of the demo's ten pairs at five times its bonus per matching choice (see study_with).
+SHORT_DEMO = {"pairs": 2, "bonus_usd": 0.50}
+
+
 def study_with(tmp_path: Path, block: str, name: str = "recruit-demo.yaml") -> Path:
-    """The demo study bundle copied to ``tmp_path`` with ``block`` appended to its YAML."""
-    folder = tmp_path / "bundle"
-    folder.mkdir(exist_ok=True)
-    shutil.copytree(DEMO.parent / "product_pairs", folder / "product_pairs", dirs_exist_ok=True)
-    path = folder / name
-    path.write_text(DEMO.read_text(encoding="utf-8") + block, encoding="utf-8")
+    """The demo study bundle copied to ``tmp_path`` with ``block`` appended to its YAML.
+
+    Two of its ten pairs at five times the bonus per matching choice: a participant's pages
+    are a third as many, and every amount of money is the demo's ($1.00 of bonus at most).
+    """
+    path = demo_copy(tmp_path / "bundle", **SHORT_DEMO, name=name)
+    path.write_text(path.read_text(encoding="utf-8") + block, encoding="utf-8")
     return path
 
 

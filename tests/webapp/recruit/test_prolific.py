@@ -457,6 +457,6 @@ def test_the_bonus_confirmation_names_what_is_paid_now(app, fake, load_recruit_s
     study_id = listed(app, fake)
     take_part(app, fake, definition, study_id, "a")  # alone: every choice is the majority
     result = runner.invoke(args=["recruit", "product-choice-demo", "bonus"], input="n\n")
-    # 10 choices x $0.10 = $1.00 of bonuses, Prolific's fee of a third on it: $0.33.
+    # 2 choices x $0.50 = $1.00 of bonuses, Prolific's fee of a third on it: $0.33.
     assert "bonus on Prolific ($1.00 + $0.33 fees now)?" in result.output
     assert "up to" not in result.output and fake.bulk == {}

@@ -47,7 +47,7 @@ def test_create_publish_bots_approve_and_pay_once(
     codes = definition["recruitment"]["completion_codes"]
     base = serve_app(app)
 
-    # plan: 6 places x $3.00 = $18.00, fee a third = $6.00; bonuses at most 10 x $0.10 = $1.00
+    # plan: 6 places x $3.00 = $18.00, fee a third = $6.00; bonuses at most 2 x $0.50 = $1.00
     # per person, $6.00, fee $2.00; total $32.00. Nothing is created.
     out = _run(runner, slug, "plan")
     assert "total     $32.00" in out and not fake.studies

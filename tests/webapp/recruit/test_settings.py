@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webapp.recruit.conftest import study_with
+from tests.webapp.recruit.conftest import SHORT_DEMO, study_with
 from webapp.studydef import load_study_file
 from webapp.validation import StudyDefinitionError
 
@@ -62,9 +62,10 @@ def test_defaults_come_from_the_study(tmp_path):
 
 
 def test_no_block_keeps_the_definition_and_its_hash(tmp_path):
-    from tests.webapp.conftest import DEMO
+    from tests.webapp.conftest import demo_copy
 
-    assert "recruiter" not in load(tmp_path, "") and load(tmp_path, "") == load_study_file(DEMO)
+    plain = load_study_file(demo_copy(tmp_path / "plain", **SHORT_DEMO))
+    assert "recruiter" not in load(tmp_path, "") and load(tmp_path, "") == plain
 
 
 def test_cli_without_a_recruiter_block(app, study, runner):
