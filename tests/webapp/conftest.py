@@ -230,10 +230,21 @@ def load_canary_demo(app, folder: Path) -> dict[str, Any]:
         return load_study(path).study.definition
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "demo_pairs(n): the `study` fixture loads the demo with only its first n product pairs",
+    )
+
+
 @pytest.fixture
-def study(app) -> dict[str, Any]:
-    """The demo study's definition, loaded into ``app``."""
-    return load_demo(app)
+def study(app, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """The demo study's definition, loaded into ``app``; with ``@pytest.mark.demo_pairs(n)``
+    the demo with only its first ``n`` pairs (see :func:`demo_copy`)."""
+    marker = request.node.get_closest_marker("demo_pairs")
+    if marker is None:
+        return load_demo(app)
+    return load_demo(app, demo_copy(tmp_path / "demo", pairs=marker.args[0]))
 
 
 @pytest.fixture

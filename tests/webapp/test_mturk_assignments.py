@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import select
 
 from webapp.extensions import db
 from webapp.models import MTurkAssignment, Platform, PlatformIdentity
 from webapp.services.payments import compute_bonuses
 from webapp.services.studies import get_study
+
+# Two of the demo's ten pairs: these checks need participants, not their every page.
+pytestmark = pytest.mark.demo_pairs(2)
 
 WORKER = "A2WORKERRESUMES"
 FIRST = {"assignmentId": "3FIRSTASSIGNMENT0000000000001", "hitId": "3FIRSTHIT00000000000000000001"}

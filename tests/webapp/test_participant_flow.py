@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from sqlalchemy import func, select
 
 from webapp.extensions import db
@@ -195,12 +196,14 @@ def test_only_mturk_sessions_may_be_framed(client, make_bot, study):
         assert resp.headers["Referrer-Policy"] == "no-referrer"
 
 
+@pytest.mark.demo_pairs(2)
 def test_counterbalancing_alternates_sequences(make_bot, query):
     for _ in range(6):
         assert make_bot().run().outcome == "completed"
     assert sorted(p.sequence for p in _participants(query)) == list("AAABBB")
 
 
+@pytest.mark.demo_pairs(2)
 def test_dropouts_are_refilled(make_bot, query, app):
     # One participant abandons; while still recently active they hold their sequence.
     make_bot(abandon_at=4).run()

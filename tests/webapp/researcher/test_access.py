@@ -10,6 +10,9 @@ from webapp import create_app
 
 from .conftest import own_demo, page_token
 
+# Two of the demo's ten pairs: these checks need participants, not their every page.
+pytestmark = pytest.mark.demo_pairs(2)
+
 
 def _console_rules() -> list[tuple[str, str, str]]:
     """(endpoint, URL with sample arguments, method) for every console route except login."""

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from webapp.bots import platform_id
 from webapp.models import ParticipantStatus
+
+# Two of the demo's ten pairs: these checks need participants, not their every page.
+pytestmark = pytest.mark.demo_pairs(2)
 
 SLUG = "product-choice-demo"
 

