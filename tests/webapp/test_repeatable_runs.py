@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.webapp.conftest import disposing, load_demo, make_app
+from tests.webapp.conftest import demo_copy, disposing, load_demo, make_app
 from webapp.bots import PAGE_S, run_bots
 from webapp.clock import SimulatedClock
 
@@ -22,7 +22,8 @@ def _run(tmp_path, name: str, seed: int) -> list[dict]:
         f"sqlite:///{tmp_path / name}", ASSIGNMENT_SEED=seed, CLOCK=SimulatedClock(START)
     )
     with disposing(app):
-        definition = load_demo(app)
+        # Two of the demo's pairs: the rows and times of a few pages repeat as those of all.
+        definition = load_demo(app, demo_copy(tmp_path / f"{name}-demo", pairs=2))
         assert run_bots(app, definition, n=2, seed=11).counts == {"completed": 2}
         with app.app_context():
             # Pseudonyms are salted per study (a new salt for each database): leave them out.
