@@ -62,20 +62,25 @@ def _new_sqlite_file(database_url: str) -> Path | None:
     return None if path.exists() else path
 
 
-def make_app(database_url: str, *, migrate: bool = False, **extra: Any):
+def make_app(
+    database_url: str, *, migrate: bool = False, template: Path | None = None, **extra: Any
+):
     """Create an app on ``database_url`` and build its schema with the Alembic migrations.
 
     A new SQLite file starts as a copy of one the migrations built earlier in the session: the
     same schema and revision, in a tenth of the time of running them again for every test.
-    ``migrate=True`` runs the migrations instead, for tests of how the app creates its file.
+    ``template`` names another such file to copy (one a module's fixture filled once for its
+    tests). ``migrate=True`` runs the migrations instead, for tests of how the app creates its
+    file.
     """
     from flask_migrate import upgrade
 
     fresh = _new_sqlite_file(database_url)
-    copied = not migrate and fresh is not None and "sqlite" in _SCHEMA
+    template = template or _SCHEMA.get("sqlite")
+    copied = not migrate and fresh is not None and template is not None
     if copied:
         # SQLite's backup API copies a consistent database whatever its journal (WAL) holds.
-        src, dst = sqlite3.connect(_SCHEMA["sqlite"]), sqlite3.connect(fresh)
+        src, dst = sqlite3.connect(template), sqlite3.connect(fresh)
         try:
             src.backup(dst)
         finally:

@@ -24,6 +24,7 @@ from webapp.models import (
 )
 from webapp.services.researchers import OVERVIEW_ITEMS
 
+from ..conftest import disposing, make_app
 from ..sentiment.conftest import load, write_study
 
 
@@ -111,10 +112,25 @@ def _cost(app, client, url: str) -> tuple[int, int, int]:
     return counts[0], counts[1], len(resp.get_data())
 
 
+@pytest.fixture(scope="module")
+def two_studies(tmp_path_factory) -> Path:
+    """A database with a study of 60 items and one of 3,000, built once for this module."""
+    folder = tmp_path_factory.mktemp("overview")
+    with disposing(make_app(f"sqlite:///{folder / 'two.sqlite'}")) as app:
+        _study(app, folder, "small-ann", 60)
+        _study(app, folder, "large-ann", 3_000)
+    return folder / "two.sqlite"
+
+
 @pytest.fixture
-def two_sizes(app, make_researcher, tmp_path):
-    _study(app, tmp_path, "small-ann", 60)
-    _study(app, tmp_path, "large-ann", 3_000)
+def app(two_studies, tmp_path):
+    """A fresh app on its own copy of the two studies' database."""
+    with disposing(make_app(f"sqlite:///{tmp_path / 'test.sqlite'}", template=two_studies)) as app:
+        yield app
+
+
+@pytest.fixture
+def two_sizes(app, make_researcher):
     admin = make_researcher("admin", admin=True)
     for slug in ("small-ann", "large-ann"):  # first requests settle the per-process caches
         admin.get(f"/researcher/studies/{slug}/live.json")
