@@ -233,6 +233,7 @@ def test_framelab_analyze_compares_the_document_with_the_console_record(app, tmp
     assert "recorded: the console shows it" in frozen.output, frozen.output
     record, doc = _record(tmp_path), tmp_path / "prereg.md"
     export = tmp_path / "long.csv"
+    # A small export: this test checks the document against the console, not the numbers.
     simulate_choice_study(
         24, 4, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
     ).to_csv(export, index=False)

@@ -115,8 +115,9 @@ def _export_and_document(tmp_path) -> tuple[dict, Path, Path]:
     doc = tmp_path / "prereg.md"
     doc.write_text(render_markdown(record))
     export = tmp_path / "long.csv"
+    # A small export: these tests check the document against the console, not the numbers.
     simulate_choice_study(
-        80, 10, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
+        24, 4, seed=4, rate_original=0.4, rate_summary=0.9, study_slug="product-choice-demo"
     ).to_csv(export, index=False)
     return record, doc, export
 
