@@ -9,6 +9,7 @@ and why.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import shutil
@@ -72,6 +73,24 @@ def pytest_collection_modifyitems(config, items):  # noqa: ARG001
         for fixture, marker in _FIXTURE_MARKERS.items():
             if fixture in item.fixturenames and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
+
+
+_FROZEN_AT: list[str] = []
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the first test of each module, collect and then freeze what is alive.
+
+    What the imports and the session's fixtures made lives until the end, yet every full
+    collection of the garbage collector walked it again: about a tenth of the suite's CPU time.
+    Frozen objects are left out of the collector's walks; what a module's tests leave behind
+    is still collected, as it is collected before the next freeze.
+    """
+    module = getattr(item.module, "__name__", "") if hasattr(item, "module") else ""
+    if _FROZEN_AT[-1:] != [module]:
+        _FROZEN_AT[:] = [module]
+        gc.collect()
+        gc.freeze()
 
 
 def _group(keywords) -> str:
