@@ -8,6 +8,8 @@ import re
 import statistics
 from datetime import timedelta
 
+import pytest
+
 from tests.webapp.conftest import DEMO
 
 from .conftest import own_demo, page_token
@@ -35,6 +37,7 @@ def _state(app, slug=SLUG):
 # -- close needs a confirmation; reopen; duplicate ---------------------------------
 
 
+@pytest.mark.demo_pairs(2)
 def test_close_asks_first_naming_who_is_cut_off_and_a_closed_study_reopens(
     app, study, make_researcher, make_bot
 ):
@@ -150,6 +153,7 @@ def test_a_fresh_researcher_loads_the_demo_under_a_slug_of_their_own(app, study,
 # -- find participants by their recruiter ID -------------------------------------
 
 
+@pytest.mark.demo_pairs(2)
 def test_participants_are_found_by_prolific_and_mturk_id(app, study, make_researcher, make_bot):
     ana = _owned(app, make_researcher)
     prolific = make_bot(abandon_at=4)
@@ -207,6 +211,7 @@ def test_participant_page_shows_path_answers_and_actions(app, study, make_resear
 # -- overview: funnel, shares, progress, time-outs -----------------------------------------
 
 
+@pytest.mark.demo_pairs(2)
 def test_funnel_shares_and_automatic_timeouts(app, study, make_researcher, make_bot):
     from webapp.extensions import db
     from webapp.models import AuditEvent, ChoiceResponse, PageVisit, Participant
