@@ -40,11 +40,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from framelab_schema.analysis_block import SPENDING
+
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "SPENDING_FUNCTIONS",
     "SequentialDesign",
     "boundaries",
     "look_decision",
@@ -53,7 +54,6 @@ __all__ = [
     "stopping_look",
 ]
 
-SPENDING_FUNCTIONS = ("obrien-fleming", "pocock")
 # Gauss-Legendre points per panel, and a panel's width in SDs of the narrowest kernel.
 _ORDER = 8
 _PANEL_SD = 1.0
@@ -100,7 +100,7 @@ def spent(fractions, alpha: float, spending: str, sided: int = 1):
         return 2 * norm.sf(norm.isf(alpha / 2) / np.sqrt(t))
     if spending == "pocock":
         return alpha * np.log1p((math.e - 1) * t)
-    raise ValueError(f"unknown spending function {spending!r}; use one of {SPENDING_FUNCTIONS}")
+    raise ValueError(f"unknown spending function {spending!r}; use one of {SPENDING}")
 
 
 @dataclass(frozen=True)
@@ -150,8 +150,8 @@ class SequentialDesign:
             raise ValueError(f"alpha must be between 0 and 1, got {self.alpha}")
         if self.sided not in (1, 2):
             raise ValueError(f"sided must be 1 or 2, got {self.sided}")
-        if self.spending not in SPENDING_FUNCTIONS:
-            raise ValueError(f"unknown spending {self.spending!r}; use one of {SPENDING_FUNCTIONS}")
+        if self.spending not in SPENDING:
+            raise ValueError(f"unknown spending {self.spending!r}; use one of {SPENDING}")
         if self.futility_z is not None:
             fz = tuple(float(v) for v in self.futility_z)
             object.__setattr__(self, "futility_z", fz)
@@ -160,9 +160,9 @@ class SequentialDesign:
                     f"give one futility bound per interim look ({len(t) - 1}), got {len(fz)}"
                 )
         if self.beta_spending is not None:
-            if self.beta_spending not in SPENDING_FUNCTIONS:
+            if self.beta_spending not in SPENDING:
                 raise ValueError(
-                    f"unknown beta spending {self.beta_spending!r}; use one of {SPENDING_FUNCTIONS}"
+                    f"unknown beta spending {self.beta_spending!r}; use one of {SPENDING}"
                 )
             if self.beta is None or not 0 < self.beta < 1:
                 raise ValueError("beta spending needs beta between 0 and 1")
