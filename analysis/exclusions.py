@@ -3,7 +3,9 @@
 Each rule is a named predicate. A row is excluded by the first rule (in the order listed) that
 matches it, so every excluded row carries exactly one reason and the counts add up.
 Participant-level rules (status, quiz, attention, authenticity, speed) remove all of that
-participant's rows; the duplicate rule removes repeated rows only.
+participant's rows; the duplicate rule removes repeated rows only. An authenticity rule that
+is on is refused (``ValueError`` naming the column) when the data lack its ``auth_*`` column or
+it is empty in every row; the other rules then screen nobody and the report says so.
 """
 
 from __future__ import annotations
@@ -126,12 +128,30 @@ def _authenticity(
     reasons: pd.Series, data: pd.DataFrame, rules: ChoiceRules | AnnotationRules | RaterRules
 ) -> None:
     # Participant-level: the export repeats a participant's auth_* cells in each of their rows.
+    # A rule that is on but has nothing to read is refused: the analysis would otherwise run on
+    # every participant as if it had screened them.
     import pandas as pd
 
-    if rules.authenticity_canary and "auth_canary" in data.columns:
-        canary = pd.to_numeric(data["auth_canary"]) > 0
-        _assign(reasons, canary, "followed the canary instruction")
-    if rules.authenticity_max_score is not None and "auth_score" in data.columns:
+    checks = (
+        ("authenticity_canary", "auth_canary", rules.authenticity_canary),
+        ("authenticity_max_score", "auth_score", rules.authenticity_max_score is not None),
+    )
+    unread = [
+        f"{rule} cannot be applied: the data have no {column} column"
+        if column not in data.columns
+        else f"{rule} cannot be applied: {column} is empty in every row: not recorded"
+        for rule, column, on in checks
+        if on and (column not in data.columns or (len(data) and data[column].isna().all()))
+    ]
+    if unread:
+        raise ValueError(
+            "; ".join(unread) + " (an export written before the platform recorded authenticity, "
+            "or a file without its auth_ columns): export the study again (framelab export "
+            "SLUG --format long), or leave the rule out"
+        )
+    if rules.authenticity_canary:
+        _assign(reasons, pd.to_numeric(data["auth_canary"]) > 0, "followed the canary instruction")
+    if rules.authenticity_max_score is not None:
         above = pd.to_numeric(data["auth_score"]) > rules.authenticity_max_score
         _assign(reasons, above, "authenticity score above max_score")
 

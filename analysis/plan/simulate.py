@@ -120,8 +120,8 @@ def simulate_arrivals(
     pandas.DataFrame
         One row per trial with the columns the exclusion rules and models read:
         ``participant_id, status, sequence, block, pair_id, format, chose_target,
-        wtp_premium_pct, quiz_passed, attention_passed, duration_s, trial_index, answered_at,
-        finished_at`` (arrival ``i`` finishes at minute ``i``).
+        wtp_premium_pct, quiz_passed, attention_passed, duration_s, auth_score, auth_canary,
+        trial_index, answered_at, finished_at`` (arrival ``i`` finishes at minute ``i``).
     """
     import numpy as np
     import pandas as pd
@@ -193,6 +193,9 @@ def simulate_arrivals(
             "quiz_passed": quiz[rep],
             "attention_passed": attention[rep],
             "duration_s": duration[rep],
+            # Nobody flagged: the exclusion share is drawn through the attention or quiz rule.
+            "auth_score": 0,
+            "auth_canary": 0,
             "answered_at": np.asarray(answered, dtype=object)[rep],
             "finished_at": np.asarray(finished, dtype=object)[rep],
         }

@@ -96,12 +96,8 @@ def test_the_rule_table_lists_the_rule_with_counts_or_says_why_it_was_not_checke
         table.reset_index()
     )
     plain = data.drop(columns=["auth_score", "auth_canary"])
-    _, none = exclude_choice(plain, rules)
-    unread = rule_status(plain, none, rules).set_index("rule").loc["authenticity_max_score"]
-    assert (unread["status"], unread["why"]) == (
-        "not checked",
-        "the data have no auth_score column",
-    )
+    with pytest.raises(ValueError, match="the data have no auth_score column.*export the study"):
+        exclude_choice(plain, rules)
 
 
 def test_the_rules_dict_names_the_authenticity_rule_only_when_it_is_on():
@@ -281,23 +277,48 @@ def test_analyze_ratings_and_preferences_drop_flagged_raters_and_list_the_rule(k
     assert "Exclusion rules" not in result.output
 
 
-@pytest.mark.parametrize("kind", ["ratings", "preferences"])
+@pytest.mark.parametrize("kind", ["choice", "annotations", "ratings", "preferences"])
 def test_the_rule_is_refused_on_an_export_without_the_auth_columns(kind, tmp_path):
+    """All four analyses refuse alike, naming the missing columns and the remedy."""
     from click.testing import CliRunner
 
     from framelab.cli import main
 
-    _, args = _evaluation_export(kind, tmp_path, auth=False)
+    if kind in ("choice", "annotations"):
+        data = _with_scores() if kind == "choice" else _labels_with_scores()
+        path = tmp_path / "export.csv"
+        data.drop(columns=["auth_score", "auth_canary"]).to_csv(path, index=False)
+        flag = ["--no-glmm", "--no-gee"] if kind == "choice" else ["--export"]
+        args = ["analyze", kind, *flag, str(path), "--no-figures"]
+    else:
+        _, args = _evaluation_export(kind, tmp_path, auth=False)
     out = tmp_path / "report"
     options = ["--authenticity-max-score", "2", "--authenticity-canary"]
     result = CliRunner().invoke(main, [*args, "--out", str(out), *options])
-    assert result.exit_code != 0
+    assert result.exit_code == 1
     assert (
         "authenticity_canary cannot be applied: the data have no auth_canary column; "
         "authenticity_max_score cannot be applied: the data have no auth_score column"
         in result.output
     ), result.output
+    assert "export the study again" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["choice", "annotation"])
+def test_an_empty_auth_column_is_refused_by_the_exclusion_step(kind):
+    data = (_with_scores() if kind == "choice" else _labels_with_scores()).assign(
+        auth_canary=np.nan
+    )
+    Rules, exclude = (
+        (ChoiceRules, exclude_choice)
+        if kind == "choice"
+        else (AnnotationRules, exclude_annotations)
+    )
+    with pytest.raises(ValueError, match="auth_canary is empty in every row"):
+        exclude(data, Rules(authenticity_canary=True))
+    kept, _ = exclude(data, Rules(authenticity_max_score=2))  # the other rule reads auth_score
+    assert kept["auth_score"].max() == 0
 
 
 def test_the_rule_is_refused_when_its_column_is_empty_in_every_row(tmp_path):
