@@ -1,5 +1,6 @@
 """Summary ratings on Likert scales: means per system and dimension, rater agreement, and the
-rank correlation of automatic metrics with human ratings.
+rank correlation of automatic metrics with human ratings (:func:`kendall_tau`, from
+:mod:`analysis.stats.correlation`).
 
 Input is long: one row per (rater, summary, dimension) with an integer rating, as the platform's
 ``summary_rating`` export (``docs/export.md``) writes it. A *summary* (``summary_id``) is one
@@ -11,6 +12,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from analysis.stats.correlation import kendall_tau
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -344,61 +347,6 @@ def rating_alpha(
     if not frames:
         return pd.DataFrame(columns=[*columns, "level"])
     return pd.concat(frames, ignore_index=True)[[*columns, "level"]]
-
-
-def kendall_tau(data: pd.DataFrame, *, x: str, y: str, confidence: float = 0.95) -> pd.DataFrame:
-    """Kendall's tau-b with a Fisher-z interval (SE sqrt(0.437 / (n - 4))) and its p-value.
-
-    Parameters
-    ----------
-    data : pandas.DataFrame
-        Rows with a missing ``x`` or ``y`` are dropped.
-    x, y : str
-        Numeric columns.
-    confidence : float
-        Coverage of the interval.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row: ``n``, ``estimate`` (tau-b, ``scipy.stats.kendalltau``; exact p without ties and
-        n < 50, else the normal approximation, as R ``cor.test(method="kendall")``),
-        ``ci_low``, ``ci_high`` (Fieller, Hartley & Pearson 1957), ``p_val``, ``method``.
-        NaN when n < 3 or a column is constant; no interval when n < 5.
-
-    Notes
-    -----
-    Checked against R ``cor.test(x, y, method = "kendall")`` on Hollander & Wolfe's example (R's
-    ``?cor.test``): tau = 0.4444444, two-sided p = 0.1194 (R prints 0.05972 for "greater").
-    """
-    import numpy as np
-    import pandas as pd
-    from scipy.stats import kendalltau, norm
-
-    df = data[[x, y]].dropna().astype(float)
-    n = len(df)
-    est = low = high = p = np.nan
-    if n >= 3 and df[x].nunique() > 1 and df[y].nunique() > 1:
-        # R's cor.test uses the exact null distribution when n < 50 and there are no ties;
-        # scipy's "auto" switches to the normal approximation from n = 34, so ask explicitly.
-        no_ties = df[x].is_unique and df[y].is_unique
-        method = "exact" if n < 50 and no_ties else "asymptotic"
-        res = kendalltau(df[x], df[y], method=method)
-        est, p = float(res.statistic), float(res.pvalue)
-        if n > 4 and abs(est) < 1:
-            half = norm.ppf(0.5 + confidence / 2) * np.sqrt(0.437 / (n - 4))
-            z = np.arctanh(est)
-            low, high = float(np.tanh(z - half)), float(np.tanh(z + half))
-    return pd.DataFrame(
-        {
-            "n": [n],
-            "estimate": [est],
-            "ci_low": [low],
-            "ci_high": [high],
-            "p_val": [p],
-            "method": ["kendall_tau_b"],
-        }
-    )
 
 
 def summary_means(
