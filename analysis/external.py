@@ -7,7 +7,6 @@ boundary like :mod:`analysis.io` (whose helpers it uses) and says what it mapped
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from analysis.io import (
     ExportFormatError,
     check_columns,
     coerce_columns,
+    iter_jsonl,
     read_table,
 )
 
@@ -231,13 +231,11 @@ def load_predictions(
     for path in paths:
         path = Path(path)
         if path.suffix.lower() == ".jsonl":
-            records = []
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        rec = json.loads(line)
-                        if rec.get("task", "judge-framing") == "judge-framing":
-                            records.append(rec)
+            records = [
+                rec
+                for rec in iter_jsonl(path, ExportFormatError)
+                if rec.get("task", "judge-framing") == "judge-framing"
+            ]
             raw = pd.DataFrame(records, columns=list(PREDICTION_COLUMNS))
             raw = raw.astype(object).where(raw.notna(), None)
         else:

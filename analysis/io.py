@@ -7,9 +7,10 @@ message rather than deep inside a model fit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,6 +29,7 @@ __all__ = [
     "ExportFormatError",
     "check_columns",
     "coerce_columns",
+    "iter_jsonl",
     "load_annotations",
     "load_choice",
     "load_export",
@@ -191,6 +193,23 @@ _NON_EMPTY |= {"summary_id", "system", "dimension", "rating", "chosen_system"}
 
 class ExportFormatError(ValueError):
     """A file does not follow the documented format; the message names the offending columns."""
+
+
+def iter_jsonl(path: str | Path, error: type[ValueError] = ValueError) -> Iterator[Any]:
+    """Yield the JSON value of each non-blank line of a JSONL file.
+
+    Raises
+    ------
+    ValueError
+        ``error``, naming the file and line, at a line that is not valid JSON.
+    """
+    with Path(path).open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise error(f"{path}:{number}: not valid JSON ({exc.msg})") from None
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

@@ -19,6 +19,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from analysis.io import iter_jsonl
+
 Item = dict[str, Any]
 
 
@@ -32,17 +34,10 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
         raise LoaderError(f"{path}: no such file")
     suffix = "".join(path.suffixes[-1:]).lower()
     if suffix in {".jsonl", ".ndjson"}:
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise LoaderError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-                if not isinstance(record, dict):
-                    raise LoaderError(f"{path}:{number}: expected a JSON object per line")
-                yield record
+        for number, record in enumerate(iter_jsonl(path, LoaderError), start=1):
+            if not isinstance(record, dict):
+                raise LoaderError(f"{path}: record {number}: expected a JSON object per line")
+            yield record
     elif suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict):  # {"data": [...]} or {id: record}

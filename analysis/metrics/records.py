@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.io import iter_jsonl
+
 __all__ = [
     "column",
     "each_group",
@@ -54,16 +56,7 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
     if suffix == ".json" and path.read_text(encoding="utf-8").lstrip().startswith("["):
         return list(json.loads(path.read_text(encoding="utf-8")))
     if suffix in {".jsonl", ".ndjson", ".json"}:
-        rows = []
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-        return rows
+        return list(iter_jsonl(path))
     if suffix == ".csv":
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     elif suffix == ".parquet":
