@@ -73,6 +73,8 @@ __all__ = [
 DEFAULT_OPTIMIZERS = ("lbfgs", "bfgs", "powell")
 # The sparse crossed fit factorises a dense matrix over the smaller factor's levels.
 MAX_SPARSE_SMALL_LEVELS = 3_000
+# The columns of wtp_slopes taken from its final model's fixed-effect row.
+_SLOPE_EFFECT = ("estimate", "se", "statistic", "df", "p_val", "p_val_z", "ci_low", "ci_high")
 
 
 def _fit_converged(model, *, reml: bool, optimizers: Sequence[str], maxiter: int | None = None):
@@ -429,15 +431,14 @@ def wtp_mixed(
     df["_item"] = pd.factorize(df[item])[0]
     formula = f"{dv} ~ {between} + (1 | {subject}) + (1 | {item})"
     fit = {"optimizers": optimizers, "maxiter": maxiter, "confidence": confidence}
+    # The statsmodels paths name the contrasts' terms as their design columns.
+    named = {n: dict(zip(["Intercept", *fixed], w, strict=True)) for n, w in weights.items()}
     if chosen == "crossed":
         table = lmm(
             df,
             formula="y ~ " + " + ".join(fixed),
             vc_formula={"subject": "0 + C(_subject)", "item": "0 + C(_item)"},
-            contrasts={
-                name: dict(zip(["Intercept", *fixed], w, strict=True))
-                for name, w in weights.items()
-            },
+            contrasts=named,
             **fit,
         )
     elif chosen == "crossed_sparse":
@@ -453,10 +454,7 @@ def wtp_mixed(
             df,
             formula="y ~ " + " + ".join(fixed) + " + C(_item)",
             groups="_subject",
-            contrasts={
-                name: dict(zip(["Intercept", *fixed], w, strict=True))
-                for name, w in weights.items()
-            },
+            contrasts=named,
             **fit,
         )
         formula = f"{dv} ~ {between} + C({item}) + (1 | {subject})"
@@ -667,9 +665,7 @@ def wtp_slopes(
                 "family": c.family,
                 "level": c.level,
                 "versus": c.versus,
-                **{k: eff[k] for k in ("estimate", "se", "statistic", "df", "p_val", "p_val_z")},
-                "ci_low": eff["ci_low"],
-                "ci_high": eff["ci_high"],
+                **{k: eff[k] for k in _SLOPE_EFFECT},
                 "formula": formulas[1],
                 "dummy": (
                     f"{dummy} = 1 for {c.level}, 0 for {c.versus} (a numeric column: lme4 fits "
