@@ -35,7 +35,6 @@ from analysis.llm.templates import (
 __all__ = [
     "STEPS",
     "STEP_DIR",
-    "TEMPLATES",
     "Step",
     "draft_and_deviations",
     "extract_section",
@@ -202,9 +201,8 @@ def _default_file(step: str) -> Path:
 
 
 # A re-import (e.g. importlib.reload in a notebook) registers the same templates again.
-TEMPLATES: tuple[PromptTemplate, ...] = tuple(
-    register(load_step_file(_default_file(name), name), replace=True) for name in STEPS
-)
+for _step in STEPS:
+    register(load_step_file(_default_file(_step), _step), replace=True)
 
 
 def step_template(
