@@ -502,40 +502,30 @@ def crossed_glmm(
         cov = cov_rx
         notes.append("Hessian not positive definite: SEs given theta (use.hessian = FALSE)")
     crit = float(norm.ppf(0.5 + confidence / 2))
-    rows: list[dict[str, object]] = []
-    for i, term in enumerate(["Intercept", *fixed]):
-        est, se = float(par[2 + i]), float(np.sqrt(cov[i, i]))
-        rows.append(
-            {
-                "kind": "fixed",
-                "term": term,
-                "estimate": est,
-                "se": se,
-                "se_rx": float(np.sqrt(cov_rx[i, i])),
-                "statistic": est / se,
-                "p_val": float(2 * norm.sf(abs(est / se))),
-                "ci_low": est - crit * se,
-                "ci_high": est + crit * se,
-            }
-        )
+
+    def wald(kind: str, term: str, est: float, var: float, var_rx: float) -> dict[str, object]:
+        se = float(np.sqrt(var))
+        return {
+            "kind": kind,
+            "term": term,
+            "estimate": est,
+            "se": se,
+            "se_rx": float(np.sqrt(var_rx)),
+            "statistic": est / se,
+            "p_val": float(2 * norm.sf(abs(est / se))),
+            "ci_low": est - crit * se,
+            "ci_high": est + crit * se,
+        }
+
+    rows = [
+        wald("fixed", term, float(par[2 + i]), cov[i, i], cov_rx[i, i])
+        for i, term in enumerate(["Intercept", *fixed])
+    ]
     for name, weights in (contrasts or {}).items():
         L = np.asarray(weights, float)
         if L.shape != (p,):
             raise ValueError(f"contrast {name!r} has {L.size} weights; the model has {p} effects")
-        est, se = float(L @ par[2:]), float(np.sqrt(L @ cov @ L))
-        rows.append(
-            {
-                "kind": "contrast",
-                "term": name,
-                "estimate": est,
-                "se": se,
-                "se_rx": float(np.sqrt(L @ cov_rx @ L)),
-                "statistic": est / se,
-                "p_val": float(2 * norm.sf(abs(est / se))),
-                "ci_low": est - crit * se,
-                "ci_high": est + crit * se,
-            }
-        )
+        rows.append(wald("contrast", name, float(L @ par[2:]), L @ cov @ L, L @ cov_rx @ L))
     rows.append({"kind": "sd", "term": large, "estimate": float(theta[0])})
     rows.append({"kind": "sd", "term": small, "estimate": float(theta[1])})
     out = pd.DataFrame(rows)
