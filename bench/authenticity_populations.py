@@ -43,13 +43,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, markdown_table  # noqa: E402
 
 SLUG = "authenticity-bench"
 SECRET = "b7e1c9d3a5f2e8b4c6d0a9f3e7b1c5d8a2f6e0b4d9c3a7f1e5b8d2c6a0f4e9b3"
@@ -90,60 +90,38 @@ def write_study(folder: Path, reading_wpm: float, canary: bool) -> Path:
 
     demo = yaml.safe_load((ROOT / "stimuli/studies/product_pairs/demo.yaml").read_text())
     (folder / "pairs.yaml").write_text(yaml.safe_dump({"pairs": demo["pairs"][:2]}))
-    grid = [
-        {
-            "id": f"g{i}",
-            "text": text,
-            "kind": "choice",
-            "options": ["Disagree", "Somewhat disagree", "Somewhat agree", "Agree"],
-        }
+    grid = "".join(
+        f"      - {{id: g{i}, text: {text}, kind: choice, options: [Disagree, Somewhat disagree,"
+        " Somewhat agree, Agree]}\n"
         for i, text in enumerate(
-            (
-                "I read reviews before buying.",
-                "Summaries of reviews are helpful.",
-                "I trust customer reviews.",
-                "Price matters more than reviews.",
-            )
+            ("I read reviews before buying.", "Summaries of reviews are helpful.",
+             "I trust customer reviews.", "Price matters more than reviews.")
         )
-    ]
-    study = {
-        "slug": SLUG,
-        "title": "Choosing between products",
-        "estimated_minutes": 3,
-        "recruitment": {
-            "platforms": ["link"],
-            "completion_codes": {"completed": "BENCH001", "screened_out": "BENCH002"},
-        },
-        "payment": {"currency": "USD", "base": 1.0},
-        "authenticity": {"canary": canary, "reading_wpm": reading_wpm},
-        "tasks": [
-            {"type": "consent", "id": "consent", "text": "A short study about products."},
-            {
-                "type": "product_choice",
-                "id": "choices",
-                "pairs": "pairs.yaml",
-                "prompt": "Which product would you buy?",
-                "wtp": {"max_premium": 500},
-            },
-            {
-                "type": "demographics",
-                "id": "questions",
-                "text": "A few questions about how you chose.",
-                "questions": [
-                    {
-                        "id": "why",
-                        "text": "In a sentence, why did you choose as you did?",
-                        "kind": "text",
-                        "max_length": 300,
-                    },
-                    *grid,
-                ],
-            },
-            {"type": "debrief", "id": "debrief", "text": "Thank you."},
-        ],
-    }
+    )  # fmt: skip
     path = folder / "study.yaml"
-    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    path.write_text(f"""slug: {SLUG}
+title: Choosing between products
+estimated_minutes: 3
+recruitment:
+  platforms: [link]
+  completion_codes: {{completed: BENCH001, screened_out: BENCH002}}
+payment: {{currency: USD, base: 1.0}}
+authenticity: {{canary: {str(canary).lower()}, reading_wpm: {reading_wpm}}}
+tasks:
+  - {{type: consent, id: consent, text: A short study about products.}}
+  - type: product_choice
+    id: choices
+    pairs: pairs.yaml
+    prompt: Which product would you buy?
+    wtp: {{max_premium: 500}}
+  - type: demographics
+    id: questions
+    text: A few questions about how you chose.
+    questions:
+      - {{id: why, text: "In a sentence, why did you choose as you did?", kind: text,
+         max_length: 300}}
+{grid}  - {{type: debrief, id: debrief, text: Thank you.}}
+""")
     return path
 
 
@@ -433,10 +411,7 @@ def score(app: Any, codes_by_population: dict[str, list[str]]) -> dict[str, Any]
     for population, codes in codes_by_population.items():
         rows = [by_code[c] for c in codes if c in by_code]
         results = [assessed.get(pid, authenticity.NO_PAGES) for pid, _ in rows]
-        reasons: dict[str, int] = {}
-        for a in results:
-            for r in a.reasons:
-                reasons[r] = reasons.get(r, 0) + 1
+        reasons = Counter(r for a in results for r in a.reasons)
         flagged = sum(a.flagged for a in results)
         out[population] = {
             "sessions": len(results),
@@ -444,7 +419,7 @@ def score(app: Any, codes_by_population: dict[str, list[str]]) -> dict[str, Any]
             "flagged": flagged,
             "rate": flagged / len(results) if results else float("nan"),
             "median_score": statistics.median(a.score for a in results) if results else None,
-            "reasons": reasons,
+            "reasons": dict(reasons),
         }
     return out
 
@@ -524,20 +499,14 @@ def run(
 
 def table(result: dict[str, Any]) -> str:
     """The Markdown table of a run."""
-    lines = [
-        "| population | sessions | completed | flagged | rate | median score | reasons |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for name, r in result["populations"].items():
-        reasons = ", ".join(
-            f"{k} {v}" for k, v in sorted(r["reasons"].items(), key=lambda kv: -kv[1])
-        )
-        lines.append(
-            f"| {name} | {r['sessions']} | {r['completed']} | {r['flagged']} | "
-            f"{100 * r['rate']:.0f} % | "
-            f"{r['median_score']} | {reasons or '–'} |"
-        )
-    return "\n".join(lines)
+        reasons = ", ".join(f"{k} {v}" for k, v in Counter(r["reasons"]).most_common())
+        rate = f"{100 * r['rate']:.0f} %"
+        rows.append([name, r["sessions"], r["completed"], r["flagged"], rate, r["median_score"]])
+        rows[-1].append(reasons or "–")
+    header = ["population", "sessions", "completed", "flagged", "rate", "median score", "reasons"]
+    return markdown_table(header, rows)
 
 
 def main(argv: list[str] | None = None) -> int:

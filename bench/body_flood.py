@@ -28,11 +28,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -41,21 +38,21 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadtest import (  # noqa: E402
-    DEFAULT_PG,
+from common import (  # noqa: E402
     RESULTS,
     ROOT,
-    Gunicorn,
+    add_pg_url,
     free_port,
-    fresh_database,
-    machine,
-    prepare_database,
+    latency,
+    run_header,
+    stop_group,
+    write_result,
 )
+from loadtest import Gunicorn, demo_app, demo_definition  # noqa: E402
 
 MIB = 1024 * 1024
 # The body of the outside review's attack (docs/security.md): 15 MiB of urlencoded "k=v"
@@ -199,40 +196,20 @@ def reload_page(url: str, seconds: float, timeout: float = 30.0) -> dict[str, An
                 status = type(exc).__name__
             times.append((time.perf_counter() - started) * 1000)
             statuses[status] += 1
-    times.sort()
-
-    def pct(q: float) -> float:
-        return round(times[min(len(times) - 1, int(q * len(times)))], 1) if times else 0.0
-
-    return {
-        "requests": len(times),
-        "statuses": dict(statuses),
-        "p50_ms": pct(0.50),
-        "p99_ms": pct(0.99),
-        "max_ms": round(times[-1], 1) if times else 0.0,
-    }
+    return {"requests": len(times), "statuses": dict(statuses), **latency(times)}
 
 
-def enrol(db_url: str, secret: str) -> str:
+def enrol(app: Any) -> str:
     """Enrol one participant of the product-choice demo in-process; return their page path."""
     from urllib.parse import urlsplit
 
-    from webapp import create_app
     from webapp.bots import Bot, BotBehaviour, FlaskTransport
-    from webapp.extensions import dispose_engines
-    from webapp.services.studies import get_study
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": secret})
-    with app.app_context():
-        study = get_study("product-choice-demo")
-        assert study is not None, "the demo study did not load"
-        definition = study.definition
+    definition = demo_definition(app)
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="g1")
     bot.open()
     bot.step()  # consent: now on their first page
     assert bot.page is not None
-    with app.app_context():
-        dispose_engines()
     return urlsplit(bot.page.url).path
 
 
@@ -283,9 +260,7 @@ http {{
         raise RuntimeError("nginx did not start")
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=15)
+        stop_group(self.proc)
 
 
 def _flood_phase(
@@ -323,25 +298,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4, help="threads per worker")
     parser.add_argument("--slow", type=int, default=0, help="slow-body connections (0: skip)")
     parser.add_argument("--nginx", action="store_true", help="measure slow bodies via nginx too")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_PG)
+    add_pg_url(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
-    started = datetime.now(UTC)
-    secret = secrets.token_hex(32)
-    env = {"SECRET_KEY": secret, "FRAMELAB_ENV": "production"}
+    env = {"SECRET_KEY": secrets.token_hex(32), "FRAMELAB_ENV": "production"}
     report: dict[str, Any] = {
-        "date": started.isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-        "machine": machine(),
+        **run_header(argv),
         "config": vars(args) | {"out": str(args.out), "worker_class": "gthread"},
     }
     with (
-        fresh_database(args.pg_url, "framelab_flood") as db_url,
+        demo_app(args.pg_url, "framelab_flood", {**env, "FRAMELAB_ENV": "development"}) as (
+            db_url,
+            app,
+            _,
+        ),
         tempfile.TemporaryDirectory() as tmp,
     ):
-        prepare_database(db_url, {**env, "FRAMELAB_ENV": "development"})
-        page = enrol(db_url, secret)
+        page = enrol(app)
         slug = page.split("/")[2]
         made_up = f"/s/{slug}/p/{secrets.token_urlsafe(24)}"
         targets = [made_up, f"/s/{slug}/start", "/researcher/login"]
@@ -371,10 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                         with slow_bodies(host, proxy.port, "/researcher/login", args.slow):
                             report["nginx_slow"] = reload_page(via + page, args.seconds, 60)
             report["errors_in_log"] = g.error_log().count("Traceback")
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / f"body-flood-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    _print(report, out)
+    _print(report, write_result(report, args.out, "body-flood"))
     return 0
 
 

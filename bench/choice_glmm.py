@@ -24,20 +24,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import time
+import sys
+from pathlib import Path
 
-
-def timed(fn, repeats: int):
-    fn()  # warm-up: imports and caches
-    best_wall = best_cpu = float("inf")
-    out = None
-    for _ in range(repeats):
-        w0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        best_wall = min(best_wall, time.perf_counter() - w0)
-        best_cpu = min(best_cpu, time.process_time() - c0)
-    return best_wall, best_cpu, out
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_of, machine_line  # noqa: E402
 
 
 def bayes_glmm(data):
@@ -68,10 +59,7 @@ def main() -> None:
     parser.add_argument("--bayes-max-rows", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f}"
-    )
+    print(machine_line())
     for design in args.designs:
         n_part, n_pair = (int(v) for v in design.split("x"))
         data = simulate_choice_study(
@@ -82,21 +70,21 @@ def main() -> None:
             pair_sd_logit=0.4,
         )
         data = data[["participant_id", "pair_id", "format", "chose_target"]].dropna()
-        wall, cpu, glmm = timed(lambda d=data: choice_glmm(d), args.repeats)
+        wall, cpu, glmm = best_of(lambda d=data: choice_glmm(d), args.repeats)
         g = glmm.iloc[0]
         print(
             f"{design} ({len(data)} rows): GLMM (Laplace) {wall:.3f} s wall, {cpu:.3f} s CPU; "
             f"log OR {g['log_odds']:.5f} (SE {g['se']:.5f}), SDs {g['sd_subject']:.3f} / "
             f"{g['sd_item']:.3f}; load average {os.getloadavg()[0]:.1f}"
         )
-        gwall, gcpu, gee = timed(lambda d=data: choice_clustered(d), args.repeats)
+        gwall, gcpu, gee = best_of(lambda d=data: choice_clustered(d), args.repeats)
         print(
             f"  GEE {gwall:.3f} s wall, {gcpu:.3f} s CPU (ratio GEE / GLMM {gwall / wall:.2f}x "
             f"wall, {gcpu / cpu:.2f}x CPU); log OR {gee['log_odds'].iloc[0]:.5f} "
             "(population-averaged)"
         )
         if len(data) <= args.bayes_max_rows:
-            bwall, bcpu, res = timed(lambda d=data: bayes_glmm(d), args.repeats)
+            bwall, bcpu, res = best_of(lambda d=data: bayes_glmm(d), args.repeats)
             print(
                 f"  statsmodels BinomialBayesMixedGLM.fit_vb {bwall:.3f} s wall, {bcpu:.3f} s "
                 f"CPU (ratio {bwall / wall:.2f}x wall, {bcpu / cpu:.2f}x CPU); log OR "

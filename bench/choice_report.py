@@ -13,16 +13,13 @@ Goal: under 30 s for 10,000 participants x 10 pairs on the 2-core VM.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import analyze_choice, machine_line  # noqa: E402
 
 
 def main() -> None:
@@ -32,11 +29,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(ROOT))
     from analysis.simulate import simulate_choice_study
 
     with tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp)
         start = time.perf_counter()
         data = simulate_choice_study(
             n_participants=args.participants,
@@ -46,34 +41,22 @@ def main() -> None:
             share_failed_quiz=0.02,
             share_fast=0.01,
         )
-        export = tmp_path / "choice_long.csv"
+        export = Path(tmp) / "choice_long.csv"
         data.to_csv(export, index=False)
         simulate_s = time.perf_counter() - start
-        out = tmp_path / "report"
-        framelab = Path(sys.executable).with_name("framelab")
-        cmd = [str(framelab), "analyze", "choice", str(export), "--out", str(out)]
-        env = {**os.environ, "MPLBACKEND": "Agg"}
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            sys.exit(f"command failed:\n{proc.stdout}\n{proc.stderr}")
-        meta = json.loads((out / "results.json").read_text())["meta"]
+        wall, cpu, meta, output = analyze_choice(export, Path(tmp) / "report")
 
-    cpus = os.cpu_count()
-    print(f"machine: {platform.machine()}, {cpus} CPUs, Python {platform.python_version()}")
+    print(machine_line())
     print(f"study: {args.participants} participants x {args.pairs} pairs = {len(data)} rows")
     print(f"simulate + write CSV: {simulate_s:.1f} s (not part of the report)")
     print("command: framelab analyze choice choice_long.csv --out report")
-    print(proc.stdout.strip())
-    print(f"WALL TIME of the command: {wall:.1f} s")
+    print(output.strip())
+    print(f"WALL TIME of the command: {wall:.1f} s ({cpu:.1f} s CPU)")
     print("per step (inside the command):")
     for step, seconds in meta["timings_s"].items():
         print(f"  {step:16s} {seconds:6.2f} s")
-    print(
-        f"WTP model that ran: {meta['wtp_model_ran']['model']} "
-        f"({meta['wtp_model_ran']['optimizer']})"
-    )
+    ran = meta["wtp_model_ran"]
+    print(f"WTP model that ran: {ran['model']} ({ran['optimizer']})")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ are measured by the same script.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import re
 import statistics
@@ -33,9 +32,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import add_pg_url, database_url  # noqa: E402
 
 SLUG = "overview-bench"
 _TOKEN_RE = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
@@ -266,7 +264,7 @@ def _summary(runs: list[tuple[float, int, int]]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pg-url", help="a PostgreSQL server to make a fresh database on")
+    add_pg_url(parser, default=None)
     parser.add_argument("--items", type=int, default=63_000)
     parser.add_argument("--participants", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=5)
@@ -274,14 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.code is not None:
         sys.path.insert(0, str(args.code.resolve()))
-    with contextlib.ExitStack() as stack:
-        if args.pg_url:
-            from loadtest import fresh_database  # bench/ is a folder of scripts
-
-            url = stack.enter_context(fresh_database(args.pg_url, prefix="framelab_overview"))
-        else:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory())
-            url = f"sqlite:///{Path(tmp) / 'overview.sqlite'}"
+    with database_url(args.pg_url, "framelab_overview") as url:
         figures = measure(url, args)
     print(f"{'(checkout ' + str(args.code) + ')' if args.code else '(this checkout)'} {url}")
     for name, value in figures.items():

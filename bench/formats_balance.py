@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import secrets
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadtest  # noqa: E402
+from common import add_pg_url, emit_json, machine  # noqa: E402
 
 SLUG = "product-choice-formats-demo"
 
@@ -86,35 +86,26 @@ def run(
     pg_url: str, *, n: int, concurrency: int, workers: int, threads: int, seed: int = 7
 ) -> dict[str, Any]:
     """One run; returns its summary (``ok`` says whether every check passed)."""
-    from webapp import create_app
-    from webapp.extensions import dispose_engines
-
     env = {"SECRET_KEY": secrets.token_hex(16), "FRAMELAB_ENV": "development"}
-    with loadtest.fresh_database(pg_url) as db_url, tempfile.TemporaryDirectory() as logs:
-        loadtest.prepare_database(db_url, env)
-        app = create_app({"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": env["SECRET_KEY"]})
-        try:
-            from webapp.services.studies import get_study
-
-            with app.app_context():
-                definition = get_study(SLUG).definition
-            server_env = {**env, "DATABASE_URL": db_url}
-            with loadtest.Gunicorn(server_env, workers, threads, Path(logs)) as server:
-                t0 = time.perf_counter()
-                bots = loadtest.run_async_bots(
-                    server.url,
-                    [(definition, n)],
-                    concurrency=concurrency,
-                    seed=seed,
-                    timeout_s=max(300.0, 3.0 * n),
-                )
-                result = asyncio.run(bots)
-                wall_s = time.perf_counter() - t0
-            report = loadtest.audit(app, result)
-            counts = _counts(app)
-        finally:
-            with app.app_context():
-                dispose_engines()
+    with (
+        loadtest.demo_app(pg_url, "framelab_formats", env) as (db_url, app, _),
+        tempfile.TemporaryDirectory() as logs,
+    ):
+        definition = loadtest.demo_definition(app, SLUG)
+        server_env = {**env, "DATABASE_URL": db_url}
+        with loadtest.Gunicorn(server_env, workers, threads, Path(logs)) as server:
+            t0 = time.perf_counter()
+            bots = loadtest.run_async_bots(
+                server.url,
+                [(definition, n)],
+                concurrency=concurrency,
+                seed=seed,
+                timeout_s=max(300.0, 3.0 * n),
+            )
+            result = asyncio.run(bots)
+            wall_s = time.perf_counter() - t0
+        report = loadtest.audit(app, result)
+        counts = _counts(app)
     outcomes = Counter(r.outcome for r in result.results)
     cells = counts["cells"]
     spread_cells = max(cells.values()) - min(cells.values()) if cells else None
@@ -156,22 +147,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--pg", default=loadtest.DEFAULT_PG, help="PostgreSQL server URL")
+    add_pg_url(parser)
     parser.add_argument("--out", type=Path, default=None, help="write the JSON summary here")
     args = parser.parse_args(argv)
     summary = run(
-        args.pg,
+        args.pg_url,
         n=args.n,
         concurrency=args.concurrency,
         workers=args.workers,
         threads=args.threads,
         seed=args.seed,
     )
-    summary["machine"] = loadtest.machine()
-    text = json.dumps(summary, indent=2)
-    print(text)  # noqa: T201
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    summary["machine"] = machine()
+    emit_json(summary, args.out)
     return 0 if summary["ok"] else 1
 
 

@@ -29,27 +29,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
-import platform
 import re
 import secrets
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# The audit lives beside this script; bench/ is a folder of scripts, not a package, and the
-# fault tests import this file by path, so make the folder importable either way.
+# The shared helpers and the audit live beside this script; bench/ is a folder of scripts, not a
+# package, and the fault tests import this file by path, so make the folder importable either way.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402,F401  (the fault tests use fresh_database as loadtest.*)
+    DEFAULT_PG,
+    RESULTS,
+    ROOT,
+    add_pg_url,
+    free_port,
+    fresh_database,
+    interrupt_on_sigterm,
+    latency,
+    run_header,
+    stop_group,
+    timings_summary,
+    write_result,
+)
 from loadtest_audit import SENTIMENT_TYPE, audit  # noqa: E402
 from loadtest_bots import (  # noqa: E402,F401  (the fault tests use them as loadtest.*)
     BotRun,
@@ -59,60 +67,11 @@ from loadtest_bots import (  # noqa: E402,F401  (the fault tests use them as loa
 )
 from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 GUNICORN_CONF = ROOT / "gunicorn.conf.py"  # the settings FrameLab ships
-DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 PRODUCT_FILE = "product-choice-demo.yaml"
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 # -- databases ----------------------------------------------------------------------------------
-def _admin_conninfo(pg_url: str) -> str:
-    """A libpq URL of the maintenance database on the server of ``pg_url``."""
-    from sqlalchemy.engine import make_url
-
-    url = make_url(pg_url).set(drivername="postgresql", database="postgres")
-    return url.render_as_string(hide_password=False)
-
-
-def _db_url(pg_url: str, name: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    url = make_url(pg_url).set(drivername="postgresql+psycopg", database=name)
-    return url.render_as_string(hide_password=False)
-
-
-@contextlib.contextmanager
-def fresh_database(pg_url: str, prefix: str = "framelab_load") -> Iterator[str]:
-    """Create an empty database on the server of ``pg_url``; drop it afterwards.
-
-    Yields
-    ------
-    str
-        Its SQLAlchemy URL (psycopg 3).
-    """
-    import psycopg
-
-    name = f"{prefix}_{secrets.token_hex(4)}"
-    admin = _admin_conninfo(pg_url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _db_url(pg_url, name)
-    finally:
-        # The server may just have been restarted by a fault test: retry for a while.
-        for attempt in range(30):
-            try:
-                with psycopg.connect(admin, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                break
-            except psycopg.OperationalError:
-                time.sleep(min(0.2 * 2**attempt, 2.0))
-
-
 def _flask(args: list[str], env: Mapping[str, str]) -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "flask", "--app", "webapp", *args],
@@ -149,6 +108,44 @@ def prepare_database(db_url: str, env: Mapping[str, str]) -> list[str]:
                 raise
             skipped.append(str(exc).strip().splitlines()[-1])
     return skipped
+
+
+@contextlib.contextmanager
+def demo_app(
+    pg_url: str, prefix: str, env: Mapping[str, str]
+) -> Iterator[tuple[str, Any, list[str]]]:
+    """A fresh database built with the demo studies, and an app on it for reading it back.
+
+    Yields
+    ------
+    tuple
+        The database URL, the app and the studies that did not load (:func:`prepare_database`);
+        the app's connections are closed before the database is dropped.
+    """
+    from webapp import create_app
+    from webapp.extensions import dispose_engines
+
+    with fresh_database(pg_url, prefix) as db_url:
+        skipped = prepare_database(db_url, env)
+        app = create_app(
+            {"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": env["SECRET_KEY"],
+             "ENV_NAME": "development"}
+        )  # fmt: skip
+        try:
+            yield db_url, app, skipped
+        finally:
+            with app.app_context():
+                dispose_engines()
+
+
+def demo_definition(app: Any, slug: str = "product-choice-demo") -> dict[str, Any]:
+    """The definition of a loaded demo study."""
+    from webapp.services.studies import get_study
+
+    with app.app_context():
+        study = get_study(slug)
+        assert study is not None, f"the demo study {slug} did not load"
+        return study.definition
 
 
 # -- pgbench ------------------------------------------------------------------------------------
@@ -201,13 +198,6 @@ def pgbench_tps(pg_url: str, *, clients: int, seconds: int, scale: int = 10) -> 
 
 
 # -- gunicorn -----------------------------------------------------------------------------------
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Gunicorn:
     """gunicorn serving ``webapp:create_app()`` on 127.0.0.1 (a context manager).
 
@@ -314,75 +304,26 @@ class Gunicorn:
         path = self.log_dir / "error.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def pids(self) -> list[int]:
+        """The master and its workers (whose CPU the benchmarks count as the app's)."""
+        assert self.proc is not None
+        return [self.proc.pid, *self.worker_pids()]
+
     def __exit__(self, *exc: object) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=15)
+        stop_group(self.proc)
 
 
 def server_latencies(access_log: Path) -> dict[str, dict[str, float]]:
     """Server-side request times per route from gunicorn's access log (``%(D)s`` in µs)."""
     from bots_async import route_class
 
-    times: dict[str, list[float]] = defaultdict(list)
+    times: dict[str, list[float]] = {}
     if access_log.exists():
         for line in access_log.read_text().splitlines():
             parts = line.split()
             if len(parts) == 4 and parts[3].isdigit():
-                times[route_class(parts[0], parts[1])].append(int(parts[3]) / 1000)
-    return {route: _summary(ms) for route, ms in sorted(times.items())}
-
-
-# -- figures ------------------------------------------------------------------------------------
-def _pct(sorted_ms: list[float], q: float) -> float:
-    """Nearest-rank percentile (no interpolation: a reported p99 is a real request)."""
-    if not sorted_ms:
-        return float("nan")
-    k = max(0, min(len(sorted_ms) - 1, int(-(-q * len(sorted_ms) // 100)) - 1))
-    return sorted_ms[k]
-
-
-def _summary(ms: list[float]) -> dict[str, float]:
-    s = sorted(ms)
-    return {
-        "n": len(s),
-        "p50_ms": round(_pct(s, 50), 1),
-        "p95_ms": round(_pct(s, 95), 1),
-        "p99_ms": round(_pct(s, 99), 1),
-        "max_ms": round(s[-1], 1) if s else float("nan"),
-        "mean_ms": round(statistics.fmean(s), 1) if s else float("nan"),
-    }
-
-
-def machine() -> dict[str, Any]:
-    """The machine the figures were measured on."""
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem_gb = None
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        mem_kb = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
-        mem_gb = round(mem_kb / 1024**2, 1)
-    pg = subprocess.run(
-        ["psql", "--version"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    return {
-        "cpus": os.cpu_count(),
-        "cpu": cpu,
-        "memory_gb": mem_gb,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "postgresql_client": pg,
-        "load_average_at_start": os.getloadavg(),
-    }
+                times.setdefault(route_class(parts[0], parts[1]), []).append(int(parts[3]) / 1000)
+    return {route: latency(ms) for route, ms in sorted(times.items())}
 
 
 def sentiment_available() -> bool:
@@ -417,22 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pgbench-s", type=int, default=15, help="pgbench duration (0: skip)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--pg-url",
-        default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_PG,
-        help="any database URL on the PostgreSQL server to use",
-    )
+    add_pg_url(parser)
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the JSON result")
     args = parser.parse_args(argv)
 
-    from webapp import create_app
-    from webapp.services.studies import get_study
-
-    # A SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so gunicorn is stopped and the
-    # databases are dropped by the context managers below.
-    signal.signal(signal.SIGTERM, _interrupt)
-    started = datetime.now(UTC)
-    info = machine()
+    interrupt_on_sigterm()
+    header = run_header(argv)
     secret = secrets.token_hex(32)
     env = {"SECRET_KEY": secret, "FRAMELAB_ENV": "development", "FLASK_DEBUG": "0"}
     clients = args.workers * args.threads
@@ -441,16 +372,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.pgbench_s > 0
         else None
     )
-    with fresh_database(args.pg_url) as db_url, tempfile.TemporaryDirectory() as logs:
-        skipped = prepare_database(db_url, env)
-        app = create_app(
-            {"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": secret, "ENV_NAME": "development"}
-        )
+    with (
+        demo_app(args.pg_url, "framelab_load", env) as (db_url, app, skipped),
+        tempfile.TemporaryDirectory() as logs,
+    ):
+        groups = [(demo_definition(app), args.n)]
+        sentiment = None
         with app.app_context():
-            product = get_study("product-choice-demo")
-            assert product is not None, "the demo study did not load"
-            groups = [(product.definition, args.n)]
-            sentiment = None
             if args.m > 0 and sentiment_available():
                 from sqlalchemy import select
 
@@ -469,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             pages, args.think_ms / 1000.0, args.ramp_s, n=args.n + m_run
         )
         with Gunicorn({**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)) as g:
-            cpu_before = CpuSnapshot.take([g.proc.pid, *g.worker_pids()])
+            cpu_before = CpuSnapshot.take(g.pids())
             run = asyncio.run(
                 run_async_bots(
                     g.url,
@@ -481,27 +409,17 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                 )
             )
-            cpu_after = CpuSnapshot.take([g.proc.pid, *g.worker_pids()])
+            cpu_after = CpuSnapshot.take(g.pids())
         server = server_latencies(Path(logs) / "access.log")
         result_audit = audit(app, run)
-        with app.app_context():
-            from webapp.extensions import dispose_engines
-
-            dispose_engines()
 
     timings = [t for b in run.bots for t in b.timings]
     errors = [r for r in run.results if r.outcome == "error"]
-    by_route: dict[str, list[float]] = defaultdict(list)
-    for t in timings:
-        by_route[t.route].append(t.ms)
-    statuses = Counter(t.status for t in timings)
+    summary = timings_summary(timings, run.wall_s)
     submissions = sum(1 for b in run.bots for a in b.acks if a.kind != "consent")
     responses_per_s = submissions / run.wall_s if run.wall_s else 0.0
-    overall = _summary([t.ms for t in timings])
     report: dict[str, Any] = {
-        "date": started.isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-        "machine": info,
+        **header,
         "config": {
             "workers": args.workers,
             "threads": args.threads,
@@ -520,9 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         "studies_not_loaded": skipped,
         "completed": sum(1 for r in run.results if r.outcome == "completed"),
         "outcomes": dict(Counter(r.outcome for r in run.results)),
-        "requests": len(timings),
-        "http_statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "errors": len(errors) + sum(1 for t in timings if t.status >= 500 or t.status == 0),
+        **summary,
+        "errors": len(errors) + summary["errors"],
         "error_samples": [f"{r.external_id}: {r.error}" for r in errors[:10]],
         "transport_errors": dict(Counter(f"{t.route}: {t.error}" for t in timings if t.error)),
         "lost": result_audit["lost"],
@@ -531,12 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         "bound_s": round(bound_s, 1),
         "bound_reached": run.timed_out,
         "cut_by_bound": len(run.bots) - len(run.results),
-        "requests_per_s": round(len(timings) / run.wall_s, 1) if run.wall_s else 0.0,
         "responses_per_s": round(responses_per_s, 1),
-        "p50_ms": overall["p50_ms"],
-        "p95_ms": overall["p95_ms"],
-        "p99_ms": overall["p99_ms"],
-        "latency_by_route": {r: _summary(ms) for r, ms in sorted(by_route.items())},
         "server_latency_by_route": server,
         "cpu": cpu_report(cpu_before, cpu_after, run.wall_s, len(timings)),
         "pgbench_tps": pgbench["tps"] if pgbench else None,
@@ -546,17 +458,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "audit": result_audit,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / f"loadtest-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out = write_result(report, args.out, "loadtest")
     _print(report, out)
     if not result_audit["ok"] or report["errors"]:
         return 1
     return 2 if run.timed_out else 0
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _print(r: Mapping[str, Any], out: Path) -> None:

@@ -10,14 +10,14 @@ segments (``summary_positions``), the Wasserstein distances, and ROUGE-1/2/L.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit_json  # noqa: E402
 
 
 def make_data(n: int, sentences: int, seed: int = 0):
@@ -97,10 +97,7 @@ def main() -> None:
         "wasserstein": dict(zip(bias["system"], bias["wasserstein"].round(4), strict=True)),
         "rouge1": dict(zip(rouge["system"], rouge["rouge1"].round(4), strict=True)),
     }
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    emit_json(result, args.json)
 
 
 if __name__ == "__main__":

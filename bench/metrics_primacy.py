@@ -12,14 +12,14 @@ pipeline without a model (a scikit-learn HashingVectorizer). Results go to stdou
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit_json  # noqa: E402
 
 
 def make_data(n: int, tokens: int, seed: int = 0):
@@ -116,10 +116,7 @@ def main() -> None:
         "psi_pri": float(scores.loc[0, "psi_pri"]),
         "mean_s_b": float(scores.loc[0, "s_b"]),
     }
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    emit_json(result, args.json)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ import asyncio
 import http.client
 import itertools
 import secrets
-import signal
 import sys
 import tempfile
 import threading
@@ -41,14 +40,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadtest import (  # noqa: E402
-    Gunicorn,
-    _interrupt,
-    _summary,
-    fresh_database,
-    prepare_database,
-    profile_bound,
-)
+from common import add_pg_url, interrupt_on_sigterm, latency  # noqa: E402
+from loadtest import Gunicorn, demo_app, demo_definition, profile_bound  # noqa: E402
 from loadtest_audit import audit  # noqa: E402
 from loadtest_bots import run_async_bots  # noqa: E402
 from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
@@ -162,9 +155,6 @@ def servers(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from webapp import create_app
-    from webapp.services.studies import get_study
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=3, help="separate gunicorn servers")
     parser.add_argument("--n", type=int, default=40, help="product-choice participants")
@@ -173,27 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think-ms", type=float, default=0.0, help="mean think time")
     parser.add_argument("--ramp-s", type=float, default=5.0, help="spread arrivals over seconds")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--pg-url",
-        default="postgresql://postgres@127.0.0.1:5432/postgres",
-        help="a PostgreSQL server where databases may be created",
-    )
+    add_pg_url(parser)
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    secret = secrets.token_hex(32)
-    env = {"SECRET_KEY": secret, "FRAMELAB_ENV": "development", "FLASK_DEBUG": "0"}
-    with fresh_database(args.pg_url, "framelab_multihost") as db_url:
-        prepare_database(db_url, env)
-        app = create_app(
-            {"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": secret, "ENV_NAME": "development"}
-        )
-        with app.app_context():
-            definition = get_study("product-choice-demo").definition
+    interrupt_on_sigterm()
+    env = {"SECRET_KEY": secrets.token_hex(32), "FRAMELAB_ENV": "development", "FLASK_DEBUG": "0"}
+    with demo_app(args.pg_url, "framelab_multihost", env) as (db_url, app, _):
+        definition = demo_definition(app)
         with tempfile.TemporaryDirectory() as logs:
             server_env = {**env, "DATABASE_URL": db_url}
             with servers(server_env, args.servers, args.workers, args.threads, Path(logs)) as up:
                 upstreams = [("127.0.0.1", g.port) for g in up]
-                pids = [pid for g in up for pid in (g.proc.pid, *g.worker_pids())]
+                pids = [pid for g in up for pid in g.pids()]
                 with RoundRobinProxy(upstreams) as proxy:
                     cpu_before = CpuSnapshot.take(pids)
                     bound = profile_bound(26, args.think_ms / 1000.0, args.ramp_s, n=args.n)
@@ -211,15 +191,11 @@ def main(argv: list[str] | None = None) -> int:
                     cpu_after = CpuSnapshot.take(pids)
                 served = dict(proxy.served)
         result = audit(app, run)
-        with app.app_context():
-            from webapp.extensions import dispose_engines
-
-            dispose_engines()
     outcomes = Counter(r.outcome for r in run.results)
     failed_requests = sum(1 for b in run.bots for t in b.timings if t.status >= 500 or t.error)
     every_server = all(served.get(f"127.0.0.1:{port}", 0) > 0 for _, port in upstreams)
     timings = [t.ms for b in run.bots for t in b.timings]
-    latency = _summary(timings)
+    lat = latency(timings)
     cpu = cpu_report(cpu_before, cpu_after, run.wall_s, len(timings))
     print(f"servers: {args.servers} x {args.workers} worker(s) x {args.threads} threads")
     print(f"participants: {args.n}; outcomes: {dict(outcomes)}")
@@ -234,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     if kinds:
         print("failed requests by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
     print(
-        f"latency through the proxy: p50 {latency['p50_ms']} ms, p95 {latency['p95_ms']} ms, "
-        f"p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms over {latency['n']} requests; "
+        f"latency through the proxy: p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms, "
+        f"p99 {lat['p99_ms']} ms, max {lat['max_ms']} ms over {lat['n']} requests; "
         f"{len(timings) / run.wall_s:.0f} requests/s"
     )
     if cpu["ms_per_request"]:

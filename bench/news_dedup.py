@@ -13,12 +13,12 @@ only the prefix-filtered join runs.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine_line, markdown_table  # noqa: E402
 
 
 def make_titles(n: int, seed: int = 0) -> list[str]:
@@ -59,14 +59,13 @@ def all_pairs(titles: list[str], threshold: float) -> list[int]:
 def main() -> None:
     from analysis.news.store import near_duplicate_titles
 
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2000,5000")
     parser.add_argument("--big", type=int, default=36500)
     parser.add_argument("--threshold", type=float, default=0.8)
     args = parser.parse_args()
-    print(f"# {platform.platform()} python {platform.python_version()} {time.strftime('%F')}")
-    print("| titles | prefix filter s | all pairs s | ratio | dropped |")
-    print("|---|---|---|---|---|")
+    print(machine_line())
+    rows = []
     for n in [int(s) for s in args.sizes.split(",") if s]:
         titles = make_titles(n)
         t0 = time.perf_counter()
@@ -76,12 +75,14 @@ def main() -> None:
         t2 = time.perf_counter()
         assert fast == slow, "prefix filtering must drop exactly what all pairs drops"
         ratio = (t2 - t1) / (t1 - t0)
-        print(f"| {n:,} | {t1 - t0:.3f} | {t2 - t1:.2f} | {ratio:.0f}x | {len(fast)} |")
+        rows.append([f"{n:,}", f"{t1 - t0:.3f}", f"{t2 - t1:.2f}", f"{ratio:.0f}x", len(fast)])
     if args.big:
         titles = make_titles(args.big)
         t0 = time.perf_counter()
         fast = near_duplicate_titles(titles, args.threshold)
-        print(f"| {args.big:,} | {time.perf_counter() - t0:.3f} | – | – | {len(fast)} |")
+        rows.append([f"{args.big:,}", f"{time.perf_counter() - t0:.3f}", "–", "–", len(fast)])
+    header = ["titles", "prefix filter s", "all pairs s", "ratio", "dropped"]
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":

@@ -30,15 +30,13 @@ import pstats
 import re
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, add_pg_url, database_url  # noqa: E402
 
 STUDY = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
 
@@ -97,9 +95,7 @@ def _build_database(app: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--pg-url", help="a PostgreSQL server to make a fresh database on (default: SQLite file)"
-    )
+    add_pg_url(parser, default=None)
     parser.add_argument("--n", type=int, default=30, help="bots (default 30)")
     parser.add_argument("--warmup", type=int, default=3, help="bots before measuring")
     parser.add_argument("--profile", type=int, default=0, metavar="K", help="print top K")
@@ -121,14 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.code is not None:
         sys.path.insert(0, str(args.code.resolve()))
-    with contextlib.ExitStack() as stack:
-        if args.pg_url:
-            from loadtest import fresh_database  # bench/ is a folder of scripts
-
-            url = stack.enter_context(fresh_database(args.pg_url, prefix="framelab_profile"))
-        else:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory())
-            url = f"sqlite:///{Path(tmp) / 'profile.sqlite'}"
+    with database_url(args.pg_url, "framelab_profile") as url:
         return (_measure_floor if args.floor else _measure)(url, args)
 
 
@@ -187,25 +176,19 @@ def _print(
     profiler: cProfile.Profile | None,
 ) -> None:
     """Print (and with ``--json`` write) the figures of a measured run."""
-    all_samples = [s for v in meter.samples.values() for s in v]
-    print(f"database: {url.split('://')[0]}; {args.n} bots, {len(all_samples)} requests")
+    figures = _figures(meter.samples, url, args.n)
+    total = figures["all"]
+    print(f"database: {figures['database']}; {args.n} bots, {total['n']} requests")
     print(f"{'request':<24} {'n':>6} {'cpu ms p50':>11} {'cpu ms mean':>12} {'SQL/request':>12}")
-    for key in sorted(meter.samples):
-        cpu = [c for c, _ in meter.samples[key]]
-        sql = [s for _, s in meter.samples[key]]
+    for key, r in [*figures["by_request"].items(), ("all", total)]:
         print(
-            f"{key:<24} {len(cpu):>6} {statistics.median(cpu):>11.2f} "
-            f"{statistics.fmean(cpu):>12.2f} {statistics.fmean(sql):>12.1f}"
+            f"{key:<24} {r['n']:>6} {r['cpu_ms_p50']:>11.2f} {r['cpu_ms_mean']:>12.2f} "
+            f"{r['sql_per_request']:>12.1f}"
         )
-    cpu_all = [c for c, _ in all_samples]
-    print(
-        f"{'all':<24} {len(cpu_all):>6} {statistics.median(cpu_all):>11.2f} "
-        f"{statistics.fmean(cpu_all):>12.2f} "
-        f"{statistics.fmean(s for _, s in all_samples):>12.1f}"
-    )
-    print(f"app CPU share of wall time: {sum(cpu_all) / 1000 / wall:.0%} (bots are the rest)")
+    cpu_s = total["n"] * total["cpu_ms_mean"] / 1000
+    print(f"app CPU share of wall time: {cpu_s / wall:.0%} (bots are the rest)")
     if args.json:
-        args.json.write_text(json.dumps(_figures(meter.samples, url, args.n), indent=2) + "\n")
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
         if args.dump:

@@ -34,16 +34,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, analyze_choice, machine_line  # noqa: E402
+
 # The end-to-end goals (wall seconds, figures included) by (participants, pairs).
 GOALS_S = {(70, 10): 3.0, (3000, 20): 10.0}
 
@@ -84,14 +82,12 @@ def main() -> None:
         "candidate": dict(item.split("=", 1) for item in args.candidate_env),
     }
 
-    sys.path.insert(0, str(ROOT))
     from analysis.simulate import simulate_choice_study
 
     trees = {"baseline": args.baseline.resolve(), "candidate": args.candidate.resolve()}
     print(f"load average at the start: {os.getloadavg()[0]:.1f}")
     times: dict[str, list[float]] = {name: [] for name in trees}
     cpu: dict[str, list[float]] = {name: [] for name in trees}
-    framelab = Path(sys.executable).with_name("framelab")
     with tempfile.TemporaryDirectory() as tmp:
         export = Path(tmp) / "choice_long.csv"
         simulate_choice_study(n_participants=args.participants, n_pairs=args.pairs, seed=0).to_csv(
@@ -99,33 +95,24 @@ def main() -> None:
         )
         for rep in range(args.repeats):
             for name, tree in trees.items():
-                out = Path(tmp) / f"{name}_{rep}"
-                cmd = [str(framelab), "analyze", "choice", str(export), "--out", str(out)]
-                if args.no_figures:
-                    cmd.append("--no-figures")
-                if args.realtime:
-                    cmd = ["chrt", "-f", "10", *cmd]
-                env = {**os.environ, "PYTHONPATH": str(tree), "MPLBACKEND": "Agg"}
-                env.update(extra_env[name])
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                start = time.perf_counter()
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-                times[name].append(time.perf_counter() - start)
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu[name].append(
-                    after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                wall, cpu_s, _, _ = analyze_choice(
+                    export,
+                    Path(tmp) / f"{name}_{rep}",
+                    tree=tree,
+                    options=["--no-figures"] if args.no_figures else [],
+                    prefix=["chrt", "-f", "10"] if args.realtime else [],
+                    env=extra_env[name],
                 )
-                if proc.returncode != 0:
-                    sys.exit(f"{name} failed:\n{proc.stdout}\n{proc.stderr}")
+                times[name].append(wall)
+                cpu[name].append(cpu_s)
         problems = []
         if args.check:
-            sys.path.insert(0, str(ROOT / "bench"))
             from compare_reports import compare
 
             problems = compare(Path(tmp) / "baseline_0", Path(tmp) / "candidate_0")
             print("outputs:", "same results" if not problems else "; ".join(problems))
     load_end = os.getloadavg()[0]
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {load_end:.1f}")
+    print(machine_line())
     print(
         f"study: {args.participants} x {args.pairs}, figures: {not args.no_figures}, "
         f"real-time priority: {args.realtime}"

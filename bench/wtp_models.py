@@ -19,47 +19,13 @@ Goals: 70 x 10 end to end under 3 s, 3,000 x 20 under 10 s on the 2-core VM.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import resource
-import subprocess
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def end_to_end(data, tmp: Path) -> tuple[float, dict]:
-    export = tmp / "choice_long.csv"
-    data.to_csv(export, index=False)
-    out = tmp / "report"
-    framelab = Path(sys.executable).with_name("framelab")
-    cmd = [str(framelab), "analyze", "choice", str(export), "--out", str(out)]
-    # The checkout this script lives in, not whichever one the venv was installed from.
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        sys.exit(f"command failed:\n{proc.stdout}\n{proc.stderr}")
-    # CPU seconds as well as wall: on a shared VM the wall time mostly measures the neighbours.
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, json.loads((out / "results.json").read_text())["meta"]
-
-
-def timed_fit(fn, data, model: str, repeats: int) -> tuple[float, object]:
-    fn(data, model=model)  # warm-up: imports, caches
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        row = fn(data, model=model).iloc[0]
-        best = min(best, time.perf_counter() - start)
-    return best, row
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import analyze_choice, best_of, machine_line  # noqa: E402
 
 
 def main() -> None:
@@ -70,34 +36,34 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(ROOT))
     from analysis.exclusions import exclude_choice
     from analysis.simulate import simulate_choice_study
     from analysis.stats.wtp import wtp_mixed
 
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    )
-    print(time.strftime("date: %Y-%m-%d %H:%M UTC", time.gmtime()))
+    print(machine_line())
     for design in args.designs:
         n_part, n_pair = (int(v) for v in design.split("x"))
         data = simulate_choice_study(n_participants=n_part, n_pairs=n_pair, seed=args.seed)
         with tempfile.TemporaryDirectory() as tmp:
-            wall, cpu, meta = end_to_end(data, Path(tmp))
+            data.to_csv(Path(tmp) / "choice_long.csv", index=False)
+            wall, cpu, meta, _ = analyze_choice(Path(tmp) / "choice_long.csv", Path(tmp) / "out")
         kept, _ = exclude_choice(data)
         kept = kept[kept["wtp_premium_pct"].notna()]
-        sparse_s, sparse = timed_fit(wtp_mixed, kept, "crossed_sparse", args.repeats)
+        sparse_s, _, sparse = best_of(
+            partial(wtp_mixed, kept, model="crossed_sparse"), args.repeats
+        )
+        sparse = sparse.iloc[0]
         print(f"\n{design}: {len(data)} rows")
         print(
             f"  end to end (framelab analyze choice, figures included): {wall:.2f} s wall, "
-            f"{cpu:.2f} s CPU; load average {os.getloadavg()[0]:.1f}"
+            f"{cpu:.2f} s CPU"
         )
         steps = ", ".join(f"{k} {v:.2f}" for k, v in meta["timings_s"].items())
         print(f"  steps (s): {steps}")
-        print(f"  of which WTP model: {meta['timings_s'].get('wtp_model', float('nan')):.2f} s")
         print(f"  crossed_sparse fit: {sparse_s:.3f} s  (df {sparse['df']:.1f})")
         if len(kept) <= args.dense_max_rows:
-            dense_s, dense = timed_fit(wtp_mixed, kept, "crossed", 1)
+            dense_s, _, dense = best_of(partial(wtp_mixed, kept, model="crossed"), 1)
+            dense = dense.iloc[0]
             print(
                 f"  statsmodels dense fit: {dense_s:.3f} s ({dense['optimizer']}); "
                 f"ratio dense / sparse = {dense_s / sparse_s:.1f}x; "

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine_line  # noqa: E402
+
 FORMATS = ["original", "summary", "mitigated:self-debias", "mitigated:rerank"]
 
 R_SCRIPT = r"""
@@ -113,15 +114,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(ROOT))
     from analysis.stats.choice import format_contrasts
     from analysis.stats.crossed import crossed_slopes_lmm
     from analysis.stats.wtp import wtp_mixed
 
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    )
-    print(time.strftime("date: %Y-%m-%d %H:%M UTC", time.gmtime()))
+    print(machine_line())
     rscript = subprocess.run(
         ["Rscript", "-e", 'cat(R.version.string, "lme4", format(packageVersion("lme4")))'],
         capture_output=True, text=True, check=True,

@@ -10,7 +10,6 @@ builds the database (``otree resetdb``), creates one session of N participants
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from common import free_port, stop_group
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "otree_project"
@@ -79,7 +79,7 @@ class OTreeServer:
     def __init__(self, bin_dir: Path, db_url: str, n: int) -> None:
         self.bin_dir, self.n = bin_dir, n
         self.db_url = _libpq_url(db_url)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.join_path = ""
@@ -145,16 +145,7 @@ class OTreeServer:
         return [self.proc.pid, *_children(self.proc.pid)]
 
     def __exit__(self, *exc: object) -> None:
-        import signal
-
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+        stop_group(self.proc)
         self.proc = None
 
 
@@ -238,11 +229,3 @@ def audit_otree(db_url: str, bots: list[Any], results: list[Any]) -> dict[str, A
         "acknowledged": sum(len(b.acks) for b in bots),
         "problems": problems[:50],
     }
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -41,16 +41,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
 import secrets
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +59,7 @@ for p in (str(ROOT), str(BENCH), str(HERE)):
         sys.path.insert(0, p)
 
 import loadtest  # noqa: E402
+from common import RESULTS, add_pg_url, run_header, timings_summary, write_result  # noqa: E402
 from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
 from otree_bot import OTreeBot  # noqa: E402
 from peer_otree import OTreeServer, audit_otree, ensure_otree  # noqa: E402
@@ -92,37 +90,11 @@ def pinned(cpus: set[int] | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def _timings_summary(timings: list[Any], wall_s: float) -> dict[str, Any]:
-    by_route: dict[str, list[float]] = defaultdict(list)
-    for t in timings:
-        by_route[t.route].append(t.ms)
-    overall = loadtest._summary([t.ms for t in timings])
-    return {
-        "requests": len(timings),
-        "requests_per_s": round(len(timings) / wall_s, 1) if wall_s else 0.0,
-        "p50_ms": overall["p50_ms"],
-        "p95_ms": overall["p95_ms"],
-        "p99_ms": overall["p99_ms"],
-        "errors": sum(1 for t in timings if t.status >= 500 or t.status == 0),
-        "http_statuses": {str(k): v for k, v in sorted(Counter(t.status for t in timings).items())},
-        "latency_by_route": {r: loadtest._summary(ms) for r, ms in sorted(by_route.items())},
-    }
-
-
 def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, Any]:
     """The FrameLab side of one profile."""
-    from webapp import create_app
-    from webapp.services.studies import get_study
-
-    secret = secrets.token_hex(32)
-    env = {"SECRET_KEY": secret, "FRAMELAB_ENV": "development", "FLASK_DEBUG": "0"}
-    with loadtest.fresh_database(args.pg_url, "framelab_peer") as db_url:
-        loadtest.prepare_database(db_url, env)
-        app = create_app(
-            {"SQLALCHEMY_DATABASE_URI": db_url, "SECRET_KEY": secret, "ENV_NAME": "development"}
-        )
-        with app.app_context():
-            definition = get_study("product-choice-demo").definition
+    env = {"SECRET_KEY": secrets.token_hex(32), "FRAMELAB_ENV": "development", "FLASK_DEBUG": "0"}
+    with loadtest.demo_app(args.pg_url, "framelab_peer", env) as (db_url, app, _):
+        definition = loadtest.demo_definition(app)
         pages = loadtest.pages_per_participant(definition)
         bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
         with tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as stack:
@@ -133,8 +105,7 @@ def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[st
                 ),
                 args.server_cpus,
             )
-            pids = [server.proc.pid, *server.worker_pids()]
-            before = CpuSnapshot.take(pids)
+            before = CpuSnapshot.take(server.pids())
             with pinned(args.bot_cpus):
                 run = asyncio.run(
                     loadtest.run_async_bots(
@@ -147,12 +118,8 @@ def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[st
                         seed=args.seed,
                     )
                 )
-            after = CpuSnapshot.take(pids)
+            after = CpuSnapshot.take(server.pids())
         result = loadtest.audit(app, run)
-        with app.app_context():
-            from webapp.extensions import dispose_engines
-
-            dispose_engines()
     timings = [t for b in run.bots for t in b.timings]
     return {
         "platform": "FrameLab",
@@ -160,7 +127,7 @@ def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[st
         "completed": sum(1 for r in run.results if r.outcome == "completed"),
         "wall_s": round(run.wall_s, 2),
         "bound_reached": run.timed_out,
-        **_timings_summary(timings, run.wall_s),
+        **timings_summary(timings, run.wall_s),
         "cpu": cpu_report(before, after, run.wall_s, len(timings)),
         "audit": {k: result[k] for k in ("ok", "lost", "duplicated", "incomplete", "problems")},
     }
@@ -193,7 +160,7 @@ def run_otree(args: argparse.Namespace, profile: dict[str, float], bin_dir: Path
         "completed": sum(1 for r in results if r.outcome == "completed"),
         "wall_s": round(wall, 2),
         "bound_reached": cut > 0,
-        **_timings_summary(timings, wall),
+        **timings_summary(timings, wall),
         "cpu": cpu_report(before, after, wall, len(timings)),
         "audit": audit,
     }
@@ -254,11 +221,10 @@ def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, 
                 ready_path="/done",
             )
             server = start_pinned(stack, floor_server, args.server_cpus)
-            pids = [server.proc.pid, *server.worker_pids()]
-            before = CpuSnapshot.take(pids)
+            before = CpuSnapshot.take(server.pids())
             with pinned(args.bot_cpus):
                 timings, wall = asyncio.run(_floor_bots(server.url, args, profile, PAGES))
-            after = CpuSnapshot.take(pids)
+            after = CpuSnapshot.take(server.pids())
         import psycopg
 
         with psycopg.connect(db_url.replace("+psycopg", "")) as conn:
@@ -269,7 +235,7 @@ def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, 
         "completed": args.n,
         "wall_s": round(wall, 2),
         "bound_reached": False,
-        **_timings_summary(timings, wall),
+        **timings_summary(timings, wall),
         "cpu": cpu_report(before, after, wall, len(timings)),
         "audit": {
             "ok": stored == args.n * PAGES,
@@ -443,13 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         "runs in the burst profile only)",
     )
     parser.add_argument("--no-floor", action="store_true", help="skip the floor app")
-    parser.add_argument(
-        "--pg-url",
-        default=os.environ.get("TEST_DATABASE_URL") or loadtest.DEFAULT_PG,
-        help="any database URL on the PostgreSQL server to use",
-    )
+    add_pg_url(parser)
     parser.add_argument("--otree-venv", type=Path, default=HERE / ".venv-otree")
-    parser.add_argument("--out", type=Path, default=loadtest.RESULTS)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.server_cpus, args.bot_cpus = _cpus(args.server_cpus), _cpus(args.bot_cpus)
 
@@ -459,15 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_floor:
         platforms.discard("floor")
     bin_dir = ensure_otree(args.otree_venv) if "otree" in platforms else Path()
-    started = datetime.now(UTC)
     profiles = {
         "burst": {"think_s": 0.0, "ramp_s": 0.0},
         "ramp": {"think_s": args.think_ms / 1000.0, "ramp_s": args.ramp_s},
     }
     report: dict[str, Any] = {
-        "date": started.isoformat(timespec="seconds"),
-        "command": " ".join(["bench/peer/run.py", *(argv or sys.argv[1:])]),
-        "machine": loadtest.machine(),
+        **run_header(argv, "bench/peer/run.py"),
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
         "n": args.n,
         "config": {
@@ -498,13 +457,11 @@ def main(argv: list[str] | None = None) -> int:
             if "framelab" in entry:
                 report["framelab_cpu_over_floor"] = _over(entry["framelab"], entry["floor"])
     report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"peer-{started.strftime('%Y%m%dT%H%M%SZ')}"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    path = write_result(report, args.out, "peer")
     table = markdown(report)
-    stem.with_suffix(".md").write_text(table)
+    path.with_suffix(".md").write_text(table)
     print(table)
-    print(f"wrote {stem}.json and {stem}.md")
+    print(f"wrote {path} and {path.with_suffix('.md')}")
     ok = all(
         verdict(prof[side]) == "passed"
         for prof in report["profiles"].values()
