@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, markdown_table  # noqa: E402
+from common import ROOT, markdown_table, write_json  # noqa: E402
 
 SLUG = "authenticity-bench"
 SECRET = "b7e1c9d3a5f2e8b4c6d0a9f3e7b1c5d8a2f6e0b4d9c3a7f1e5b8d2c6a0f4e9b3"
@@ -534,8 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(result))
     extra = ("seconds", "agent_calls", "agent_fallbacks", "agent_replies")
     print(json.dumps({k: result[k] for k in extra}, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2, default=str))
+    write_json(result, args.json)
     return 0
 
 

@@ -197,13 +197,17 @@ def write_result(report: Mapping[str, Any], folder: Path, name: str) -> Path:
     return path
 
 
+def write_json(result: Any, path: Path | str | None) -> None:
+    """Write ``result`` as JSON to ``path`` (nothing without one)."""
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(result, indent=2, default=str) + "\n")
+
+
 def emit_json(result: Any, path: Path | None = None) -> None:
     """Print ``result`` as JSON and, given a path, write it there too."""
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
+    print(json.dumps(result, indent=2, default=str))
+    write_json(result, path)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -30,7 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, emit_json  # noqa: E402
+
 REVIEWS = ROOT / "stimuli" / "reviews" / "demo-reviews.jsonl"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -89,21 +91,16 @@ def main() -> None:
         for p in spinners:
             p.terminate()
     ratios = [b / a for a, b in zip(runs[1], runs[2], strict=True)]
-    print(
-        json.dumps(
-            {
-                "items": args.items,
-                "busy_processes": args.busy,
-                "cpus": os.cpu_count(),
-                "seconds_1_thread": [round(s, 1) for s in runs[1]],
-                "seconds_2_threads": [round(s, 1) for s in runs[2]],
-                "ratio_2_over_1_median": round(statistics.median(ratios), 2),
-                "same_outputs": outputs[1] == outputs[2],
-                "load_average_at_end": os.getloadavg(),
-            },
-            indent=2,
-        )
-    )
+    emit_json({
+        "items": args.items,
+        "busy_processes": args.busy,
+        "cpus": os.cpu_count(),
+        "seconds_1_thread": [round(s, 1) for s in runs[1]],
+        "seconds_2_threads": [round(s, 1) for s in runs[2]],
+        "ratio_2_over_1_median": round(statistics.median(ratios), 2),
+        "same_outputs": outputs[1] == outputs[2],
+        "load_average_at_end": os.getloadavg(),
+    })  # fmt: skip
 
 
 if __name__ == "__main__":

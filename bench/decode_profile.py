@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from generation import copy_bandwidth_tbs, load, model_arguments, sync  # noqa: E402
+from common import write_json  # noqa: E402
+from generation import copy_bandwidth_tbs, header, load, model_arguments, sync  # noqa: E402
 from generation_mix import cache_config  # noqa: E402
 
 
@@ -181,16 +180,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", default="generate,bare,continuous,profile")
     parser.add_argument("--no-compile", action="store_true", help="bare step uncompiled")
     parser.add_argument("--bandwidth-tbs", type=float, default=3.35)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile-out", help="write the profiler tables here")
-    parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
 
     import torch
-    import transformers
 
-    torch.set_num_threads(args.threads)
     model, tok = load(args)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -203,10 +197,7 @@ def main(argv: list[str] | None = None) -> dict:
     ids = torch.randint(10, min(len(tok), 5000), (1, args.prompt_tokens), generator=gen)
     ids = ids.to(device)
     result = {
-        "command": " ".join(["python bench/decode_profile.py", *(argv or sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": torch.cuda.get_device_name() if on_cuda else "cpu",
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        **header("decode_profile.py", argv, model),
         "weight_gb": round(weight_bytes / 1e9, 3),
         "bandwidth_tbs": round(bandwidth, 3),
         "bound_steps_per_s": round(bound, 1),
@@ -227,8 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
             )
         result["rows"].append(row)
         print(json.dumps(row), flush=True)
-        if args.out:
-            Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        write_json(result, args.out)
 
     for step in args.steps.split(","):
         try:

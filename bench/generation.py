@@ -30,12 +30,15 @@ separates the model's own cost from ``generate``'s.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_json  # noqa: E402
 
 _VOCAB = (
     "the sound is clear and the battery lasts but support never answered my mails while the "
@@ -54,12 +57,14 @@ def make_inputs(n: int, seed: int, min_words: int, max_words: int) -> list[str]:
 
 
 def load(args: argparse.Namespace):
-    """Return (model, tokenizer) as asked: a checkpoint, or random weights of a named shape."""
+    """Return (model, tokenizer) as asked: a checkpoint, or random weights of a named shape,
+    with ``--threads`` torch CPU threads."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from analysis.llm.tiny import random_model, train_tiny_tokenizer
 
+    torch.set_num_threads(args.threads)
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -142,12 +147,32 @@ def sync() -> None:
 
 
 def model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model options :func:`load` reads (shared by the generation benchmarks)."""
+    """The options every generation benchmark reads: the model :func:`load` loads, its
+    threads, the seed and the JSON result (:func:`header`)."""
     parser.add_argument("--arch", default="tiny", help="tiny | llama3-8b (random weights)")
     parser.add_argument("--model", help="checkpoint directory (its tokenizer is used)")
     parser.add_argument("--random-weights", action="store_true", help="random weights of --arch")
     parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="write the results as JSON here")
+
+
+def header(script: str, argv: list[str] | None, model: Any) -> dict[str, Any]:
+    """The command, date, device and library versions that open a generation result."""
+    import torch
+    import transformers
+
+    on_cuda = next(model.parameters()).device.type == "cuda"
+    return {
+        "command": " ".join([f"python bench/{script}", *(argv or sys.argv[1:])]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "device": torch.cuda.get_device_name()
+        if on_cuda
+        else platform.processor() or platform.machine(),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -163,18 +188,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--measure-bandwidth", action="store_true", help="measure it (CUDA)")
     parser.add_argument("--static-cache", action="store_true", help="static KV cache (+compile)")
     parser.add_argument("--diagnose", action="store_true", help="time bare decode steps too")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
 
     import torch
-    import transformers
 
     from analysis.llm.backends.base import GenerationSettings
     from analysis.llm.backends.hf import TransformersBackend
 
-    torch.set_num_threads(args.threads)
     model, tok = load(args)
     device = str(next(model.parameters()).device)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -227,11 +247,7 @@ def main(argv: list[str] | None = None) -> dict:
     per_item = next((r for r in rows if r["batch_size"] == 1), None)
     best = max(rows, key=lambda r: r["tokens_per_s"])
     result = {
-        "command": " ".join(["python bench/generation.py", *(argv or sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": torch.cuda.get_device_name()
-        if device.startswith("cuda")
-        else platform.processor() or platform.machine(),
+        **header("generation.py", argv, model),
         "torch_threads": torch.get_num_threads(),
         "arch": args.arch,
         "static_cache": args.static_cache,
@@ -240,7 +256,6 @@ def main(argv: list[str] | None = None) -> dict:
         "weight_gb": round(weight_bytes / 1e9, 3),
         "n_items": len(texts),
         "max_new_tokens": args.max_new_tokens,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "rows": rows,
         "best_batch_size": best["batch_size"],
     }
@@ -261,8 +276,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"{bound:.0f} steps/s bandwidth bound ({bandwidth:.2f} TB/s, "
             f"{weight_bytes / 1e9:.2f} GB)"
         )
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(result, args.out)
     return result
 
 

@@ -40,9 +40,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from generation import copy_bandwidth_tbs, load, model_arguments, sync  # noqa: E402
+from common import read_jsonl, write_json  # noqa: E402
+from generation import WORDS, copy_bandwidth_tbs, header, load, model_arguments, sync  # noqa: E402
 
 # Log-normal (median tokens, sigma of the log) of prompt lengths, clipped to [lo, hi] tokens.
 # Assumed shapes, not fitted to a corpus here: product reviews are short with a long tail
@@ -63,24 +62,14 @@ def lognormal_lengths(
 
 def corpus_lengths(path: str, tokenizer, n: int, rng: random.Random) -> list[int]:
     """Token counts of ``n`` texts drawn (with replacement when short) from a JSONL corpus."""
-    texts = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                texts.append(json.loads(line)["text"])
+    texts = [r["text"] for r in read_jsonl(Path(path))]
     counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     return [rng.choice(counts) for _ in range(n)]
 
 
 def result_lengths(path: str, n: int, rng: random.Random) -> list[int]:
     """``n_output_tokens`` of an earlier run's results JSONL, drawn with replacement."""
-    counts = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                value = json.loads(line).get("n_output_tokens")
-                if value:
-                    counts.append(int(value))
+    counts = [int(r["n_output_tokens"]) for r in read_jsonl(Path(path)) if r.get("n_output_tokens")]
     if not counts:
         raise SystemExit(f"{path}: no n_output_tokens in it")
     return [rng.choice(counts) for _ in range(n)]
@@ -88,8 +77,6 @@ def result_lengths(path: str, n: int, rng: random.Random) -> list[int]:
 
 def texts_of_lengths(tokenizer, lengths: list[int], rng: random.Random) -> list[str]:
     """Texts that tokenize to about the given lengths (windows of a long random word stream)."""
-    from generation import WORDS
-
     stream = " ".join(rng.choice(WORDS) for _ in range(max(lengths) * 2 + 100))
     ids = tokenizer(stream, add_special_tokens=False)["input_ids"]
     out = []
@@ -243,19 +230,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--engines", default="continuous,static:8,static:16")
     parser.add_argument("--sample-batches", type=int, default=0, help="time K static batches")
     parser.add_argument("--measure-bandwidth", action="store_true")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
 
     import torch
-    import transformers
 
     from analysis.llm.backends.base import Request
     from analysis.llm.backends.hf import TransformersBackend
     from analysis.llm.templates import get_template
 
-    torch.set_num_threads(args.threads)
     rng = random.Random(args.seed)
     model, tok = load(args)
     if tok.pad_token_id is None:
@@ -305,15 +287,12 @@ def main(argv: list[str] | None = None) -> dict:
     }
     print(json.dumps(summary), flush=True)
     result = {
-        "command": " ".join(["python bench/generation_mix.py", *(argv or sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+        **header("generation_mix.py", argv, model),
         "arch": args.arch,
         "dtype": args.dtype,
         "n_items": args.n_items,
         "max_new_tokens": args.max_new_tokens,
         "lengths": summary,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "rows": [],
     }
     if args.measure_bandwidth and device.startswith("cuda"):
@@ -335,8 +314,7 @@ def main(argv: list[str] | None = None) -> dict:
         gc.collect()
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-        if args.out:  # after every row, so a run cut short keeps what it measured
-            Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        write_json(result, args.out)  # after every row, so a run cut short keeps what it measured
     return result
 
 

@@ -27,6 +27,7 @@ holds all methods on the texts finished. The fact-checking methods are not part 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import platform
@@ -40,10 +41,11 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, markdown_table, read_jsonl  # noqa: E402
 
-TEXTS = Path(__file__).resolve().parent / "texts" / "mitigation_sources.jsonl"
-REVIEWS = Path(__file__).resolve().parents[1] / "stimuli" / "reviews" / "demo-reviews.jsonl"
+TEXTS = ROOT / "bench" / "texts" / "mitigation_sources.jsonl"
+REVIEWS = ROOT / "stimuli" / "reviews" / "demo-reviews.jsonl"
 # Mean source lengths of the seed paper in tokens (000 Table A3).
 PAPER_TOKENS = {"review": 2180, "news": 1166}
 DECODING = ("balanced-coverage", "weighted-tokens", "mirostat", "rejection-sampling",
@@ -216,18 +218,6 @@ class Logged:
 # --- running the methods ---
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill
-    return out
-
-
 def _append(path: Path, record: Mapping[str, Any]) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -258,9 +248,9 @@ def paper_length_sources(
     from analysis.metrics.text import split_parts
 
     pool: dict[str, list[str]] = {"review": [], "news": []}
-    for rec in _read_jsonl(TEXTS):
+    for rec in read_jsonl(TEXTS):
         pool[rec["kind"]].append(" ".join(rec["parts"]))
-    pool["review"] += [r["text"] for r in _read_jsonl(REVIEWS)]
+    pool["review"] += [r["text"] for r in read_jsonl(REVIEWS)]
     items = []
     for i in range(n):
         kind = kinds[i % len(kinds)]
@@ -325,7 +315,7 @@ def run_block(
             by_limit.setdefault(c.max_new_tokens, []).append((s, c))
         for limit, group in by_limit.items():
             settings = {**changes, **({"max_new_tokens": limit} if limit else {})}
-            backend.settings = _replace(base, settings)
+            backend.settings = dataclasses.replace(base, **settings)
             try:
                 todo = {f"{s.item['item_id']}\x1f{c.key}": (s, c) for s, c in group}
                 reqs = [Request(k, c.messages(), c.text) for k, (s, c) in todo.items()]
@@ -361,12 +351,6 @@ def run_block(
     return results, log, seconds
 
 
-def _replace(settings: Any, changes: Mapping[str, Any]) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(settings, **changes)
-
-
 def generate_all(
     items: Sequence[Mapping[str, Any]],
     methods: Sequence[str],
@@ -381,7 +365,7 @@ def generate_all(
     A name ``METHOD+LABEL`` runs ``METHOD`` with ``templates`` (a researcher's prompts file).
     """
     path = out / "outputs.jsonl"
-    done = {(r["method"], r["item_id"]) for r in _read_jsonl(path) if "output" in r}
+    done = {(r["method"], r["item_id"]) for r in read_jsonl(path) if "output" in r}
     for start in range(0, len(items), block):
         chunk = items[start : start + block]
         for name in methods:
@@ -416,16 +400,16 @@ def judge_all(items: Sequence[Mapping[str, Any]], backend: Any, out: Path) -> No
     tpl = get_template("judge-framing", "baseline")
     vader = SentimentIntensityAnalyzer()
     path = out / "judgments.jsonl"
-    done = {r["key"] for r in _read_jsonl(path)}
+    done = {r["key"] for r in read_jsonl(path)}
     texts = {f"source\x1e{i['item_id']}": i["text"] for i in items}
-    for r in _read_jsonl(out / "outputs.jsonl"):
+    for r in read_jsonl(out / "outputs.jsonl"):
         if "output" in r:
             texts[f"{r['method']}\x1e{r['item_id']}"] = r["output"]
     todo = [(k, t) for k, t in texts.items() if k not in done]
     base = backend.settings
     # Room for a small model's lead-in ("The framing of this text is positive"): with the text
     # first (000 A.1) SmolLM2 starts that way, and 4 tokens cut it before the label.
-    backend.settings = _replace(base, {"max_new_tokens": 16, "logits_processors": ()})
+    backend.settings = dataclasses.replace(base, max_new_tokens=16, logits_processors=())
     try:
         for start in range(0, len(todo), 50):
             part = dict(todo[start : start + 50])
@@ -501,10 +485,10 @@ def item_metrics(
     from analysis.metrics.primacy import primacy_similarities
 
     by_id = {str(i["item_id"]): i for i in items}
-    outputs = [r for r in _read_jsonl(out / "outputs.jsonl") if "output" in r]
-    judged = {r["key"]: r for r in _read_jsonl(out / "judgments.jsonl")}
+    outputs = [r for r in read_jsonl(out / "outputs.jsonl") if "output" in r]
+    judged = {r["key"]: r for r in read_jsonl(out / "judgments.jsonl")}
     ppl_path = out / "perplexity.jsonl"
-    ppl = {r["key"]: r["ppl"] for r in _read_jsonl(ppl_path)}
+    ppl = {r["key"]: r["ppl"] for r in read_jsonl(ppl_path)}
     missing = [r for r in outputs if f"{r['method']}\x1e{r['item_id']}" not in ppl]
     values = perplexity(backend.model, backend.tokenizer, [r["output"] for r in missing])
     for r, v in zip(missing, values, strict=True):
@@ -628,16 +612,12 @@ TABLES = (
 def markdown(table: Any, cols: Sequence[str] = METRICS) -> str:
     """Effects as Markdown: a baseline row of means, then per method the paired difference from
     the baseline with its 95 % CI."""
-    cols = list(cols)
-    lines = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     first = table.drop_duplicates("metric").set_index("metric")
-    lines.append("| baseline (mean) | " + " | ".join(
-        f"{first.loc[c, 'mean_baseline']:.3g}" for c in cols) + " |")  # fmt: skip
+    rows = [["baseline (mean)", *(f"{first.loc[c, 'mean_baseline']:.3g}" for c in cols)]]
     for (m, ref), grp in table.groupby(["method", "reference"], sort=False):
         g = grp.set_index("metric")
-        label = m if ref == "baseline" else f"{m} − {ref}"
-        lines.append(f"| {label} | " + " | ".join(_fmt(g.loc[c]) for c in cols) + " |")
-    return "\n".join(lines)
+        rows.append([m if ref == "baseline" else f"{m} − {ref}", *(_fmt(g.loc[c]) for c in cols)])
+    return markdown_table(["method", *cols], rows)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -721,7 +701,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             lambda t: len(backend.tokenizer(t).input_ids), args.texts, kinds=args.kinds.split(",")
         )
         sources.write_text("".join(json.dumps(i) + "\n" for i in made), encoding="utf-8")
-    items = _read_jsonl(sources)[: args.texts]
+    items = read_jsonl(sources)[: args.texts]
     t0 = time.perf_counter()
     if args.stage in ("all", "generate"):
         generate_all(items, names, backend, params, args.out, args.block, templates)

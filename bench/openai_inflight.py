@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit_json  # noqa: E402
 
 REPLY = json.dumps(
     {
@@ -222,9 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "machine": f"{platform.machine()} {platform.node()}",
     }
-    print(json.dumps(result, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    emit_json(result, args.out)
     return 0 if done == args.n else 1
 
 

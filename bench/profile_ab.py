@@ -29,6 +29,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import write_json  # noqa: E402
+
 FLOOR = "floor"  # as a side: the peer benchmark's floor app (profile_pages.py --floor)
 
 
@@ -109,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{x:.2f}" for x in paired)
     )
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
-    if args.json:
-        summary = {
+    write_json(
+        {
             "sides": {s: str(p) for s, p in sides.items()},
             "rounds": results,
             "cpu_ms_mean": mean,
@@ -120,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             "parallel": args.parallel,
             "load_before": load_before,
             "load_after": load_after,
-        }
-        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+        },
+        args.json,
+    )
     return 0
 
 

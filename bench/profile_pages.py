@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import json
 import pstats
 import re
 import statistics
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, add_pg_url, database_url  # noqa: E402
+from common import ROOT, add_pg_url, database_url, write_json  # noqa: E402
 
 STUDY = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
 
@@ -187,8 +186,7 @@ def _print(
         )
     cpu_s = total["n"] * total["cpu_ms_mean"] / 1000
     print(f"app CPU share of wall time: {cpu_s / wall:.0%} (bots are the rest)")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    write_json(figures, args.json)
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
         if args.dump:

@@ -96,10 +96,10 @@ def test_sources_reach_the_papers_lengths_from_the_repositorys_texts(bench):
     items = bench.paper_length_sources(count, 4, targets={"review": 600, "news": 400})
     assert [i["kind"] for i in items] == ["review", "news", "review", "news"]
     assert len({i["item_id"] for i in items}) == 4
-    pool = {r["kind"]: [] for r in bench._read_jsonl(bench.TEXTS)}
-    for r in bench._read_jsonl(bench.TEXTS):
+    pool = {r["kind"]: [] for r in bench.read_jsonl(bench.TEXTS)}
+    for r in bench.read_jsonl(bench.TEXTS):
         pool[r["kind"]].append(" ".join(r["parts"]))
-    pool["review"] += [r["text"] for r in bench._read_jsonl(bench.REVIEWS)]
+    pool["review"] += [r["text"] for r in bench.read_jsonl(bench.REVIEWS)]
     for item in items:
         target = 600 if item["kind"] == "review" else 400
         paragraphs = item["text"].split("\n\n")
