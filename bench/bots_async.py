@@ -158,9 +158,9 @@ class AsyncBot(Bot):
                 status, location, text = await self.atransport.request(method, url, data)
             except Exception as exc:
                 route = route_class(method, url, kind)
-                self.timings.append(Timing(route, 0, _ms_since(t0), type(exc).__name__))
+                self.timings.append(Timing(route, 0, ms_since(t0), type(exc).__name__))
                 raise
-            ms = _ms_since(t0)
+            ms = ms_since(t0)
             first = status if first is None else first
             next_url = self._hop(status, location, url, text)
             if method == "GET" and next_url is None and self.page is not None:
@@ -264,7 +264,8 @@ class AsyncBot(Bot):
         )
 
 
-def _ms_since(t0: float) -> float:
+def ms_since(t0: float) -> float:
+    """Milliseconds since ``t0`` (a ``time.perf_counter()`` reading)."""
     import time
 
     return (time.perf_counter() - t0) * 1000.0

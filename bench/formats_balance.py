@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4, help="threads per worker")
     parser.add_argument("--seed", type=int, default=7)
     add_pg_url(parser)
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON summary here")
+    parser.add_argument("--out", type=Path, help="write the JSON summary here")
     args = parser.parse_args(argv)
     summary = run(
         args.pg_url,

@@ -170,20 +170,9 @@ def pgbench_tps(pg_url: str, *, clients: int, seconds: int, scale: int = 10) -> 
             capture_output=True,
             check=True,
         )
-        cmd = [
-            "pgbench",
-            "-b",
-            "simple-update",
-            "-n",
-            "-c",
-            str(clients),
-            "-j",
-            str(min(clients, os.cpu_count() or 1)),
-            "-T",
-            str(seconds),
-            *conn,
-            u.database or "",
-        ]
+        jobs = min(clients, os.cpu_count() or 1)
+        cmd = ["pgbench", *f"-b simple-update -n -c {clients} -j {jobs} -T {seconds}".split()]
+        cmd += [*conn, u.database or ""]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     match = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
     if match is None:
@@ -232,41 +221,18 @@ class Gunicorn:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Gunicorn:
-        cmd = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            # FrameLab's own settings (the GC freeze), named so every server started here gets
-            # them, whatever its working directory (the peer benchmark's floor app too).
-            "--config",
-            str(GUNICORN_CONF),
-            "--bind",
-            f"127.0.0.1:{self.port}",
-            "--worker-class",
-            "gthread",
-            "--workers",
-            str(self.workers),
-            "--threads",
-            str(self.threads),
-            "--timeout",
-            "120",
-            "--graceful-timeout",
-            "5",
-            # Well above the bots' client-side keep-alive (1.5 s), as behind a proxy (nginx
-            # keeps 75 s). With 5 s, a bot whose event loop lagged under overload read its
-            # response late and reused the connection just as gunicorn closed it (ReadError).
-            "--keep-alive",
-            "30",
-            "--backlog",
-            "4096",
-            "--access-logfile",
-            str(self.log_dir / "access.log"),
-            "--access-logformat",
-            "%(m)s %(U)s %(s)s %(D)s",
-            "--error-logfile",
-            str(self.log_dir / "error.log"),
-            self.app,
-        ]
+        # FrameLab's own settings (the GC freeze) are named, so every server started here gets
+        # them, whatever its working directory (the peer benchmark's floor app too). The
+        # keep-alive is well above the bots' client-side one (1.5 s), as behind a proxy (nginx
+        # keeps 75 s): with 5 s, a bot whose event loop lagged under overload read its response
+        # late and reused the connection just as gunicorn closed it (ReadError).
+        cmd = [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF)]
+        cmd += f"--bind 127.0.0.1:{self.port} --worker-class gthread --timeout 120".split()
+        cmd += f"--workers {self.workers} --threads {self.threads} --graceful-timeout 5".split()
+        cmd += ["--keep-alive", "30", "--backlog", "4096"]
+        cmd += ["--access-logfile", str(self.log_dir / "access.log")]
+        cmd += ["--access-logformat", "%(m)s %(U)s %(s)s %(D)s"]
+        cmd += ["--error-logfile", str(self.log_dir / "error.log"), self.app]
         self.proc = subprocess.Popen(
             cmd, cwd=self.cwd, env={**os.environ, **self.env}, start_new_session=True
         )
@@ -340,22 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 2
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50, help="product-choice participants")
-    parser.add_argument(
-        "--m", type=int, default=0, help="sentiment participants (skipped if unavailable)"
-    )
+    parser.add_argument("--m", type=int, default=0, help="sentiment participants (if available)")
     parser.add_argument("--workers", type=int, default=cores + 1, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker")
-    parser.add_argument(
-        "--concurrency", type=int, default=0, help="bots in a session at once (0: all)"
-    )
+    parser.add_argument("--concurrency", type=int, default=0, help="bots at once (0: all)")
     parser.add_argument("--think-ms", type=float, default=0.0, help="mean think time (0: none)")
     parser.add_argument("--ramp-s", type=float, default=0.0, help="spread arrivals over seconds")
-    parser.add_argument(
-        "--timeout-s",
-        type=float,
-        default=0.0,
-        help="bound on the bot run (0: follow the profile, see profile_bound)",
-    )
+    parser.add_argument("--timeout-s", type=float, default=0.0, help="0: see profile_bound")
     parser.add_argument("--pgbench-s", type=int, default=15, help="pgbench duration (0: skip)")
     parser.add_argument("--seed", type=int, default=0)
     add_pg_url(parser)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def pages_per_participant(definition: Mapping[str, Any]) -> int:
@@ -140,14 +142,26 @@ async def run_async_bots(
         finally:
             await transport.aclose()
 
+    coros = [one(k, d) for k, (d, _) in enumerate(plan)]
+    run.results, run.wall_s, cut = await run_within(coros, timeout_s)
+    run.timed_out = cut > 0
+    return run
+
+
+async def run_within(coros: Sequence[Awaitable[T]], timeout_s: float) -> tuple[list[T], float, int]:
+    """Run ``coros`` at once for at most ``timeout_s`` seconds.
+
+    Returns
+    -------
+    tuple
+        The results of those that finished (in their order), the wall seconds until the last
+        finished or the bound cut the rest, and how many the bound cut (cancelled).
+    """
     t0 = time.perf_counter()
-    tasks = [asyncio.ensure_future(one(k, d)) for k, (d, _) in enumerate(plan)]
+    tasks = [asyncio.ensure_future(c) for c in coros]
     done, pending = await asyncio.wait(tasks, timeout=timeout_s)
-    run.wall_s = time.perf_counter() - t0
+    wall_s = time.perf_counter() - t0
     for task in pending:
         task.cancel()
-    if pending:
-        run.timed_out = True
-        await asyncio.gather(*pending, return_exceptions=True)
-    run.results = [t.result() for t in tasks if t in done and not t.cancelled()]
-    return run
+    await asyncio.gather(*pending, return_exceptions=True)
+    return [t.result() for t in tasks if t in done and not t.cancelled()], wall_s, len(pending)

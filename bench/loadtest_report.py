@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import markdown_table  # noqa: E402
+
 
 def summary_table(r: dict[str, Any]) -> str:
     """The one-run summary: participants, requests, errors, audit, latency, CPU, pgbench."""
@@ -73,23 +76,19 @@ def summary_table(r: dict[str, Any]) -> str:
                 + f"; machine busy {c['machine_busy']:.0%}",
             )
         )
-    lines = ["| figure | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows]
-    return "\n".join(lines)
+    return markdown_table(["figure", "value"], rows)
 
 
 def route_table(r: dict[str, Any]) -> str:
     """Client-side latency per route class."""
-    lines = [
-        "| route | requests | p50 ms | p95 ms | p99 ms | max ms |",
-        "|---|---|---|---|---|---|",
-    ]
-    for route, s in r["latency_by_route"].items():
-        lines.append(
-            f"| `{route}` | {s['n']:,} | {s['p50_ms']:,} | {s['p95_ms']:,} | {s['p99_ms']:,} "
-            f"| {s['max_ms']:,} |"
-        )
-    return "\n".join(lines)
+    keys = ("n", "p50_ms", "p95_ms", "p99_ms", "max_ms")
+    return markdown_table(
+        ["route", "requests", "p50 ms", "p95 ms", "p99 ms", "max ms"],
+        (
+            [f"`{route}`", *(f"{s[k]:,}" for k in keys)]
+            for route, s in r["latency_by_route"].items()
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=30, help="sentences per article")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--mapping", default="tfidf", choices=["tfidf", "rouge1"])
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     from analysis.metrics.position import (

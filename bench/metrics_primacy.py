@@ -53,9 +53,9 @@ def main() -> None:
     parser.add_argument("--encode-batch", type=int, default=64, help="texts per forward pass")
     parser.add_argument("--embedder", default="minilm", help="minilm, hash, or a model path")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--threads", type=int, help="torch threads")
     parser.add_argument("--chunk-words", type=int, default=0, help="window the thirds (0: off)")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     from analysis.metrics.primacy import primacy_scores, primacy_similarities

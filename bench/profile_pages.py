@@ -201,20 +201,13 @@ def _measure_floor(url: str, args: argparse.Namespace) -> int:
     """
     import os
 
-    import yaml
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
     sys.path.insert(0, str(ROOT / "bench" / "peer"))
     from floor.app import PAGES, build, create_app
 
-    pairs = yaml.safe_load((STUDY.parent / "product_pairs" / "demo.yaml").read_text())
-    build(
-        url,
-        "\n\n".join(
-            p["target"]["review"] + " " + p["control"]["review"] for p in pairs["pairs"][:2]
-        ),
-    )
+    build(url)
     os.environ["DATABASE_URL"] = url
     app = create_app()
     meter = _Meter(app.wsgi_app)

@@ -54,28 +54,10 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-figures", action="store_true")
-    parser.add_argument(
-        "--check", action="store_true", help="compare the outputs and check the time goal"
-    )
-    parser.add_argument(
-        "--baseline-env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment variable for the baseline's runs only (repeatable)",
-    )
-    parser.add_argument(
-        "--realtime",
-        action="store_true",
-        help="run each command under SCHED_FIFO (chrt -f 10; root, Linux): as on an idle machine",
-    )
-    parser.add_argument(
-        "--candidate-env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment variable for the candidate's runs only (repeatable)",
-    )
+    parser.add_argument("--check", action="store_true", help="compare outputs, check the goal")
+    parser.add_argument("--realtime", action="store_true", help="under SCHED_FIFO (chrt -f 10)")
+    for side in ("baseline", "candidate"):
+        parser.add_argument(f"--{side}-env", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     extra_env = {
         "baseline": dict(item.split("=", 1) for item in args.baseline_env),

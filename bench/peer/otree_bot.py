@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from bots_async import Timing
+from bots_async import Timing, ms_since
 
 _PAGE = re.compile(r"^/p/[^/]+/[^/]+/(?P<page>[A-Za-z]+)/\d+$")
 _ROUND = re.compile(r"Product (\d+) of")
@@ -81,9 +81,9 @@ class OTreeBot:
         try:
             response = await self.client.request(method, url, **kw)
         except httpx.HTTPError as exc:
-            self.timings.append(Timing(route, 0, _ms(t0), type(exc).__name__))
+            self.timings.append(Timing(route, 0, ms_since(t0), type(exc).__name__))
             raise
-        self.timings.append(Timing(route, response.status_code, _ms(t0)))
+        self.timings.append(Timing(route, response.status_code, ms_since(t0)))
         return response
 
     async def _follow(self, response: httpx.Response) -> httpx.Response:
@@ -161,7 +161,3 @@ def _round_of(page: str, html: str) -> int:
         if m:
             return int(m.group(1))
     return 0
-
-
-def _ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1000.0

@@ -59,13 +59,32 @@ for p in (str(ROOT), str(BENCH), str(HERE)):
         sys.path.insert(0, p)
 
 import loadtest  # noqa: E402
-from common import RESULTS, add_pg_url, run_header, timings_summary, write_result  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    add_pg_url,
+    markdown_table,
+    run_header,
+    timings_summary,
+    write_result,
+)
+from loadtest_bots import run_within  # noqa: E402
 from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
 from otree_bot import OTreeBot  # noqa: E402
 from peer_otree import OTreeServer, audit_otree, ensure_otree  # noqa: E402
 
 STUDY_FILE = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
 PLATFORMS = ("framelab", "otree", "floor")
+COLUMNS = ("profile", "platform", "completed", "requests/s", "server CPU share",
+           "requests per server CPU-s", "p50 ms", "p95 ms", "p99 ms", "app CPU ms/req",
+           "PostgreSQL CPU ms/req", "errors", "lost", "duplicated", "verdict")  # fmt: skip
+RATIO_COLUMNS = {
+    "requests_per_server_cpu_s": "FrameLab/oTree requests per server CPU-s",
+    "requests_per_s": "requests/s (follows the CPU share)",
+    "participants_per_min": "participants/min",
+    "p50_ms": "p50",
+    "p99_ms": "p99",
+    "app_cpu_ms_per_request": "app CPU per request",
+}
 
 
 # -- one platform, one profile ------------------------------------------------------------------
@@ -188,28 +207,16 @@ async def _otree_bots(url, join_path, study, args, profile, bound):
             bots.append(bot)
             return await bot.arun()
 
-    t0 = time.perf_counter()
-    tasks = [asyncio.ensure_future(one(k)) for k in range(args.n)]
-    done, pending = await asyncio.wait(tasks, timeout=bound)
-    wall = time.perf_counter() - t0
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-    results = [t.result() for t in tasks if t in done and not t.cancelled()]
-    return bots, results, wall, len(pending)
+    results, wall, cut = await run_within([one(k) for k in range(args.n)], bound)
+    return bots, results, wall, cut
 
 
 def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, Any]:
     """The floor app (bench/peer/floor/app.py) under FrameLab's gunicorn settings."""
-    import yaml
     from floor.app import PAGES, build
 
-    pairs = yaml.safe_load((STUDY_FILE.parent / "product_pairs" / "demo.yaml").read_text())
-    body = "\n\n".join(
-        p["target"]["review"] + " " + p["control"]["review"] for p in pairs["pairs"][:2]
-    )
     with loadtest.fresh_database(args.pg_url, "floor_peer") as db_url:
-        build(db_url, body)
+        build(db_url)
         with tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as stack:
             floor_server = loadtest.Gunicorn(
                 {"DATABASE_URL": db_url},
@@ -248,7 +255,7 @@ def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, 
 
 async def _floor_bots(url, args, profile, pages):
     import httpx
-    from bots_async import Timing
+    from bots_async import Timing, ms_since
 
     timings: list[Timing] = []
     rng = random.Random(args.seed)
@@ -263,8 +270,7 @@ async def _floor_bots(url, args, profile, pages):
                         await asyncio.sleep(rng.expovariate(1 / profile["think_s"]))
                     t0 = time.perf_counter()
                     r = await client.request(method, f"/p/floor{k}/{n}", data=data)
-                    ms = (time.perf_counter() - t0) * 1000.0
-                    timings.append(Timing(f"{method} page", r.status_code, ms))
+                    timings.append(Timing(f"{method} page", r.status_code, ms_since(t0)))
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one(k) for k in range(args.n)))
@@ -321,42 +327,25 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['config']['server_cpus']}, load generator CPUs {report['config']['bot_cpus']}; "
         f"load average {_load(report, 'start')} at the start, {_load(report, 'end')} at the end.",
         "",
-        "| profile | platform | completed | requests/s | server CPU share | requests per server "
-        "CPU-s | p50 ms | p95 ms | p99 ms | app CPU ms/req | PostgreSQL CPU ms/req | errors | lost "
-        "| duplicated | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for name, prof in report["profiles"].items():
-        for side in ("framelab", "otree", "floor"):
-            if side not in prof:
-                continue
-            s = prof[side]
-            cpu = s["cpu"]["ms_per_request"]
-            share = s["cpu"]["share_of_machine"]
+        for s in (prof[side] for side in PLATFORMS if side in prof):
+            cpu, share, audit = s["cpu"]["ms_per_request"], s["cpu"]["share_of_machine"], s["audit"]
             said = verdict(s) + (" (bound reached)" if s["bound_reached"] else "")
-            lines.append(
-                f"| {name} | {s['platform']} | {s['completed']}/{report['n']} | "
-                f"{s['requests_per_s']} | {share['app'] + share['postgres']:.3f} | "
-                f"{s['cpu'].get('requests_per_server_cpu_s')} | "
-                f"{s['p50_ms']} | {s['p95_ms']} | {s['p99_ms']} | "
-                f"{cpu.get('app', '')} | {cpu.get('postgres', '')} | {s['errors']} | "
-                f"{s['audit']['lost']} | {s['audit']['duplicated']} | {said} |"
-            )
-    with_ratios = {n: p for n, p in report["profiles"].items() if "ratios" in p}
-    if with_ratios:
-        lines += [
-            "",
-            "| profile | FrameLab/oTree requests per server CPU-s | requests/s (follows the CPU "
-            "share) | participants/min | p50 | p99 | app CPU per request |",
-            "|---|---|---|---|---|---|---|",
-        ]
-    for name, prof in with_ratios.items():
-        q = prof["ratios"]
-        lines.append(
-            f"| {name} | {q['requests_per_server_cpu_s']} | {q['requests_per_s']} | "
-            f"{q['participants_per_min']} | {q['p50_ms']} | {q['p99_ms']} | "
-            f"{q['app_cpu_ms_per_request']} |"
-        )
+            rows.append([name, s["platform"], f"{s['completed']}/{report['n']}",
+                         s["requests_per_s"], f"{share['app'] + share['postgres']:.3f}",
+                         s["cpu"].get("requests_per_server_cpu_s"), s["p50_ms"], s["p95_ms"],
+                         s["p99_ms"], cpu.get("app", ""), cpu.get("postgres", ""), s["errors"],
+                         audit["lost"], audit["duplicated"], said])  # fmt: skip
+    lines.append(markdown_table(COLUMNS, rows))
+    ratios = [
+        [name, *(prof["ratios"][k] for k in RATIO_COLUMNS)]
+        for name, prof in report["profiles"].items()
+        if "ratios" in prof
+    ]
+    if ratios:
+        lines += ["", markdown_table(["profile", *RATIO_COLUMNS.values()], ratios)]
     if report.get("framelab_cpu_over_floor"):
         lines += [
             "",
@@ -402,13 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         help="CPUs the load generator is pinned to",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--platforms",
-        default=",".join(PLATFORMS),
-        help="which servers to run, of framelab, otree, floor (default: all three; the floor "
-        "runs in the burst profile only)",
-    )
-    parser.add_argument("--no-floor", action="store_true", help="skip the floor app")
+    parser.add_argument("--platforms", default=",".join(PLATFORMS), help="floor: burst only")
     add_pg_url(parser)
     parser.add_argument("--otree-venv", type=Path, default=HERE / ".venv-otree")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -418,8 +401,6 @@ def main(argv: list[str] | None = None) -> int:
     platforms = {p.strip() for p in args.platforms.split(",") if p.strip()}
     if unknown := platforms - set(PLATFORMS):
         parser.error(f"unknown platform(s): {', '.join(sorted(unknown))}")
-    if args.no_floor:
-        platforms.discard("floor")
     bin_dir = ensure_otree(args.otree_venv) if "otree" in platforms else Path()
     profiles = {
         "burst": {"think_s": 0.0, "ramp_s": 0.0},

@@ -14,6 +14,7 @@ on the benchmark machine, a quarter of what the floor was measured to cost befor
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from flask import Flask, redirect, render_template, request
 from jinja2 import DictLoader
@@ -83,8 +84,14 @@ def create_app() -> Flask:
     return app
 
 
-def build(database_url: str, body: str) -> None:
-    """Create the two tables and the pages (run once before the server starts)."""
+def build(database_url: str) -> None:
+    """Create the two tables and the pages, each with the reviews of the demo study's first two
+    pairs as its text (run once before the server starts)."""
+    import yaml
+
+    demo = Path(__file__).resolve().parents[3] / "stimuli/studies/product_pairs/demo.yaml"
+    pairs = yaml.safe_load(demo.read_text())["pairs"][:2]
+    body = "\n\n".join(p["target"]["review"] + " " + p["control"]["review"] for p in pairs)
     engine = create_engine(database_url)
     metadata.create_all(engine)
     with engine.begin() as conn:
