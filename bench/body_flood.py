@@ -95,20 +95,24 @@ class RssSampler:
         self._thread.join()
 
 
-def send_body(host: str, port: int, path: str, body: bytes, *, declared: int | None = None) -> str:
+def _head(host: str, port: int, path: str, length: int) -> bytes:
+    """The head of an urlencoded form POST announcing ``length`` bytes of body."""
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def send_body(host: str, port: int, path: str, body: bytes) -> str:
     """POST ``body`` as urlencoded form over a raw socket; return the status or what went wrong.
 
     The server may answer and close before the body is sent (that is the point): the status
-    line is read whatever the send did. ``declared`` announces a length other than the body's.
+    line is read whatever the send did.
     """
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-        "Content-Type: application/x-www-form-urlencoded\r\n"
-        f"Content-Length: {len(body) if declared is None else declared}\r\n\r\n"
-    ).encode()
     try:
         with socket.create_connection((host, port), timeout=60) as sock:
-            sock.sendall(head)
+            sock.sendall(_head(host, port, path, len(body)))
             with contextlib.suppress(OSError):
                 sock.sendall(body)
             with contextlib.suppress(OSError):
@@ -152,11 +156,7 @@ def flood(host: str, port: int, paths: list[str], attackers: int, seconds: float
 def slow_bodies(host: str, port: int, path: str, n: int) -> Iterator[None]:
     """Hold ``n`` connections that send a POST's body one byte a second while inside."""
     stop = threading.Event()
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-        "Content-Type: application/x-www-form-urlencoded\r\n"
-        f"Content-Length: {SLOW_DECLARED}\r\n\r\n"
-    ).encode()
+    head = _head(host, port, path, SLOW_DECLARED)
 
     def trickle() -> None:
         while not stop.is_set():  # a connection the server closed is opened again

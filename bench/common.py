@@ -84,23 +84,6 @@ def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
     return best_wall, best_cpu, out
 
 
-def run_timed(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[float, float, str]:
-    """Run a command; return its wall seconds, its CPU seconds (user + system) and its output.
-
-    CPU seconds as well as wall: on a shared machine the wall time mostly measures the
-    neighbours. Exits with the command's output when it fails.
-    """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, env=dict(env), check=False)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.stdout
-
-
 def analyze_choice(
     export: Path,
     out: Path,
@@ -111,19 +94,27 @@ def analyze_choice(
     env: Mapping[str, str] | None = None,
 ) -> tuple[float, float, dict[str, Any], str]:
     """``framelab analyze choice EXPORT --out OUT`` of the checkout ``tree`` in a subprocess
-    (``prefix`` before the command, ``env`` added to the environment).
+    (``prefix`` before the command, ``env`` added to the environment); exits when it fails.
 
     Returns
     -------
     tuple
-        Wall seconds, CPU seconds (see :func:`run_timed`), the ``meta`` of the report's
-        ``results.json`` (per-step timings, the models that ran) and the command's output.
+        Wall seconds; CPU seconds, user + system (on a shared machine the wall time mostly
+        measures the neighbours); the ``meta`` of the report's ``results.json`` (per-step
+        timings, the models that ran); the command's output.
     """
     framelab = Path(sys.executable).with_name("framelab")
     cmd = [*prefix, str(framelab), "analyze", "choice", str(export), "--out", str(out), *options]
     environ = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(tree), **(env or {})}
-    wall, cpu, output = run_timed(cmd, environ)
-    return wall, cpu, json.loads((out / "results.json").read_text())["meta"], output
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, json.loads((out / "results.json").read_text())["meta"], proc.stdout
 
 
 # -- latency ------------------------------------------------------------------------------------

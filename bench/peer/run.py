@@ -47,7 +47,7 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,11 +88,26 @@ RATIO_COLUMNS = {
 
 
 # -- one platform, one profile ------------------------------------------------------------------
-def start_pinned(stack: contextlib.ExitStack, server: Any, cpus: set[int] | None) -> Any:
-    """Enter ``server`` (a context manager) with its processes started on ``cpus``; the stack
-    stops it. Only the start is pinned: the load generator then runs on its own CPUs."""
-    with pinned(cpus):
-        return stack.enter_context(server)
+def measured(args: argparse.Namespace, server: Any, bots: Callable[[Any], Any]) -> tuple:
+    """Start ``server`` (a context manager) with its processes on ``--server-cpus``, run the
+    coroutine ``bots(server)`` on ``--bot-cpus``; return what it returned and the server's CPU
+    counters before and after. Only the start is pinned: the load generator then runs on its
+    own CPUs."""
+    with contextlib.ExitStack() as stack:
+        with pinned(args.server_cpus):
+            stack.enter_context(server)
+        before = CpuSnapshot.take(server.pids())
+        with pinned(args.bot_cpus):
+            out = asyncio.run(bots(server))
+        return out, before, CpuSnapshot.take(server.pids())
+
+
+def side(platform: str, server: str, timings: list[Any], wall_s: float, cpu: tuple, **rest: Any):
+    """One platform's figures: its timings' summary and its CPU per request (``cpu``: the
+    counters before and after), with ``completed``, ``bound_reached`` and ``audit``."""
+    report = cpu_report(*cpu, wall_s, len(timings))
+    return {"platform": platform, "server": server, "wall_s": round(wall_s, 2), **rest,
+            **timings_summary(timings, wall_s), "cpu": report}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -116,40 +131,34 @@ def run_framelab(args: argparse.Namespace, profile: dict[str, float]) -> dict[st
         definition = loadtest.demo_definition(app)
         pages = loadtest.pages_per_participant(definition)
         bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
-        with tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as stack:
-            server = start_pinned(
-                stack,
-                loadtest.Gunicorn(
-                    {**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)
-                ),
-                args.server_cpus,
+        with tempfile.TemporaryDirectory() as logs:
+            server = loadtest.Gunicorn(
+                {**env, "DATABASE_URL": db_url}, args.workers, args.threads, Path(logs)
             )
-            before = CpuSnapshot.take(server.pids())
-            with pinned(args.bot_cpus):
-                run = asyncio.run(
-                    loadtest.run_async_bots(
-                        server.url,
-                        [(definition, args.n)],
-                        concurrency=args.n,
-                        think_ms=profile["think_s"] * 1000,
-                        ramp_s=profile["ramp_s"],
-                        timeout_s=bound,
-                        seed=args.seed,
-                    )
-                )
-            after = CpuSnapshot.take(server.pids())
+            run, *cpu = measured(
+                args,
+                server,
+                lambda s: loadtest.run_async_bots(
+                    s.url,
+                    [(definition, args.n)],
+                    concurrency=args.n,
+                    think_ms=profile["think_s"] * 1000,
+                    ramp_s=profile["ramp_s"],
+                    timeout_s=bound,
+                    seed=args.seed,
+                ),
+            )
         result = loadtest.audit(app, run)
-    timings = [t for b in run.bots for t in b.timings]
-    return {
-        "platform": "FrameLab",
-        "server": f"gunicorn gthread, {args.workers} worker(s) x {args.threads} threads",
-        "completed": sum(1 for r in run.results if r.outcome == "completed"),
-        "wall_s": round(run.wall_s, 2),
-        "bound_reached": run.timed_out,
-        **timings_summary(timings, run.wall_s),
-        "cpu": cpu_report(before, after, run.wall_s, len(timings)),
-        "audit": {k: result[k] for k in ("ok", "lost", "duplicated", "incomplete", "problems")},
-    }
+    return side(
+        "FrameLab",
+        f"gunicorn gthread, {args.workers} worker(s) x {args.threads} threads",
+        [t for b in run.bots for t in b.timings],
+        run.wall_s,
+        cpu,
+        completed=sum(1 for r in run.results if r.outcome == "completed"),
+        bound_reached=run.timed_out,
+        audit={k: result[k] for k in ("ok", "lost", "duplicated", "incomplete", "problems")},
+    )
 
 
 def run_otree(args: argparse.Namespace, profile: dict[str, float], bin_dir: Path) -> dict[str, Any]:
@@ -157,32 +166,24 @@ def run_otree(args: argparse.Namespace, profile: dict[str, float], bin_dir: Path
     import yaml
 
     study = yaml.safe_load(STUDY_FILE.read_text(encoding="utf-8"))
-    with (
-        loadtest.fresh_database(args.pg_url, "otree_peer") as db_url,
-        contextlib.ExitStack() as stack,
-    ):
-        server = start_pinned(stack, OTreeServer(bin_dir, db_url, args.n), args.server_cpus)
-        # consent, instructions, quiz, 10 x (choice, WTP), attention, demographics, debrief
-        pages = 26
-        bound = loadtest.profile_bound(pages, profile["think_s"], profile["ramp_s"], n=args.n)
-        before = CpuSnapshot.take(server.pids())
-        with pinned(args.bot_cpus):
-            bots, results, wall, cut = asyncio.run(
-                _otree_bots(server.url, server.join_path, study, args, profile, bound)
-            )
-        after = CpuSnapshot.take(server.pids())
+    # consent, instructions, quiz, 10 x (choice, WTP), attention, demographics, debrief
+    bound = loadtest.profile_bound(26, profile["think_s"], profile["ramp_s"], n=args.n)
+    with loadtest.fresh_database(args.pg_url, "otree_peer") as db_url:
+        server = OTreeServer(bin_dir, db_url, args.n)
+        (bots, results, wall, cut), *cpu = measured(
+            args, server, lambda s: _otree_bots(s.url, s.join_path, study, args, profile, bound)
+        )
         audit = audit_otree(db_url, bots, results)
-    timings = [t for b in bots for t in b.timings]
-    return {
-        "platform": "oTree",
-        "server": f"otree prodserver ({server.version}), 1 process",
-        "completed": sum(1 for r in results if r.outcome == "completed"),
-        "wall_s": round(wall, 2),
-        "bound_reached": cut > 0,
-        **timings_summary(timings, wall),
-        "cpu": cpu_report(before, after, wall, len(timings)),
-        "audit": audit,
-    }
+    return side(
+        "oTree",
+        f"otree prodserver ({server.version}), 1 process",
+        [t for b in bots for t in b.timings],
+        wall,
+        cpu,
+        completed=sum(1 for r in results if r.outcome == "completed"),
+        bound_reached=cut > 0,
+        audit=audit,
+    )
 
 
 async def _otree_bots(url, join_path, study, args, profile, bound):
@@ -217,8 +218,8 @@ def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, 
 
     with loadtest.fresh_database(args.pg_url, "floor_peer") as db_url:
         build(db_url)
-        with tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as stack:
-            floor_server = loadtest.Gunicorn(
+        with tempfile.TemporaryDirectory() as logs:
+            server = loadtest.Gunicorn(
                 {"DATABASE_URL": db_url},
                 args.workers,
                 args.threads,
@@ -227,30 +228,29 @@ def run_floor(args: argparse.Namespace, profile: dict[str, float]) -> dict[str, 
                 cwd=HERE,
                 ready_path="/done",
             )
-            server = start_pinned(stack, floor_server, args.server_cpus)
-            before = CpuSnapshot.take(server.pids())
-            with pinned(args.bot_cpus):
-                timings, wall = asyncio.run(_floor_bots(server.url, args, profile, PAGES))
-            after = CpuSnapshot.take(server.pids())
+            (timings, wall), *cpu = measured(
+                args, server, lambda s: _floor_bots(s.url, args, profile, PAGES)
+            )
         import psycopg
 
         with psycopg.connect(db_url.replace("+psycopg", "")) as conn:
             stored = conn.execute("SELECT count(*) FROM floor_answer").fetchone()[0]
-    return {
-        "platform": "floor (Flask + Jinja, 1 SELECT, 1 INSERT)",
-        "server": f"gunicorn gthread, {args.workers} worker(s) x {args.threads} threads",
-        "completed": args.n,
-        "wall_s": round(wall, 2),
-        "bound_reached": False,
-        **timings_summary(timings, wall),
-        "cpu": cpu_report(before, after, wall, len(timings)),
-        "audit": {
-            "ok": stored == args.n * PAGES,
-            "lost": max(0, args.n * PAGES - stored),
-            "duplicated": max(0, stored - args.n * PAGES),
+    expected = args.n * PAGES
+    return side(
+        "floor (Flask + Jinja, 1 SELECT, 1 INSERT)",
+        f"gunicorn gthread, {args.workers} worker(s) x {args.threads} threads",
+        timings,
+        wall,
+        cpu,
+        completed=args.n,
+        bound_reached=False,
+        audit={
+            "ok": stored == expected,
+            "lost": max(0, expected - stored),
+            "duplicated": max(0, stored - expected),
             "problems": [],
-        },
-    }
+        },  # fmt: skip
+    )
 
 
 async def _floor_bots(url, args, profile, pages):
