@@ -19,7 +19,8 @@ What one run does (everything on 127.0.0.1, everything it creates is removed at 
 5. audits the database against the bots' log: every acknowledged answer stored exactly once
    with the submitted value, every completed participant with every response, no participant
    or answer the bots did not send, annotation quotas met;
-6. prints a summary and writes ``bench/results/loadtest-<timestamp>.json``.
+6. prints the tables of ``bench/loadtest_report.py`` and writes
+   ``bench/results/loadtest-<timestamp>.json``.
 
 Exit status 0 only when the audit passes and no request ended in an error.
 """
@@ -66,6 +67,7 @@ from loadtest_bots import (  # noqa: E402,F401  (the fault tests use them as loa
     run_async_bots,
 )
 from loadtest_cpu import CpuSnapshot, cpu_report  # noqa: E402
+from loadtest_report import route_table, summary_table  # noqa: E402
 
 GUNICORN_CONF = ROOT / "gunicorn.conf.py"  # the settings FrameLab ships
 PRODUCT_FILE = "product-choice-demo.yaml"
@@ -423,44 +425,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print(r: Mapping[str, Any], out: Path) -> None:
-    print(
-        f"participants {r['participants']} (completed {r['completed']}), requests "
-        f"{r['requests']} in {r['wall_s']} s ({r['requests_per_s']}/s), errors {r['errors']}"
-    )
-    print(
-        f"latency p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms, p99 {r['p99_ms']} ms "
-        "(client side, all requests)"
-    )
-    print(f"{'route':<26}{'n':>8}{'p50':>9}{'p95':>9}{'p99':>9}   server p99")
-    server = r["server_latency_by_route"]
-    for route, s in r["latency_by_route"].items():
-        base = route.split(":")[0]
-        sp99 = server.get(base, {}).get("p99_ms", float("nan"))
-        print(f"{route:<26}{s['n']:>8}{s['p50_ms']:>9}{s['p95_ms']:>9}{s['p99_ms']:>9}   {sp99}")
+    print(summary_table(r) + "\n\n" + route_table(r))
     for what, n in r["transport_errors"].items():
         print(f"  no response {n}x: {what}")
-    c = r["cpu"]
-    if c["ms_per_request"]:
-        per = ", ".join(f"{k} {v} ms" for k, v in c["ms_per_request"].items())
-        share = ", ".join(f"{k} {v:.0%}" for k, v in c["share_of_machine"].items())
-        print(f"CPU per request: {per}; share of the machine: {share}; busy {c['machine_busy']}")
-    if r["pgbench_tps"]:
-        print(
-            f"committed responses {r['responses_per_s']}/s; pgbench simple-update "
-            f"{r['pgbench_tps']:.0f} tps; ratio {r['ratio_responses_to_pgbench']}"
-        )
-    a = r["audit"]
     if r["bound_reached"]:
         print(
             f"BOUND REACHED after {r['bound_s']} s: {r['cut_by_bound']} participant(s) still "
             "reading were cut (not an integrity failure; raise --timeout-s or shorten the profile)"
         )
-    verdict = "PASSED" if a["ok"] else "FAILED"
-    print(
-        f"integrity audit {verdict}: lost {a['lost']}, duplicated {a['duplicated']}, incomplete "
-        f"{a['incomplete']}, acknowledged {a['acknowledged']}, recoveries {a['recoveries']}"
-    )
-    for problem in a["problems"][:10]:
+    for problem in r["audit"]["problems"][:10]:
         print(f"  {problem}")
     print(f"wrote {out}")
 
