@@ -84,7 +84,7 @@ ZONES = ("Europe/Berlin", "America/New_York", "Europe/London", "Asia/Tokyo", "Am
 LOCALES = ("en-US", "en-GB", "de-DE", "es-ES", "en-CA")
 
 
-def write_study(folder: Path, reading_wpm: float, canary: bool) -> Path:
+def write_study(folder: Path, reading_wpm: float) -> Path:
     """The benchmark's study in ``folder`` (the demo's first two pairs); returns its YAML."""
     import yaml
 
@@ -106,7 +106,7 @@ recruitment:
   platforms: [link]
   completion_codes: {{completed: BENCH001, screened_out: BENCH002}}
 payment: {{currency: USD, base: 1.0}}
-authenticity: {{canary: {str(canary).lower()}, reading_wpm: {reading_wpm}}}
+authenticity: {{canary: true, reading_wpm: {reading_wpm}}}
 tasks:
   - {{type: consent, id: consent, text: A short study about products.}}
   - type: product_choice
@@ -443,7 +443,6 @@ def run(
     n_http: int,
     scale: float,
     seed: int,
-    canary: bool = True,
     populations: tuple[str, ...] = POPULATIONS,
 ) -> dict[str, Any]:
     """Run the populations; return their scores (see :func:`score`) and the run's settings."""
@@ -457,7 +456,7 @@ def run(
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        study = write_study(folder, 1000.0 * scale, canary)
+        study = write_study(folder, 1000.0 * scale)
         with serve(study, folder) as (app, base), sync_playwright() as pw:
             browser = launch(pw, chromium)
             agent = SmolAgent() if "agent" in populations and n_agents else None
@@ -489,7 +488,7 @@ def run(
     return {
         "populations": result,
         "settings": {"n": n, "agents": n_agents, "http": n_http, "time_scale": scale,
-                     "seed": seed, "canary": canary},
+                     "seed": seed},
         "seconds": timings,
         "agent_replies": agent.replies[:12] if agent is not None else [],
         "agent_calls": len(agent.replies) if agent is not None else 0,
@@ -517,7 +516,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http", type=int, default=20, help="HTTP bot sessions")
     parser.add_argument("--time-scale", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-canary", action="store_true")
     parser.add_argument("--only", default=",".join(POPULATIONS))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -528,7 +526,6 @@ def main(argv: list[str] | None = None) -> int:
         n_http=args.http,
         scale=args.time_scale,
         seed=args.seed,
-        canary=not args.no_canary,
         populations=tuple(p for p in args.only.split(",") if p),
     )
     print(table(result))

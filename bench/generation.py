@@ -47,13 +47,10 @@ _VOCAB = (
 WORDS = _VOCAB.split()
 
 
-def make_inputs(n: int, seed: int, min_words: int, max_words: int) -> list[str]:
-    """Review-like texts of varied length (so length sorting and padding matter)."""
+def make_inputs(n: int, seed: int) -> list[str]:
+    """Review-like texts of 20 to 120 words (so length sorting and padding matter)."""
     rng = random.Random(seed)
-    return [
-        " ".join(rng.choice(WORDS) for _ in range(rng.randint(min_words, max_words)))
-        for _ in range(n)
-    ]
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 120))) for _ in range(n)]
 
 
 def load(args: argparse.Namespace):
@@ -181,8 +178,6 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--n-items", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--batch-sizes", default="1,4,16", help="comma-separated")
-    parser.add_argument("--min-words", type=int, default=20)
-    parser.add_argument("--max-words", type=int, default=120)
     parser.add_argument("--per-item-items", type=int, help="batch 1 on the first K items only")
     parser.add_argument("--bandwidth-tbs", type=float, default=3.35, help="GPU memory TB/s")
     parser.add_argument("--measure-bandwidth", action="store_true", help="measure it (CUDA)")
@@ -198,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
     model, tok = load(args)
     device = str(next(model.parameters()).device)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    texts = make_inputs(args.n_items, args.seed, args.min_words, args.max_words)
+    texts = make_inputs(args.n_items, args.seed)
 
     def backend(batch_size: int) -> TransformersBackend:
         settings = GenerationSettings(

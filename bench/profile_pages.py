@@ -103,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also split the figures by page kind (a POST counts for the page it answers)",
     )
-    parser.add_argument("--dump", help="write the profile here (pstats format)")
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     parser.add_argument(
         "--code", type=Path, help="the checkout to import webapp from (default: this one)"
@@ -189,8 +188,6 @@ def _print(
     write_json(figures, args.json)
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
-        if args.dump:
-            profiler.dump_stats(args.dump)
 
 
 def _measure_floor(url: str, args: argparse.Namespace) -> int:
