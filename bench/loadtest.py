@@ -336,21 +336,9 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory() as logs,
     ):
         groups = [(demo_definition(app), args.n)]
-        sentiment = None
-        with app.app_context():
-            if args.m > 0 and sentiment_available():
-                from sqlalchemy import select
-
-                from webapp.extensions import db
-                from webapp.models import Study
-
-                sentiment = next(
-                    s
-                    for s in db.session.scalars(select(Study))
-                    if any(b["type"] == SENTIMENT_TYPE for b in s.definition["tasks"])
-                )
-                groups.append((sentiment.definition, args.m))
-        m_run = args.m if sentiment is not None else 0
+        m_run = args.m if args.m > 0 and sentiment_available() else 0
+        if m_run:
+            groups.append((demo_definition(app, "sentiment-demo"), m_run))
         pages = max(pages_per_participant(d) for d, _ in groups)
         bound_s = args.timeout_s or profile_bound(
             pages, args.think_ms / 1000.0, args.ramp_s, n=args.n + m_run

@@ -192,21 +192,16 @@ def main(argv: list[str] | None = None) -> int:
                 served = dict(proxy.served)
         result = audit(app, run)
     outcomes = Counter(r.outcome for r in run.results)
-    failed_requests = sum(1 for b in run.bots for t in b.timings if t.status >= 500 or t.error)
     every_server = all(served.get(f"127.0.0.1:{port}", 0) > 0 for _, port in upstreams)
-    timings = [t.ms for b in run.bots for t in b.timings]
-    lat = latency(timings)
+    timings = [t for b in run.bots for t in b.timings]
+    lat = latency(t.ms for t in timings)
     cpu = cpu_report(cpu_before, cpu_after, run.wall_s, len(timings))
+    kinds = Counter(t.error or f"HTTP {t.status}" for t in timings if t.status >= 500 or t.error)
+    failed_requests = sum(kinds.values())
     print(f"servers: {args.servers} x {args.workers} worker(s) x {args.threads} threads")
     print(f"participants: {args.n}; outcomes: {dict(outcomes)}")
     print(f"requests per server: {served}")
     print(f"failed requests: {failed_requests}; wall: {run.wall_s:.1f} s")
-    kinds = Counter(
-        t.error or f"HTTP {t.status}"
-        for b in run.bots
-        for t in b.timings
-        if t.status >= 500 or t.error
-    )
     if kinds:
         print("failed requests by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
     print(
