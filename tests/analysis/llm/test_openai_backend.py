@@ -155,12 +155,12 @@ def second_server() -> Iterator[tuple[str, FakeServer]]:
 
 
 @pytest.fixture
-def refusing_url() -> str:
-    """A loopback URL where nothing listens: every connection is refused."""
+def refusing_url() -> Iterator[str]:
+    """A loopback URL where nothing listens: every connection is refused. The port stays bound
+    (not listening) for the whole test, so no other process can start listening on it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
 
 def _req(key: str, content: str) -> Request:
