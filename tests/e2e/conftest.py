@@ -11,6 +11,22 @@ import pytest
 
 from tests.webapp.conftest import load_demo, make_app
 
+# The suite's per-test timeout in milliseconds (``timeout`` under [tool.pytest.ini_options]).
+SUITE_TIMEOUT_MS = 600_000
+
+
+def without_time_limit(page) -> None:
+    """Let ``page`` and every ``expect`` wait for as long as the test may run.
+
+    A wall-clock limit of Playwright's own fails a test that a loaded machine only slows down;
+    the suite's per-test timeout stays the one bound. ``expect.set_options`` takes 0 for "the
+    default of 5 s", so its default is that timeout instead.
+    """
+    from playwright.sync_api import expect
+
+    page.set_default_timeout(0)
+    expect.set_options(timeout=SUITE_TIMEOUT_MS)
+
 
 @contextlib.contextmanager
 def serve(app) -> Iterator[str]:
@@ -46,7 +62,7 @@ def browser_page(chromium_path: str):
         )
         context = browser.new_context(viewport={"width": 360, "height": 740})
         page = context.new_page()
-        page.set_default_timeout(15_000)
+        without_time_limit(page)
         yield page
         context.close()
         browser.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from tests.e2e.conftest import without_time_limit
+
 pytestmark = pytest.mark.browser
 
 
@@ -187,6 +189,7 @@ def test_core_flow_works_without_javascript(live, chromium_path):
             java_script_enabled=False, viewport={"width": 360, "height": 740}
         )
         page = context.new_page()
+        without_time_limit(page)
         page.goto(f"{base}/s/product-choice-demo?participant=nojs-1")
         _answer_until_debrief(page, blocks)
         page.get_by_role("button", name="Finish and submit").click()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import serve
+from tests.e2e.conftest import serve, without_time_limit
 from tests.webapp.conftest import make_app
 
 pytestmark = pytest.mark.browser
@@ -41,7 +41,7 @@ def desk_page(chromium_path: str):
             viewport={"width": 1280, "height": 900}, accept_downloads=True
         )
         page = context.new_page()
-        page.set_default_timeout(20_000)
+        without_time_limit(page)
         yield page
         context.close()
         browser.close()
@@ -84,8 +84,8 @@ def test_console_launch_watch_export_and_pay(console_server, desk_page, tmp_path
         target=lambda: results.append(run_bots(None, definition, n=4, url=base, seed=3))
     )
     runner.start()
-    expect(page.locator("[data-count=completed]")).to_have_text("4", timeout=60_000)
-    runner.join(timeout=60)
+    expect(page.locator("[data-count=completed]")).to_have_text("4")
+    runner.join()
     assert results and results[0].counts == {"completed": 4}
     assert page.evaluate("window.__notReloaded") is True
     expect(page.locator("[data-count=arrivals]")).to_have_text("4")

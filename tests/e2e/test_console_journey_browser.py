@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import serve
+from tests.e2e.conftest import serve, without_time_limit
 from tests.webapp.conftest import DEMO, make_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -66,7 +66,7 @@ def desk(chromium_path: str):
         # bypass_csp: axe-core is injected as an inline script, which the CSP rightly refuses.
         context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
         page = context.new_page()
-        page.set_default_timeout(20_000)
+        without_time_limit(page)
         yield page
         context.close()
         browser.close()
@@ -138,11 +138,11 @@ def test_console_researcher_journey_end_to_end(platform, desk, axe_source):
     )
     runner.start()
     first = page.locator("tbody[data-funnel] tr").first
-    expect(first.locator("th")).to_have_text("instructions/0", timeout=60_000)
-    expect(first.locator("td").first).to_have_text("6", timeout=90_000)
-    runner.join(timeout=120)
+    expect(first.locator("th")).to_have_text("instructions/0")
+    expect(first.locator("td").first).to_have_text("6")
+    runner.join()
     assert results and sum(results[0].counts.values()) == 6
-    expect(page.locator("tbody[data-shares] tr")).to_have_count(10, timeout=10_000)
+    expect(page.locator("tbody[data-shares] tr")).to_have_count(10)
     assert page.evaluate("window.__notReloaded") is True
     with app.app_context():
         study = get_study(slug)
@@ -165,7 +165,7 @@ def test_console_researcher_journey_end_to_end(platform, desk, axe_source):
             # The page rounds like JavaScript's Math.round (half up) the 3-decimal share.
             pct = math.floor(100 * round(sum(mine) / len(mine), 3) + 0.5) if mine else None
             want = f"{pct}% of {len(mine)}" if mine else "–"
-            expect(row.locator(f'[data-k="{fmt}"]')).to_have_text(want, timeout=15_000)
+            expect(row.locator(f'[data-k="{fmt}"]')).to_have_text(want)
     check_axe(page, axe_source, "study overview")
 
     # The Prolific ID as the researcher has it, typed into the search box.

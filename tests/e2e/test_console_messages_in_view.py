@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import serve
+from tests.e2e.conftest import serve, without_time_limit
 from tests.webapp.conftest import DEMO, make_app
 from tests.webapp.recruit.conftest import PROLIFIC_BLOCK, study_with
 
@@ -48,7 +48,7 @@ def _open(chromium_path: str, width: int):
         executable_path=chromium_path, headless=True, args=["--no-sandbox"]
     )
     page = browser.new_page(viewport={"width": width, "height": 800})
-    page.set_default_timeout(20_000)
+    without_time_limit(page)
     return pw, browser, page
 
 

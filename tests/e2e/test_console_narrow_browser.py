@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import serve
+from tests.e2e.conftest import serve, without_time_limit
 from tests.webapp.conftest import ROOT, make_app
 
 pytestmark = [pytest.mark.browser]
@@ -62,7 +62,7 @@ def test_the_study_page_of_a_three_format_study_fits_375_px(tmp_path, chromium_p
             executable_path=chromium_path, headless=True, args=["--no-sandbox"]
         )
         page = browser.new_page(viewport={"width": 375, "height": 800})
-        page.set_default_timeout(20_000)
+        without_time_limit(page)
         page.goto(f"{base}/researcher/login")
         page.get_by_label("Username").fill("alice")
         page.get_by_label("Password").fill(PASSWORD)

@@ -34,7 +34,7 @@ def _demo(out: Path, reviews: Path, *extra: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "framelab", "demo", "pipeline", "--out", str(out),
          "--reviews", str(reviews), *extra],
-        cwd=out.parent, env=env, capture_output=True, text=True, timeout=1500, check=False,
+        cwd=out.parent, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return done.stdout

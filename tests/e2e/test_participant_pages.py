@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import serve
+from tests.e2e.conftest import serve, without_time_limit
 from tests.e2e.tour import END, load_demos, tour
 from tests.webapp.conftest import load_canary_demo, make_app
 
@@ -42,7 +42,7 @@ def _page(chromium, viewport=PHONE, **kw):
     # bypass_csp: axe is injected as an inline script, which the pages' CSP forbids.
     context = chromium.new_context(viewport=viewport, bypass_csp=True, **kw)
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    without_time_limit(page)
     return page
 
 

@@ -44,7 +44,6 @@ def _run(*args: str, env: dict[str, str]) -> str:
         env={**env, "PYTHONPATH": path},
         capture_output=True,
         text=True,
-        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr

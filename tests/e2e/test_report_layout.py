@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from analysis.simulate import simulate_choice_study
 from framelab.cli import main
 from tests.analysis.annotation_data import simulate_annotation_study
+from tests.e2e.conftest import without_time_limit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -117,6 +118,7 @@ def test_reports_are_not_cut_at_desktop_or_phone_width(reports, chromium_path, t
         for width in WIDTHS:
             context = browser.new_context(viewport={"width": width, "height": 900})
             page = context.new_page()
+            without_time_limit(page)
             for report in reports:
                 page.goto(report.as_uri())
                 name = f"{report.parent.name}-{width}"
