@@ -9,7 +9,7 @@ from analysis.news.outbound import OutboundPolicy
 
 from .conftest import article_html, paragraphs_for
 
-FAST = FetchOptions(delay=0.0, timeout=5.0, max_bytes=200_000, workers=4)
+FAST = FetchOptions(delay=0.0, timeout=120.0, max_bytes=200_000, workers=4)
 
 
 def loopback_policy(*ports: int) -> OutboundPolicy:
@@ -145,7 +145,7 @@ def test_politeness_delay_spaces_requests_to_one_host(fake_site):
         waits.append(seconds)
         now[0] += seconds
 
-    opts = FetchOptions(delay=2.5, timeout=5.0)
+    opts = FetchOptions(delay=2.5, timeout=120.0)
     policy = loopback_policy(fake_site.port)
     with PoliteFetcher(opts, policy=policy, clock=lambda: now[0], sleep=sleep) as fetcher:
         fetcher.fetch(_url(fake_site, "/news/a"))

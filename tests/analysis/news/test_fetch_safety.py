@@ -56,7 +56,7 @@ def internal() -> Iterator[dict]:
 
 
 def _fetcher(policy: OutboundPolicy, **options: Any) -> PoliteFetcher:
-    return PoliteFetcher(FetchOptions(**{"delay": 0.0, "timeout": 5.0, **options}), policy=policy)
+    return PoliteFetcher(FetchOptions(**{"delay": 0.0, "timeout": 120.0, **options}), policy=policy)
 
 
 # Every spelling of "this machine" a URL can carry, each trusted as an outlet so that it is the
@@ -245,7 +245,7 @@ def test_robots_txt_counts_against_the_same_deadline(slow_site):
 def test_an_endless_body_is_cut_at_the_size_bound(slow_site):
     # (the size bound held before; this guards it under the new transport)
     policy = OutboundPolicy(("127.0.0.1",), frozenset({slow_site.port}))
-    with _fetcher(policy, timeout=5.0, max_bytes=300_000) as fetcher:
+    with _fetcher(policy, timeout=120.0, max_bytes=300_000) as fetcher:
         page = fetcher.fetch(f"http://127.0.0.1:{slow_site.port}/endless")
     assert page.fetch_status == "too_large" and "more than 300000 bytes" in page.fetch_reason
     assert slow_site.end("/endless") == "cut"
@@ -274,7 +274,7 @@ def test_sync_stores_no_text_of_an_internal_page(fake_newsapi, fake_site, tmp_pa
     env = {"NEWSAPI_KEY": API_KEY, "NEWSAPI_URL": fake_newsapi.url}
     result = CliRunner().invoke(
         main, ["news", "sync", "--out", str(dataset), "--date", "2026-03-01", "--domains",
-               str(domains), "--delay", "0", "--timeout", "5"], env=env, catch_exceptions=False,
+               str(domains), "--delay", "0", "--timeout", "120"], env=env, catch_exceptions=False,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert fake_site.hits == []  # not even robots.txt

@@ -29,7 +29,7 @@ from analysis.news.outbound import (
 
 from .conftest import article_html, paragraphs_for
 
-FAST = FetchOptions(delay=0.0, timeout=5.0, max_bytes=200_000)
+FAST = FetchOptions(delay=0.0, timeout=120.0, max_bytes=200_000)
 
 REFUSED = [
     ("127.0.0.1", "loopback"),
@@ -188,7 +188,7 @@ def tls_site(tmp_path: Path) -> Iterator[dict]:
             ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
              "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out", str(cert),
              "-days", "2", "-subj", "/CN=news.test", "-addext", "subjectAltName=DNS:news.test"],
-            check=True, capture_output=True, timeout=60,
+            check=True, capture_output=True,
         )  # fmt: skip
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"openssl cannot make a test certificate: {exc}")
@@ -237,7 +237,7 @@ def test_tls_names_the_host_while_connecting_to_the_checked_address(tls_site, fa
     # the certificate is checked against the URL's host, not against the address connected to
     context = tls_site["client_context"]
     with (
-        guarded_client(policy, timeout=5.0, ssl_context=context) as client,
+        guarded_client(policy, timeout=120.0, ssl_context=context) as client,
         pytest.raises(httpx.ConnectError, match="(?i)certificate|hostname"),
     ):
         client.get(f"https://other.test:{port}/news/a")

@@ -70,7 +70,7 @@ def world(fake_newsapi, fake_site, tmp_path):
 
 def _sync(dataset: Path, day: str, domains: Path, env: dict, ok: bool = True):
     return _framelab("news", "sync", "--out", str(dataset), "--date", day, "--domains",
-                     str(domains), "--delay", "0", "--timeout", "5", env=env, ok=ok)  # fmt: skip
+                     str(domains), "--delay", "0", "--timeout", "120", env=env, ok=ok)  # fmt: skip
 
 
 @pytest.mark.slow

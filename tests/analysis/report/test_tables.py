@@ -125,7 +125,6 @@ def test_the_latex_tables_compile_with_pdflatex(report, request, tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
     )
     assert run.returncode == 0, run.stdout[-3000:]
     assert (tmp_path / "paper.pdf").stat().st_size > 10_000
