@@ -263,16 +263,18 @@ def looks(slug: str) -> None:
     from analysis.io import ExportFormatError, load_choice
     from analysis.plan.looks import evaluate_looks
     from analysis.plan.spec import PlanError, plan_from_dict
+    from webapp.definition_cache import study_definition
     from webapp.services import looks as looks_service
     from webapp.services.export import export_table
 
     study = _loaded(slug)
     if study is None:
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
-    if "analysis" not in study.definition:
+    analysis = study_definition(study).analysis
+    if analysis is None:
         raise click.ClickException(f"{slug} has no analysis: block (docs/analysis.md)")
     prereg = looks_service.latest_preregistration(study)
-    block = study.definition["analysis"]
+    block = analysis.as_dict()
     if prereg is not None and prereg.bundle_sha256 == looks_service.bundle_sha256(study):
         block = prereg.record["analysis"]
     else:

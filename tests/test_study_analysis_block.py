@@ -52,9 +52,13 @@ VALID = """analysis:
 
 def test_both_readers_normalise_the_demo_and_a_full_block_alike(tmp_path):
     for path in (DEMO, study_with(tmp_path, VALID)):
-        web = load_study_file(path)["analysis"]
-        assert read_study(path).plan.as_dict() == web
-    assert web["looks"] == {"at": [0.25, 0.5, 0.75, 1.0], "spending": "pocock", "futility": None}
+        web = load_study_file(path).analysis
+        assert read_study(path).plan.as_dict() == web.as_dict()
+    assert web.as_dict()["looks"] == {
+        "at": [0.25, 0.5, 0.75, 1.0],
+        "spending": "pocock",
+        "futility": None,
+    }
 
 
 BASE = """analysis:
@@ -123,9 +127,9 @@ def test_a_study_without_product_choice_cannot_preregister_a_test(tmp_path):
 
 
 def test_levels_name_the_formats_of_a_k_format_block(tmp_path):
-    web = load_study_file(FORMATS_DEMO)["analysis"]
-    assert web["levels"] == ["summary", "mitigated:self-debias"]
-    assert read_study(FORMATS_DEMO).plan.as_dict() == web
+    web = load_study_file(FORMATS_DEMO).analysis
+    assert web.levels == ("summary", "mitigated:self-debias")
+    assert read_study(FORMATS_DEMO).plan.as_dict() == web.as_dict()
 
 
 K_BASE = BASE.replace("  planned_n: 80\n", "  planned_n: 90\n")
@@ -165,8 +169,8 @@ def test_both_readers_refuse_levels_outside_the_blocks_formats_alike(tmp_path, n
 
 def test_both_readers_normalise_the_authenticity_rule_alike_and_only_when_given(tmp_path):
     path = study_with(tmp_path, BASE + "  exclusions: {authenticity: {max_score: 2}}\n")
-    web = load_study_file(path)["analysis"]
-    assert read_study(path).plan.as_dict() == web
-    assert web["exclusions"]["authenticity"] == {"max_score": 2.0, "canary": False}
+    web = load_study_file(path).analysis
+    assert read_study(path).plan.as_dict() == web.as_dict()
+    assert web.as_dict()["exclusions"]["authenticity"] == {"max_score": 2.0, "canary": False}
     # Without the rule the block is what it was before the rule existed (its hash too).
-    assert "authenticity" not in load_study_file(DEMO)["analysis"]["exclusions"]
+    assert "authenticity" not in load_study_file(DEMO).analysis.as_dict()["exclusions"]

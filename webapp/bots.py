@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 from webapp.bot_pages import Page, parse_page
+from webapp.definition import StudyDefinition, TaskBlock
 
 # Seconds a bot on a simulated clock spends on a page that reports no response time.
 PAGE_S = 5.0
@@ -232,8 +233,8 @@ class Bot:
     ----------
     transport : Transport
         :class:`FlaskTransport` or :class:`HttpTransport`.
-    definition : Mapping
-        The study's normalised definition.
+    definition : StudyDefinition
+        The study's definition.
     behaviour : BotBehaviour
     rng : random.Random
         The bot's own randomness (choices, premiums, response times).
@@ -251,7 +252,7 @@ class Bot:
     def __init__(
         self,
         transport: Transport,
-        definition: Mapping[str, Any],
+        definition: StudyDefinition,
         behaviour: BotBehaviour | None = None,
         *,
         rng: random.Random | None = None,
@@ -283,7 +284,7 @@ class Bot:
         """The study link for the bot's platform."""
         from webapp.services.testmark import entry_params
 
-        slug = self.definition["slug"]
+        slug = self.definition.slug
         plain_id = self.external_id.replace("-", "")  # session IDs: letters and digits only
         if self.behaviour.platform == "prolific":
             params = {
@@ -348,11 +349,11 @@ class Bot:
         return self._fetch("POST", form.action or self.page.url, data)
 
     # -- answering ----------------------------------------------------------------------------
-    def block(self, page: Page | None = None) -> dict[str, Any] | None:
+    def block(self, page: Page | None = None) -> TaskBlock | None:
         """The study block of ``page`` (default the current one), named by its ``data-block``."""
         page = page or self.page
         block_id = page.main.get("data-block") if page is not None else None
-        return next((b for b in self.definition["tasks"] if b["id"] == block_id), None)
+        return self.definition.block(block_id) if block_id is not None else None
 
     def answer(self) -> dict[str, str]:
         """The form data this bot would submit on the current page: the hidden fields, a
@@ -366,7 +367,7 @@ class Bot:
             data["rt_ms"] = str(self.rng.randint(900, 12_000))  # as rt.js would
         block = self.block()
         if block is not None:
-            data.update(get_task_type(block["type"]).bot_answer(self, page, block))
+            data.update(get_task_type(block.type).bot_answer(self, page, block))
         return data
 
     def step(self) -> Page:
@@ -386,7 +387,7 @@ class Bot:
             if before is not None and block is not None:
                 from webapp.tasks import get_task_type
 
-                get_task_type(block["type"]).bot_saved(self, before, data)
+                get_task_type(block.type).bot_saved(self, before, data)
         return page
 
     def must_fail(
@@ -496,7 +497,7 @@ class BotRunSummary:
 
 def run_bots(
     app: Any | None,
-    definition: Mapping[str, Any],
+    definition: StudyDefinition,
     *,
     n: int,
     behaviour: BotBehaviour | None = None,
@@ -513,8 +514,8 @@ def run_bots(
     ----------
     app : Flask or None
         The app for in-process runs (ignored when ``url`` is given).
-    definition : Mapping
-        The study's normalised definition.
+    definition : StudyDefinition
+        The study's definition.
     n : int
         Number of bots.
     behaviour : BotBehaviour, optional

@@ -74,7 +74,7 @@ def study_load(files: tuple[Path, ...], force: bool, owner: str | None, check: b
         for note in notes:
             click.echo(f"note: {note}", err=True)
         if check:
-            click.echo(f"valid: {definition['slug']} from {path} (not stored)")
+            click.echo(f"valid: {definition.slug} from {path} (not stored)")
             continue
         s = result.study
         if owner_row is not None:
@@ -304,6 +304,7 @@ def bots(
     """
     from webapp.bots import BotBehaviour, parse_format_effects, run_bots
     from webapp.clock import SimulatedClock
+    from webapp.definition_cache import study_definition
     from webapp.extensions import db
     from webapp.services.studies import get_study
 
@@ -314,7 +315,7 @@ def bots(
     s = get_study(slug)
     if s is None:
         raise click.ClickException(f"no study {slug!r}; load it with `framelab study load`")
-    definition = s.definition
+    definition = study_definition(s)
     # End this command's transaction: on SQLite it holds the write lock the bots need.
     db.session.remove()
     behaviour = BotBehaviour(
@@ -463,7 +464,7 @@ def bonus(
     by file, and `framelab recruit SLUG bonus` never pays those. If you did not upload the
     file, say so with --file-not-used.
     """
-    from webapp.i18n import study_currency
+    from webapp.definition_cache import study_definition
     from webapp.models import Platform, utcnow
     from webapp.recruit.results import cents
     from webapp.services.payments import (
@@ -518,7 +519,7 @@ def bonus(
             "as sent by file and nothing was paid: write the file again with --force"
         ) from None
     again = len(issue.lines) - issue.newly_issued - issue.from_ledger
-    currency = study_currency(s.definition)
+    currency = study_definition(s).payment.currency
     click.echo(
         f"wrote {n} bonuses ({cents(sum(line.amount_cents for line in issue.lines), currency)}) "
         f"to {out}: "

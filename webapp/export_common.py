@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from webapp.definition import TaskBlock
+from webapp.definition_cache import study_definition
 from webapp.models import Participant, ParticipantStatus, Study
 
 PLATFORM_ID_COLUMNS = ("platform_participant_id", "platform_study_id", "platform_session_id")
@@ -78,9 +80,9 @@ class ExportScope:
             query = query.where(Participant.excluded.is_(False))
         return query
 
-    def blocks(self, type_name: str) -> list[dict[str, Any]]:
+    def blocks(self, type_name: str) -> list[TaskBlock]:
         """The study's blocks of one task type, in study order."""
-        return [b for b in self.study.definition["tasks"] if b["type"] == type_name]
+        return [b for b in study_definition(self.study).tasks if b.type == type_name]
 
     def who(self, p: Participant) -> dict[str, Any]:
         """The cells naming the participant that every answer table starts with (and ends

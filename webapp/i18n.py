@@ -10,9 +10,8 @@ Block defaults that a study may override (a quiz's heading, the WTP question) ar
 the normalised definition when it is validated, in the study's language
 (:func:`default_text`), so a study's stored definition shows what its participants read.
 
-Amounts are written and read in the study's language and currency (``payment.currency``;
-:func:`study_currency` is the one place that reads it): ``84,50 €`` in a German EUR study,
-``$84.50`` in an English USD one.
+Amounts are written and read in the study's language and currency (``payment.currency``):
+``84,50 €`` in a German EUR study, ``$84.50`` in an English USD one.
 
 Compiled catalogues (``.mo``) are build outputs: :func:`compile_catalogues` writes any that
 are missing or older than their ``.po`` when the app is created (``make install`` runs
@@ -26,11 +25,10 @@ import contextvars
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from decimal import Decimal
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
 
 from babel.numbers import (
     format_currency,
@@ -118,7 +116,6 @@ def init_app(app: Flask) -> None:
     app.jinja_env.filters["money"] = lambda value, currency=DEFAULT_CURRENCY: format_money(
         value, _selected_language(), currency
     )
-    app.jinja_env.globals["study_currency"] = study_currency
 
     @app.context_processor
     def _html_lang() -> dict[str, str]:
@@ -148,22 +145,6 @@ def _wtforms_catalogue(language: str) -> NullTranslations:
     from wtforms.i18n import messages_path
 
     return Translations.load(messages_path(), [language], domain="wtforms")
-
-
-def study_language(definition: dict) -> str:
-    """The language of a study's normalised definition (``en`` when it names none)."""
-    return definition.get("language", DEFAULT_LANGUAGE)
-
-
-def study_currency(definition: Mapping[str, Any]) -> str:
-    """The currency of a study's prices, WTP answers, rewards and bonuses (``payment.currency``).
-
-    Examples
-    --------
-    >>> study_currency({"payment": {"currency": "EUR"}}), study_currency({"tasks": []})
-    ('EUR', 'USD')
-    """
-    return definition.get("payment", {}).get("currency", DEFAULT_CURRENCY)
 
 
 def use_language(language: str) -> None:

@@ -3,23 +3,24 @@
 Its schema is :mod:`framelab_schema.analysis_block`, which the research package reads it with
 too; this module validates it against the study's product-choice formats when a study is
 loaded and locates every mistake like every other key (``demo.yaml: analysis.looks.at[2]: the
-last look must be at 1 (the planned N), got 0.9 (line 40)``). The normalised block is stored in
-the definition (only when given, so older definitions keep their hash) and shown on the
-console's study page. ``docs/analysis.md`` ("Plan, pre-register, stop") describes it.
+last look must be at 1 (the planned N), got 0.9 (line 40)``). The typed block is the
+definition's ``analysis`` and shown on the console's study page. ``docs/analysis.md`` ("Plan,
+pre-register, stop") describes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from framelab_schema.analysis_block import AnalysisBlockError, parse_analysis_block
+from framelab_schema.analysis_block import AnalysisBlock, AnalysisBlockError, parse_analysis_block
+from webapp.definition import TaskBlock
 from webapp.services.design import study_formats
 from webapp.validation import StudyDefinitionErrors, Where
 
 
-def validate_analysis(raw: Any, where: Where, definition: Mapping[str, Any]) -> dict[str, Any]:
+def validate_analysis(raw: Any, where: Where, blocks: Sequence[TaskBlock]) -> AnalysisBlock:
     """Validate a study's ``analysis:`` block; return it normalised.
 
     Parameters
@@ -28,14 +29,13 @@ def validate_analysis(raw: Any, where: Where, definition: Mapping[str, Any]) -> 
         The parsed block.
     where : Where
         Its place (``analysis``).
-    definition : Mapping
-        The study's definition validated so far (its task blocks).
+    blocks : sequence of TaskBlock
+        The study's task blocks validated so far.
 
     Returns
     -------
-    dict
-        :meth:`framelab_schema.analysis_block.AnalysisBlock.as_dict`: the levels are two of the
-        study's product-choice formats.
+    AnalysisBlock
+        Its levels are two of the study's product-choice formats.
 
     Raises
     ------
@@ -43,8 +43,8 @@ def validate_analysis(raw: Any, where: Where, definition: Mapping[str, Any]) -> 
         Every mistake of the block, located.
     """
     try:
-        block = parse_analysis_block(raw, formats=study_formats(definition), path=where.path)
+        block = parse_analysis_block(raw, formats=study_formats(blocks), path=where.path)
     except AnalysisBlockError as exc:
         errors = [replace(where, path=issue.path).error(issue.reason) for issue in exc.issues]
         raise errors[0] if len(errors) == 1 else StudyDefinitionErrors(errors) from None
-    return block.as_dict()
+    return block

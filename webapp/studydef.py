@@ -1,4 +1,4 @@
-"""Study definitions: read a YAML file, validate it, return a plain normalised ``dict``.
+"""Study definitions: read a YAML file, validate it, return a typed :class:`StudyDefinition`.
 
 A study is metadata (slug, title, recruitment, payment) plus an ordered list of task blocks.
 Each block names a task ``type`` from :mod:`webapp.tasks`; that task type validates its own
@@ -28,6 +28,16 @@ from typing import Any
 import yaml
 
 from webapp.bundle import MAX_YAML_BYTES, Bundle, BundleError, size_text
+from webapp.definition import (
+    AuthenticitySettings,
+    Bonus,
+    CompletionCodes,
+    Payment,
+    RecruiterSettings,
+    Recruitment,
+    StudyDefinition,
+    TaskBlock,
+)
 from webapp.i18n import (
     CURRENCIES,
     DEFAULT_CURRENCY,
@@ -78,7 +88,7 @@ def _completion_code(codes: Mapping[str, Any], key: str, where: Where) -> str:
     return value
 
 
-def _recruitment(raw: Any, where: Where, currency: str) -> dict[str, Any]:
+def _recruitment(raw: Any, where: Where, currency: str) -> Recruitment:
     from webapp.models import PlatformIdentity
 
     raw = get_mapping(raw if raw is not None else {}, where)
@@ -114,21 +124,20 @@ def _recruitment(raw: Any, where: Where, currency: str) -> dict[str, Any]:
     codes = get_mapping(raw.get("completion_codes"), codes_where)
     check_keys(codes, {"completed", "screened_out", "study_full"}, codes_where)
     excluded = get_list(raw.get("exclude_ids", []), where.at("exclude_ids"))
-    return {
-        "platforms": list(platforms),
-        "completion_codes": {
-            "completed": _completion_code(codes, "completed", codes_where),
-            "screened_out": _completion_code(codes, "screened_out", codes_where),
-            # Shown when a study with limited slots (sentiment annotation) has none left;
-            # only stored when given, so older definitions keep their hash.
-            **(
-                {"study_full": _completion_code(codes, "study_full", codes_where)}
+    return Recruitment(
+        platforms=tuple(platforms),
+        completion_codes=CompletionCodes(
+            completed=_completion_code(codes, "completed", codes_where),
+            screened_out=_completion_code(codes, "screened_out", codes_where),
+            # Shown when a study with limited slots (sentiment annotation) has none left.
+            study_full=(
+                _completion_code(codes, "study_full", codes_where)
                 if "study_full" in codes
-                else {}
+                else None
             ),
-        },
+        ),
         # Compared with the platform IDs people arrive with, which fit this column.
-        "exclude_ids": [
+        exclude_ids=tuple(
             check_text(
                 str(x),
                 where.at("exclude_ids").at(i),
@@ -136,53 +145,41 @@ def _recruitment(raw: Any, where: Where, currency: str) -> dict[str, Any]:
                 one_line=True,
             )
             for i, x in enumerate(excluded)
-        ],
-        # Console only (progress bar, automatic time-outs); stored only when given, so older
-        # definitions keep their hash.
-        **(
-            {"target_n": get_int(raw, "target_n", where, default=1, minimum=1)}
-            if "target_n" in raw
-            else {}
         ),
-        **(
-            {"time_limit_minutes": get_number(raw, "time_limit_minutes", where, minimum=1)}
+        # Console only (progress bar, automatic time-outs).
+        target_n=get_int(raw, "target_n", where, default=1, minimum=1)
+        if "target_n" in raw
+        else None,
+        time_limit_minutes=(
+            get_number(raw, "time_limit_minutes", where, minimum=1)
             if "time_limit_minutes" in raw
-            else {}
+            else None
         ),
         # Entry only with the IDs of the listing FrameLab created (webapp.services.entry
-        # .check_verified); stored only when given, so older definitions keep their hash.
-        **(
-            {"verified_entry": get_bool(raw, "verified_entry", where, default=False)}
-            if "verified_entry" in raw
-            else {}
-        ),
-    }
+        # .check_verified).
+        verified_entry=get_bool(raw, "verified_entry", where, default=False),
+    )
 
 
-def _verified_entry(definition: Mapping[str, Any], where: Where) -> None:
+def _verified_entry(
+    recruitment: Recruitment, recruiter: RecruiterSettings | None, where: Where
+) -> None:
     """``verified_entry`` needs a study whose every entry comes through FrameLab's own listing."""
-    recruiter = definition.get("recruiter")
     if recruiter is None:
         raise where.error(
             "needs a 'recruiter:' block: FrameLab can check only the IDs of a Prolific study "
             "or MTurk HIT it created itself, and a plain-link study has no such listing"
         )
-    platforms = definition["recruitment"]["platforms"]
-    if platforms != [recruiter["platform"]]:
-        others = [p for p in platforms if p != recruiter["platform"]]
+    platforms = list(recruitment.platforms)
+    if platforms != [recruiter.platform]:
+        others = [p for p in platforms if p != recruiter.platform]
         raise where.error(
-            f"entries through {others} cannot be checked against the {recruiter['platform']} "
-            f"listing: set recruitment.platforms to [{recruiter['platform']}]"
+            f"entries through {others} cannot be checked against the {recruiter.platform} "
+            f"listing: set recruitment.platforms to [{recruiter.platform}]"
         )
 
 
-# The most bonus one participant may be paid (in the study's currency) unless
-# ``payment.bonus.max`` says more: a slip in ``amount`` (10 for 0.10) must be refused at load,
-# not paid a hundred times over.
-DEFAULT_MAX_BONUS = 10.0
-
-
-def _payment(raw: Any, where: Where) -> dict[str, Any]:
+def _payment(raw: Any, where: Where) -> Payment:
     from webapp.models import BonusPayment
 
     raw = get_mapping(raw if raw is not None else {}, where)
@@ -199,41 +196,39 @@ def _payment(raw: Any, where: Where) -> dict[str, Any]:
     amount_key = written_key(bonus, "amount", "usd", bonus_where)
     max_key = written_key(bonus, "max", "max_usd", bonus_where)
     check_keys(bonus, {amount_key, "rule", max_key}, bonus_where)
-    amount = get_money(bonus, amount_key, bonus_where, default=0.0)
-    return {
-        "currency": currency,
-        "base": get_money(raw, base, where),
-        "bonus": {
-            "amount": amount,
-            "rule": get_line(
+    return Payment(
+        currency=currency,
+        base=get_money(raw, base, where),
+        bonus=Bonus(
+            amount=get_money(bonus, amount_key, bonus_where, default=0.0),
+            rule=get_line(
                 bonus, "rule", bonus_where, default="none", max_len=column_length(BonusPayment.rule)
             ),
-            # Stored only when given, so older definitions keep their hash.
-            **(
-                {"max": get_money(bonus, max_key, bonus_where, minimum=Decimal("0.01"))}
+            max=(
+                get_money(bonus, max_key, bonus_where, minimum=Decimal("0.01"))
                 if max_key in bonus
-                else {}
+                else None
             ),
-        },
-    }
-
-
-def _bonus_bound(definition: dict[str, Any], where: Where) -> None:
-    """Refuse a bonus rule that can pay one participant more than ``payment.bonus.max``."""
-    bonus = definition["payment"]["bonus"]
-    if bonus["rule"] == "none" or not bonus["amount"]:
-        return
-    choices = sum(
-        len(b.get("pairs", [])) for b in definition["tasks"] if b["type"] == "product_choice"
+        ),
     )
-    cap = bonus.get("max", DEFAULT_MAX_BONUS)
-    most = round(bonus["amount"] * 100) * choices
+
+
+def _bonus_bound(payment: Payment, blocks: list[TaskBlock], where: Where) -> None:
+    """Refuse a bonus rule that can pay one participant more than ``payment.bonus.max``."""
+    from webapp.tasks import get_task_type
+
+    bonus = payment.bonus
+    if bonus.rule == "none" or not bonus.amount:
+        return
+    choices = sum(get_task_type(b.type).bonus_answers(b) for b in blocks)
+    cap = bonus.cap
+    most = round(bonus.amount * 100) * choices
     if most > round(cap * 100):
         at = where.at("payment").at("bonus")
-        currency = definition["payment"]["currency"]
+        currency = payment.currency
         raise at.error(
             f"pays up to {format_cents(most, currency)} per participant ({choices} choices x "
-            f"{bonus['amount']}), above max {format_cents(round(cap * 100), currency)}; set "
+            f"{bonus.amount}), above max {format_cents(round(cap * 100), currency)}; set "
             "max to the most you mean to pay one person"
         )
 
@@ -277,10 +272,10 @@ def _too_many_blocks(n: int, tasks_where: Where) -> StudyDefinitionError:
     )
 
 
-def _page_count(blocks: list[dict[str, Any]], tasks_where: Where) -> None:
+def _page_count(blocks: list[TaskBlock], tasks_where: Where) -> None:
     from webapp.tasks import get_task_type
 
-    pages = {b["id"]: get_task_type(b["type"]).n_steps(b) for b in blocks}
+    pages = {b.id: get_task_type(b.type).n_steps(b) for b in blocks}
     total = sum(pages.values())
     if total > MAX_PAGES:
         largest = sorted(pages.items(), key=lambda kv: -kv[1])[:3]
@@ -293,8 +288,8 @@ def _page_count(blocks: list[dict[str, Any]], tasks_where: Where) -> None:
 
 
 def _block(
-    block: Any, i: int, tasks_where: Where, blocks: list[dict[str, Any]], seen: set[str]
-) -> dict[str, Any]:
+    block: Any, i: int, tasks_where: Where, blocks: list[TaskBlock], seen: set[str]
+) -> TaskBlock:
     """Validate block ``i`` (``blocks`` and ``seen``: the valid blocks before it, their ids)."""
     from webapp.tasks import get_task_type, task_type_names
 
@@ -309,14 +304,14 @@ def _block(
         raise bw.at("id").error(f"duplicate block id {block_id!r}")
     seen.add(block_id)
     body = {k: v for k, v in block.items() if k not in {"type", "id"}}
-    out = {"id": block_id, "type": type_name, **task_type.validate(body, bw)}
+    out = TaskBlock.of(block_id, type_name, task_type.validate(body, bw))
     task_type.check_with_blocks(out, blocks, bw)
     return out
 
 
 def _design_part(
-    design: list[dict[str, Any]], checked: dict[str, Any] | None, raw: Any
-) -> list[dict[str, Any]] | None:
+    design: list[TaskBlock], checked: TaskBlock | None, raw: Any
+) -> list[TaskBlock] | None:
     """``design`` with block ``raw`` (``checked``: its validated form, ``None`` if refused).
 
     A refused block stands in with its type and the formats it meant (its own errors say what
@@ -333,23 +328,25 @@ def _design_part(
     formats = task_type.meant_formats(raw)
     if formats is None:
         return None
-    return [*design, {"type": kind, **({"formats": list(formats)} if formats else {})}]
+    return [*design, TaskBlock.of("", kind, {"formats": list(formats)} if formats else {})]
 
 
-def _block_order(blocks: list[dict[str, Any]], tasks_where: Where) -> None:
-    if blocks[0]["type"] != "consent":
-        raise tasks_where.at(0).error("the first block must be of type 'consent'")
-    if blocks[-1]["type"] != "debrief":
-        raise tasks_where.at(len(blocks) - 1).error("the last block must be of type 'debrief'")
+def _block_order(blocks: list[TaskBlock], tasks_where: Where) -> None:
+    from webapp.tasks import get_task_type, task_types
+
+    for at, i in (("first", 0), ("last", len(blocks) - 1)):
+        if get_task_type(blocks[i].type).position != at:
+            names = [t.name for t in task_types() if t.position == at]
+            raise tasks_where.at(i).error(
+                f"the {at} block must be of type {' or '.join(map(repr, names))}"
+            )
 
 
-def _study_full_code(
-    blocks: list[dict[str, Any]], recruitment: dict[str, Any], where: Where
-) -> None:
+def _study_full_code(blocks: list[TaskBlock], recruitment: Recruitment, where: Where) -> None:
     from webapp.tasks import get_task_type
 
-    if any(get_task_type(b["type"]).limits_slots for b in blocks) and (
-        "study_full" not in recruitment["completion_codes"]
+    if any(get_task_type(b.type).limits_slots for b in blocks) and (
+        recruitment.completion_codes.study_full is None
     ):
         codes_where = where.at("recruitment").at("completion_codes")
         raise codes_where.error(
@@ -358,8 +355,8 @@ def _study_full_code(
         )
 
 
-def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
-    """Validate a parsed study definition and return its normalised form.
+def validate_definition(raw: Any, where: Where) -> StudyDefinition:
+    """Validate a parsed study definition and return it typed.
 
     Parameters
     ----------
@@ -370,11 +367,9 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
 
     Returns
     -------
-    dict
-        ``slug``, ``title``, ``description``, ``estimated_minutes``, ``recruitment``,
-        ``payment`` and ``tasks`` (each block with ``id`` and ``type``); ``language``,
-        ``authenticity``, ``recruiter`` and ``analysis`` (:mod:`webapp.study_analysis`) when
-        the file has them.
+    webapp.definition.StudyDefinition
+        Every key set (defaults where the file leaves one out); its ``to_json()`` is what is
+        stored.
 
     Raises
     ------
@@ -411,11 +406,11 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     slug = found.run(_slug, raw, where)
     language = found.run(_language, raw, where) or DEFAULT_LANGUAGE
     tasks_where = where.at("tasks")
-    blocks: list[dict[str, Any]] = []
+    blocks: list[TaskBlock] = []
     seen: set[str] = set()
     # What the analysis block is checked against: the valid blocks, and the formats of a
     # product-choice block refused for other reasons (None: a design that cannot be told).
-    design: list[dict[str, Any]] | None = []
+    design: list[TaskBlock] | None = []
     # The defaults a block does not override are written in the study's language.
     raw_blocks = found.run(get_list, raw.get("tasks"), tasks_where, min_len=1) or []
     if len(raw_blocks) > MAX_BLOCKS:  # too many to validate: the count is the error
@@ -439,57 +434,63 @@ def validate_definition(raw: Any, where: Where) -> dict[str, Any]:
     recruitment = found.run(_recruitment, raw.get("recruitment"), where.at("recruitment"), currency)
     if recruitment is not None and not found.errors:
         found.run(_study_full_code, blocks, recruitment, where)
-    definition = {
-        "slug": slug,
-        "title": found.run(get_line, raw, "title", where, max_len=column_length(Study.title)),
-        "description": found.run(get_str, raw, "description", where, default=""),
-        "estimated_minutes": found.run(
-            get_number, raw, "estimated_minutes", where, default=10.0, minimum=0
-        ),
-        "recruitment": recruitment,
-        "payment": found.run(_payment, payment_raw, where.at("payment")),
-        "tasks": blocks,
-    }
-    if definition["payment"] is not None:
-        found.run(_bonus_bound, definition, where)
-    if raw.get("language") is not None:  # stored only when given: older hashes stay
-        definition["language"] = language
+    title = found.run(get_line, raw, "title", where, max_len=column_length(Study.title))
+    description = found.run(get_str, raw, "description", where, default="")
+    minutes = found.run(get_number, raw, "estimated_minutes", where, default=10.0, minimum=0)
+    payment = found.run(_payment, payment_raw, where.at("payment"))
+    if payment is not None:
+        found.run(_bonus_bound, payment, blocks, where)
     # The recruiter and analysis blocks are checked against the sections they depend on, in the
     # same round as the rest when those are valid.
-    if raw.get("recruiter") is not None and None not in (
-        recruitment,
-        definition["payment"],
-        definition["estimated_minutes"],
-    ):
+    recruiter = None
+    if raw.get("recruiter") is not None and None not in (recruitment, payment, minutes):
         from webapp.recruit.settings import validate_recruiter
 
-        definition["recruiter"] = found.run(
-            validate_recruiter, raw["recruiter"], where.at("recruiter"), definition
+        recruiter = found.run(
+            validate_recruiter,
+            raw["recruiter"],
+            where.at("recruiter"),
+            recruitment=recruitment,
+            payment=payment,
+            estimated_minutes=minutes,
         )
     # Needs the recruitment and recruiter as validated (a refused recruiter says its own why).
     if (
         recruitment is not None
-        and recruitment.get("verified_entry")
-        and (raw.get("recruiter") is None or definition.get("recruiter") is not None)
+        and recruitment.verified_entry
+        and (raw.get("recruiter") is None or recruiter is not None)
     ):
-        found.run(_verified_entry, definition, where.at("recruitment").at("verified_entry"))
-    if raw.get("authenticity") is not None:  # stored only when given: older hashes stay
+        found.run(
+            _verified_entry, recruitment, recruiter, where.at("recruitment").at("verified_entry")
+        )
+    authenticity = AuthenticitySettings()
+    if raw.get("authenticity") is not None:
         from webapp.services.authenticity import validate_settings
 
-        definition["authenticity"] = found.run(
-            validate_settings, raw["authenticity"], where.at("authenticity")
-        )
+        authenticity = found.run(validate_settings, raw["authenticity"], where.at("authenticity"))
+    analysis = None
     if raw.get("analysis") is not None and design is not None:
         # A product-choice block refused for its pairs still names its formats.
-        definition["analysis"] = found.run(
-            validate_analysis, raw["analysis"], where.at("analysis"), {"tasks": design}
-        )
+        analysis = found.run(validate_analysis, raw["analysis"], where.at("analysis"), design)
     found.check()
-    check_strings(definition, where)
+    definition = StudyDefinition(
+        slug=slug,
+        title=title,
+        description=description,
+        estimated_minutes=minutes,
+        language=language,
+        recruitment=recruitment,
+        payment=payment,
+        tasks=tuple(blocks),
+        authenticity=authenticity,
+        recruiter=recruiter,
+        analysis=analysis,
+    )
+    check_strings(definition.to_json(), where)
     return definition
 
 
-def load_study_file(path: str | Path) -> dict[str, Any]:
+def load_study_file(path: str | Path) -> StudyDefinition:
     """Read and validate a study definition file (referenced files are inlined).
 
     Parameters
@@ -499,13 +500,13 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
 
     Returns
     -------
-    dict
-        The normalised definition (see :func:`validate_definition`).
+    webapp.definition.StudyDefinition
+        See :func:`validate_definition`.
 
     Examples
     --------
     >>> d = load_study_file("stimuli/studies/product-choice-demo.yaml")  # doctest: +SKIP
-    >>> d["slug"]  # doctest: +SKIP
+    >>> d.slug  # doctest: +SKIP
     'product-choice-demo'
     """
     return load_bundle(folder_bundle(path))
@@ -521,7 +522,7 @@ def folder_bundle(path: str | Path) -> Bundle:
         raise StudyDefinitionError(path.name[:100], "", str(exc), line=1) from None
 
 
-def load_bundle(bundle: Bundle, notes: list[str] | None = None) -> dict[str, Any]:
+def load_bundle(bundle: Bundle, notes: list[str] | None = None) -> StudyDefinition:
     """Read and validate the study file of a bundle (the files it names are inlined).
 
     Parameters
@@ -534,8 +535,8 @@ def load_bundle(bundle: Bundle, notes: list[str] | None = None) -> dict[str, Any
 
     Returns
     -------
-    dict
-        The normalised definition (see :func:`validate_definition`).
+    webapp.definition.StudyDefinition
+        See :func:`validate_definition`.
 
     Raises
     ------
@@ -564,7 +565,7 @@ def load_bundle(bundle: Bundle, notes: list[str] | None = None) -> dict[str, Any
                 for first, more in found
             )
         try:  # what the database's JSON column will accept (PostgreSQL refuses NaN)
-            stored = json.dumps(definition, allow_nan=False)
+            stored = json.dumps(definition.to_json(), allow_nan=False)
         except ValueError:
             raise where.error("a number is not finite (NaN or infinity)") from None
         if len(stored) > MAX_DEFINITION_BYTES:  # ASCII: json.dumps escapes the rest
@@ -610,8 +611,3 @@ def _with_line(exc: StudyDefinitionError) -> StudyDefinitionError:
     return StudyDefinitionError(
         exc.file, exc.path, exc.reason, line=line, source=exc.source, locate=exc.locate
     )
-
-
-def find_blocks(definition: Mapping[str, Any], type_name: str) -> list[dict[str, Any]]:
-    """Return the blocks of one task type, in study order."""
-    return [b for b in definition["tasks"] if b["type"] == type_name]

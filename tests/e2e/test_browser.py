@@ -32,8 +32,8 @@ def test_prolific_participant_completes_in_chromium(live, browser_page):
 
     app, base, definition = live
     page = browser_page
-    blocks = {b["id"]: b for b in definition["tasks"]}
-    code = definition["recruitment"]["completion_codes"]["completed"]
+    blocks = {b.id: b.params for b in definition.tasks}
+    code = definition.recruitment.completion_codes.completed
     landed = []
     # No internet here: answer for Prolific and remember that the browser got there.
     page.route(
@@ -149,7 +149,7 @@ def _answer_until_debrief(page, blocks) -> None:
 def test_mturk_completion_form_posts_to_the_sandbox(live, browser_page):
     _, base, definition = live
     page = browser_page
-    blocks = {b["id"]: b for b in definition["tasks"]}
+    blocks = {b.id: b.params for b in definition.tasks}
     posted = []
 
     def mturk(route):
@@ -164,7 +164,7 @@ def test_mturk_completion_form_posts_to_the_sandbox(live, browser_page):
     _answer_until_debrief(page, blocks)
     page.get_by_role("button", name="Finish and submit").click()
     page.wait_for_url("https://workersandbox.mturk.com/**")  # autosubmit.js sent the form
-    code = definition["recruitment"]["completion_codes"]["completed"]
+    code = definition.recruitment.completion_codes.completed
     assert posted == [
         (
             "https://workersandbox.mturk.com/mturk/externalSubmit",
@@ -180,7 +180,7 @@ def test_core_flow_works_without_javascript(live, chromium_path):
     from webapp.models import ChoiceResponse
 
     app, base, definition = live
-    blocks = {b["id"]: b for b in definition["tasks"]}
+    blocks = {b.id: b.params for b in definition.tasks}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=chromium_path, headless=True, args=["--no-sandbox"]
@@ -194,9 +194,8 @@ def test_core_flow_works_without_javascript(live, chromium_path):
         _answer_until_debrief(page, blocks)
         page.get_by_role("button", name="Finish and submit").click()
         assert _kind(page) == "completed"
-        assert (
-            page.locator("[data-completion-code]").inner_text()
-            == (definition["recruitment"]["completion_codes"]["completed"])
+        assert page.locator("[data-completion-code]").inner_text() == (
+            definition.recruitment.completion_codes.completed
         )
         context.close()
         browser.close()
@@ -212,7 +211,7 @@ def test_error_pages_in_the_browser_lose_nothing(live, browser_page):
 
     app, base, definition = live
     page = browser_page
-    blocks = {b["id"]: b for b in definition["tasks"]}
+    blocks = {b.id: b.params for b in definition.tasks}
 
     page.goto(f"{base}/s/no-such-study?participant=x")
     assert page.locator("main").get_attribute("data-error-code") == "E404-STUDY"

@@ -11,6 +11,7 @@ import pytest
 
 from tests.e2e.conftest import serve, without_time_limit
 from tests.webapp.conftest import make_app
+from webapp.definition_cache import study_definition
 
 pytestmark = pytest.mark.browser
 PASSWORD = "correct horse battery"
@@ -78,7 +79,7 @@ def test_console_launch_watch_export_and_pay(console_server, desk_page, tmp_path
     # Bots arrive over HTTP while the page stays open; the polled JSON updates the counts.
     page.evaluate("window.__notReloaded = true")
     with app.app_context():
-        definition = get_study("product-choice-demo").definition
+        definition = study_definition(get_study("product-choice-demo"))
     results = []
     runner = threading.Thread(
         target=lambda: results.append(run_bots(None, definition, n=4, url=base, seed=3))

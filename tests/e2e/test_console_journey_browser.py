@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.conftest import serve, without_time_limit
 from tests.webapp.conftest import DEMO, make_app
+from webapp.definition_cache import study_definition
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PASSWORD = "correct horse battery"
@@ -120,7 +121,7 @@ def test_console_researcher_journey_end_to_end(platform, desk, axe_source):
     # target shares grow without a reload.
     page.evaluate("window.__notReloaded = true")
     with app.app_context():
-        definition = get_study(slug).definition
+        definition = study_definition(get_study(slug))
     results = []
     behaviour = BotBehaviour(p_target={"original": 0.3, "summary": 0.9})
     runner = threading.Thread(
@@ -177,7 +178,7 @@ def test_console_researcher_journey_end_to_end(platform, desk, axe_source):
     expect(page.locator("[data-platform-id]")).to_have_text(a_pid)
     expect(page.locator("tbody[data-path] tr").first).to_contain_text("instructions/0")
     check_axe(page, axe_source, "participant page")
-    page.get_by_role("link", name=f"← {definition['title']}").click()
+    page.get_by_role("link", name=f"← {definition.title}").click()
 
     # Closing asks first and names the consequence; a closed study reopens.
     expect(page.locator("form button[data-transition=closed]")).to_have_count(0)

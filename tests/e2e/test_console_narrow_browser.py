@@ -67,7 +67,7 @@ def test_the_study_page_of_a_three_format_study_fits_375_px(tmp_path, chromium_p
         page.get_by_label("Username").fill("alice")
         page.get_by_label("Password").fill(PASSWORD)
         page.get_by_role("button", name="Log in").click()
-        for path in ("/researcher/", f"/researcher/studies/{definition['slug']}"):
+        for path in ("/researcher/", f"/researcher/studies/{definition.slug}"):
             page.goto(base + path)
             wide = page.evaluate(
                 """() => [...document.querySelectorAll('body *')]

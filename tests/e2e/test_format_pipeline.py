@@ -123,7 +123,7 @@ def test_a_generated_k_format_bundle_is_loaded_as_it_is(tmp_path):
     study_path = stimuli / "studies" / "gen-formats.yaml"
 
     definition = load_study_file(study_path)
-    block = next(b for b in definition["tasks"] if b["type"] == "product_choice")
+    block = next(b.params for b in definition.tasks if b.type == "product_choice")
     assert block["formats"] == ["original", "summary", MITIGATED]
     kettle = next(p for p in block["pairs"] if p["id"] == "kettle")
     assert kettle["target"]["texts"][MITIGATED] == "Mitigated summary of k1."

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from tests.e2e.conftest import serve
 from tests.webapp.conftest import ROOT, make_app
+from webapp.definition_cache import study_definition
 
 pytestmark = pytest.mark.browser
 
@@ -32,9 +33,9 @@ def test_a_participant_completes_the_three_format_study(tmp_path: Path, browser_
 
     app = make_app(f"sqlite:///{tmp_path / 'formats.sqlite'}")
     with app.app_context():
-        definition = load_study(FORMATS_DEMO).study.definition
-    block = next(b for b in definition["tasks"] if b["type"] == "product_choice")
-    code = definition["recruitment"]["completion_codes"]["completed"]
+        definition = study_definition(load_study(FORMATS_DEMO).study)
+    block = next(b.params for b in definition.tasks if b.type == "product_choice")
+    code = definition.recruitment.completion_codes.completed
     page = browser_page
     landed: list[str] = []
     page.route(

@@ -24,6 +24,7 @@ from tests.e2e.test_participant_pages import (
 from tests.webapp.conftest import ROOT, make_app
 from tests.webapp.researcher.conftest import login
 from tests.webapp.test_translations import english_found, english_fragments
+from webapp.definition_cache import study_definition
 
 pytestmark = pytest.mark.browser
 GERMAN_DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo-de.yaml"
@@ -36,7 +37,7 @@ def german_server(tmp_path: Path):
 
     app = make_app(f"sqlite:///{tmp_path / 'de.sqlite'}")
     with app.app_context():
-        definition = load_study(GERMAN_DEMO).study.definition
+        definition = study_definition(load_study(GERMAN_DEMO).study)
     with serve(app) as url:
         yield app, url, definition
 
@@ -56,7 +57,7 @@ def browser(chromium_path: str):
 
 def test_the_german_demo_by_keyboard_at_375_px(german_server, browser, axe_source):
     app, base, definition = german_server
-    blocks = {b["id"]: b for b in definition["tasks"]}
+    blocks = {b.id: b.params for b in definition.tasks}
     fragments = english_fragments("de")
     page = _page(browser)
     problems: dict[str, list] = {}

@@ -119,7 +119,7 @@ def _submit(page) -> None:
 def test_keyboard_alone_completes_the_product_choice_study(demo_server, chromium):
     app, base = demo_server
     definition = load_demos(app)["product-choice-demo"]
-    blocks = {b["id"]: b for b in definition["tasks"]}
+    blocks = {b.id: b.params for b in definition.tasks}
     page = _page(chromium)
     page.goto(f"{base}/s/product-choice-demo?participant=keyboard-1")
     _tab_to(page, "button[name=agree]")
@@ -151,7 +151,7 @@ def test_keyboard_alone_completes_the_product_choice_study(demo_server, chromium
         else:
             raise AssertionError(f"unexpected page {kind}")
     assert _kind(page) == "completed"
-    code = definition["recruitment"]["completion_codes"]["completed"]
+    code = definition.recruitment.completion_codes.completed
     assert page.locator("[data-completion-code]").inner_text() == code
     with app.app_context():
         from webapp.extensions import db
@@ -296,7 +296,7 @@ def test_axe_passes_with_the_canary_sentence_and_the_honeypot_on_the_pages(
 
     app = make_app(f"sqlite:///{tmp_path / 'canary.sqlite'}")
     definition = load_canary_demo(app, tmp_path)
-    word = canary_word(definition["slug"])
+    word = canary_word(definition.slug)
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="AXE1")
     page = _page(chromium)
     report: dict[str, list[dict]] = {}

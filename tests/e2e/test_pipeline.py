@@ -29,7 +29,7 @@ from webapp.services.studies import get_study
 
 app = create_app()
 with app.app_context():
-    definition = get_study(sys.argv[1]).definition
+    definition = study_definition(get_study(sys.argv[1]))
 print(run_bots(app, definition, n=int(sys.argv[2]), seed=int(sys.argv[3])).counts)
 """
 

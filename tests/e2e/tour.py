@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from webapp.definition_cache import study_definition
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMOS = (
     "product-choice-demo.yaml",
@@ -29,8 +31,8 @@ def load_demos(app) -> dict[str, dict[str, Any]]:
     out = {}
     with app.app_context():
         for name in DEMOS:
-            definition = load_study(ROOT / "stimuli" / "studies" / name).study.definition
-            out[definition["slug"]] = definition
+            definition = study_definition(load_study(ROOT / "stimuli" / "studies" / name).study)
+            out[definition.slug] = definition
     return out
 
 

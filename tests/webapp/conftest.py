@@ -22,6 +22,7 @@ import pytest
 from webapp import create_app
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
 from webapp.clock import SimulatedClock
+from webapp.definition import StudyDefinition
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo.yaml"
@@ -176,12 +177,13 @@ def runner(app):
     return app.test_cli_runner()
 
 
-def load_demo(app, path: Path = DEMO) -> dict[str, Any]:
+def load_demo(app, path: Path = DEMO) -> StudyDefinition:
     """Load the demo study (or ``path``, a copy of it) into ``app``; return its definition."""
+    from webapp.definition_cache import study_definition
     from webapp.services.studies import load_study
 
     with app.app_context():
-        return load_study(path).study.definition
+        return study_definition(load_study(path).study)
 
 
 def demo_copy(
@@ -216,13 +218,14 @@ def demo_copy(
     return folder / name
 
 
-def load_canary_demo(app, folder: Path) -> dict[str, Any]:
+def load_canary_demo(app, folder: Path) -> StudyDefinition:
     """Load the demo study with a canary (slug ``canary-demo``, copied with its pairs file into
     ``folder``/bundle) into ``app``; return its definition."""
     import shutil
 
     import yaml
 
+    from webapp.definition_cache import study_definition
     from webapp.services.studies import load_study
 
     bundle = folder / "bundle"
@@ -232,7 +235,7 @@ def load_canary_demo(app, folder: Path) -> dict[str, Any]:
     path = bundle / "canary.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     with app.app_context():
-        return load_study(path).study.definition
+        return study_definition(load_study(path).study)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -243,7 +246,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def study(app, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+def study(app, request: pytest.FixtureRequest, tmp_path: Path) -> StudyDefinition:
     """The demo study's definition, loaded into ``app``; with ``@pytest.mark.demo_pairs(n)``
     the demo with only its first ``n`` pairs (see :func:`demo_copy`)."""
     marker = request.node.get_closest_marker("demo_pairs")

@@ -225,8 +225,8 @@ def test_the_quiz_and_attention_check_set_the_participant_with_their_answer(any_
         bot.step()
     data = bot.answer()
     with any_app.app_context():
-        attention = next(b for b in definition["tasks"] if b["type"] == "attention_check")
-        question = attention["questions"][0]
+        attention = next(b for b in definition.tasks if b.type == "attention_check")
+        question = attention.params["questions"][0]
         other = next(o for o in question["options"] if o != question["correct"])
     data[f"q_{question['id']}"] = other
     assert _post(bot, data)

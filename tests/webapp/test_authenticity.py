@@ -11,6 +11,8 @@ import yaml
 from sqlalchemy import select
 
 from tests.webapp.conftest import DEMO, load_canary_demo
+from webapp.definition import AuthenticitySettings
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import PageVisit, Participant, Platform, Study
 from webapp.services import authenticity
@@ -194,7 +196,7 @@ def test_honeypot_and_canary_are_hidden_from_people_and_recorded(app, tmp_path, 
     from webapp.bots import Bot, BotBehaviour, FlaskTransport
 
     definition = load_canary_demo(app, tmp_path)
-    assert definition["authenticity"] == {"canary": True, "reading_wpm": 900.0}
+    assert definition.authenticity == AuthenticitySettings(canary=True, reading_wpm=900.0)
     word = authenticity.canary_word("canary-demo")
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(), external_id="CANARY1")
     bot.open()
@@ -439,13 +441,13 @@ def test_every_long_export_and_its_codebook_carry_the_authenticity_columns(app, 
         path = tmp_path / "questions.yaml"
         path.write_text(source, encoding="utf-8")
     with app.app_context():
-        definition = load_study(path).study.definition
+        definition = study_definition(load_study(path).study)
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="AUTH1")
     page = bot.open()
     while bot.verdict(page) is None:
         page = bot.post({**bot.answer(), "signals": SCRIPT.replace("au=0", "au=1")})
     with app.app_context():
-        study = get_study(definition["slug"])
+        study = get_study(definition.slug)
         long_rows, long_cols = build_table(study, "long", include_test=True)
         wide_rows, _ = build_table(study, "wide", include_test=True)
         book, _ = build_table(study, "codebook")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from tests.webapp.conftest import ROOT
 from tests.webapp.eur_study import STUDY, write_study
 from tests.webapp.test_translations import visible_text
+from webapp.definition import Bonus, Payment
+from webapp.definition_cache import study_definition
 from webapp.validation import StudyDefinitionError
 
 GERMAN_DEMO = ROOT / "stimuli" / "studies" / "product-choice-demo-de.yaml"
@@ -28,7 +31,7 @@ def _load(app, path: Path) -> dict:
     from webapp.services.studies import load_study
 
     with app.app_context():
-        return load_study(path).study.definition
+        return study_definition(load_study(path).study)
 
 
 def _bot(app, definition: dict, name: str):
@@ -108,14 +111,11 @@ def test_the_currency_is_one_a_recruiter_pays_in(tmp_path):
         load_study_file(write_study(tmp_path / "b", study=mturk))
     # Naming no platforms: those that pay in the study's currency.
     default = re.sub(r"  platforms: .*\n", "", STUDY)
-    assert load_study_file(write_study(tmp_path / "c", study=default))["recruitment"][
-        "platforms"
-    ] == ["prolific", "link"]
-    assert load_study_file(ROOT / "stimuli/studies/product-choice-demo.yaml")["payment"] == {
-        "currency": "USD",
-        "base": 3.0,
-        "bonus": {"amount": 0.1, "rule": "majority_choice"},
-    }
+    default_study = load_study_file(write_study(tmp_path / "c", study=default))
+    assert default_study.recruitment.platforms == ("prolific", "link")
+    assert load_study_file(ROOT / "stimuli/studies/product-choice-demo.yaml").payment == Payment(
+        currency="USD", base=3.0, bonus=Bonus(amount=0.1, rule="majority_choice", max=None)
+    )
 
 
 def _older_copy(tmp_path: Path) -> Path:
@@ -138,7 +138,7 @@ def test_older_dollar_keys_load_as_before_with_one_note_per_file_and_key(tmp_pat
     notes: list[str] = []
     definition = load_bundle(folder_bundle(older), notes)
     current = load_study_file(GERMAN_DEMO)
-    assert definition == {**current, "payment": {**current["payment"], "currency": "USD"}}
+    assert definition == replace(current, payment=replace(current.payment, currency="USD"))
     unit = "(amounts are in the study's payment.currency, USD unless it says otherwise)"
     assert notes == [  # in the order validation meets them: blocks, then payment
         "product_pairs/demo-de.yaml: pairs[0].target.price_usd: 'price_usd' is deprecated: "

@@ -9,20 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from webapp.definition import TaskBlock
 from webapp.services.design import choose_sequence, derive_sequence, pair_format
 
 
-def _definition(n_pairs: int) -> dict:
-    return {
-        "tasks": [
-            {"type": "consent", "id": "c"},
-            {
-                "type": "product_choice",
-                "id": "pc",
-                "pairs": [{"id": f"p{i}"} for i in range(n_pairs)],
-            },
-        ]
-    }
+def _definition(n_pairs: int) -> list[TaskBlock]:
+    """The task blocks of a study: consent and a product-choice block of ``n_pairs`` pairs."""
+    pairs = [{"id": f"p{i}"} for i in range(n_pairs)]
+    return [
+        TaskBlock.of("c", "consent", {}),
+        TaskBlock.of("pc", "product_choice", {"pairs": pairs}),
+    ]
 
 
 def test_sequences_are_complementary_per_pair():
@@ -72,4 +69,4 @@ def test_choose_sequence_takes_the_smaller_and_breaks_ties_at_random():
 
 def test_missing_block_is_an_error():
     with pytest.raises(ValueError, match="product_choice"):
-        derive_sequence({"tasks": []}, 1, "A")
+        derive_sequence([], 1, "A")

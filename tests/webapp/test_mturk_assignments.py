@@ -67,7 +67,7 @@ def test_a_worker_back_through_a_new_assignment_submits_the_new_one(app, study, 
         (FIRST["assignmentId"], "https://workersandbox.mturk.com", False),
         (SECOND["assignmentId"], "https://www.mturk.com", True),
     ]
-    assert _bonus_assignment(app, study["slug"]) == SECOND["assignmentId"]
+    assert _bonus_assignment(app, study.slug) == SECOND["assignmentId"]
     with app.app_context():
         ident = db.session.scalars(select(PlatformIdentity)).one()
         assert (ident.external_session_id, ident.external_study_id) == (
@@ -90,13 +90,13 @@ def test_a_planted_assignment_is_neither_submitted_nor_paid(app, runner, study, 
     # it to MTurk does nothing for her, and it changes nothing here.
     mallory.reload()
     assert _form(mallory.page.text)[1]["assignmentId"] == "3PLANTEDBYMALLORY000000000000"
-    assert _bonus_assignment(app, study["slug"]) == SECOND["assignmentId"]
+    assert _bonus_assignment(app, study.slug) == SECOND["assignmentId"]
     # The researcher sees both assignments in the history, the finishing one marked.
     assert [(a, done) for a, _, done in _history(app)] == [
         ("3PLANTEDBYMALLORY000000000000", False),
         (SECOND["assignmentId"], True),
     ]
-    listed = runner.invoke(args=["mturk", "assignments", study["slug"]])
+    listed = runner.invoke(args=["mturk", "assignments", study.slug])
     assert listed.exit_code == 0, listed.output
     lines = listed.output.splitlines()
     assert lines[0].startswith("participant_id,WorkerId,AssignmentId,HITId,submit_host")

@@ -196,7 +196,7 @@ def test_made_up_url_tokens_are_not_remembered(client, study):
 
     before = len(flow._VERIFIED)  # noqa: SLF001
     for i in range(50):
-        resp = client.get(f"/s/{study['slug']}/p/{'x' * 2000}{i}")
+        resp = client.get(f"/s/{study.slug}/p/{'x' * 2000}{i}")
         assert resp.status_code == 404 and b"E404-SESSION" in resp.data
     assert len(flow._VERIFIED) == before  # noqa: SLF001
     token = flow.participant_token(7, "s")

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select, text
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import ChoiceResponse, PageVisit, Participant
 
@@ -64,13 +65,13 @@ def test_a_page_lookup_finds_only_a_participant_of_that_study(any_app):
     token = bot.page.forms[0].action.rsplit("/", 1)[1]
     secret = any_app.config["SECRET_KEY"]
     with any_app.app_context():
-        rows = flow.participant_in_study(token, secret, definition["slug"])
-        assert rows is not None and rows.study.slug == definition["slug"]
-        assert rows.participant.page_seq > 0 and rows.study.definition == definition
+        rows = flow.participant_in_study(token, secret, definition.slug)
+        assert rows is not None and rows.study.slug == definition.slug
+        assert rows.participant.page_seq > 0 and study_definition(rows.study) == definition
         assert flow.participant_in_study(token, secret, "another-study") is None
-        assert flow.participant_in_study(token + "x", secret, definition["slug"]) is None
+        assert flow.participant_in_study(token + "x", secret, definition.slug) is None
         unknown = flow.participant_token(rows.participant.id + 1000, secret)
-        assert flow.participant_in_study(unknown, secret, definition["slug"]) is None
+        assert flow.participant_in_study(unknown, secret, definition.slug) is None
 
 
 def test_every_visit_and_timing_is_written(any_app):
@@ -202,7 +203,7 @@ def test_an_answer_holds_the_row_lock_even_after_its_lookups_transaction_ended(p
 
     with pg_app.test_request_context():
         data = participant_data()
-        assert data.page(pid, definition["slug"], lock=True) is not None
+        assert data.page(pid, definition.slug, lock=True) is not None
         assert locked_elsewhere()
         assert data.lock(pid) is not None and locked_elsewhere()
         db.session.commit()

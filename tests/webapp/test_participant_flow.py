@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from sqlalchemy import func, select
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     ChoiceResponse,
@@ -30,7 +31,7 @@ def test_prolific_participant_completes_and_lands_on_prolific(make_bot, query, s
     assert result.outcome == "completed"
     url = urlsplit(result.final_url)
     assert (url.netloc, url.path) == ("app.prolific.com", "/submissions/complete")
-    code = study["recruitment"]["completion_codes"]["completed"]
+    code = study.recruitment.completion_codes.completed
     assert parse_qs(url.query) == {"cc": [code]}
     # consent, instructions, quiz, 10 x (choice, wtp), attention, demographics, debrief
     assert result.pages == 1 + 1 + 1 + 20 + 1 + 1 + 1
@@ -51,7 +52,7 @@ def test_prolific_participant_completes_and_lands_on_prolific(make_bot, query, s
         shown = [(c.trial_index, c.pair_id, c.format, c.target_side) for c in choices]
         derived = [
             (t.trial_index, t.pair_id, t.format, t.target_side)
-            for t in derive_sequence(p.study.definition, p.seed, p.sequence)
+            for t in derive_sequence(study_definition(p.study).tasks, p.seed, p.sequence)
         ]
         assert shown == derived
         # Raw Prolific IDs live only in PlatformIdentity.
@@ -97,7 +98,7 @@ def test_repeat_participation_shows_the_code_again(make_bot, study, query):
     page = make_bot(platform="link", external_id="once").open()
     # Not a second run: the outcome page again, with the code.
     assert page.status == 200 and page.kind == "completed" and page.main["data-returning"] == "1"
-    code = study["recruitment"]["completion_codes"]["completed"]
+    code = study.recruitment.completion_codes.completed
     assert f'data-completion-code="{code}"' in page.text and "already finished" in page.text
     assert query(lambda: db.session.scalar(select(func.count()).select_from(PageVisit))) == (
         n_pages
@@ -124,7 +125,7 @@ def test_excluded_ids_are_refused(app, make_bot, study):
 def test_failing_the_quiz_screens_out_politely(make_bot, query, study):
     result = make_bot(fail_quiz=True).run()
     assert result.outcome == "screened_out"
-    assert result.completion_code == study["recruitment"]["completion_codes"]["screened_out"]
+    assert result.completion_code == study.recruitment.completion_codes.screened_out
     p = _participants(query)[0]
     assert p.status is ParticipantStatus.screened_out and p.quiz_passed is False
     attempts = query(lambda: db.session.scalars(select(QuizAttempt)).all())
@@ -178,7 +179,7 @@ def test_mturk_completion_posts_to_the_sandbox(make_bot, query, study):
     fields = form.hidden()
     assert fields == {
         "assignmentId": f"A{bot.external_id}",
-        "completion_code": study["recruitment"]["completion_codes"]["completed"],
+        "completion_code": study.recruitment.completion_codes.completed,
     }
     assert "autosubmit.js" in bot.page.text
 

@@ -64,7 +64,7 @@ def test_a_finished_prolific_participant_reopening_the_link_gets_code_and_link(m
     bot = make_bot(platform="prolific")
     assert bot.run().outcome == "completed"
     page = make_bot(platform="prolific", external_id=bot.external_id).open()
-    code = study["recruitment"]["completion_codes"]["completed"]
+    code = study.recruitment.completion_codes.completed
     assert page.status == 200 and page.kind == "completed"
     assert f'data-completion-code="{code}"' in page.text
     assert f'href="https://app.prolific.com/submissions/complete?cc={code}"' in page.text
@@ -74,7 +74,7 @@ def test_a_screened_out_participant_reopening_the_link_gets_the_screening_code(m
     bot = make_bot(platform="prolific", fail_quiz=True)
     assert bot.run().outcome == "screened_out"
     page = make_bot(platform="prolific", external_id=bot.external_id).open()
-    code = study["recruitment"]["completion_codes"]["screened_out"]
+    code = study.recruitment.completion_codes.screened_out
     assert page.status == 200 and page.kind == "screened_out"
     assert f'data-completion-code="{code}"' in page.text and "?cc=" + code in page.text
 
@@ -161,8 +161,8 @@ def test_qualification_items_are_shuffled_per_participant_and_reproducible(app, 
     from webapp.tasks.sentiment import SentimentQualificationTask
 
     definition = load(app, DEMO)
-    block = next(b for b in definition["tasks"] if b["type"] == "sentiment_qualification")
-    file_order = [it["item_id"] for it in block["items"]]
+    block = next(b for b in definition.tasks if b.type == "sentiment_qualification")
+    file_order = [it["item_id"] for it in block.params["items"]]
     shown = {}
     for who in ("q-one", "q-two"):
         bot = bot_for(definition, who)
@@ -176,7 +176,7 @@ def test_qualification_items_are_shuffled_per_participant_and_reproducible(app, 
     with app.app_context():
         for who in ("q-one", "q-two"):
             p = _participant(who)
-            ctx = PageContext(p.study, p, block, p.block_index, 0, p.started_at)
+            ctx = PageContext(p.study, definition, p, block, p.block_index, 0, p.started_at)
             # Re-derived from the stored seed alone, and recorded with the answers.
             assert [it["item_id"] for it in SentimentQualificationTask().item_order(ctx)] == (
                 shown[who]
@@ -297,7 +297,7 @@ def test_a_paste_into_a_number_or_amount_is_capped_so_its_refusal_still_redirect
 def test_quiz_retry_message_uses_proper_plurals(make_bot):
     bot = make_bot(platform="link")
     page = _walk_to(bot, "quiz")
-    block = next(b for b in bot.definition["tasks"] if b["id"] == "quiz")
+    block = next(b.params for b in bot.definition.tasks if b.id == "quiz")
     wrong = {
         f"q_{q['id']}": next(o for o in q["options"] if o != q["correct"])
         for q in block["questions"]

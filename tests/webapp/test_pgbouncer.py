@@ -24,6 +24,7 @@ import pytest
 from sqlalchemy import create_engine, func, select, text
 
 from tests.conftest import require
+from webapp.definition_cache import study_definition
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -110,7 +111,7 @@ def test_bots_complete_the_study_through_pgbouncer_in_transaction_mode(
     setup = create_app({**config, "SQLALCHEMY_DATABASE_URI": direct})
     with disposing(setup), setup.app_context():
         upgrade(directory=str(migrations))
-        definition = load_study(DEMO).study.definition
+        definition = study_definition(load_study(DEMO).study)
         db.session.remove()  # the connection goes back to the pool before the pool is closed
 
     monkeypatch.setenv("FRAMELAB_PGBOUNCER", "1")

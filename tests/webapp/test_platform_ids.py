@@ -48,7 +48,7 @@ def _mturk(worker: str, hit: str = "3HIT", assignment: str = "3ASG") -> str:
     ],
 )
 def test_a_malformed_platform_id_gets_the_friendly_params_page(app, client, study, query):
-    resp = client.get(f"/s/{study['slug']}?{query}")
+    resp = client.get(f"/s/{study.slug}?{query}")
     assert resp.status_code == 400 and b'data-error-code="E400-PARAMS"' in resp.data
     with app.app_context():
         assert db.session.scalar(select(func.count()).select_from(Participant)) == 0
@@ -76,10 +76,10 @@ def test_a_bad_or_missing_id_says_what_to_do_and_a_placeholder_is_explained(clie
     from html import unescape
 
     for query in (_prolific("abc"), _prolific(""), _mturk("A1-B2")):
-        text = unescape(client.get(f"/s/{study['slug']}?{query}").get_data(as_text=True))
+        text = unescape(client.get(f"/s/{study.slug}?{query}").get_data(as_text=True))
         assert "Please open the study again from the link" in text, query
     text = unescape(
-        client.get(f"/s/{study['slug']}?{_prolific('{{%PROLIFIC_PID%}}')}").get_data(as_text=True)
+        client.get(f"/s/{study.slug}?{_prolific('{{%PROLIFIC_PID%}}')}").get_data(as_text=True)
     )
     assert "still holds Prolific's placeholder {{%PROLIFIC_PID%}}" in text
     assert "Preview on the study's page in the researcher console" in text
@@ -107,10 +107,10 @@ def _enrol(client, slug: str, query: str):
     ],
 )
 def test_one_person_in_two_spellings_is_one_participant(app, study, first, second, stored):
-    started = _enrol(app.test_client(), study["slug"], first)
+    started = _enrol(app.test_client(), study.slug, first)
     assert started.status_code == 302
     # The other spelling from a fresh browser resumes the same session, not a second one.
-    again = app.test_client().get(f"/s/{study['slug']}?{second}")
+    again = app.test_client().get(f"/s/{study.slug}?{second}")
     assert again.status_code == 302 and again.headers["Location"] == started.headers["Location"]
     with app.app_context():
         assert db.session.scalars(select(PlatformIdentity.external_id)).all() == [stored]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 from webapp.studydef import load_study_file
 from webapp.tasks.product_choice import WTP_FIELDS, WTP_QUESTION
 from webapp.validation import StudyDefinitionError
@@ -73,9 +74,9 @@ def test_every_named_field_is_filled_and_nothing_else(app, tmp_path):
 
     question = "For the {product}: you chose {chosen} over {other} ({price}). {price} + how much?"
     with app.app_context():
-        definition = load_study(_study_file(tmp_path, question)).study.definition
+        definition = study_definition(load_study(_study_file(tmp_path, question)).study)
     page = _wtp_page(app, definition)
-    block = definition["tasks"][3]
+    block = definition.tasks[3].params
     pair = next(p for p in block["pairs"] if p["id"] == page.main["data-pair"])
     manufacturers = {pair["target"]["manufacturer"], pair["control"]["manufacturer"]}
     chosen = page.text.split("You chose ", 1)[1].split("<", 1)[0].strip()
@@ -96,10 +97,9 @@ def test_every_named_field_is_filled_and_nothing_else(app, tmp_path):
 def test_the_demo_question_and_the_default_still_show_the_price(app, study, tmp_path):
     page = _wtp_page(app, study)
     assert "The other product costs $" in page.text and "{price}" not in page.text
-    assert study["tasks"][3]["wtp"]["question"] == WTP_QUESTION
-    assert load_study_file(_study_file(tmp_path, None))["tasks"][3]["wtp"]["question"] == (
-        WTP_QUESTION
-    )
+    assert study.tasks[3].params["wtp"]["question"] == WTP_QUESTION
+    default = load_study_file(_study_file(tmp_path, None))
+    assert default.tasks[3].params["wtp"]["question"] == WTP_QUESTION
 
 
 @pytest.mark.parametrize("placeholder", EVIL)
@@ -112,13 +112,13 @@ def test_a_stored_definition_from_before_shows_the_text_and_never_fails(
     from webapp.models import Study
 
     def plant() -> None:
-        s = db.session.scalar(db.select(Study).where(Study.slug == study["slug"]))
+        s = db.session.scalar(db.select(Study).where(Study.slug == study.slug))
         definition = dict(s.definition)
         tasks = [dict(t) for t in definition["tasks"]]
         tasks[3] = {**tasks[3], "wtp": {**tasks[3]["wtp"], "question": f"Pay {placeholder}?"}}
         s.definition = {**definition, "tasks": tasks}
         db.session.commit()
-        return s.definition
+        return study_definition(s)
 
     definition = query(plant)
     page = _wtp_page(app, definition, "wtp-old")
@@ -135,21 +135,19 @@ def test_the_trials_memo_follows_the_definition_and_the_participant():
     # answer, and two definitions with one seed do not share.
     from types import SimpleNamespace
 
+    from webapp.definition import TaskBlock
     from webapp.services.design import derive_sequence
     from webapp.tasks.product_choice import ProductChoiceTask
 
     task = ProductChoiceTask()
     for n_pairs, digest in ((4, "h4"), (6, "h6")):
-        block = {
-            "type": "product_choice",
-            "id": "c",
-            "pairs": [{"id": f"p{i}"} for i in range(n_pairs)],
-        }
-        definition = {"tasks": [block]}
+        pairs = [{"id": f"p{i}"} for i in range(n_pairs)]
+        block = TaskBlock.of("c", "product_choice", {"pairs": pairs})
+        definition = SimpleNamespace(tasks=(block,))
         for seed, sequence in ((1, "A"), (1, "B"), (2, "A")):
             p = SimpleNamespace(seed=seed, sequence=sequence)
-            study = SimpleNamespace(definition=definition, definition_hash=digest)
-            want = derive_sequence(definition, seed, sequence, "c")
+            study = SimpleNamespace(definition_hash=digest)
+            want = derive_sequence(definition.tasks, seed, sequence, "c")
             for step in range(2 * n_pairs):
                 ctx = SimpleNamespace(
                     participant=p, study=study, definition=definition, block=block, step=step
@@ -162,7 +160,9 @@ def test_a_task_may_set_only_its_own_participant_columns():
     # (page_seq, status, ...) is the flow's. Refused at the call.
     from webapp.tasks.base import PageContext
 
-    ctx = PageContext(study=None, participant=None, block={}, block_index=0, step=0, now=None)
+    ctx = PageContext(
+        study=None, definition=None, participant=None, block=None, block_index=0, step=0, now=None
+    )
     ctx.set_participant(quiz_attempts=2, quiz_passed=True)
     assert ctx.participant_values == {"quiz_attempts": 2, "quiz_passed": True}
     for column in ("page_seq", "status", "id"):

@@ -27,7 +27,7 @@ def _run(tmp_path, name: str, seed: int) -> list[dict]:
         assert run_bots(app, definition, n=2, seed=11).counts == {"completed": 2}
         with app.app_context():
             # Pseudonyms are salted per study (a new salt for each database): leave them out.
-            rows = choice_rows(get_study(definition["slug"]))
+            rows = choice_rows(get_study(definition.slug))
     return [{k: v for k, v in r.items() if k != "participant_id"} for r in rows]
 
 
@@ -49,7 +49,7 @@ def test_a_duration_is_the_think_time_the_bot_spent(app, clock, study):
 
     assert run_bots(app, study, n=2, seed=4).counts == {"completed": 2}
     with app.app_context():
-        s = get_study(study["slug"])
+        s = get_study(study.slug)
         pages = page_time_rows(ExportScope(s, include_test=True))
         durations = {r["participant_id"]: r["duration_s"] for r in choice_rows(s)}
     assert len(durations) == 2 and len(pages) > 20

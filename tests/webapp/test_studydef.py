@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from webapp.definition import Bonus
 from webapp.studydef import load_study_file
 from webapp.validation import StudyDefinitionError
 
@@ -18,8 +19,8 @@ from .conftest import DEMO
 
 def test_demo_study_is_valid_and_has_ten_pairs():
     d = load_study_file(DEMO)
-    assert d["slug"] == "product-choice-demo"
-    types = [b["type"] for b in d["tasks"]]
+    assert d.slug == "product-choice-demo"
+    types = [b.type for b in d.tasks]
     assert types == [
         "consent",
         "instructions",
@@ -29,14 +30,14 @@ def test_demo_study_is_valid_and_has_ten_pairs():
         "demographics",
         "debrief",
     ]
-    pairs = d["tasks"][3]["pairs"]
+    pairs = d.tasks[3].params["pairs"]
     assert len(pairs) == 10 and len({p["id"] for p in pairs}) == 10
     for p in pairs:
         assert p["target"]["manufacturer"] != p["control"]["manufacturer"]
         assert p["target"]["review"] != p["target"]["summary"]
         assert p["target"]["price"] > 0 and p["control"]["price"] > 0
-    assert d["recruitment"]["completion_codes"]["completed"]
-    assert d["tasks"][2]["attempts"] == 2
+    assert d.recruitment.completion_codes.completed
+    assert d.tasks[2].params["attempts"] == 2
 
 
 def _write(tmp_path: Path, mutate) -> Path:
@@ -184,7 +185,7 @@ def test_a_bonus_above_the_default_bound_loads_when_max_says_so(tmp_path):
         raw["payment"]["bonus"].update(amount=1.5, max=15)
 
     definition = load_study_file(_write(tmp_path, mutate))
-    assert definition["payment"]["bonus"] == {"amount": 1.5, "rule": "majority_choice", "max": 15}
+    assert definition.payment.bonus == Bonus(amount=1.5, rule="majority_choice", max=15)
 
 
 def _with_payment(tmp_path: Path, payment: str, recruiter: str = "") -> Path:
@@ -226,5 +227,5 @@ def test_amounts_written_with_cents_are_exact(tmp_path):
     payment = "payment: {base: 100000, bonus: {amount: 0.1, rule: majority_choice, max: 1.1}}"
     recruiter = "\nrecruiter: {platform: prolific, places: 2, reward: 0.29}\n"
     d = load_study_file(_with_payment(tmp_path, payment, recruiter))
-    assert d["payment"]["base"] == 100000 and d["payment"]["bonus"]["amount"] == 0.1
-    assert d["payment"]["bonus"]["max"] == 1.1 and d["recruiter"]["reward_cents"] == 29
+    assert d.payment.base == 100000 and d.payment.bonus.amount == 0.1
+    assert d.payment.bonus.max == 1.1 and d.recruiter.reward_cents == 29

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from framelab.studyplan import looks, prereg
 from tests.webapp.conftest import DEMO, demo_copy
+from webapp.definition_cache import study_definition
 
 
 def _load(app, path: Path) -> None:
@@ -68,7 +69,7 @@ def test_a_look_without_a_statistic_says_why(app, clock, monkeypatch, tmp_path):
     with app.app_context():
         from webapp.services.studies import get_study
 
-        definition = get_study("product-choice-demo").definition
+        definition = study_definition(get_study("product-choice-demo"))
     assert run_bots(app, definition, n=4, seed=3).counts == {"completed": 4}
 
     def diverges(sample, plan):
@@ -147,7 +148,7 @@ def _a_participant_completes(app) -> None:
     from webapp.services.studies import get_study
 
     with app.app_context():
-        definition = get_study("product-choice-demo").definition
+        definition = study_definition(get_study("product-choice-demo"))
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(), rng=random.Random(1))
     assert bot.run().outcome == "completed"
 
@@ -315,7 +316,7 @@ def test_a_first_freeze_after_a_real_participant_entered_says_so(app, clock, tmp
     shutil.copy(DEMO, folder / DEMO.name)
     _load(app, folder / DEMO.name)
     with app.app_context():
-        definition = get_study("product-choice-demo").definition
+        definition = study_definition(get_study("product-choice-demo"))
     secret = app.config["SECRET_KEY"]
     assert run_bots(app, definition, n=2, seed=1, test_secret=secret).counts == {"completed": 2}
     runner = app.test_cli_runner()

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 
 SLIDER = '''
 """A throwaway task type: one slider from 0 to 100 per page."""
@@ -67,7 +68,7 @@ class SliderTask(TaskType):
         db.session.add(
             TaskResponse(
                 participant_id=ctx.participant.id,
-                block_id=ctx.block["id"],
+                block_id=ctx.block.id,
                 task_type=self.name,
                 step=ctx.step,
                 payload={"value": form.value.data},
@@ -89,7 +90,7 @@ TEMPLATE = """\
 {% from "macros.html" import hidden %}
 {% block main_attrs %}data-page="slider" data-block="{{ block.id }}"{% endblock %}
 {% block content %}
-  <h1>{{ block.question }}</h1>
+  <h1>{{ block.params.question }}</h1>
   <form method="post" action="{{ action }}">
     {{ hidden(form) }}
     <input type="range" min="0" max="100" name="value" value="50">
@@ -175,7 +176,7 @@ def test_a_throwaway_type_renders_passes_a_bot_and_reaches_the_export(
     path.parent.mkdir()
     path.write_text(yaml.safe_dump(demo), encoding="utf-8")
     with app.app_context():
-        definition = load_study(path).study.definition
+        definition = study_definition(load_study(path).study)
 
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(), rng=random.Random(3))
     page = bot.open()

@@ -19,6 +19,7 @@ from babel.messages.pofile import read_po
 
 from tests.webapp.conftest import ROOT
 from tests.webapp.researcher.conftest import login
+from webapp.definition_cache import study_definition
 from webapp.i18n import TRANSLATIONS, available_languages, parse_amount
 from webapp.validation import StudyDefinitionError
 
@@ -97,7 +98,7 @@ def _load(app, path: Path) -> dict[str, Any]:
     from webapp.services.studies import load_study
 
     with app.app_context():
-        return load_study(path).study.definition
+        return study_definition(load_study(path).study)
 
 
 def _with_language(tmp_path: Path, name: str, language: str) -> Path:
@@ -115,9 +116,9 @@ def _with_language(tmp_path: Path, name: str, language: str) -> Path:
 def test_a_study_names_a_language_with_a_catalogue(tmp_path):
     from webapp.studydef import load_study_file
 
-    assert load_study_file(GERMAN_DEMO)["language"] == "de"
-    # Not naming one keeps the definition (and its hash) as it was: English.
-    assert "language" not in load_study_file(ROOT / "stimuli/studies/product-choice-demo.yaml")
+    assert load_study_file(GERMAN_DEMO).language == "de"
+    # Not naming one: English.
+    assert load_study_file(ROOT / "stimuli/studies/product-choice-demo.yaml").language == "en"
     with pytest.raises(StudyDefinitionError, match=r"language: no participant texts in 'fr'"):
         load_study_file(_with_language(tmp_path, "product-choice-demo.yaml", "fr"))
 
@@ -126,13 +127,13 @@ def test_defaults_a_study_does_not_override_are_in_its_language(tmp_path):
     from webapp.studydef import load_study_file
 
     spanish = load_study_file(_with_language(tmp_path, "rating-demo.yaml", "es"))
-    block = next(b for b in spanish["tasks"] if b["type"] == "summary_rating")
-    assert [d["name"] for d in block["dimensions"]][:2] == ["Postura", "Objeto"]
-    assert block["scale"]["labels"] == ["Nada", "Un poco", "En gran parte", "Por completo"]
+    block = next(b for b in spanish.tasks if b.type == "summary_rating")
+    assert [d["name"] for d in block.params["dimensions"]][:2] == ["Postura", "Objeto"]
+    assert block.params["scale"]["labels"] == ["Nada", "Un poco", "En gran parte", "Por completo"]
     german = load_study_file(GERMAN_DEMO)
-    choice = next(b for b in german["tasks"] if b["type"] == "product_choice")
-    assert choice["labels"]["summary"] == "Zusammenfassung der Kundenbewertungen"
-    question = choice["wtp"]["question"]
+    choice = next(b for b in german.tasks if b.type == "product_choice")
+    assert choice.params["labels"]["summary"] == "Zusammenfassung der Kundenbewertungen"
+    question = choice.params["wtp"]["question"]
     assert "{price}" in question and question.startswith("Das andere Produkt")
 
 
@@ -248,7 +249,7 @@ def _bot(app, definition, external_id: str, **behaviour: Any):
 
 def _pages_of(app, definition: dict[str, Any]) -> dict[str, str]:
     """Walk a bot through the study: page kind -> the text of its first page of that kind."""
-    bot = _bot(app, definition, f"scan-{definition['slug'][:20]}")
+    bot = _bot(app, definition, f"scan-{definition.slug[:20]}")
     pages = {}
     page = bot.open()
     for _ in range(200):
@@ -282,7 +283,7 @@ def test_no_english_platform_text_on_any_page_of_a_german_study(app, client, tmp
     for name in OTHER_DEMOS:  # English demo texts, German platform
         definition = _load(app, _with_language(tmp_path / name, name, "de"))
         for kind, html in _pages_of(app, definition).items():
-            texts.setdefault(f"{kind} ({definition['slug']})", html)
+            texts.setdefault(f"{kind} ({definition.slug})", html)
     # Refusals on the German demo: an empty choice and amounts that cannot be read.
     bot = _bot(app, german, "scan-refusals")
     page = bot.open()
@@ -323,7 +324,7 @@ def test_no_english_platform_text_on_any_page_of_a_german_study(app, client, tmp
 
     researcher = set()
     for name in OTHER_DEMOS:
-        researcher |= _strings(load_study_file(ROOT / "stimuli" / "studies" / name))
+        researcher |= _strings(load_study_file(ROOT / "stimuli" / "studies" / name).to_json())
     messages = {english for english in fragments.values()}
     researcher = sorted((s for s in researcher if s not in messages), key=len, reverse=True)
     found = {}
@@ -370,7 +371,7 @@ def test_a_german_participant_types_a_decimal_comma_and_the_export_says_de(app):
         assert any(r["column"] == "study_language" for r in codebook)
     english = _load(app, ROOT / "stimuli" / "studies" / "product-choice-demo.yaml")
     with app.app_context():
-        study = db.session.scalar(db.select(Study).where(Study.slug == english["slug"]))
+        study = db.session.scalar(db.select(Study).where(Study.slug == english.slug))
         assert build_table(study, "wide")[1][1] == "study_language"
 
 
@@ -392,13 +393,18 @@ def test_the_pages_no_walk_reaches_are_german_too(app):
     code, rendered for a German study as the views render them."""
     from flask import render_template
 
+    from webapp.definition import TaskBlock
     from webapp.i18n import use_language
     from webapp.services.flow import Finish
     from webapp.tasks.base import waiting_context
 
     _load(app, GERMAN_DEMO)
     fragments = english_fragments("de")
-    block = {"id": "label", "reservation_minutes": 30.0, "first_label_minutes": 5.0}
+    block = TaskBlock.of(
+        "label",
+        "sentiment_annotation",
+        {"reservation_minutes": 30.0, "first_label_minutes": 5.0},
+    )
     mturk = Finish("mturk", "DE7F3D2A", "https://www.mturk.com/mturk/externalSubmit", {"a": "1"})
     participant = {"end_reason": "quiz_failed", "platform": {"value": "mturk"}}
     pages = {

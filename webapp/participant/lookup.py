@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from flask import current_app, g, request
 
-from webapp.i18n import study_language, use_language
+from webapp.definition_cache import study_definition
+from webapp.i18n import use_language
 from webapp.models import Study
 from webapp.services import flow
 from webapp.services.studies import get_study
@@ -26,7 +27,7 @@ def request_study(slug: str) -> Study | None:
         cache[slug] = found.study if found is not None else get_study(slug)
     study = cache[slug]
     if study is not None:  # the rest of the request speaks the study's language
-        use_language(study_language(study.definition))
+        use_language(study_definition(study).language)
     return study
 
 

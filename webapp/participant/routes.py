@@ -18,6 +18,7 @@ from flask_wtf.csrf import CSRFError
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
+from webapp.definition_cache import study_definition
 from webapp.errors import ParticipantError
 from webapp.extensions import csrf, db
 from webapp.models import Participant, ParticipantStatus, Platform, Study, utcnow
@@ -64,7 +65,7 @@ def _entry(study: Study, params: dict[str, str]) -> Entry:
         raise ParticipantError(exc.code, exc.message, exc.status) from None
     if entry.platform is Platform.mturk:
         allow_mturk_framing()
-    if entry.platform.value not in study.definition["recruitment"]["platforms"]:
+    if entry.platform.value not in study_definition(study).recruitment.platforms:
         raise ParticipantError(
             "E400-PLATFORM",
             gettext("This study does not take participants through this link."),
@@ -200,8 +201,8 @@ def entry(slug: str) -> Response | str:
     if allocation.study_is_full(study, utcnow()):
         return _study_full(study, entry.platform.value)
     form = ConsentForm(data=entry.params())
-    consent = study.definition["tasks"][0]
-    page = get_task_type(consent["type"]).template_name
+    consent = study_definition(study).tasks[0]
+    page = get_task_type(consent.type).template_name
     return render_template(page, study=study, block=consent, form=form)
 
 
@@ -367,7 +368,7 @@ def page(slug: str, token: str) -> Response | str | tuple[str, int]:
         status = 200
     form.page.data = flow.page_token(participant, _secret())
     form.rt_ms.data = ""
-    form.canary = authenticity.page_canary(study.definition)
+    form.canary = authenticity.page_canary(study_definition(study))
     html = render_template(task.template_name, study=study, form=form, action=here, **payload)
     if request.method == "GET":
         flow.record_visit(ctx, authenticity.page_words(html))
@@ -383,7 +384,7 @@ def _page_signals(study: Study, form: PageForm) -> authenticity.PageSignals:
         answers=[v for k, vs in request.form.lists() if k not in own for v in vs],
         form=form,
         user_agent=request.headers.get("User-Agent", ""),
-        canary=authenticity.page_canary(study.definition),
+        canary=authenticity.page_canary(study_definition(study)),
         secret=_secret(),
     )
 
@@ -393,7 +394,7 @@ def _study_full(
 ) -> str:
     """The polite page for people who arrive after every item has its labels."""
     if code is None:
-        code = study.definition["recruitment"]["completion_codes"].get("study_full")
+        code = study_definition(study).recruitment.completion_codes.study_full
         if platform == "prolific" and code:
             url = f"{current_app.config['PROLIFIC_COMPLETE_URL']}?cc={code}"
     return render_template(

@@ -42,10 +42,10 @@ def get_recruiter(study: Any, *, actor: Any = "cli", **options: Any) -> Recruite
     webapp.recruit.base.RecruitError
         The study has no ``recruiter:`` block, or the platform's client is missing.
     """
+    from webapp.definition_cache import study_definition
     from webapp.recruit.base import RecruitError
-    from webapp.recruit.settings import RecruiterSettings
 
-    settings = RecruiterSettings.from_definition(study.definition)
+    settings = study_definition(study).recruiter
     if settings is None:
         raise RecruitError(
             f"study {study.slug!r} has no recruiter: block in its YAML (see docs/recruit.md)"

@@ -31,8 +31,9 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from webapp.definition import RecruiterSettings
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
-from webapp.i18n import study_currency
 from webapp.models import (
     BonusPayment,
     Participant,
@@ -55,9 +56,9 @@ from webapp.recruit.results import (
     cents,
     fee,
 )
-from webapp.recruit.settings import RecruiterSettings
 from webapp.services import audit
 from webapp.services.entry import canonical_spelling
+from webapp.tasks import get_task_type
 
 __all__ = [
     "Confirmation",
@@ -251,7 +252,7 @@ class Recruiter(BonusActions, ABC):
     @property
     def currency(self) -> str:
         """The currency of the study's rewards and bonuses (MTurk's are always USD)."""
-        return study_currency(self.study.definition)
+        return study_definition(self.study).payment.currency
 
     def cents(self, amount: int) -> str:
         """Whole cents in the study's currency, as the reports write them."""
@@ -260,15 +261,12 @@ class Recruiter(BonusActions, ABC):
     # -- actions ------------------------------------------------------------------------------
     def max_bonus_cents(self) -> int:
         """The most bonus one person can earn under the study's rule."""
-        bonus = self.study.definition["payment"]["bonus"]
-        if bonus["rule"] == "none" or not bonus["amount"]:
+        definition = study_definition(self.study)
+        bonus = definition.payment.bonus
+        if bonus.rule == "none" or not bonus.amount:
             return 0
-        choices = sum(
-            len(b.get("pairs", []))
-            for b in self.study.definition["tasks"]
-            if b["type"] == "product_choice"
-        )
-        return round(bonus["amount"] * 100) * choices
+        choices = sum(get_task_type(b.type).bonus_answers(b) for b in definition.tasks)
+        return round(bonus.amount * 100) * choices
 
     def plan(self) -> Report:
         """The cost of the listing before anything is created (no outbound call)."""

@@ -42,6 +42,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     BonusPayment,
@@ -300,7 +301,7 @@ class MTurkRecruiter(Recruiter):
         return None
 
     def _create(self, row: Recruitment, *, retrying: bool) -> tuple[str, str, dict[str, Any]]:
-        s, d = self.settings, self.study.definition
+        s, d = self.settings, study_definition(self.study)
         qual_id = None
         if s.block_screened_out:
             name = self._qualification_name(row)
@@ -328,7 +329,7 @@ class MTurkRecruiter(Recruiter):
             Reward=_dollars(s.reward_cents),
             Title=self.study.title,
             Keywords=s.keywords,
-            Description=(d["description"] or self.study.title)[:2000],
+            Description=(d.description or self.study.title)[:2000],
             QualificationRequirements=self.requirements(qual_id),
         )
         hit_type = resp.get("HITTypeId")

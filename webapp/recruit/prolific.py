@@ -30,6 +30,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import BonusPayment, Platform, PlatformIdentity, Recruitment
 from webapp.recruit import ledger
@@ -260,24 +261,24 @@ class ProlificRecruiter(Recruiter):
 
     def create_body(self, url: str, internal_name: str = "") -> dict[str, Any]:
         """The body of ``POST /api/v1/studies/`` (a draft)."""
-        d, s = self.study.definition, self.settings
-        codes = d["recruitment"]["completion_codes"]
+        d, s = study_definition(self.study), self.settings
+        codes = d.recruitment.completion_codes
         completion = [
             {
-                "code": codes["completed"],
+                "code": codes.completed,
                 "code_type": "COMPLETED",
                 "actions": [{"action": "MANUALLY_REVIEW"}],
             },
             {
-                "code": codes["screened_out"],
+                "code": codes.screened_out,
                 "code_type": "FAILED_ATTENTION_CHECK",
                 "actions": [{"action": "REQUEST_RETURN", "return_reason": _RETURN_REASON}],
             },
         ]
-        if "study_full" in codes:
+        if codes.study_full is not None:
             completion.append(
                 {
-                    "code": codes["study_full"],
+                    "code": codes.study_full,
                     "code_type": "OTHER",
                     "actions": [{"action": "REQUEST_RETURN", "return_reason": _RETURN_REASON}],
                 }
@@ -285,7 +286,7 @@ class ProlificRecruiter(Recruiter):
         body: dict[str, Any] = {
             "name": self.study.title,
             "internal_name": internal_name or f"framelab:{self.study.slug}",
-            "description": d["description"] or self.study.title,
+            "description": d.description or self.study.title,
             "external_study_url": url,
             "prolific_id_option": "url_parameters",
             "completion_codes": completion,

@@ -46,7 +46,7 @@ from webapp.recruit.results import Report, Submission, fee
 from webapp.services.entry import canonical_spelling
 
 if TYPE_CHECKING:
-    from webapp.recruit.settings import RecruiterSettings
+    from webapp.definition import RecruiterSettings
 
 Row = tuple[BonusPayment, PlatformIdentity]
 

@@ -1,7 +1,7 @@
 """The study YAML's ``recruiter:`` block: which recruiter runs the study, and on what terms.
 
-Validated with the located errors of :mod:`webapp.validation` (file, path, reason, line), and
-stored in the study definition only when present, so studies without it keep their hash::
+Validated with the located errors of :mod:`webapp.validation` (file, path, reason, line) into
+:class:`webapp.definition.RecruiterSettings`::
 
     recruiter:
       platform: prolific        # or mturk
@@ -23,10 +23,9 @@ stored in the study definition only when present, so studies without it keep the
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from webapp.definition import Payment, RecruiterSettings, Recruitment
 from webapp.validation import (
     Where,
     check_keys,
@@ -83,45 +82,6 @@ _KEYS = {
     "keywords",
     "block_screened_out",
 }
-
-
-@dataclass(frozen=True)
-class RecruiterSettings:
-    """What a recruiter needs to list the study (amounts in integer cents)."""
-
-    platform: str
-    places: int
-    reward_cents: int
-    estimated_minutes: int
-    fee_rate: float
-    devices: tuple[str, ...]
-    eligibility: tuple[dict[str, Any], ...]
-    qualifications: tuple[dict[str, Any], ...]
-    lifetime_hours: float
-    assignment_minutes: int
-    keywords: str
-    block_screened_out: bool
-
-    @classmethod
-    def from_definition(cls, definition: Mapping[str, Any]) -> RecruiterSettings | None:
-        """The settings of a normalised definition, or ``None`` without a ``recruiter`` block."""
-        raw = definition.get("recruiter")
-        if raw is None:
-            return None
-        return cls(
-            platform=raw["platform"],
-            places=raw["places"],
-            reward_cents=raw["reward_cents"],
-            estimated_minutes=raw["estimated_minutes"],
-            fee_rate=raw["fee_rate"],
-            devices=tuple(raw["devices"]),
-            eligibility=tuple(raw["eligibility"]),
-            qualifications=tuple(raw["qualifications"]),
-            lifetime_hours=raw["lifetime_hours"],
-            assignment_minutes=raw["assignment_minutes"],
-            keywords=raw["keywords"],
-            block_screened_out=raw["block_screened_out"],
-        )
 
 
 def _eligibility(raw: Any, where: Where) -> list[dict[str, Any]]:
@@ -197,13 +157,20 @@ def _qualifications(raw: Any, where: Where) -> list[dict[str, Any]]:
     return out
 
 
-def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a ``recruiter:`` block against the rest of the normalised ``definition``.
+def validate_recruiter(
+    raw: Any,
+    where: Where,
+    *,
+    recruitment: Recruitment,
+    payment: Payment,
+    estimated_minutes: float,
+) -> RecruiterSettings:
+    """Validate a ``recruiter:`` block against the study's validated sections.
 
     Returns
     -------
-    dict
-        JSON-serialisable settings (amounts in cents); see :class:`RecruiterSettings`.
+    webapp.definition.RecruiterSettings
+        Amounts in cents.
 
     Raises
     ------
@@ -216,20 +183,18 @@ def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) ->
     platform = get_line(raw, "platform", where)
     if platform not in RECRUITERS:
         raise where.at("platform").error(f"{platform!r} is not one of {list(RECRUITERS)}")
-    if platform not in definition["recruitment"]["platforms"]:
+    if platform not in recruitment.platforms:
         raise where.at("platform").error(
-            f"{platform} is not in recruitment.platforms {definition['recruitment']['platforms']}"
+            f"{platform} is not in recruitment.platforms {list(recruitment.platforms)}"
         )
     places = get_int(raw, "places", where, default=0, minimum=1) if "places" in raw else None
     if places is None:
         raise where.at("places").error("is required (how many people to recruit)")
-    reward = get_money(raw, reward_key, where, default=definition["payment"]["base"])
+    reward = get_money(raw, reward_key, where, default=payment.base)
     if reward <= 0:
         raise where.at(reward_key).error("must be more than 0 (or set payment.base)")
 
-    minutes = get_number(
-        raw, "estimated_minutes", where, default=definition["estimated_minutes"], minimum=1
-    )
+    minutes = get_number(raw, "estimated_minutes", where, default=estimated_minutes, minimum=1)
     devices = [
         str(d)
         for d in get_list(
@@ -254,12 +219,12 @@ def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) ->
         raise where.at("block_screened_out").error(
             "is MTurk's (a qualification type); Prolific asks screened-out people to return"
         )
-    return {
-        "platform": platform,
-        "places": places,
-        "reward_cents": round(reward * 100),
-        "estimated_minutes": int(round(minutes)),
-        "fee_rate": get_number(
+    return RecruiterSettings(
+        platform=platform,
+        places=places,
+        reward_cents=round(reward * 100),
+        estimated_minutes=int(round(minutes)),
+        fee_rate=get_number(
             raw,
             "fee_rate",
             where,
@@ -267,17 +232,17 @@ def validate_recruiter(raw: Any, where: Where, definition: Mapping[str, Any]) ->
             minimum=0,
             maximum=2,
         ),
-        "devices": devices,
-        "eligibility": _eligibility(raw.get("eligibility", []), where.at("eligibility")),
-        "qualifications": _qualifications(
-            raw.get("qualifications", []), where.at("qualifications")
+        devices=tuple(devices),
+        eligibility=tuple(_eligibility(raw.get("eligibility", []), where.at("eligibility"))),
+        qualifications=tuple(
+            _qualifications(raw.get("qualifications", []), where.at("qualifications"))
         ),
-        "lifetime_hours": get_number(
+        lifetime_hours=get_number(
             raw, "lifetime_hours", where, default=72.0, minimum=1, maximum=8760
         ),
-        "assignment_minutes": get_int(
+        assignment_minutes=get_int(
             raw, "assignment_minutes", where, default=max(30, int(minutes) * 3), minimum=1
         ),
-        "keywords": get_line(raw, "keywords", where, default="survey, research", max_len=1000),
-        "block_screened_out": block,
-    }
+        keywords=get_line(raw, "keywords", where, default="survey, research", max_len=1000),
+        block_screened_out=block,
+    )

@@ -3,6 +3,8 @@ view modules import it without importing each other through the package."""
 
 from flask import Blueprint
 
+from webapp.definition_cache import study_definition
+
 bp = Blueprint(
     "researcher",
     __name__,
@@ -10,3 +12,5 @@ bp = Blueprint(
     template_folder="templates",
     static_folder="static",
 )
+# Templates read a study's typed definition as ``study_definition(study)``.
+bp.add_app_template_global(study_definition)

@@ -17,6 +17,7 @@ from itsdangerous import BadSignature, URLSafeSerializer
 from wtforms import HiddenField, SelectField, StringField, TextAreaField
 from wtforms.validators import Length
 
+from webapp.definition_cache import study_definition
 from webapp.models import Study
 from webapp.recruit.prolific import REJECTION_CATEGORIES
 from webapp.recruit.results import Confirmation, ConfirmationChanged, Report
@@ -65,7 +66,7 @@ def panel(s: Study) -> dict[str, Any] | None:
     from webapp.recruit import get_recruiter
     from webapp.recruit.base import RecruitError
 
-    if "recruiter" not in s.definition:
+    if study_definition(s).recruiter is None:
         return None
     try:
         r = get_recruiter(s, actor=g.researcher)

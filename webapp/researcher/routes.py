@@ -35,6 +35,7 @@ from flask import (
 )
 
 from webapp import bundle as bundles
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import ParticipantStatus, Platform, Researcher, Study, StudyState, utcnow
 from webapp.researcher.blueprint import bp
@@ -64,6 +65,7 @@ from webapp.services.studies import (
     get_study,
     status_counts,
 )
+from webapp.tasks import get_task_type
 from webapp.validation import StudyDefinitionError, error_lines
 
 _EXPORT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
@@ -201,7 +203,11 @@ def _index(
 ) -> Any:
     # One column per format sequence (A, B, C, … for k formats) where sequences mean something.
     rows = [
-        (s, status_counts(s), study_sequences(s.definition) if console.uses_sequences(s) else ())
+        (
+            s,
+            status_counts(s),
+            study_sequences(study_definition(s).tasks) if console.uses_sequences(s) else (),
+        )
         for s in accounts.visible_studies(g.researcher)
     ]
     html = render_template(
@@ -317,7 +323,7 @@ def study(slug: str) -> str:
 def _bonus_plans(s: Study) -> dict[str, payments.BonusPlan]:
     """Per payable platform of the study: who a bonus run would leave out, and why."""
     plans = {}
-    for name in s.definition["recruitment"]["platforms"]:
+    for name in study_definition(s).recruitment.platforms:
         platform = Platform(name)
         if platform in payments.PAYABLE_PLATFORMS:
             try:
@@ -338,7 +344,7 @@ def _overview(s: Study) -> dict[str, Any]:
     data["target"] = monitor.target_progress(s)
     data["funnel"] = monitor.funnel(s, now, active_window())
     data["shares"] = monitor.choice_shares(s)
-    data["formats"] = list(study_formats(s.definition))
+    data["formats"] = list(study_formats(study_definition(s).tasks))
     data["time_limit_minutes"] = round(timeouts.time_limit(s).total_seconds() / 60, 1)
     data["authenticity"] = monitor.flag_summary(s, _assessed(s))
     return data
@@ -423,15 +429,17 @@ def preview(slug: str) -> Response:
     if not form.validate_on_submit():
         return _back(slug, "links", "The preview form had expired; please try again.")
     token = secrets.token_hex(4)
-    first = s.definition["tasks"][0]
-    if not form.block.data or (form.block.data == first["id"] and first["type"] == "consent"):
+    first = study_definition(s).tasks[0]
+    if not form.block.data or (
+        form.block.data == first.id and get_task_type(first.type).position == "first"
+    ):
         # The consent block is the study link's own page: a preview from the start.
         audit.record(g.researcher, "study.preview", study=s)
         return redirect(console.preview_url(s, token, _secret()))
     from webapp.services.flow import participant_token
     from webapp.services.preview import preview_at
 
-    blocks = [b["id"] for b in s.definition["tasks"]]
+    blocks = [b.id for b in study_definition(s).tasks]
     if form.block.data not in blocks:
         return _back(slug, "links", "That page is not part of this study.")
     audit.record(g.researcher, "study.preview", study=s, detail={"block": form.block.data})

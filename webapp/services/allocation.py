@@ -39,6 +39,8 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import aliased
 
+from webapp.definition import TaskBlock
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     Annotation,
@@ -50,7 +52,6 @@ from webapp.models import (
 )
 from webapp.tasks.base import first_label_minutes
 
-ANNOTATION_TASK = "sentiment_annotation"
 # Every task type whose ``limits_slots`` is set hands out slots with this module: it syncs its
 # items (TaskType.sync_slots) and shares the rest: reserve_batch, record_label, study_is_full.
 # What the console and exports report of the slots is in webapp.services.slot_report.
@@ -62,16 +63,18 @@ _MARGIN = 4
 RESERVE_AHEAD = 2
 
 
-def annotation_blocks(study: Study) -> list[dict[str, Any]]:
-    """The study's ``sentiment_annotation`` blocks, in order."""
-    return [b for b in study.definition["tasks"] if b["type"] == ANNOTATION_TASK]
+def annotation_blocks(study: Study) -> list[TaskBlock]:
+    """The study's blocks whose items people label (``TaskType.labels_items``), in order."""
+    from webapp.tasks.registry import get_task_type
+
+    return [b for b in study_definition(study).tasks if get_task_type(b.type).labels_items]
 
 
-def slot_blocks(study: Study) -> list[dict[str, Any]]:
+def slot_blocks(study: Study) -> list[TaskBlock]:
     """The study's blocks whose task type hands out slots (``TaskType.limits_slots``)."""
     from webapp.tasks.registry import get_task_type
 
-    return [b for b in study.definition["tasks"] if get_task_type(b["type"]).limits_slots]
+    return [b for b in study_definition(study).tasks if get_task_type(b.type).limits_slots]
 
 
 def sync_items(study: Study) -> bool:
@@ -85,11 +88,11 @@ def sync_items(study: Study) -> bool:
     """
     from webapp.tasks.registry import get_task_type
 
-    synced = [get_task_type(b["type"]).sync_slots(study, b) for b in slot_blocks(study)]
+    synced = [get_task_type(b.type).sync_slots(study, b) for b in slot_blocks(study)]
     return any(synced)
 
 
-def sync_block(study: Study, block: dict[str, Any], items: list[dict[str, Any]]) -> bool:
+def sync_block(study: Study, block: TaskBlock, items: list[dict[str, Any]]) -> bool:
     """Make a slot-limited block's item rows match ``items`` (``AnnotationItem`` columns:
     ``item_id``, ``text``, ``base_sentiment``, ``is_gold``, ``gold_label``, ``extra``), in
     order; True when rows were added or updated.
@@ -100,7 +103,7 @@ def sync_block(study: Study, block: dict[str, Any], items: list[dict[str, Any]])
     """
     n, low = db.session.execute(
         select(func.count(), func.min(AnnotationItem.study_version)).where(
-            AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+            AnnotationItem.study_id == study.id, AnnotationItem.block_id == block.id
         )
     ).one()
     if n >= len(items) and low == study.version:
@@ -110,14 +113,14 @@ def sync_block(study: Study, block: dict[str, Any], items: list[dict[str, Any]])
         it.item_id: it
         for it in db.session.scalars(
             select(AnnotationItem).where(
-                AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+                AnnotationItem.study_id == study.id, AnnotationItem.block_id == block.id
             )
         )
     }
     for position, item in enumerate(items):
         row = existing.get(item["item_id"])
         if row is None:
-            row = AnnotationItem(study_id=study.id, block_id=block["id"], item_id=item["item_id"])
+            row = AnnotationItem(study_id=study.id, block_id=block.id, item_id=item["item_id"])
             db.session.add(row)
         for key, value in item.items():
             setattr(row, key, value)
@@ -175,7 +178,7 @@ def _taken_count(now: datetime, *, firm: bool = False) -> Any:
 
 def _lock_candidates(
     study: Study,
-    block: dict[str, Any],
+    block: TaskBlock,
     participant: Participant,
     *,
     now: datetime,
@@ -190,10 +193,10 @@ def _lock_candidates(
         select(AnnotationItem.id)
         .where(
             AnnotationItem.study_id == study.id,
-            AnnotationItem.block_id == block["id"],
+            AnnotationItem.block_id == block.id,
             AnnotationItem.is_gold.is_(False),
             AnnotationItem.id.not_in(seen),
-            taken < block["annotators_per_item"],
+            taken < block.params["annotators_per_item"],
         )
         .limit(limit)
     )
@@ -253,7 +256,7 @@ def _usable(item_pks: list[int], counts: dict[int, int], k: int, want: int) -> l
 
 def reserve_batch(
     study: Study,
-    block: dict[str, Any],
+    block: TaskBlock,
     participant: Participant,
     *,
     now: datetime,
@@ -298,8 +301,8 @@ def reserve_batch(
         item needs a label from this participant now (for a first part: the study is full
         for them).
     """
-    total = block["items_per_participant"]
-    n_gold = block.get("n_gold", 0)
+    total = block.params["items_per_participant"]
+    n_gold = block.params.get("n_gold", 0)
     gold_pks = _gold_for(study, block, rng)
     gold_at = dict(zip(sorted(rng.sample(range(1, total + n_gold), n_gold)), gold_pks, strict=True))
     have = sum(1 for i in range(start) if i not in gold_at)  # items already in the sequence
@@ -308,8 +311,8 @@ def reserve_batch(
         return []
     from webapp.tasks.registry import get_task_type
 
-    get_task_type(block["type"]).sync_slots(study, block)
-    k = block["annotators_per_item"]
+    get_task_type(block.type).sync_slots(study, block)
+    k = block.params["annotators_per_item"]
     dialect = db.session.get_bind().dialect.name
     savepoint = db.session.begin_nested()
     locked = _lock_candidates(
@@ -339,7 +342,7 @@ def reserve_batch(
         index += 1
     # Tentative until the participant's first label: see first_label_minutes.
     labelled = db.session.scalar(select(_has_labelled(participant.id)))
-    minutes = block["reservation_minutes"] if labelled else first_label_minutes(block)
+    minutes = block.params["reservation_minutes"] if labelled else first_label_minutes(block)
     expires = now + timedelta(minutes=minutes)
     out = []
     for i, (pk, gold) in enumerate(order, start=start):
@@ -357,21 +360,21 @@ def reserve_batch(
     return out
 
 
-def _gold_for(study: Study, block: dict[str, Any], rng: random.Random) -> list[int]:
-    if not block.get("n_gold"):
+def _gold_for(study: Study, block: TaskBlock, rng: random.Random) -> list[int]:
+    if not block.params.get("n_gold"):
         return []
     pks = list(
         db.session.scalars(
             select(AnnotationItem.id)
             .where(
                 AnnotationItem.study_id == study.id,
-                AnnotationItem.block_id == block["id"],
+                AnnotationItem.block_id == block.id,
                 AnnotationItem.is_gold.is_(True),
             )
             .order_by(AnnotationItem.position)
         )
     )
-    return rng.sample(pks, block["n_gold"])
+    return rng.sample(pks, block.params["n_gold"])
 
 
 def record_label(
@@ -379,7 +382,7 @@ def record_label(
     label: str,
     *,
     participant: Participant,
-    block: dict[str, Any],
+    block: TaskBlock,
     rt_ms: int | None,
     now: datetime,
 ) -> Annotation:
@@ -412,8 +415,8 @@ def record_label(
     Annotation
         ``confirmed`` (counted) or ``surplus`` (kept, flagged, not counted).
     """
-    if label not in block["labels"]:
-        raise ValueError(f"label {label!r} is not one of {block['labels']}")
+    if label not in block.params["labels"]:
+        raise ValueError(f"label {label!r} is not one of {block.params['labels']}")
     item = db.session.scalars(
         select(AnnotationItem).where(AnnotationItem.id == annotation.item_pk).with_for_update()
     ).one()
@@ -432,16 +435,16 @@ def record_label(
     return annotation
 
 
-def _tentative(annotation: Annotation, block: dict[str, Any]) -> bool:
+def _tentative(annotation: Annotation, block: TaskBlock) -> bool:
     """True for a reservation made before its holder's first label (shorter than usual)."""
     if annotation.expires_at is None:
         return False
-    full = timedelta(minutes=block["reservation_minutes"]) - timedelta(seconds=1)
+    full = timedelta(minutes=block.params["reservation_minutes"]) - timedelta(seconds=1)
     return annotation.expires_at - annotation.reserved_at < full
 
 
 def _extend_tentative(
-    participant: Participant, annotation: Annotation, block: dict[str, Any], now: datetime
+    participant: Participant, annotation: Annotation, block: TaskBlock, now: datetime
 ) -> None:
     """Give the participant's other live reservations the full ``reservation_minutes``.
 
@@ -457,7 +460,7 @@ def _extend_tentative(
             Annotation.state == AnnotationState.reserved,
             Annotation.expires_at > now,
         )
-        .values(expires_at=now + timedelta(minutes=block["reservation_minutes"]))
+        .values(expires_at=now + timedelta(minutes=block.params["reservation_minutes"]))
         .execution_options(synchronize_session=False)
     )
 
@@ -517,7 +520,7 @@ def study_is_full(study: Study, now: datetime) -> bool:
 
 
 def held_by_newcomers(
-    study: Study, block: dict[str, Any], participant: Participant, now: datetime
+    study: Study, block: TaskBlock, participant: Participant, now: datetime
 ) -> bool:
     """True when an item this participant could label is taken only by tentative holds.
 
@@ -529,15 +532,15 @@ def held_by_newcomers(
 
 
 def _firm_free_item(
-    study: Study, block: dict[str, Any], now: datetime, participant: Participant | None = None
+    study: Study, block: TaskBlock, now: datetime, participant: Participant | None = None
 ) -> int | None:
     """An item of the block with fewer firm holds than it needs (for ``participant``: one
     they have not seen), or ``None``."""
     query = select(AnnotationItem.id).where(
         AnnotationItem.study_id == study.id,
-        AnnotationItem.block_id == block["id"],
+        AnnotationItem.block_id == block.id,
         AnnotationItem.is_gold.is_(False),
-        _taken_count(now, firm=True) < block["annotators_per_item"],
+        _taken_count(now, firm=True) < block.params["annotators_per_item"],
     )
     if participant is not None:
         seen = select(Annotation.item_pk).where(Annotation.participant_id == participant.id)

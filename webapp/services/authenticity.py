@@ -28,6 +28,8 @@ from typing import Any
 
 from sqlalchemy import select
 
+from webapp.definition import DEFAULT_READING_WPM, AuthenticitySettings, StudyDefinition
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import PageVisit, Participant, Study
 
@@ -85,7 +87,6 @@ WEIGHTS: dict[str, int] = {
     "hidden": 1,
 }
 FLAG_SCORE = 3  # a participant with at least this score is "flagged" in the console
-DEFAULT_READING_WPM = 1000.0  # faster than skimming: the reading-time floor's speed
 MIN_READING_WORDS = 40  # pages with fewer words have no reading floor
 MIN_GRID_ITEMS = 4  # a straight line needs at least this many rating questions on a page
 MIN_SHARED_TEXT_CHARS = 20  # shorter answers ("no", "none") are alike by chance
@@ -98,14 +99,13 @@ CANARY_WORDS = (
 # -- the study's settings ----------------------------------------------------------------------
 
 
-def validate_settings(raw: Any, where: Any) -> dict[str, Any]:
+def validate_settings(raw: Any, where: Any) -> AuthenticitySettings:
     """Validate a study's ``authenticity:`` block: ``canary`` (default false) and ``reading_wpm``
     (the reading floor's words per minute, default 1000).
 
     Returns
     -------
-    dict
-        ``canary`` (bool) and ``reading_wpm`` (float).
+    webapp.definition.AuthenticitySettings
     """
     from webapp.validation import check_keys, get_mapping, get_number
 
@@ -117,15 +117,7 @@ def validate_settings(raw: Any, where: Any) -> dict[str, Any]:
     wpm = get_number(
         raw, "reading_wpm", where, default=DEFAULT_READING_WPM, minimum=100, maximum=1_000_000
     )
-    return {"canary": canary, "reading_wpm": wpm}
-
-
-def settings(definition: Mapping[str, Any]) -> dict[str, Any]:
-    """The study's authenticity settings (defaults when it has no ``authenticity:`` block)."""
-    return definition.get("authenticity") or {
-        "canary": False,
-        "reading_wpm": DEFAULT_READING_WPM,
-    }
+    return AuthenticitySettings(canary=canary, reading_wpm=wpm)
 
 
 def canary_word(slug: str) -> str:
@@ -140,9 +132,9 @@ def canary_word(slug: str) -> str:
     return f"{CANARY_WORDS[digest[0] % len(CANARY_WORDS)]}-{int.from_bytes(digest[1:3]) % 1000:03d}"
 
 
-def page_canary(definition: Mapping[str, Any]) -> str | None:
+def page_canary(definition: StudyDefinition) -> str | None:
     """The canary word a study's pages show, or ``None`` when the study has no canary."""
-    return canary_word(definition["slug"]) if settings(definition)["canary"] else None
+    return canary_word(definition.slug) if definition.authenticity.canary else None
 
 
 # -- one page ----------------------------------------------------------------------------------
@@ -511,7 +503,7 @@ def assess(study: Study, participant_ids: Iterable[int] | None = None) -> dict[i
         Participant database id -> :class:`Authenticity`; participants without an answered
         page are left out (:data:`NO_PAGES` describes them).
     """
-    wpm = float(settings(study.definition)["reading_wpm"])
+    wpm = float(study_definition(study).authenticity.reading_wpm)
     rows = db.session.execute(
         select(*_VISIT_COLUMNS)
         .join(Participant, Participant.id == PageVisit.participant_id)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from webapp.definition import TaskBlock
 
 # The formats of a block that names none, and the sequences of such a study.
 FORMATS = ("original", "summary")
@@ -40,17 +41,17 @@ class Trial:
     target_side: str
 
 
-def block_formats(block: Mapping[str, Any]) -> tuple[str, ...]:
+def block_formats(block: TaskBlock) -> tuple[str, ...]:
     """The formats of a normalised product-choice block (``original``, ``summary`` by default).
 
     Examples
     --------
-    >>> block_formats({"pairs": []})
+    >>> block_formats(TaskBlock.of("c", "product_choice", {"pairs": []}))
     ('original', 'summary')
-    >>> block_formats({"formats": ["original", "summary", "mitigated:self-debias"]})
-    ('original', 'summary', 'mitigated:self-debias')
+    >>> block_formats(TaskBlock.of("c", "product_choice", {"formats": ["original", "m"]}))
+    ('original', 'm')
     """
-    return tuple(block.get("formats") or FORMATS)
+    return tuple(block.params.get("formats") or FORMATS)
 
 
 def sequences_for(n_formats: int) -> tuple[str, ...]:
@@ -66,36 +67,34 @@ def sequences_for(n_formats: int) -> tuple[str, ...]:
     return tuple(SEQUENCE_LETTERS[:n_formats])
 
 
-def _balanced_blocks(
-    study_def: Mapping[str, Any],
-) -> list[tuple[Mapping[str, Any], tuple[str, ...]]]:
+def _balanced_blocks(blocks: Sequence[TaskBlock]) -> list[tuple[TaskBlock, tuple[str, ...]]]:
     """(block, formats) of each block whose task type balances formats (``TaskType.formats``:
     the product-choice blocks)."""
     from webapp.tasks.registry import get_task_type
 
-    found = ((b, get_task_type(b["type"]).formats(b)) for b in study_def["tasks"])
+    found = ((b, get_task_type(b.type).formats(b)) for b in blocks)
     return [(b, formats) for b, formats in found if formats]
 
 
-def study_sequences(study_def: Mapping[str, Any]) -> tuple[str, ...]:
-    """The sequences participants of a study are balanced over.
+def study_sequences(blocks: Sequence[TaskBlock]) -> tuple[str, ...]:
+    """The sequences participants of a study (its task ``blocks``) are balanced over.
 
     One per format of its product-choice blocks (validation makes every block name the same
     number of formats); ``A`` and ``B`` for a study without one.
     """
-    found = _balanced_blocks(study_def)
+    found = _balanced_blocks(blocks)
     return sequences_for(len(found[0][1])) if found else SEQUENCES
 
 
-def study_formats(study_def: Mapping[str, Any]) -> tuple[str, ...]:
+def study_formats(blocks: Sequence[TaskBlock]) -> tuple[str, ...]:
     """Every format of a study's product-choice blocks, in block order (none: no such block).
 
     Examples
     --------
-    >>> study_formats({"tasks": [{"type": "product_choice", "pairs": []}]})
+    >>> study_formats([TaskBlock.of("c", "product_choice", {"pairs": []})])
     ('original', 'summary')
     """
-    return tuple(dict.fromkeys(f for _, formats in _balanced_blocks(study_def) for f in formats))
+    return tuple(dict.fromkeys(f for _, formats in _balanced_blocks(blocks) for f in formats))
 
 
 def pair_format(pair_position: int, sequence: str, formats: Sequence[str] = FORMATS) -> str:
@@ -117,7 +116,7 @@ def pair_format(pair_position: int, sequence: str, formats: Sequence[str] = FORM
 
 
 def derive_sequence(
-    study_def: Mapping[str, Any], seed: int, sequence: str, block_id: str | None = None
+    blocks: Sequence[TaskBlock], seed: int, sequence: str, block_id: str | None = None
 ) -> list[Trial]:
     """Re-derive a participant's product-choice trials from the seed and sequence.
 
@@ -125,8 +124,8 @@ def derive_sequence(
 
     Parameters
     ----------
-    study_def : Mapping
-        The study's normalised definition (``Study.definition``).
+    blocks : sequence of TaskBlock
+        The study's task blocks.
     seed : int
         The participant's recorded seed.
     sequence : str
@@ -141,20 +140,20 @@ def derive_sequence(
 
     Examples
     --------
-    >>> d = {"tasks": [{"type": "product_choice", "id": "c",
-    ...      "pairs": [{"id": f"p{i}"} for i in range(4)]}]}
-    >>> [t.format for t in derive_sequence(d, 7, "A")]
+    >>> pairs = [{"id": f"p{i}"} for i in range(4)]
+    >>> blocks = [TaskBlock.of("c", "product_choice", {"pairs": pairs})]
+    >>> [t.format for t in derive_sequence(blocks, 7, "A")]
     ['original', 'summary', 'original', 'summary']
     """
-    blocks = [
+    found = [
         (b, formats)
-        for b, formats in _balanced_blocks(study_def)
-        if block_id is None or b["id"] == block_id
+        for b, formats in _balanced_blocks(blocks)
+        if block_id is None or b.id == block_id
     ]
-    if not blocks:
+    if not found:
         raise ValueError(f"no product_choice block {block_id or ''} in the study")
-    pairs = blocks[0][0]["pairs"]
-    formats = blocks[0][1]
+    pairs = found[0][0].params["pairs"]
+    formats = found[0][1]
     k, sequences = len(formats), sequences_for(len(formats))
     if sequence not in sequences:
         raise ValueError(f"sequence must be one of {sequences}, got {sequence!r}")

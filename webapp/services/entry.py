@@ -17,6 +17,7 @@ from flask_babel import lazy_gettext
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.i18n import N_
 from webapp.models import (
@@ -368,7 +369,7 @@ def check_verified(study: Study, entry: Entry) -> None:
     """
     if entry.test or entry.preview:
         return
-    verified = study.definition["recruitment"].get("verified_entry")
+    verified = study_definition(study).recruitment.verified_entry
     if not verified and entry.platform is not Platform.mturk:
         return
     row = db.session.scalar(
@@ -397,7 +398,7 @@ def check_verified(study: Study, entry: Entry) -> None:
 
 def is_excluded(study: Study, entry: Entry) -> bool:
     """True when the platform ID is on the study's exclusion list (compared canonically)."""
-    listed = study.definition["recruitment"]["exclude_ids"]
+    listed = study_definition(study).recruitment.exclude_ids
     return entry.external_id in {canonical_id(entry.platform, str(x)) for x in listed}
 
 
@@ -437,7 +438,7 @@ def balance_counts(
         )
         .group_by(Participant.sequence)
     )
-    counts = dict.fromkeys(study_sequences(study.definition), 0)
+    counts = dict.fromkeys(study_sequences(study_definition(study).tasks), 0)
     counts.update({seq: n for seq, n in rows})
     return counts
 
@@ -575,11 +576,11 @@ def enroll(
         Committed, positioned on the block after consent.
     """
     # Consent was given by submitting the entry form: start on the block after it.
-    blocks = study.definition["tasks"]
-    first_block = 1 if get_task_type(blocks[0]["type"]).name == "consent" else 0
+    blocks = study_definition(study).tasks
+    first_block = 1 if get_task_type(blocks[0].type).position == "first" else 0
     db.session.execute(select(Study.id).where(Study.id == study.id).with_for_update())
     counts = balance_counts(study, now, active_window, test=is_test or is_preview)
-    sequence = choose_sequence(counts, rng, study_sequences(study.definition))
+    sequence = choose_sequence(counts, rng, study_sequences(study_definition(study).tasks))
     try:
         participant = add_participant(
             study,

@@ -16,6 +16,8 @@ from typing import IO, Any
 
 from sqlalchemy import select
 
+from webapp.definition import TaskBlock
+from webapp.definition_cache import study_definition
 from webapp.export_common import (
     PLATFORM_ID_COLUMNS,
     TEST_COLUMN,
@@ -24,7 +26,6 @@ from webapp.export_common import (
     with_test_column,
 )
 from webapp.extensions import db
-from webapp.i18n import study_language
 from webapp.models import PageVisit, Participant, Study
 from webapp.services import authenticity
 from webapp.tasks import task_types
@@ -124,7 +125,7 @@ def all_formats() -> tuple[str, ...]:
     return BASE_FORMATS + tuple(dict.fromkeys(extra))
 
 
-def _study_tables(study: Study) -> list[tuple[TaskType, ExportTable, list[dict[str, Any]]]]:
+def _study_tables(study: Study) -> list[tuple[TaskType, ExportTable, list[TaskBlock]]]:
     """(type, table, its blocks) of every table of the study's task types."""
     scope = ExportScope(study)
     return [
@@ -144,7 +145,7 @@ def _long(scope: ExportScope) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, [*columns, *(c for c in scope.extra_columns if c not in columns)]
 
 
-def _long_table(study: Study) -> tuple[ExportTable, list[dict[str, Any]]]:
+def _long_table(study: Study) -> tuple[ExportTable, list[TaskBlock]]:
     """The study's ``long`` table: its types' highest-ranked one (ties: the first registered);
     a study whose types have none exports the lowest-ranked registered type's, empty."""
     found = [(t, blocks) for _, t, blocks in _study_tables(study) if t.name == "long"]
@@ -225,10 +226,10 @@ def _design_values(study: Study) -> dict[str, str]:
     """The values ``format`` (and ``format__PAIR``) and ``sequence`` take in this study."""
     from webapp.services.design import study_formats, study_sequences
 
-    formats = study_formats(study.definition)
+    formats = study_formats(study_definition(study).tasks)
     if not formats:
         return {}
-    sequences = "|".join(study_sequences(study.definition))
+    sequences = "|".join(study_sequences(study_definition(study).tasks))
     return {"format": "|".join(formats), "sequence": sequences}
 
 
@@ -241,7 +242,7 @@ def wide_rows(scope: ExportScope) -> tuple[list[dict[str, Any]], list[str]]:
     """
     parts = [task.wide(scope, scope.blocks(task.name)) for task in task_types()]
     columns = [*PARTICIPANT_COLUMNS, *scope.extra_columns, *(c for cols, _ in parts for c in cols)]
-    language = study_language(scope.study.definition)
+    language = study_definition(scope.study).language
     query = select(Participant).where(Participant.study_id == scope.study.id)
     rows = []
     for p in db.session.scalars(scope.where(query.order_by(Participant.id))):

@@ -18,6 +18,8 @@ from typing import Any
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy.exc import IntegrityError
 
+from webapp.definition import StudyDefinition
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     MTurkAssignment,
@@ -114,10 +116,8 @@ def participant_in_study(
     (the caller then looks the study up alone, to say why). ``lock=True`` (a submission)
     begins the answer's transaction with the participant's row lock, which :func:`submit`
     then holds. The study's definition comes from the per-process cache
-    (:func:`webapp.services.studies.with_cached_definition`).
+    (:func:`webapp.services.studies.study_definition`).
     """
-    from webapp.services.studies import with_cached_definition
-
     ids = _token_ids(token, secret)
     if ids is None:
         return None
@@ -125,7 +125,7 @@ def participant_in_study(
     if found is None:
         return None
     participant, study = found
-    return PageRows(participant, with_cached_definition(study))
+    return PageRows(participant, study)
 
 
 def assignment_from_token(token: str, secret: str) -> MTurkAssignment | None:
@@ -179,12 +179,13 @@ def current_page(participant: Participant, study: Study, now: datetime) -> PageC
     """Return the page the participant is on, or ``None`` once they have finished."""
     if participant.status is not ParticipantStatus.started:
         return None
-    blocks = study.definition["tasks"]
-    if participant.block_index >= len(blocks):
+    definition = study_definition(study)
+    if participant.block_index >= len(definition.tasks):
         return None
-    block = blocks[participant.block_index]
+    block = definition.tasks[participant.block_index]
     return PageContext(
         study=study,
+        definition=definition,
         participant=participant,
         block=block,
         block_index=participant.block_index,
@@ -195,9 +196,9 @@ def current_page(participant: Participant, study: Study, now: datetime) -> PageC
 
 def task_of(ctx: PageContext) -> TaskType:
     """The task type of the page's block."""
-    task = get_task_type(ctx.block["type"])
+    task = get_task_type(ctx.block.type)
     if task is None:  # only possible if a task type was removed after the study was loaded
-        raise LookupError(f"unknown task type {ctx.block['type']!r}")
+        raise LookupError(f"unknown task type {ctx.block.type!r}")
     return task
 
 
@@ -218,10 +219,10 @@ class SubmitResult:
 
 
 def _advance(participant: Participant | Position, study: Study, now: datetime) -> None:
-    blocks = study.definition["tasks"]
+    blocks = study_definition(study).tasks
     participant.step += 1
     while participant.block_index < len(blocks):
-        task = get_task_type(blocks[participant.block_index]["type"])
+        task = get_task_type(blocks[participant.block_index].type)
         if task is not None and participant.step < task.n_steps(blocks[participant.block_index]):
             return
         participant.block_index += 1
@@ -363,13 +364,13 @@ def finish(
         current HIT). Without one, the assignment the study was finished with, else the
         latest one seen.
     """
-    codes = study.definition["recruitment"]["completion_codes"]
+    codes = study_definition(study).recruitment.completion_codes
     status = participant.status
     if status not in (ParticipantStatus.completed, ParticipantStatus.screened_out):
         return Finish("repeat", None)
-    code = codes["completed" if status is ParticipantStatus.completed else "screened_out"]
-    if participant.end_reason == "study_full" and codes.get("study_full"):
-        code = codes["study_full"]  # turned away because no item needed labels: own code
+    code = codes.completed if status is ParticipantStatus.completed else codes.screened_out
+    if participant.end_reason == "study_full" and codes.study_full:
+        code = codes.study_full  # turned away because no item needed labels: own code
     if participant.platform is Platform.prolific and status is ParticipantStatus.completed:
         return Finish("prolific", code, f"{prolific_url}?cc={code}")
     if participant.platform is Platform.mturk and status is ParticipantStatus.completed:
@@ -386,7 +387,7 @@ def finish(
     return Finish("code", code)
 
 
-def progress(definition: dict[str, Any], block_index: int, step: int) -> dict[str, int]:
+def progress(definition: StudyDefinition, block_index: int, step: int) -> dict[str, int]:
     """Where a page lies in the participant's path, counted in pages (every trial is one).
 
     The consent page (seen before enrolment) is not counted; the last page is "page N of N"
@@ -397,11 +398,12 @@ def progress(definition: dict[str, Any], block_index: int, step: int) -> dict[st
     dict
         ``page`` (1-based), ``total``, ``done`` (pages answered) and ``percent`` (of done).
     """
-    blocks = definition["tasks"]
-    first = 1 if blocks and blocks[0]["type"] == "consent" else 0
+    blocks = definition.tasks
+    opening = get_task_type(blocks[0].type) if blocks else None
+    first = 1 if opening is not None and opening.position == "first" else 0
     sizes = []
     for block in blocks[first:]:
-        task = get_task_type(block["type"])
+        task = get_task_type(block.type)
         sizes.append(task.n_steps(block) if task is not None else 1)
     total = max(1, sum(sizes))
     done = min(total - 1, sum(sizes[: max(0, block_index - first)]) + step)

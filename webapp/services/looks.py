@@ -27,7 +27,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from framelab_schema.analysis_block import look_sizes
+from framelab_schema.analysis_block import AnalysisBlock
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     InterimLook,
@@ -297,7 +298,7 @@ def record_looks(
 class LooksPanel:
     """What the study page's "Pre-registration and looks" section shows."""
 
-    plan: Mapping[str, Any]
+    plan: AnalysisBlock
     prereg: Preregistration | None
     bundle_matches: bool | None
     history: list[Preregistration] = field(default_factory=list)
@@ -309,18 +310,19 @@ class LooksPanel:
 
 def looks_panel(study: Study) -> LooksPanel | None:
     """The pre-registration and looks of a study with an ``analysis:`` block (no computing)."""
-    plan = study.definition.get("analysis")
+    definition = study_definition(study)
+    plan = definition.analysis
     if plan is None:
         return None
     history = preregistration_history(study)
     prereg = history[-1] if history else None
     matches = None if prereg is None else prereg.bundle_sha256 == bundle_sha256(study)
     recorded = {row.look: row for row in recorded_looks(study)}
-    fractions = plan["looks"]["at"] if plan["looks"] else [1.0]
+    fractions = plan.looks.at if plan.looks else (1.0,)
     # The bounds are fixed when the plan is frozen: shown for the looks not reached yet too.
     fixed = {look["look"]: look for look in (prereg.record.get("looks") or [])} if prereg else {}
     rows = []
-    for k, n in enumerate(look_sizes(fractions, plan["planned_n"]), start=1):
+    for k, n in enumerate(plan.look_sizes(), start=1):
         rows.append(
             {
                 "look": k,
@@ -341,7 +343,7 @@ def looks_panel(study: Study) -> LooksPanel | None:
         can_pause=crossed is not None
         and crossed.paused_at is None
         and study.state in (StudyState.live, StudyState.paused),
-        recruiter="recruiter" in study.definition,
+        recruiter=definition.recruiter is not None,
     )
 
 
@@ -356,8 +358,9 @@ def pause_plan(study: Study, look: InterimLook) -> list[str]:
         lines.append(f"pause {study.slug} here: new participants are turned away")
     else:
         lines.append(f"{study.slug} is already paused here")
-    if "recruiter" in study.definition:
-        platform = study.definition["recruiter"].get("platform", "the recruiter")
+    recruiter = study_definition(study).recruiter
+    if recruiter is not None:
+        platform = recruiter.platform
         lines.append(f"pause the {platform} listing (no new places are offered; costs nothing)")
     lines.append("participants already in the study can finish; nothing is closed")
     return lines
@@ -402,7 +405,7 @@ def pause_for_look(study: Study, look_number: int, actor: Researcher) -> list[st
         done.append(f"{study.slug} is now paused")
     else:
         db.session.commit()
-    if "recruiter" in study.definition:
+    if study_definition(study).recruiter is not None:
         from webapp.recruit import get_recruiter
         from webapp.recruit.base import RecruitError
 

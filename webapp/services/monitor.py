@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import and_, case, func, or_, select
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     Annotation,
@@ -74,7 +75,7 @@ def target_progress(study: Study) -> dict[str, Any]:
             Participant.excluded.is_(False),
         )
     )
-    target = study.definition["recruitment"].get("target_n")
+    target = study_definition(study).recruitment.target_n
     pct = None if not target else min(100, round(100 * done / target, 1))
     return {"completed": done, "target": target, "pct": pct}
 
@@ -82,7 +83,7 @@ def target_progress(study: Study) -> dict[str, Any]:
 def _page_key(study: Study, page: str) -> tuple[Any, ...]:
     """Study order of a page name ``block/step[/part]``: block position, then the steps."""
     block, _, rest = page.partition("/")
-    order = {b["id"]: i for i, b in enumerate(study.definition["tasks"])}
+    order = {b.id: i for i, b in enumerate(study_definition(study).tasks)}
     parts = tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in rest.split("/"))
     return (order.get(block, len(order)), parts)
 
@@ -186,7 +187,7 @@ def choice_shares(study: Study) -> list[dict[str, Any]]:
         ``pair``, then per format of the study (``original``, ``summary``, …):
         ``{"n": choices, "target": choices of the target, "share": target / n or None}``.
     """
-    formats = study_formats(study.definition)
+    formats = study_formats(study_definition(study).tasks)
     rows = db.session.execute(
         select(
             ChoiceResponse.pair_id,
@@ -283,7 +284,7 @@ def codes_for(study: Study, text: str) -> list[str]:
     if not text:
         return []
     codes = [text] if text.startswith("p_") else []
-    platforms = [Platform(p) for p in study.definition["recruitment"]["platforms"]]
+    platforms = [Platform(p) for p in study_definition(study).recruitment.platforms]
     for platform in platforms:
         value = canonical_id(platform, text)
         if value is not None:
@@ -352,7 +353,7 @@ def participant_table(
         .limit(per_page)
         .offset((page - 1) * per_page)
     )
-    n_blocks = len(study.definition["tasks"])
+    n_blocks = len(study_definition(study).tasks)
     rows = [row_of(p, n_blocks, assessed.get(p.id)) for p in people]
     return TablePage(rows, total, page, pages, status, sort, query.strip(), flag)
 
@@ -506,7 +507,7 @@ def participant_record(study: Study, p: Participant) -> dict[str, Any]:
         .where(Annotation.participant_id == p.id, Annotation.label.is_not(None))
         .order_by(Annotation.id)
     ).all()
-    n_blocks = len(study.definition["tasks"])
+    n_blocks = len(study_definition(study).tasks)
     assessed = authenticity.assess(study, [p.id]).get(p.id)
     return {
         "row": row_of(p, n_blocks, assessed),

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape as xml_escape
 
 from sqlalchemy import select
 
+from webapp.definition import TaskBlock
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     Annotation,
@@ -51,7 +52,7 @@ class MTurkError(ValueError):
     """The study or the arguments cannot be used with MTurk (message for the researcher)."""
 
 
-def _block(study: Study) -> dict[str, Any]:
+def _block(study: Study) -> TaskBlock:
     blocks = annotation_blocks(study)
     if not blocks:
         raise MTurkError(f"study {study.slug!r} has no sentiment_annotation block")
@@ -75,12 +76,6 @@ def external_question_xml(study: Study, base_url: str, frame_height: int = 0) ->
     str
         The XML document. MTurk appends ``assignmentId``, ``hitId``, ``turkSubmitTo`` and
         ``workerId`` to the URL, which is how the entry page recognises MTurk.
-
-    Examples
-    --------
-    >>> class S: slug = "demo"; definition = {"recruitment": {"platforms": ["mturk"]}}
-    >>> "<ExternalURL>https://x.org/s/demo</ExternalURL>" in external_question_xml(S(), "https://x.org")
-    True
     """
     parts = urlsplit(base_url.strip())
     if parts.scheme != "https" or not parts.netloc:
@@ -94,7 +89,7 @@ def external_question_xml(study: Study, base_url: str, frame_height: int = 0) ->
             "the platform's public address must not have a query string or #fragment "
             f"(the study's page is ADDRESS/s/SLUG): {base_url!r}"
         )
-    if "mturk" not in study.definition["recruitment"]["platforms"]:
+    if "mturk" not in study_definition(study).recruitment.platforms:
         raise MTurkError(f"study {study.slug!r} does not list mturk in recruitment.platforms")
     url = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/s/{study.slug}"
     return (
@@ -106,22 +101,22 @@ def external_question_xml(study: Study, base_url: str, frame_height: int = 0) ->
     )
 
 
-def layout_html(block: dict[str, Any], title: str) -> str:
+def layout_html(block: TaskBlock, title: str) -> str:
     """Return the crowd-html layout of one HIT: the statement and the labels as radio choices.
 
     ``crowd-classifier`` renders the categories as a radio group and returns the choice as
     ``Answer.sentiment.label`` in the batch results (the importer's default column).
     """
-    categories = ", ".join(f"'{label.title()}'" for label in block["labels"])
-    instructions = escape(block["instructions"] or block["prompt"])
-    k = block["annotators_per_item"]
+    categories = ", ".join(f"'{label.title()}'" for label in block.params["labels"])
+    instructions = escape(block.params["instructions"] or block.params["prompt"])
+    k = block.params["annotators_per_item"]
     return f"""<!-- FrameLab layout for MTurk (one statement per HIT), for a "Custom" project.
      ${{text}} comes from the input CSV. Set "Number of assignments per task" to {k}:
      MTurk then has {k} different workers label each statement. -->
 <script src="https://assets.crowd.aws/crowd-html-elements.js"></script>
 <crowd-form answer-format="flatten-objects">
   <crowd-classifier name="sentiment" categories="[{escape(categories, quote=False)}]"
-                    header="{escape(block["prompt"])}">
+                    header="{escape(block.params["prompt"])}">
     <classification-target>${{text}}</classification-target>
     <full-instructions header="{escape(title)}">
       <p>{instructions}</p>
@@ -156,13 +151,13 @@ def write_batch(study: Study, out_dir: str | Path) -> tuple[Path, Path, int]:
     layout = out / "layout.html"
     layout.write_text(layout_html(block, study.title), encoding="utf-8")
     extra: list[str] = []
-    for it in block["items"]:
+    for it in block.params["items"]:
         extra += [c for c in it["extra"] if c not in extra]
     input_csv = out / "input.csv"
     with input_csv.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(["item_id", "text", "base_sentiment", *extra])
-        for it in block["items"]:
+        for it in block.params["items"]:
             writer.writerow(
                 [
                     it["item_id"],
@@ -171,7 +166,7 @@ def write_batch(study: Study, out_dir: str | Path) -> tuple[Path, Path, int]:
                     *(it["extra"].get(c, "") for c in extra),
                 ]
             )
-    return layout, input_csv, len(block["items"])
+    return layout, input_csv, len(block.params["items"])
 
 
 @dataclass
@@ -205,7 +200,7 @@ class _Row:
 def _read_rows(
     path: Path,
     study: Study,
-    block: dict[str, Any],
+    block: TaskBlock,
     report: FileReport,
     cols: tuple[str, str, str],
 ) -> list[_Row]:
@@ -229,7 +224,7 @@ def _read_rows(
         it.item_id: it
         for it in db.session.scalars(
             select(AnnotationItem).where(
-                AnnotationItem.study_id == study.id, AnnotationItem.block_id == block["id"]
+                AnnotationItem.study_id == study.id, AnnotationItem.block_id == block.id
             )
         )
     }
@@ -277,8 +272,8 @@ def _read_rows(
             reasons.append(f"{item_col} {item_id!r} is not an item of this study")
         elif base != item.base_sentiment:
             reasons.append(f"{base_col} {base!r} differs from the item's {item.base_sentiment!r}")
-        if label not in block["labels"]:
-            reasons.append(f"{label_col} {label!r} is not one of {block['labels']}")
+        if label not in block.params["labels"]:
+            reasons.append(f"{label_col} {label!r} is not one of {block.params['labels']}")
         rt_ms = None
         seconds = (raw.get("WorkTimeInSeconds") or "").strip()
         if seconds:
@@ -328,7 +323,7 @@ def _batch_participant(study: Study, row: _Row, now: datetime) -> Participant:
         seed=0,  # nothing to randomise: MTurk chose the items
         sequence="A",
         status=ParticipantStatus.completed,
-        block_index=len(study.definition["tasks"]),
+        block_index=len(study_definition(study).tasks),
         finished_at=now,
         external_study_id=row.hit or None,
     )
@@ -391,7 +386,7 @@ def import_batch_results(
                 row.item,
                 p,
                 row.label,
-                k=block["annotators_per_item"],
+                k=block.params["annotators_per_item"],
                 trial_index=next_index[p.id],
                 rt_ms=row.rt_ms,
                 now=now,

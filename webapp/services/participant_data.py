@@ -125,7 +125,7 @@ class ParticipantData(Protocol):
 
 # The lookup leaves out columns no participant page reads (they load on first use, as
 # deferred columns do); the study's definition comes from the per-process cache
-# (webapp.services.studies.with_cached_definition).
+# (webapp.services.studies.study_definition).
 _NOT_ON_A_PAGE = (
     Study.definition,
     Study.export_salt,

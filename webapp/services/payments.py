@@ -33,8 +33,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import selectinload
 
+from webapp.definition import StudyDefinition
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
-from webapp.i18n import format_cents, study_currency
+from webapp.i18n import format_cents
 from webapp.models import (
     AuditEvent,
     BonusPayment,
@@ -107,7 +109,7 @@ class BonusIssue:
     not_written: list[tuple[str, str]] = field(default_factory=list)
 
 
-def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
+def check_payment_rule(definition: StudyDefinition, source: str) -> None:
     """Refuse a study whose ``payment.bonus.rule`` is unknown.
 
     Raises
@@ -115,27 +117,21 @@ def check_payment_rule(definition: Mapping[str, Any], source: str) -> None:
     webapp.validation.StudyDefinitionError
         Naming ``payment.bonus.rule`` and the known rules.
     """
+    from webapp.tasks import get_task_type
     from webapp.validation import StudyDefinitionError
 
-    rule = definition["payment"]["bonus"]["rule"]
+    rule = definition.payment.bonus.rule
     if rule not in RULES:
         raise StudyDefinitionError(
             source, "payment.bonus.rule", f"unknown rule {rule!r}; known: {list(RULES)}"
         )
     if rule == "majority_choice" and not any(
-        b["type"] == "product_choice" for b in definition["tasks"]
+        (task := get_task_type(b.type)) is not None and task.bonus_answers(b)
+        for b in definition.tasks
     ):
         raise StudyDefinitionError(
             source, "payment.bonus.rule", "majority_choice needs a product_choice block"
         )
-
-
-def bonus_cap_cents(definition: Mapping[str, Any]) -> int:
-    """The most bonus one participant may be paid (``payment.bonus.max``, or the default of
-    :data:`webapp.studydef.DEFAULT_MAX_BONUS`), in cents of the study's currency."""
-    from webapp.studydef import DEFAULT_MAX_BONUS
-
-    return round(definition["payment"]["bonus"].get("max", DEFAULT_MAX_BONUS) * 100)
 
 
 def _reference(study: Study) -> list[Participant]:
@@ -231,19 +227,20 @@ def bonus_plan(study: Study, platform: Platform) -> BonusPlan:
     PaymentError
         The study has no bonus rule.
     """
-    bonus = study.definition["payment"]["bonus"]
-    rule = bonus["rule"]
-    if rule == "none" or not bonus["amount"]:
-        raise PaymentError(f"study {study.slug!r} pays no bonus (payment.bonus: {bonus})")
-    check_payment_rule(study.definition, study.slug)
-    currency = study_currency(study.definition)
+    definition = study_definition(study)
+    bonus = definition.payment.bonus
+    if bonus.rule == "none" or not bonus.amount:
+        raise PaymentError(f"study {study.slug!r} pays no bonus (payment.bonus: {bonus.to_json()})")
+    check_payment_rule(definition, study.slug)
+    rule = bonus.rule
+    currency = definition.payment.currency
     if platform is Platform.mturk and currency != "USD":
         raise PaymentError(
             f"study {study.slug!r} pays in {currency} (payment.currency); MTurk pays in US "
             "dollars only, so its bonus file would pay the wrong amounts"
         )
-    cents = round(bonus["amount"] * 100)
-    cap = bonus_cap_cents(study.definition)
+    cents = round(bonus.amount * 100)
+    cap = round(bonus.cap * 100)
     people = _reference(study)
     majority = majority_choices(people)
     reconciled = reconciliation_imported(study, platform)
@@ -344,7 +341,7 @@ def issue_bonuses(
 
     if platform not in PAYABLE_PLATFORMS:
         raise PaymentError("bonus files exist for prolific and mturk only")
-    rule = study.definition["payment"]["bonus"]["rule"]
+    rule = study_definition(study).payment.bonus.rule
     plan = bonus_plan(study, platform)
     excluded = list(plan.excluded)
     issued = {
@@ -598,7 +595,7 @@ def ledger_rows(study: Study) -> list[dict[str, Any]]:
     far its payment got (``state``: sent by file, paid, …; :data:`webapp.recruit.ledger.LABELS`)."""
     from webapp.recruit.ledger import LABELS
 
-    currency = study_currency(study.definition)
+    currency = study_definition(study).payment.currency
     rows = db.session.execute(
         select(BonusPayment, Participant.code)
         .join(Participant, Participant.id == BonusPayment.participant_id)

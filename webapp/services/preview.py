@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import Participant, Platform, Study
 from webapp.services.testmark import reserved_id
@@ -26,10 +27,10 @@ def preview_at(study: Study, block_index: int, token: str, now: datetime) -> Par
     """
     from webapp.services.entry import add_participant
 
-    blocks = study.definition["tasks"]
+    blocks = study_definition(study).tasks
     if not 0 <= block_index < len(blocks):
         raise ValueError(f"the study has no block {block_index}")
-    platforms = study.definition["recruitment"]["platforms"]
+    platforms = study_definition(study).recruitment.platforms
     # A plain link when the study takes one; else Prolific, so the preview never needs an
     # MTurk assignment to finish.
     platform = Platform.link if "link" in platforms else Platform.prolific

@@ -16,6 +16,8 @@ from sqlalchemy import func, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from webapp.bundle import Bundle
+from webapp.definition import StudyDefinition
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     ChoiceResponse,
@@ -219,9 +221,9 @@ def load_study_for(
     return replace(_store_owned(definition, str(path), owner, force, bundle), notes=tuple(notes))
 
 
-def with_slug(definition: dict[str, Any], slug: str | None) -> dict[str, Any]:
+def with_slug(definition: StudyDefinition, slug: str | None) -> StudyDefinition:
     """Return the definition under another slug (checked like a study file's), or unchanged."""
-    if not slug or slug == definition["slug"]:
+    if not slug or slug == definition.slug:
         return definition
     slug = slug.strip()
     if not SLUG_RE.match(slug):
@@ -229,7 +231,7 @@ def with_slug(definition: dict[str, Any], slug: str | None) -> dict[str, Any]:
             f"{slug!r} is not a usable slug: 3 to 80 lower-case letters, digits and dashes, "
             "starting and ending with a letter or digit"
         )
-    return {**definition, "slug": slug}
+    return replace(definition, slug=slug)
 
 
 def free_slug(base: str, owner: Researcher) -> str:
@@ -257,10 +259,10 @@ def duplicate_study(study: Study, slug: str, owner: Researcher) -> LoadResult:
     from webapp.bundle import BundleFile
     from webapp.models import StudyFile
 
-    definition = with_slug(study.definition, slug)
-    if definition["slug"] == study.slug or get_study(definition["slug"]) is not None:
+    definition = with_slug(study_definition(study), slug)
+    if definition.slug == study.slug or get_study(definition.slug) is not None:
         raise ConsoleError(
-            f"the slug {definition['slug']!r} is already used; try {free_slug(study.slug, owner)!r}"
+            f"the slug {definition.slug!r} is already used; try {free_slug(study.slug, owner)!r}"
         )
     files = [
         BundleFile(f.name, f.content)
@@ -284,7 +286,7 @@ def duplicate_study(study: Study, slug: str, owner: Researcher) -> LoadResult:
 
 
 def _store_owned(
-    definition: dict[str, Any],
+    definition: StudyDefinition,
     source: str,
     owner: Researcher,
     force: bool,
@@ -293,12 +295,12 @@ def _store_owned(
     from webapp.services.payments import check_payment_rule
 
     check_payment_rule(definition, bundle.study_name)  # never a server path in a message
-    existing = get_study(definition["slug"])
+    existing = get_study(definition.slug)
     if existing is not None and not can_access(owner, existing):
         raise SlugTaken(
-            f"the slug {definition['slug']!r} is taken by another researcher's study; "
+            f"the slug {definition.slug!r} is taken by another researcher's study; "
             "load it under another slug (suggested below)",
-            free_slug(definition["slug"], owner),
+            free_slug(definition.slug, owner),
         )
     result = store_definition(
         definition,
@@ -375,7 +377,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
         )
     ]
     per_pair: dict[str, dict[str, int]] = {}
-    formats = study_formats(study.definition)
+    formats = study_formats(study_definition(study).tasks)
     rows = db.session.execute(
         select(ChoiceResponse.pair_id, ChoiceResponse.format, func.count())
         .join(Participant, Participant.id == ChoiceResponse.participant_id)
@@ -401,7 +403,7 @@ def dashboard(study: Study, now: datetime, active_window: timedelta) -> dict[str
 
 def uses_sequences(study: Study) -> bool:
     """True when the study counterbalances formats (A/B sequences mean something only then)."""
-    return bool(study_formats(study.definition))
+    return bool(study_formats(study_definition(study).tasks))
 
 
 # Items the overview lists (the items page pages through all of them).
@@ -531,17 +533,10 @@ def recruitment_links(study: Study, base_url: str) -> dict[str, str]:
     dict
         ``prolific``, ``mturk_xml`` and ``link`` (only platforms the study accepts);
         ``mturk_error`` instead of ``mturk_xml`` when the address is not one MTurk frames.
-
-    Examples
-    --------
-    >>> from webapp.models import Study
-    >>> s = Study(slug="demo", definition={"recruitment": {"platforms": ["prolific"]}})
-    >>> recruitment_links(s, "https://x.org")["prolific"]
-    'https://x.org/s/demo?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}'
     """
 
     url = f"{base_url.rstrip('/')}/s/{study.slug}"
-    platforms = study.definition["recruitment"]["platforms"]
+    platforms = study_definition(study).recruitment.platforms
     links: dict[str, str] = {}
     if "prolific" in platforms:
         links["prolific"] = f"{url}?{PROLIFIC_PLACEHOLDERS}"
@@ -568,7 +563,7 @@ def preview_url(study: Study, token: str, secret: str) -> str:
 
     from webapp.services.testmark import entry_params, reserved_id
 
-    platforms = study.definition["recruitment"]["platforms"]
+    platforms = study_definition(study).recruitment.platforms
     pid = f"PREVIEW{token}"
     kind = next((p for p in ("link", "prolific") if p in platforms), "mturk")
     test_id = reserved_id(kind, f"preview:{token}")

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import aliased
 
+from webapp.definition import TaskBlock
 from webapp.extensions import db
 from webapp.models import (
     Annotation,
@@ -70,11 +71,11 @@ def _counts(now: datetime) -> tuple[Any, Any, Any, Any, Any]:
     )
 
 
-def _of_blocks(study: Study, blocks: list[dict[str, Any]]) -> Any:
+def _of_blocks(study: Study, blocks: list[TaskBlock]) -> Any:
     """SQL condition: a non-gold item of one of ``blocks``."""
     return and_(
         AnnotationItem.study_id == study.id,
-        AnnotationItem.block_id.in_([b["id"] for b in blocks]),
+        AnnotationItem.block_id.in_([b.id for b in blocks]),
         AnnotationItem.is_gold.is_(False),
     )
 
@@ -85,11 +86,11 @@ def _synced_blocks(study: Study) -> list[dict[str, Any]]:
     return annotation_blocks(study)
 
 
-def _block_items(study: Study, block: dict[str, Any]) -> Any:
+def _block_items(study: Study, block: TaskBlock) -> Any:
     """SQL condition: a non-gold item of ``block`` (an index range, in position order)."""
     return and_(
         AnnotationItem.study_id == study.id,
-        AnnotationItem.block_id == block["id"],
+        AnnotationItem.block_id == block.id,
         AnnotationItem.is_gold.is_(False),
     )
 
@@ -156,7 +157,7 @@ def item_status(
     else:  # every item: by block, not by a list of keys as long as the study
         query = query.where(_of_blocks(study, blocks))
     counts = {pk: rest for pk, *rest in db.session.execute(query)}
-    k_of = {b["id"]: b["annotators_per_item"] for b in blocks}
+    k_of = {b.id: b.params["annotators_per_item"] for b in blocks}
     out = []
     for it in items:
         n_labels, n_surplus, n_reserved, n_shifted = counts.get(it.id, (0, 0, 0, 0))
@@ -190,7 +191,7 @@ def slot_totals(study: Study, now: datetime) -> dict[str, int] | None:
     blocks = _synced_blocks(study)
     if not blocks:
         return None
-    k_of = {b["id"]: b["annotators_per_item"] for b in blocks}
+    k_of = {b.id: b.params["annotators_per_item"] for b in blocks}
     n_items = dict(
         db.session.execute(
             select(AnnotationItem.block_id, func.count(AnnotationItem.id))

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import io
 import secrets
-import threading
 import zipfile
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from flask import current_app
-from sqlalchemy import Text, bindparam, cast, func, select
-from sqlalchemy import inspect as sa_inspect
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import defer
-from sqlalchemy.orm.attributes import set_committed_value
 
 from webapp.bundle import BundleFile
+from webapp.definition import StudyDefinition
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import (
     Participant,
@@ -81,7 +77,7 @@ def load_study(path: str | Path, *, force: bool = False) -> LoadResult:
 
 
 def store_definition(
-    definition: dict[str, Any],
+    definition: StudyDefinition,
     source: str,
     *,
     force: bool = False,
@@ -93,7 +89,7 @@ def store_definition(
 
     Parameters
     ----------
-    definition : dict
+    definition : StudyDefinition
         The output of :func:`webapp.studydef.validate_definition`.
     source : str
         Where it came from (a path, or ``upload:NAME`` from the console).
@@ -110,12 +106,13 @@ def store_definition(
     LoadResult
     """
     path = source[:500]  # the column's width; a path is for people to read
-    study = db.session.scalar(select(Study).where(Study.slug == definition["slug"]))
+    stored = definition.to_json()
+    study = db.session.scalar(select(Study).where(Study.slug == definition.slug))
     if study is None:
         study = Study(
-            slug=definition["slug"],
-            title=definition["title"],
-            definition=definition,  # sets definition_hash (Study._hash_follows_definition)
+            slug=definition.slug,
+            title=definition.title,
+            definition=stored,  # sets definition_hash (Study._hash_follows_definition)
             version=1,
             export_salt=secrets.token_hex(32),
             source_path=str(path),
@@ -127,17 +124,17 @@ def store_definition(
         _add_files(study, files)
         db.session.commit()
         return LoadResult(study, "created")
-    if study.definition_hash == definition_hash(definition):
+    if study.definition_hash == definition_hash(stored):
         return LoadResult(study, "unchanged")
     n = db.session.scalar(select(func.count()).where(Participant.study_id == study.id)) or 0
-    if n and study.definition["tasks"] != definition["tasks"] and not force:
+    if n and study_definition(study).tasks != definition.tasks and not force:
         raise StudyLoadError(
             f"study {study.slug!r} has {n} participant(s) and its task blocks changed; "
             "use --force to replace them anyway (their sequences will be re-derived from the "
             "new definition), or load it under a new slug"
         )
-    study.title = definition["title"]
-    study.definition = definition  # and its hash
+    study.title = definition.title
+    study.definition = stored  # and its hash
     study.version += 1
     study.source_path = str(path)
     _add_files(study, files)
@@ -175,100 +172,18 @@ def bundle_zip(study: Study) -> bytes | None:
     return buffer.getvalue()
 
 
-# A study by slug without its definition (that comes from the per-process cache below).
+# A study by slug without its definition (that comes from the per-process cache).
 _BY_SLUG = select(Study).where(Study.slug == bindparam("slug")).options(defer(Study.definition))
 
 
 def get_study(slug: str) -> Study | None:
     """Return the study with this slug, or ``None``.
 
-    The definition (about 12 kB of JSON for the demo study, otherwise read and parsed on every
-    participant request) comes from the app's :class:`DefinitionCache`, keyed by the row's id
-    and ``definition_hash``, which the row itself carries, so a changed definition is never
-    served from the cache.
+    The stored definition (about 12 kB of JSON for the demo study, otherwise read and parsed on
+    every participant request) is left unread: :func:`webapp.definition_cache
+    .study_definition` takes it from the app's cache.
     """
-    study = db.session.scalar(_BY_SLUG, {"slug": slug})
-    if study is not None:
-        with_cached_definition(study)
-    return study
-
-
-def with_cached_definition(study: Study) -> Study:
-    """Give a study row loaded with ``defer(Study.definition)`` its definition from the cache.
-
-    For other lookups that read the study row (e.g. joined with its participant, see
-    :func:`webapp.services.flow.participant_in_study`); a row that has its definition already
-    is returned as it is.
-    """
-    if "definition" in sa_inspect(study).unloaded:
-        _attach_definition(study)
-    return study
-
-
-class DefinitionCache:
-    """Study definitions of one web process, the least recently used dropped first.
-
-    Bounded by the definitions' size as stored (their JSON text), not by their number:
-    anonymous visitors to entry links decide which studies get loaded, and one study may be
-    a thousand times another's size. A parsed definition takes about twice its JSON in memory
-    (16.2 MB of JSON: 31 MiB). The definition just stored always stays, so a study larger than
-    the whole bound is still read once, not on every request. Safe across threads.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.size_bytes = 0
-        self._entries: OrderedDict[tuple[int, str], tuple[dict[str, Any], int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: tuple[int, str]) -> dict[str, Any] | None:
-        """The definition cached under ``key`` (``(study id, definition hash)``), if any."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
-
-    def put(self, key: tuple[int, str], definition: dict[str, Any], size_bytes: int) -> None:
-        """Keep ``definition`` (``size_bytes`` of JSON), dropping the least recently used."""
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self.size_bytes += size_bytes - (old[1] if old else 0)
-            self._entries[key] = (definition, size_bytes)
-            while self.size_bytes > self.max_bytes and len(self._entries) > 1:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self.size_bytes -= dropped
-
-
-def definition_cache() -> DefinitionCache:
-    """The current app's definition cache, of ``DEFINITION_CACHE_MB`` (made at first use)."""
-    cache = current_app.extensions.get("framelab_definitions")
-    if cache is None:
-        size = int(float(current_app.config["DEFINITION_CACHE_MB"]) * 1024 * 1024)
-        cache = current_app.extensions.setdefault("framelab_definitions", DefinitionCache(size))
-    return cache
-
-
-def _attach_definition(study: Study) -> None:
-    """Give a row loaded without its definition the cached (or freshly read) definition."""
-    cache = definition_cache()
-    definition = cache.get((study.id, study.definition_hash))
-    if definition is None:
-        row = db.session.execute(
-            select(
-                Study.definition,
-                Study.definition_hash,
-                func.length(cast(Study.definition, Text)).label("size"),
-            ).where(Study.id == study.id)
-        ).one()
-        definition = row.definition
-        cache.put((study.id, row.definition_hash), definition, int(row.size or 0))
-        set_committed_value(study, "definition_hash", row.definition_hash)
-    set_committed_value(study, "definition", definition)
+    return db.session.scalar(_BY_SLUG, {"slug": slug})
 
 
 def status_counts(study: Study, *, include_test: bool = False) -> dict[str, dict[str, int]]:
@@ -287,7 +202,7 @@ def status_counts(study: Study, *, include_test: bool = False) -> dict[str, dict
     )
     if not include_test:
         query = query.where(Participant.is_test.is_(False))
-    sequences = study_sequences(study.definition)
+    sequences = study_sequences(study_definition(study).tasks)
     counts = {s.value: {**dict.fromkeys(sequences, 0), "total": 0} for s in ParticipantStatus}
     for status, sequence, n in db.session.execute(query):
         counts[status.value][sequence] = n
@@ -311,8 +226,8 @@ def study_image(study: Study, digest: str) -> StudyImage | None:
     the bundle, and only with the content that was validated (the digest is checked again).
     """
     found = None
-    for block in study.definition["tasks"]:
-        for image in get_task_type(block["type"]).images(block):
+    for block in study_definition(study).tasks:
+        for image in get_task_type(block.type).images(block):
             if image["sha256"] == digest:
                 found = image
     if found is None:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import Participant, ParticipantStatus, Study
 from webapp.services import audit
@@ -24,20 +25,13 @@ SYSTEM_ACTOR = "system:timeout"
 
 
 def time_limit(study: Study) -> timedelta:
-    """How long a started participant may go without a page view before timing out.
-
-    Examples
-    --------
-    >>> s = Study(definition={"estimated_minutes": 12.0, "recruitment": {}})
-    >>> time_limit(s)
-    datetime.timedelta(seconds=2160)
-    >>> s = Study(definition={"estimated_minutes": 12.0, "recruitment": {"time_limit_minutes": 20}})
-    >>> time_limit(s)
-    datetime.timedelta(seconds=1200)
-    """
-    minutes = study.definition["recruitment"].get("time_limit_minutes")
+    """How long a started participant may go without a page view before timing out:
+    ``recruitment.time_limit_minutes``, else :data:`DEFAULT_LIMIT_FACTOR` times the study's
+    ``estimated_minutes``."""
+    definition = study_definition(study)
+    minutes = definition.recruitment.time_limit_minutes
     if minutes is None:
-        minutes = DEFAULT_LIMIT_FACTOR * study.definition["estimated_minutes"]
+        minutes = DEFAULT_LIMIT_FACTOR * definition.estimated_minutes
     return timedelta(minutes=minutes)
 
 

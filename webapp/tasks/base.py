@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from flask_wtf import FlaskForm
 from wtforms import HiddenField
 
+from webapp.definition import StudyDefinition, TaskBlock
+
 if TYPE_CHECKING:
     from webapp.export_common import ExportScope
     from webapp.models import Participant, Study
@@ -91,8 +93,9 @@ class PageContext:
     """Everything a task type needs to render or save one page (no request object)."""
 
     study: Study
+    definition: StudyDefinition  # the study's, typed
     participant: Participant
-    block: dict[str, Any]
+    block: TaskBlock
     block_index: int
     step: int
     now: datetime
@@ -101,11 +104,6 @@ class PageContext:
     writes: list[tuple[RowWrite, dict[str, Any]]] = field(default_factory=list)
     # Columns of the participant's own row a task's ``save`` sets (see :meth:`set_participant`).
     participant_values: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def definition(self) -> dict[str, Any]:
-        """The study's normalised definition."""
-        return self.study.definition
 
     def write(self, statement: RowWrite, params: dict[str, Any]) -> None:
         """Have a row written with the answer, in the answer's transaction.
@@ -156,7 +154,7 @@ NEXT = SaveResult(Outcome.next)
 FIRST_LABEL_MINUTES = 3.0
 
 
-def first_label_minutes(block: dict[str, Any]) -> float:
+def first_label_minutes(block: TaskBlock) -> float:
     """Minutes a reservation lasts while its holder has labelled nothing yet.
 
     The allocation (:mod:`webapp.services.allocation`) reserves for that long and the waiting
@@ -164,15 +162,17 @@ def first_label_minutes(block: dict[str, Any]) -> float:
 
     Examples
     --------
-    >>> first_label_minutes({"reservation_minutes": 20.0})
+    >>> def block(**body):
+    ...     return TaskBlock.of("s", "sentiment_annotation", body)
+    >>> first_label_minutes(block(reservation_minutes=20.0))
     3.0
-    >>> first_label_minutes({"reservation_minutes": 0.5})
+    >>> first_label_minutes(block(reservation_minutes=0.5))
     0.5
-    >>> first_label_minutes({"reservation_minutes": 20.0, "first_label_minutes": 8.0})
+    >>> first_label_minutes(block(reservation_minutes=20.0, first_label_minutes=8.0))
     8.0
     """
-    minutes = block.get("first_label_minutes") or FIRST_LABEL_MINUTES
-    return min(float(minutes), float(block["reservation_minutes"]))
+    minutes = block.params.get("first_label_minutes") or FIRST_LABEL_MINUTES
+    return min(float(minutes), float(block.params["reservation_minutes"]))
 
 
 def reservation_keys(body: dict[str, Any], where: Where) -> dict[str, float]:
@@ -203,7 +203,7 @@ def reservation_keys(body: dict[str, Any], where: Where) -> dict[str, float]:
 WAIT_RETRY_S = 20
 
 
-def waiting_context(block: dict[str, Any]) -> dict[str, Any]:
+def waiting_context(block: TaskBlock) -> dict[str, Any]:
     """Template variables of the page shown instead of "study full" while the only free slots
     are held tentatively by newcomers (:func:`webapp.services.allocation.held_by_newcomers`).
 
@@ -219,7 +219,7 @@ def waiting_context(block: dict[str, Any]) -> dict[str, Any]:
 
 
 # An export table's rows and columns, built for one scope from the study's blocks of its type.
-TableRows = Callable[["ExportScope", list[dict[str, Any]]], tuple[list[dict[str, Any]], list[str]]]
+TableRows = Callable[["ExportScope", list[TaskBlock]], tuple[list[dict[str, Any]], list[str]]]
 
 
 @dataclass(frozen=True)
@@ -273,13 +273,13 @@ class TaskType:
         without formats, ``None`` when they cannot be told."""
         return ()
 
-    def n_steps(self, block: dict[str, Any]) -> int:
+    def n_steps(self, block: TaskBlock) -> int:
         """Number of pages this block shows."""
         return 1
 
-    def page_name(self, block: dict[str, Any], step: int) -> str:
+    def page_name(self, block: TaskBlock, step: int) -> str:
         """A readable page name for timing records (``block_id/step``)."""
-        return f"{block['id']}/{step}"
+        return f"{block.id}/{step}"
 
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
         """Return the page's form bound to ``formdata`` (``None`` on GET)."""
@@ -298,18 +298,25 @@ class TaskType:
     acts_on_entry: ClassVar[bool] = False
     # True for task types that hand out a limited number of slots (their study can be full).
     limits_slots: ClassVar[bool] = False
+    # True for task types whose items people label, k per item (sentiment annotation): the
+    # MTurk batch, the label imports and the console's item pages are theirs.
+    labels_items: ClassVar[bool] = False
     # True for task types whose answers are keyed without their block (a second block of the
     # type would collide with the first's answers): a study may hold one such block.
     once_per_study: ClassVar[bool] = False
+    # "first" or "last" for the types a study must begin or end with (consent, debrief).
+    position: ClassVar[str | None] = None
 
-    def check_with_blocks(
-        self, block: dict[str, Any], earlier: list[dict[str, Any]], where: Where
-    ) -> None:
+    def bonus_answers(self, block: TaskBlock) -> int:
+        """How many of the block's answers ``payment.bonus`` may reward, at most."""
+        return 0
+
+    def check_with_blocks(self, block: TaskBlock, earlier: list[TaskBlock], where: Where) -> None:
         """Refuse a validated ``block`` that cannot run beside the ``earlier`` blocks.
 
         By default only a second block of a :attr:`once_per_study` type is refused.
         """
-        if self.once_per_study and any(b["type"] == self.name for b in earlier):
+        if self.once_per_study and any(b.type == self.name for b in earlier):
             raise where.at("type").error(
                 f"a study may have only one {self.name!r} block; put all its items in that one"
             )
@@ -322,30 +329,30 @@ class TaskType:
         """
         return None
 
-    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+    def sync_slots(self, study: Study, block: TaskBlock) -> bool:
         """Make a :attr:`limits_slots` block's item rows match the definition (the caller
         commits); return True when rows changed."""
         return False
 
-    def formats(self, block: dict[str, Any]) -> tuple[str, ...]:
+    def formats(self, block: TaskBlock) -> tuple[str, ...]:
         """The formats the block's trials are balanced over by the Latin square
         (:mod:`webapp.services.design`); none for a type without formats."""
         return ()
 
-    def images(self, block: dict[str, Any]) -> list[dict[str, Any]]:
+    def images(self, block: TaskBlock) -> list[dict[str, Any]]:
         """The bundle's images the block shows (``file``, ``sha256``, ...): only these are
         served (:func:`webapp.services.studies.study_image`)."""
         return []
 
     def wide(
-        self, scope: ExportScope, blocks: list[dict[str, Any]]
+        self, scope: ExportScope, blocks: list[TaskBlock]
     ) -> tuple[list[str], Callable[[Participant], dict[str, Any]]]:
         """Columns this type adds to the one-row-per-participant ``wide`` export, and a
         participant's cells. Asked of every registered type, with its blocks in the study
         (maybe none)."""
         return [], lambda p: {}
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         """The fields a scripted participant (``bot``, a :class:`webapp.bots.Bot`) fills in on
         this type's page (``page``, a :class:`webapp.bot_pages.Page`); the form's hidden fields
         are sent as they are."""

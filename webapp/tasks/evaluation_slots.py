@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from webapp.definition import TaskBlock
 from webapp.export_common import ExportScope, iso_time
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, TaskResponse
@@ -101,14 +102,14 @@ def allocation_keys(body: dict[str, Any], where: Where, n_items: int) -> dict[st
     }
 
 
-def sync_block_items(study: Study, block: dict[str, Any]) -> bool:
+def sync_block_items(study: Study, block: TaskBlock) -> bool:
     """Make the block's ``AnnotationItem`` rows match its items (the texts stay in the
     definition); True when rows changed. The caller commits."""
     from webapp.services.allocation import sync_block
 
     # Not sentiment items: no base sentiment, no gold.
     empty = {"base_sentiment": "", "is_gold": False, "gold_label": None, "extra": {}}
-    rows = [{"item_id": it["item_id"], "text": it["text"], **empty} for it in block["items"]]
+    rows = [{"item_id": it["item_id"], "text": it["text"], **empty} for it in block.params["items"]]
     return sync_block(study, block, rows)
 
 
@@ -120,7 +121,7 @@ def slot(ctx: PageContext, trial_index: int) -> Annotation | None:
         .where(
             Annotation.participant_id == ctx.participant.id,
             AnnotationItem.study_id == ctx.study.id,
-            AnnotationItem.block_id == ctx.block["id"],
+            AnnotationItem.block_id == ctx.block.id,
             Annotation.trial_index == trial_index,
         )
     )
@@ -131,7 +132,7 @@ def response(ctx: PageContext, trial_index: int) -> TaskResponse | None:
     return db.session.scalar(
         select(TaskResponse).where(
             TaskResponse.participant_id == ctx.participant.id,
-            TaskResponse.block_id == ctx.block["id"],
+            TaskResponse.block_id == ctx.block.id,
             TaskResponse.step == trial_index,
         )
     )
@@ -139,7 +140,7 @@ def response(ctx: PageContext, trial_index: int) -> TaskResponse | None:
 
 def block_rng(ctx: PageContext, *parts: object) -> random.Random:
     """Randomness re-derivable from the participant's recorded seed (and what it is for)."""
-    return random.Random(":".join(str(p) for p in (ctx.participant.seed, ctx.block["id"], *parts)))
+    return random.Random(":".join(str(p) for p in (ctx.participant.seed, ctx.block.id, *parts)))
 
 
 def reserve(ctx: PageContext) -> list[Annotation] | SaveResult | None:
@@ -179,10 +180,10 @@ def reserve(ctx: PageContext) -> list[Annotation] | SaveResult | None:
     return SaveResult(Outcome.screen_out)
 
 
-def item_of(block: dict[str, Any], annotation: Annotation) -> dict[str, Any]:
+def item_of(block: TaskBlock, annotation: Annotation) -> dict[str, Any]:
     """The block's item (source or pair) that a slot is for."""
     item_id = annotation.item.item_id
-    return next(it for it in block["items"] if it["item_id"] == item_id)
+    return next(it for it in block.params["items"] if it["item_id"] == item_id)
 
 
 def answered_rows(scope: ExportScope, block_id: str) -> Any:

@@ -20,6 +20,7 @@ from analysis.llm.builders import (
 )
 from analysis.llm.store import read_records
 from analysis.llm.tasks import TaskOptions, run_task
+from webapp.definition_cache import study_definition
 
 
 def _row(item_id, ptype, maker, price, review_f, summary_f):
@@ -79,13 +80,13 @@ def test_built_study_is_accepted_by_the_platform(tmp_path: Path) -> None:
     notes: list[str] = []
     definition = load_bundle(folder_bundle(result.study_path), notes)
     assert notes == []
-    assert definition["payment"] == {
+    assert definition.payment.to_json() == {
         "currency": "USD",
         "base": 2.0,
-        "bonus": {"amount": 0.0, "rule": "none"},
+        "bonus": {"amount": 0.0, "rule": "none", "max": None},
     }
-    assert definition["slug"] == "built-demo"
-    block = next(b for b in definition["tasks"] if b["type"] == "product_choice")
+    assert definition.slug == "built-demo"
+    block = next(b.params for b in definition.tasks if b.type == "product_choice")
     assert [p["id"] for p in block["pairs"]] == ["kettle", "wireless-headphones"]
     quiz = next(b for b in definition["tasks"] if b["type"] == "quiz")
     assert quiz["questions"][0]["correct"] == "2"
@@ -236,7 +237,7 @@ def test_bots_complete_a_built_study(tmp_path: Path) -> None:
     with app.app_context():
         db.create_all()
         assert load_study(built.study_path).action == "created"
-        definition = get_study("built-bots").definition
+        definition = study_definition(get_study("built-bots"))
         db.session.remove()  # release SQLite before the bots' own requests write
     summary = run_bots(app, definition, n=4, seed=1)
     assert summary.errors == []

@@ -43,7 +43,7 @@ PAIR = {"pair_id": "p1", "a": {"system": "human", "text": "A."}, "b": {"system":
 
 
 def test_demo_studies_normalise_with_defaults():
-    rating = load_study_file(RATING_DEMO)["tasks"][2]
+    rating = load_study_file(RATING_DEMO).tasks[2].params
     assert [d["id"] for d in rating["dimensions"]] == [
         "stance",
         "object",
@@ -57,7 +57,7 @@ def test_demo_studies_normalise_with_defaults():
         "labels": ["Not at all", "Slightly", "Mostly", "Completely"],
     }
     assert rating["annotators_per_item"] == 3 and len(rating["items"]) == 4
-    prefer = load_study_file(PREFERENCE_DEMO)["tasks"][2]
+    prefer = load_study_file(PREFERENCE_DEMO).tasks[2].params
     assert prefer["annotators_per_item"] == 4 and prefer["labels"] == ["a", "b"]
     assert prefer["items"][0]["a"]["system"] == "human"
 

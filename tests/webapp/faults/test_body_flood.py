@@ -55,7 +55,7 @@ def test_fifty_oversized_bodies_at_once_leave_the_memory_and_the_participant_alo
     bot.open()
     bot.step()
     page = urlsplit(bot.page.url).path
-    slug = definition["slug"]
+    slug = definition.slug
     with app.app_context():
         dispose_engines()
     env = {

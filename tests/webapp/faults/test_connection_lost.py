@@ -38,8 +38,8 @@ def test_a_connection_terminated_after_the_view_still_gives_the_page(pg_app, adm
         return response
 
     client = pg_app.test_client()
-    resp = client.get(f"/s/{definition['slug']}?participant=teardown1")
+    resp = client.get(f"/s/{definition.slug}?participant=teardown1")
     assert killed, "the connection was not terminated"
     assert resp.status_code == 200 and b'data-page="consent"' in resp.data
     # The pool recovers: the next request works on a fresh connection.
-    assert client.get(f"/s/{definition['slug']}?participant=teardown2").status_code == 200
+    assert client.get(f"/s/{definition.slug}?participant=teardown2").status_code == 200

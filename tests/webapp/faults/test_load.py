@@ -81,9 +81,12 @@ def test_a_run_cut_by_its_bound_is_not_an_integrity_failure(app, study, serve_ap
 
 
 def test_the_bound_follows_the_profile(loadtest):
-    pages = loadtest.pages_per_participant(
-        {"tasks": [{"type": "consent", "id": "c"}, {"type": "debrief", "id": "d"}]}
-    )
+    from types import SimpleNamespace
+
+    from webapp.definition import TaskBlock
+
+    blocks = (TaskBlock.of("c", "consent", {}), TaskBlock.of("d", "debrief", {}))
+    pages = loadtest.pages_per_participant(SimpleNamespace(tasks=blocks))
     assert pages == 2
     # Ramped N = 1,000 with 26 pages and 5 s mean think time: the old fixed 900 s bound sat
     # below the slowest readers' 60 + 26 * 5 + 8 * sqrt(26) * 5 s.

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from webapp import create_app
+from webapp.definition_cache import study_definition
 
 from ..conftest import disposing
 
@@ -40,10 +41,10 @@ def served(pg_url, loadtest, tmp_path) -> Iterator[tuple]:
         with disposing(app):
             with app.app_context():
                 # Product-choice bots, plus sentiment-annotation bots (reserved slots) if available.
-                groups = [(get_study("product-choice-demo").definition, N_BOTS)]
+                groups = [(study_definition(get_study("product-choice-demo")), N_BOTS)]
                 sentiment = get_study("sentiment-demo")
                 if sentiment is not None:
-                    groups.append((sentiment.definition, N_ANNOTATORS))
+                    groups.append((study_definition(sentiment), N_ANNOTATORS))
             with loadtest.Gunicorn({**env, "DATABASE_URL": db_url}, 2, 2, tmp_path) as server:
                 yield app, server, groups
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import Annotation, ChoiceResponse, Participant, QuizAttempt, TaskResponse
 
@@ -192,7 +193,7 @@ def test_entry_links_and_consent_survive_bad_parameters(app, client, study, para
         {"participant": "p1"},
     ][platform]
     query = {**base, **params}
-    resp = client.get(f"/s/{study['slug']}", query_string=query)
+    resp = client.get(f"/s/{study.slug}", query_string=query)
     check_response(resp.status_code, resp.get_data(as_text=True))
     page = resp.get_data(as_text=True)
     if 'name="csrf_token"' in page:
@@ -200,7 +201,7 @@ def test_entry_links_and_consent_survive_bad_parameters(app, client, study, para
 
         token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
         resp = client.post(
-            f"/s/{study['slug']}/start", data={**query, "csrf_token": token, "agree": "y"}
+            f"/s/{study.slug}/start", data={**query, "csrf_token": token, "agree": "y"}
         )
         check_response(resp.status_code, resp.get_data(as_text=True))
 
@@ -263,7 +264,7 @@ def test_every_page_kind_of_every_demo_study_refuses_nasty_values(app, path):
     from webapp.services.studies import load_study
 
     with app.app_context():
-        definition = load_study(path).study.definition
+        definition = study_definition(load_study(path).study)
     ids = iter(range(10**6))
 
     def bot() -> Bot:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import copy
 import io
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from PIL import Image
 
 from webapp.bundle import Bundle
+from webapp.definition import StudyDefinition
 from webapp.studydef import load_bundle, load_study_file
 from webapp.validation import StudyDefinitionError, error_lines
 
@@ -56,9 +59,14 @@ def _block(raw: dict) -> dict:
     return next(b for b in raw["tasks"] if b["type"] == "product_choice")
 
 
+def _choice(d: StudyDefinition) -> Mapping[str, Any]:
+    """The body of the product-choice block of a validated study."""
+    return next(b.params for b in d.tasks if b.type == "product_choice")
+
+
 def test_the_three_format_demo_loads_with_a_text_per_format_and_its_images():
     d = load_study_file(FORMATS_DEMO)
-    block = _block(d)
+    block = _choice(d)
     assert block["formats"] == ["original", "summary", "mitigated:self-debias"]
     assert block["labels"]["mitigated:self-debias"] == "Summary of customer reviews"
     for pair in block["pairs"]:
@@ -94,7 +102,7 @@ def test_two_format_blocks_keep_their_earlier_shape_in_either_spelling():
             pair[side]["texts"] = {"summary": texts["summary"]}
             pair[side]["review"] = texts["original"]
     d = load_bundle(_bundle(study, pairs))
-    block = _block(d)
+    block = _choice(d)
     assert "formats" not in block
     assert set(block["pairs"][1]["target"]) == {"manufacturer", "price", "review", "summary"}
 
@@ -162,7 +170,7 @@ def test_two_blocks_with_different_pairs_load_and_shared_pairs_are_refused():
     _second_block(study, "product_pairs/second.yaml")
     extra = {"product_pairs/second.yaml": yaml.safe_dump(other).encode()}
     d = load_bundle(_bundle(study, pairs, extra))
-    assert [b["id"] for b in d["tasks"] if b["type"] == "product_choice"] == ["choices", "more"]
+    assert [b.id for b in d.tasks if b.type == "product_choice"] == ["choices", "more"]
 
     other["pairs"][1]["id"] = "blender"  # a pair of the first block
     extra = {"product_pairs/second.yaml": yaml.safe_dump(other).encode()}
@@ -250,7 +258,7 @@ def test_accepted_image_types_are_judged_by_magic_bytes():
     ]:
         pairs, extra = _with_image(name, content)
         d = load_bundle(_bundle(_raw(), pairs, extra))
-        assert _block(d)["pairs"][1]["target"]["image"]["type"] == kind
+        assert _choice(d)["pairs"][1]["target"]["image"]["type"] == kind
 
 
 @pytest.mark.parametrize(
@@ -304,7 +312,7 @@ def test_an_image_several_products_show_is_decoded_once_per_upload(monkeypatch):
     for i, product in enumerate(products):
         product["image"], product["image_alt"] = names[i % 2], "A kettle"
     d = load_bundle(_bundle(_raw(), pairs))
-    shown = [pair[side]["image"] for pair in _block(d)["pairs"] for side in ("target", "control")]
+    shown = [pair[side]["image"] for pair in _choice(d)["pairs"] for side in ("target", "control")]
     assert len(shown) == len(products) > 4 and {i["file"] for i in shown} == {
         f"product_pairs/{n}" for n in names
     }
@@ -356,8 +364,8 @@ def test_sources_name_a_generation_record_per_format():
     pairs = _pairs()
     pairs["pairs"][0]["target"]["sources"] = {"summary": "m|summarize|plain|abc|k1|"}
     d = load_bundle(_bundle(_raw(), pairs))
-    assert _block(d)["pairs"][0]["target"]["sources"] == {"summary": "m|summarize|plain|abc|k1|"}
-    assert "sources" not in _block(d)["pairs"][0]["control"]  # the definition's shape unchanged
+    assert _choice(d)["pairs"][0]["target"]["sources"] == {"summary": "m|summarize|plain|abc|k1|"}
+    assert "sources" not in _choice(d)["pairs"][0]["control"]  # the definition's shape unchanged
 
 
 @pytest.mark.parametrize(

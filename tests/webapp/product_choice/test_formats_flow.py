@@ -15,6 +15,7 @@ import yaml
 from sqlalchemy import select
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport, parse_format_effects, run_bots
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import Participant
 
@@ -29,7 +30,7 @@ def _load(app, path: Path = FORMATS_DEMO) -> dict:
     from webapp.services.studies import load_study
 
     with app.app_context():
-        return load_study(path).study.definition
+        return study_definition(load_study(path).study)
 
 
 def _rows(app, slug: str = SLUG) -> list[dict]:

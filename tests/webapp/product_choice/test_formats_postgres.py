@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from webapp.bots import run_bots
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import ChoiceResponse, Participant
 
@@ -22,7 +23,7 @@ def test_concurrent_arrivals_stay_balanced_over_three_sequences(pg_app, serve_ap
     from webapp.services.studies import load_study
 
     with pg_app.app_context():
-        definition = load_study(FORMATS_DEMO).study.definition
+        definition = study_definition(load_study(FORMATS_DEMO).study)
     summary = run_bots(None, definition, n=12, url=serve_app(pg_app), concurrency=6, seed=2)
     assert summary.errors == [] and summary.counts == {"completed": 12}
     with pg_app.app_context():

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webapp.definition import TaskBlock
 from webapp.services.design import (
     choose_sequence,
     derive_sequence,
@@ -20,15 +21,12 @@ from webapp.services.design import (
 FORMATS3 = ["original", "summary", "mitigated:self-debias"]
 
 
-def _definition(n_pairs: int, formats: list[str] | None = None) -> dict:
-    block = {
-        "type": "product_choice",
-        "id": "pc",
-        "pairs": [{"id": f"p{i}"} for i in range(n_pairs)],
-    }
+def _definition(n_pairs: int, formats: list[str] | None = None) -> list[TaskBlock]:
+    """The task blocks of a study: consent and a product-choice block of ``n_pairs`` pairs."""
+    body: dict = {"pairs": [{"id": f"p{i}"} for i in range(n_pairs)]}
     if formats is not None:
-        block["formats"] = formats
-    return {"tasks": [{"type": "consent", "id": "c"}, block]}
+        body["formats"] = formats
+    return [TaskBlock.of("c", "consent", {}), TaskBlock.of("pc", "product_choice", body)]
 
 
 def _formats(k: int) -> list[str]:
@@ -53,7 +51,7 @@ def test_sequences_are_the_rows_of_a_latin_square():
 def test_a_study_is_balanced_over_one_sequence_per_format():
     assert study_sequences(_definition(4)) == ("A", "B")
     assert study_sequences(_definition(4, FORMATS3)) == ("A", "B", "C")
-    assert study_sequences({"tasks": [{"type": "consent", "id": "c"}]}) == ("A", "B")
+    assert study_sequences([TaskBlock.of("c", "consent", {})]) == ("A", "B")
 
 
 @settings(max_examples=60, deadline=None)
@@ -116,9 +114,9 @@ def test_choose_sequence_takes_the_least_used_of_k():
 
 def test_two_blocks_of_a_study_use_the_same_row():
     d = _definition(6, FORMATS3)
-    second = {"type": "product_choice", "id": "pc2", "formats": ["original", "summary", "x"]}
-    second["pairs"] = [{"id": f"q{i}"} for i in range(3)]
-    d["tasks"].append(second)
+    pairs = [{"id": f"q{i}"} for i in range(3)]
+    body = {"formats": ["original", "summary", "x"], "pairs": pairs}
+    d.append(TaskBlock.of("pc2", "product_choice", body))
     first = derive_sequence(d, 11, "B", "pc")
     other = derive_sequence(d, 11, "B", "pc2")
     assert first[0].format == "summary" and other[0].format == "summary"

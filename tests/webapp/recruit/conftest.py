@@ -11,6 +11,7 @@ import pytest
 from tests.webapp.conftest import demo_copy
 from tests.webapp.recruit.fake_prolific import TOKEN, FakeProlific, FakeServer
 from tests.webapp.researcher.conftest import make_researcher  # noqa: F401  (a fixture)
+from webapp.definition_cache import study_definition
 
 PROLIFIC_BLOCK = """
 recruiter:
@@ -65,6 +66,6 @@ def load_recruit_study(app, tmp_path: Path) -> Callable[[str], dict[str, Any]]:
         from webapp.services.studies import load_study
 
         with app.app_context():
-            return load_study(study_with(tmp_path, block)).study.definition
+            return study_definition(load_study(study_with(tmp_path, block)).study)
 
     return load

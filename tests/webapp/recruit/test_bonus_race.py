@@ -16,6 +16,7 @@ import pytest
 from tests.webapp.conftest import ROOT
 from tests.webapp.recruit.conftest import PROLIFIC_BLOCK, study_with
 from tests.webapp.recruit.test_prolific import in_app, listed, take_part
+from webapp.definition_cache import study_definition
 
 
 def _race(app, fake, definition, monkeypatch) -> tuple:
@@ -71,7 +72,7 @@ def test_a_stalled_set_up_whose_claim_expired_pays_nothing_on_postgres(
     from webapp.services.studies import load_study
 
     with pg_app.app_context():
-        definition = load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study.definition
+        definition = study_definition(load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study)
     first, second = _race(pg_app, fake, definition, monkeypatch)
     _check(first, second, fake)
 
@@ -157,9 +158,9 @@ def test_file_and_api_in_separate_processes_pay_each_bonus_once(pg_app, fake, tm
     from webapp.services.studies import load_study
 
     with pg_app.app_context():
-        definition = load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study.definition
+        definition = study_definition(load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study)
     study_id = listed(pg_app, fake)
-    slug = definition["slug"]
+    slug = definition.slug
     out = tmp_path / "bonus.csv"
     file_cmd = ("bonus", slug, "--platform", "prolific", "--out", str(out))
     api_cmd = ("recruit", slug, "bonus", "--yes")

@@ -12,6 +12,7 @@ import pytest
 
 from tests.webapp.recruit.fake_prolific import TOKEN
 from webapp.bots import Bot, BotBehaviour, FlaskTransport, platform_id
+from webapp.definition_cache import study_definition
 
 EXAMPLES = json.loads((Path(__file__).parent / "prolific_examples.json").read_text())
 
@@ -275,16 +276,13 @@ def test_public_url_must_be_https(app, fake, load_recruit_study):
 def mocked(app, handler):
     """A recruiter whose HTTP client answers with ``handler`` (httpx.MockTransport)."""
     from webapp.recruit.prolific import ProlificRecruiter
-    from webapp.recruit.settings import RecruiterSettings
     from webapp.services.studies import get_study
 
     s = get_study("product-choice-demo")
     client = httpx.Client(
         base_url="https://api.prolific.com", transport=httpx.MockTransport(handler)
     )
-    return ProlificRecruiter(
-        s, RecruiterSettings.from_definition(s.definition), actor="test", client=client
-    )
+    return ProlificRecruiter(s, study_definition(s).recruiter, actor="test", client=client)
 
 
 def test_documented_submission_list_is_read(app, load_recruit_study):
@@ -386,7 +384,7 @@ def test_paid_once_on_postgres(pg_app, fake, tmp_path):
     from webapp.services.studies import load_study
 
     with pg_app.app_context():
-        definition = load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study.definition
+        definition = study_definition(load_study(study_with(tmp_path, PROLIFIC_BLOCK)).study)
     study_id = listed(pg_app, fake)
     take_part(pg_app, fake, definition, study_id, "a")
     assert in_app(pg_app, lambda r: r.approve()).counts["approve"] == 1

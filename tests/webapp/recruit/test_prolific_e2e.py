@@ -43,8 +43,8 @@ def test_create_publish_bots_approve_and_pay_once(
     from webapp.models import AuditEvent, BonusPayment, Participant, PlatformIdentity
 
     definition = load_recruit_study()
-    slug = definition["slug"]
-    codes = definition["recruitment"]["completion_codes"]
+    slug = definition.slug
+    codes = definition.recruitment.completion_codes
     base = serve_app(app)
 
     # plan: 6 places x $3.00 = $18.00, fee a third = $6.00; bonuses at most 2 x $0.50 = $1.00
@@ -65,8 +65,8 @@ def test_create_publish_bots_approve_and_pay_once(
     assert created["filters"][0]["filter_id"] == "current-country-of-residence"
     by_code = {c["code"]: c["actions"][0]["action"] for c in created["completion_codes"]}
     assert by_code == {
-        codes["completed"]: "MANUALLY_REVIEW",
-        codes["screened_out"]: "REQUEST_RETURN",
+        codes.completed: "MANUALLY_REVIEW",
+        codes.screened_out: "REQUEST_RETURN",
     }
     # A second create is refused and creates nothing.
     again = runner.invoke(args=["recruit", slug, "create", "--url", base, "--yes"])
@@ -94,7 +94,7 @@ def test_create_publish_bots_approve_and_pay_once(
     # Someone who types the completion code without having done the study.
     arrive("cheat", 12, abandon_at=2)
     cheat = platform_id("prolific", "cheat")
-    fake.finish(sessions[cheat], codes["completed"])
+    fake.finish(sessions[cheat], codes.completed)
     assert sorted(outcomes.values()) == [
         "abandoned", "abandoned", "completed", "completed", "screened_out"
     ]  # fmt: skip

@@ -56,16 +56,16 @@ def test_platform_must_be_one_the_study_accepts(tmp_path):
 
 def test_defaults_come_from_the_study(tmp_path):
     d = load(tmp_path, "\nrecruiter: {platform: prolific, places: 70}\n")
-    r = d["recruiter"]
-    assert (r["reward_cents"], r["estimated_minutes"]) == (300, 12)  # payment.base, 12 min
-    assert r["devices"] == ["desktop", "tablet", "mobile"] and r["fee_rate"] == 1 / 3
+    r = d.recruiter
+    assert (r.reward_cents, r.estimated_minutes) == (300, 12)  # payment.base, 12 min
+    assert r.devices == ("desktop", "tablet", "mobile") and r.fee_rate == 1 / 3
 
 
-def test_no_block_keeps_the_definition_and_its_hash(tmp_path):
+def test_no_block_means_no_recruiter(tmp_path):
     from tests.webapp.conftest import demo_copy
 
     plain = load_study_file(demo_copy(tmp_path / "plain", **SHORT_DEMO))
-    assert "recruiter" not in load(tmp_path, "") and load(tmp_path, "") == plain
+    assert load(tmp_path, "").recruiter is None and load(tmp_path, "") == plain
 
 
 def test_cli_without_a_recruiter_block(app, study, runner):

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from tests.webapp.conftest import DEMO
+from webapp.definition_cache import study_definition
 
 from .conftest import own_demo, page_token
 
@@ -96,7 +98,7 @@ def test_duplicate_copies_the_version_into_a_new_empty_draft(app, study, make_re
         old, new = get_study(SLUG), get_study("pcd-wave-2")
         assert (new.state.value, new.version, new.owner_id) == ("draft", 1, old.owner_id)
         assert new.export_salt != old.export_salt
-        assert {**new.definition, "slug": SLUG} == old.definition
+        assert replace(study_definition(new), slug=SLUG) == study_definition(old)
         n_people = db.session.scalar(
             db.select(db.func.count()).where(Participant.study_id == new.id)
         )
@@ -137,7 +139,7 @@ def test_a_fresh_researcher_loads_the_demo_under_a_slug_of_their_own(app, study,
     with app.app_context():
         mine = get_study("product-choice-demo-alice")
         assert mine.owner_id == get_researcher("alice").id and mine.state.value == "draft"
-        assert mine.definition["slug"] == "product-choice-demo-alice"
+        assert study_definition(mine).slug == "product-choice-demo-alice"
         assert get_study(SLUG).owner_id is None  # the original is untouched
     assert alice.get("/researcher/studies/product-choice-demo-alice").status_code == 200
     bad = _post(
@@ -309,8 +311,8 @@ def test_target_progress_bar(app, make_researcher, make_bot, tmp_path):
         load_study(path)
     ana = _owned(app, make_researcher)
     with app.app_context():
-        definition = get_study(SLUG).definition
-    assert definition["recruitment"]["target_n"] == 4
+        definition = study_definition(get_study(SLUG))
+    assert definition.recruitment.target_n == 4
     make_bot().run()
     data = ana.get(f"/researcher/studies/{SLUG}/live.json").get_json()
     assert data["target"] == {"completed": 1, "target": 4, "pct": 25.0}
@@ -336,17 +338,17 @@ def test_preview_has_a_banner_a_page_list_and_a_way_back(app, study, make_resear
     assert f'href="/researcher/studies/{SLUG}" data-back-to-console' in html
     assert f'href="/researcher/studies/{SLUG}#preview-pages" data-page-list' in html
     console = ana.get(f"/researcher/studies/{SLUG}").get_data(as_text=True)
-    assert console.count("data-preview-block=") == len(study["tasks"])
+    assert console.count("data-preview-block=") == len(study.tasks)
     with app.app_context():
         p = db.session.scalars(db.select(Participant)).one()
-        assert p.is_preview and p.block_index == [b["id"] for b in study["tasks"]].index("choices")
+        assert p.is_preview and p.block_index == [b.id for b in study.tasks].index("choices")
     # Every block of the list opens a page (consent is the study link's own page).
-    for block in study["tasks"]:
+    for block in study.tasks:
         resp = _post(
             ana,
             f"/researcher/studies/{SLUG}/preview",
             f"/researcher/studies/{SLUG}",
-            block=block["id"],
+            block=block.id,
         )
         shown = ana.get(resp.headers["Location"])
         assert shown.status_code == 200 and ">PREVIEW<" in shown.get_data(as_text=True), block
@@ -368,7 +370,9 @@ def test_a_timed_out_annotator_gives_their_reserved_slots_back(app):
     from webapp.services.studies import get_study, load_study
 
     with app.app_context():
-        definition = load_study(ROOT / "stimuli/studies/sentiment-demo.yaml").study.definition
+        definition = study_definition(
+            load_study(ROOT / "stimuli/studies/sentiment-demo.yaml").study
+        )
     Bot(FlaskTransport(app), definition, BotBehaviour(abandon_at=4)).run()  # holds a batch
     with app.app_context():
         study = get_study("sentiment-demo")

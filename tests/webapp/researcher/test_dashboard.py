@@ -163,7 +163,7 @@ def test_progress_is_full_only_for_completed_participants(app, study, make_resea
 
     ana = _owned(app, make_researcher)
     make_bot().run()
-    n_blocks = len(study["tasks"])
+    n_blocks = len(study.tasks)
     on_debrief = make_bot(abandon_at=10**6)
     page = on_debrief.open()
     while page.kind != "completed":  # stop on the debrief, before its last submit

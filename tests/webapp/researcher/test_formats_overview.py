@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 
 from ..conftest import ROOT
 
@@ -21,7 +22,7 @@ def test_overview_and_live_json_show_every_format_and_sequence(app, make_researc
     with app.app_context():
         study = load_study(ROOT / "stimuli" / "studies" / f"{SLUG}.yaml").study
         study.owner_id = get_researcher("ana").id
-        definition = study.definition
+        definition = study_definition(study)
         db.session.commit()
     for i in range(3):
         bot = Bot(

@@ -6,6 +6,7 @@ import io
 
 from tests.webapp.conftest import DEMO
 from webapp.bots import Bot, FlaskTransport
+from webapp.definition_cache import study_definition
 
 from .conftest import page_token
 
@@ -84,7 +85,7 @@ def test_lifecycle_gates_participants(app, make_researcher):
     from webapp.services.studies import get_study
 
     with app.app_context():
-        study = get_study("product-choice-demo").definition
+        study = study_definition(get_study("product-choice-demo"))
         assert get_study("product-choice-demo").owner_id is not None
 
     def bot(i):
@@ -126,7 +127,7 @@ def test_preview_of_a_draft_is_flagged_and_left_out_of_exports(app, make_researc
     resp = ana.post("/researcher/studies/product-choice-demo/preview", data={"csrf_token": token})
     assert resp.status_code == 302 and "participant=test-" in resp.headers["Location"]
     with app.app_context():
-        definition = get_study("product-choice-demo").definition
+        definition = study_definition(get_study("product-choice-demo"))
     bot = Bot(FlaskTransport(app), definition)
     bot.transport.client = ana  # the researcher's browser, on a draft study
     assert bot.run().outcome == "completed"
@@ -169,11 +170,15 @@ def test_recruitment_links(app, make_researcher, monkeypatch):
 
 def test_mturk_external_question_is_valid_xml():
     import xml.etree.ElementTree as ET
+    from dataclasses import replace
 
     from webapp.models import Study
     from webapp.services.researchers import recruitment_links
+    from webapp.studydef import load_study_file
 
-    s = Study(slug="x-y", definition={"recruitment": {"platforms": ["mturk"]}})
+    demo = load_study_file(DEMO)
+    mturk = replace(demo, slug="x-y", recruitment=replace(demo.recruitment, platforms=("mturk",)))
+    s = Study(slug="x-y", definition=mturk.to_json())
     xml = recruitment_links(s, "https://lab.example.org/")["mturk_xml"]
     root = ET.fromstring(xml.split("\n", 1)[1])
     ns = "{http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd}"

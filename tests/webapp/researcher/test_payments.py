@@ -186,7 +186,11 @@ def test_a_study_without_a_bonus_rule_is_refused(app, study, runner, tmp_path):
         s = get_study(SLUG)
         s.definition = {
             **s.definition,
-            "payment": {"currency": "USD", "base": 3.0, "bonus": {"amount": 0, "rule": "none"}},
+            "payment": {
+                "currency": "USD",
+                "base": 3.0,
+                "bonus": {"amount": 0, "rule": "none", "max": None},
+            },
         }
         db.session.commit()
     result = runner.invoke(

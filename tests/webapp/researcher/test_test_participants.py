@@ -94,7 +94,7 @@ def _everything_about_test_participants_on(app, folder) -> None:
         out = io.StringIO()
         assert write_bonus_file(issue.lines, Platform.prolific, out) == 3
         assert "test-" not in out.getvalue()
-        cents = round(definition["payment"]["bonus"]["amount"] * 100)
+        cents = round(definition.payment.bonus.amount * 100)
         assert [line.amount_cents for line in issue.lines] == [PAIRS * cents] * 3
         # Counts and the progress bar.
         assert status_counts(study)["completed"]["total"] == 3

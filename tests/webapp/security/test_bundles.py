@@ -317,7 +317,7 @@ def test_a_zip_with_the_study_and_its_pairs_file_side_by_side_loads():
     for wrapped in (files, {f"mystudy/{n}": b for n, b in files.items()}):
         bundle = Bundle.from_zip(_zip(wrapped))
         assert bundle.study_name == "study.yaml"
-        assert len(load_bundle(bundle)["tasks"][3]["pairs"]) == 10
+        assert len(load_bundle(bundle).tasks[3].params["pairs"]) == 10
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import yaml
 from itsdangerous import URLSafeSerializer
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 from webapp.services.export import write_csv
 
 from ..conftest import DEMO, ROOT
@@ -63,7 +64,7 @@ def test_stimulus_texts_are_escaped_on_every_page(app, tmp_path):
     from webapp.services.studies import load_study
 
     with app.app_context():
-        definition = load_study(_hostile_study(tmp_path)).study.definition
+        definition = study_definition(load_study(_hostile_study(tmp_path)).study)
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="x1")
     page = bot.open()
     seen: set[str] = set()
@@ -93,7 +94,7 @@ def test_exports_neutralise_formula_injection(app, client, tmp_path):
     from webapp.services.studies import load_study
 
     with app.app_context():
-        definition = load_study(_hostile_study(tmp_path)).study.definition
+        definition = study_definition(load_study(_hostile_study(tmp_path)).study)
     Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="f1").run()
     with app.app_context():
         from webapp.services.researchers import set_researcher
@@ -153,7 +154,7 @@ def test_a_page_token_of_one_participant_is_refused_on_another(make_bot, query):
 
 def test_forged_or_swapped_participant_tokens_find_no_session(app, make_bot):
     alice, bob = _two_participants(make_bot)
-    slug = alice.definition["slug"]
+    slug = alice.definition.slug
     forged = URLSafeSerializer("not-the-secret", salt="framelab-participant").dumps(1)
     for token in (forged, "1", "MQ", alice.page.url.rsplit("/", 1)[1] + "x"):
         resp = app.test_client().get(f"/s/{slug}/p/{token}")

@@ -55,14 +55,14 @@ def test_paused_or_closed_study_page_is_framed_for_mturk_and_says_return_the_hit
     app, client, state, code, status
 ):
     definition = _mturk_study(app, None)
-    _set_state(app, definition["slug"], state)
-    resp = client.get(f"/s/{definition['slug']}?{urlencode(MTURK)}")
+    _set_state(app, definition.slug, state)
+    resp = client.get(f"/s/{definition.slug}?{urlencode(MTURK)}")
     body = resp.get_data(as_text=True)
     assert resp.status_code == status and f'data-error-code="{code}"' in body
     assert _framed_by_mturk(resp)
     assert "return the HIT" in body
     # The same page reached from a plain link is not framed and says nothing of HITs.
-    resp = client.get(f"/s/{definition['slug']}?participant=someone")
+    resp = client.get(f"/s/{definition.slug}?participant=someone")
     assert resp.status_code == status and _unframeable(resp)
     assert "HIT" not in resp.get_data(as_text=True)
 
@@ -71,9 +71,9 @@ def test_csrf_failure_of_an_mturk_consent_form_is_framed_for_mturk(app, client):
     # A consent form whose token cannot be checked records nothing and goes back to the
     # worker's consent page (no "form expired"): both answers stay inside MTurk's frame.
     definition = _mturk_study(app, None)
-    resp = client.post(f"/s/{definition['slug']}/start", data={**MTURK, "csrf_token": "forged"})
+    resp = client.post(f"/s/{definition.slug}/start", data={**MTURK, "csrf_token": "forged"})
     assert resp.status_code == 302 and _framed_by_mturk(resp)
-    assert resp.headers["Location"].startswith(f"/s/{definition['slug']}?")
+    assert resp.headers["Location"].startswith(f"/s/{definition.slug}?")
     again = client.get(resp.headers["Location"])
     body = again.get_data(as_text=True)
     assert again.status_code == 200 and _framed_by_mturk(again)
@@ -82,7 +82,7 @@ def test_csrf_failure_of_an_mturk_consent_form_is_framed_for_mturk(app, client):
 
 def test_malformed_mturk_link_is_framed_for_mturk(app, client):
     definition = _mturk_study(app, None)
-    resp = client.get(f"/s/{definition['slug']}?{urlencode({**MTURK, 'workerId': 'no good!'})}")
+    resp = client.get(f"/s/{definition.slug}?{urlencode({**MTURK, 'workerId': 'no good!'})}")
     body = resp.get_data(as_text=True)
     assert resp.status_code == 400 and 'data-error-code="E400-PARAMS"' in body
     assert _framed_by_mturk(resp) and "return the HIT" in body
@@ -99,7 +99,7 @@ def test_session_error_of_an_mturk_session_is_framed_for_mturk(app, client):
     # The worker's own token under another study's slug: E404-SESSION, but an MTurk session.
     from ..conftest import load_demo
 
-    other = load_demo(app)["slug"]
+    other = load_demo(app).slug
     resp = client.get(f"/s/{other}/p/{token}")
     assert resp.status_code == 404 and b"E404-SESSION" in resp.data
     assert _framed_by_mturk(resp)

@@ -10,6 +10,7 @@ import io
 
 import pytest
 
+from webapp.definition_cache import study_definition
 from webapp.services import reconcile
 
 from ..researcher.conftest import login, own_demo, page_token
@@ -129,7 +130,7 @@ def test_on_postgres_a_long_or_nul_status_is_a_message_not_a_500(pg_app):
     from webapp.services.studies import get_study
 
     with pg_app.app_context():
-        definition = get_study(SLUG).definition
+        definition = study_definition(get_study(SLUG))
     run_bots(pg_app, definition, n=1, seed=3)
     client = _console(pg_app)
     from webapp.extensions import db

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 from werkzeug.formparser import FormDataParser
 
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import Participant, Study, StudyState
 from webapp.request_limits import CONSENT, CONSOLE, CONSOLE_ANONYMOUS, LOGIN, PARTICIPANT_PAGE
@@ -302,7 +303,7 @@ def test_the_largest_answers_a_study_may_ask_for_fit_what_a_page_may_send(app, t
     with app.app_context():
         with pytest.raises(StudyDefinitionError, match="split them over two blocks"):
             load_study(_study_with_long_answers(tmp_path, 5))
-        definition = load_study(_study_with_long_answers(tmp_path, 4)).study.definition
+        definition = study_definition(load_study(_study_with_long_answers(tmp_path, 4)).study)
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="w1")
     page = bot.open()
     while page.kind != "demographics":

@@ -122,14 +122,12 @@ def test_control_characters_in_participant_entry_parameters_are_a_friendly_400(
         },
     )
     params = {**base, param: f"id{char}1"}
-    _assert_refused(client.get(f"/s/{study['slug']}", query_string=params), f"GET {param}")
+    _assert_refused(client.get(f"/s/{study.slug}", query_string=params), f"GET {param}")
     # The consent form carries the same parameters as hidden fields.
-    consent = client.get(f"/s/{study['slug']}", query_string=base)
+    consent = client.get(f"/s/{study.slug}", query_string=base)
     assert consent.status_code == 200
     token = csrf_token(consent.get_data(as_text=True))
-    resp = client.post(
-        f"/s/{study['slug']}/start", data={"csrf_token": token, "agree": "1", **params}
-    )
+    resp = client.post(f"/s/{study.slug}/start", data={"csrf_token": token, "agree": "1", **params})
     _assert_refused(resp, f"POST {param}")
 
 
@@ -137,7 +135,7 @@ def test_control_characters_in_participant_entry_parameters_are_a_friendly_400(
 def test_nul_in_a_participant_id_on_postgres_enrols_nobody(pg_app):
     definition = load_demo(pg_app)
     client = pg_app.test_client()
-    slug = definition["slug"]
+    slug = definition.slug
     _assert_refused(client.get(f"/s/{slug}?participant=a%00b"), "entry")
     consent = client.get(f"/s/{slug}?participant=ok1")
     token = csrf_token(consent.get_data(as_text=True))
@@ -160,7 +158,7 @@ def test_line_breaks_and_tabs_in_form_values_are_still_accepted(app, client, stu
         data={"csrf_token": token, "username": "ana", "password": "line one\r\n\tline two"},
     )
     assert resp.status_code != 400 and CODE not in resp.get_data(as_text=True)
-    resp = client.get(f"/s/{study['slug']}?participant=plain-id_1")
+    resp = client.get(f"/s/{study.slug}?participant=plain-id_1")
     assert resp.status_code == 200
 
 

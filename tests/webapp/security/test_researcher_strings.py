@@ -75,9 +75,11 @@ def test_ids_fit_every_column_that_stores_them():
     assert SLUG_RE.match("a" * column_length(m.Study.slug))
     assert not SLUG_RE.match("a" * (column_length(m.Study.slug) + 1))
     # The longest page name (block id / trial / kind) fits PageVisit.page.
+    from webapp.definition import TaskBlock
     from webapp.tasks import get_task_type
 
-    longest = get_task_type("product_choice").page_name({"id": "b" * ID_MAX}, 2 * 10**6 + 1)
+    block = TaskBlock.of("b" * ID_MAX, "product_choice", {})
+    longest = get_task_type("product_choice").page_name(block, 2 * 10**6 + 1)
     assert len(longest) <= column_length(m.PageVisit.page)
 
 

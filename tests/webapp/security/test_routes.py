@@ -45,7 +45,7 @@ def test_the_url_map_has_state_changing_routes_and_only_the_page_is_exempt(app):
 def test_every_state_changing_route_refuses_a_post_without_csrf_token(app, client, study):
     # A logged-in researcher with a participant session too: CSRF is the only barrier left.
     login(app, client)
-    entry = client.get(f"/s/{study['slug']}?participant=csrf1")
+    entry = client.get(f"/s/{study.slug}?participant=csrf1")
     assert entry.status_code == 200
     checked = []
     for rule in _state_changing(app):
@@ -105,14 +105,12 @@ def test_a_page_post_without_a_valid_page_token_is_refused(app, client, study, m
 
 def test_a_csrf_token_from_another_session_is_refused(app, study):
     alice, mallory = app.test_client(), app.test_client()
-    token = csrf_token(mallory.get(f"/s/{study['slug']}?participant=mallory").get_data(True))
-    alice.get(f"/s/{study['slug']}?participant=alice")
-    resp = alice.post(
-        f"/s/{study['slug']}/start", data={"csrf_token": token, "participant": "alice"}
-    )
+    token = csrf_token(mallory.get(f"/s/{study.slug}?participant=mallory").get_data(True))
+    alice.get(f"/s/{study.slug}?participant=alice")
+    resp = alice.post(f"/s/{study.slug}/start", data={"csrf_token": token, "participant": "alice"})
     # Not enrolled: back to alice's own consent page with a fresh form.
     assert resp.status_code == 302
-    assert resp.headers["Location"] == f"/s/{study['slug']}?participant=alice"
+    assert resp.headers["Location"] == f"/s/{study.slug}?participant=alice"
     assert _participants(app) == 0
 
 
@@ -155,7 +153,7 @@ def test_logout_ends_the_session(app, client, study):
 def test_production_cookies_are_secure_httponly_samesite(tmp_path):
     app = make_app(f"sqlite:///{tmp_path / 'prod.sqlite'}", ENV_NAME="production")
     definition = load_demo(app)
-    resp = app.test_client().get(f"/s/{definition['slug']}?participant=cookie1")
+    resp = app.test_client().get(f"/s/{definition.slug}?participant=cookie1")
     cookie = resp.headers["Set-Cookie"]
     assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=None" in cookie
     resp = app.test_client().get("/researcher/login")
@@ -170,7 +168,7 @@ def _csp(resp) -> dict[str, str]:
 
 def test_headers_participant_pages_framed_by_mturk_only(app, client, study):
     mturk = client.get(
-        f"/s/{study['slug']}?workerId=AW1&hitId=H1&assignmentId=A1"
+        f"/s/{study.slug}?workerId=AW1&hitId=H1&assignmentId=A1"
         "&turkSubmitTo=https%3A%2F%2Fworkersandbox.mturk.com"
     )
     csp = _csp(mturk)
@@ -178,7 +176,7 @@ def test_headers_participant_pages_framed_by_mturk_only(app, client, study):
     assert ancestors and all("mturk.com" in a for a in ancestors)
     assert "X-Frame-Options" not in mturk.headers
     assert "'unsafe-inline'" not in mturk.headers["Content-Security-Policy"]
-    for url in (f"/s/{study['slug']}?PROLIFIC_PID=P1&STUDY_ID=S&SESSION_ID=X", "/nowhere"):
+    for url in (f"/s/{study.slug}?PROLIFIC_PID=P1&STUDY_ID=S&SESSION_ID=X", "/nowhere"):
         resp = client.get(url)
         assert _csp(resp)["frame-ancestors"] == "frame-ancestors 'none'", url
         assert resp.headers["X-Frame-Options"] == "DENY"

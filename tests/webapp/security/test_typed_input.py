@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from tests.webapp.conftest import DEMO, ROOT
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 from webapp.extensions import db
 from webapp.models import ChoiceResponse, TaskResponse
 
@@ -40,7 +41,7 @@ def _bot_at(app, tmp_path, kind: str, max_length: int | None = 40) -> Bot:
     from webapp.services.studies import load_study
 
     with app.app_context():
-        definition = load_study(_study_with_free_text(tmp_path, max_length)).study.definition
+        definition = study_definition(load_study(_study_with_free_text(tmp_path, max_length)).study)
     bot = Bot(FlaskTransport(app), definition, BotBehaviour(platform="link"), external_id="t1")
     page = bot.open()
     while page.kind != kind:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import io
 import zipfile
+from dataclasses import replace
 
 import pytest
 import yaml
 
 from webapp.bundle import Bundle
+from webapp.definition_cache import study_definition
 from webapp.studydef import MAX_BLOCKS, MAX_PAGES, folder_bundle, load_bundle
 from webapp.tasks.product_choice.pairs import mitigation_methods
 from webapp.validation import HardenedLoader, StudyDefinitionError
@@ -103,7 +105,7 @@ def test_the_reviews_bundle_is_refused_by_its_block_count_before_any_pairs_file_
 def test_as_many_blocks_as_the_limit_load():
     files = _study(MAX_BLOCKS - 2, 2, FORMATS[:2])
     definition = load_bundle(_bundle(files))
-    assert len(definition["tasks"]) == MAX_BLOCKS
+    assert len(definition.tasks) == MAX_BLOCKS
 
 
 def test_more_pages_per_participant_than_the_limit_are_refused_naming_the_largest_blocks():
@@ -119,7 +121,7 @@ def test_more_pages_per_participant_than_the_limit_are_refused_naming_the_larges
     ) in err.reason
     # One pair fewer fits.
     files["pairs/b1.yaml"] = _pairs(1, 249, FORMATS[:2])
-    assert len(load_bundle(_bundle(files))["tasks"]) == 4
+    assert len(load_bundle(_bundle(files)).tasks) == 4
 
 
 def test_the_loader_parses_with_libyaml_and_keeps_every_check():
@@ -165,7 +167,7 @@ def test_the_console_refuses_the_reviews_bundle_and_stores_nothing(app):
 
 
 def test_the_definition_cache_drops_the_least_recently_used_past_its_bound():
-    from webapp.services.studies import DefinitionCache
+    from webapp.definition_cache import DefinitionCache
 
     cache = DefinitionCache(max_bytes=100)
     for i in range(4):
@@ -182,7 +184,8 @@ def test_the_definition_cache_drops_the_least_recently_used_past_its_bound():
 
 
 def test_visitors_opening_many_studies_keep_each_process_within_its_bound(tmp_path):
-    from webapp.services.studies import definition_cache, get_study, store_definition
+    from webapp.definition_cache import definition_cache
+    from webapp.services.studies import get_study, store_definition
 
     from ..conftest import dispose, make_app
 
@@ -192,7 +195,7 @@ def test_visitors_opening_many_studies_keep_each_process_within_its_bound(tmp_pa
         definition = load_bundle(_bundle(files))
         with app.app_context():
             for i in range(8):
-                store_definition({**definition, "slug": f"study-{i}"}, "upload:study.yaml")
+                store_definition(replace(definition, slug=f"study-{i}"), "upload:study.yaml")
         client = app.test_client()
         for i in range(8):  # an anonymous visitor opens every study's link
             assert client.get(f"/s/study-{i}?participant=visitor").status_code == 200
@@ -201,7 +204,7 @@ def test_visitors_opening_many_studies_keep_each_process_within_its_bound(tmp_pa
             assert 0 < cache.size_bytes <= 0.25 * 1024 * 1024
             assert 1 < len(cache) < 8
             # The most recent study is kept; its definition is the stored one.
-            assert get_study("study-7").definition["slug"] == "study-7"
+            assert study_definition(get_study("study-7")).slug == "study-7"
     finally:
         dispose(app)
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 from webapp.studydef import load_study_file
 from webapp.validation import StudyDefinitionError
 
@@ -44,10 +45,10 @@ def _refused(path: Path) -> StudyDefinitionError:
 # -- the study option ---------------------------------------------------------------------------
 
 
-def test_verified_entry_is_stored_for_a_recruited_study_and_absent_otherwise(tmp_path):
+def test_verified_entry_is_set_for_a_recruited_study_and_off_otherwise(tmp_path):
     d = load_study_file(_study(tmp_path, verified_entry=True, platforms=["prolific"]))
-    assert d["recruitment"]["verified_entry"] is True
-    assert "verified_entry" not in load_study_file(DEMO)["recruitment"]  # hashes unchanged
+    assert d.recruitment.verified_entry is True
+    assert load_study_file(DEMO).recruitment.verified_entry is False
 
 
 def test_a_plain_link_study_cannot_ask_for_verified_entry(tmp_path):
@@ -76,7 +77,7 @@ def _load(app, path: Path) -> dict:
     from webapp.services.studies import load_study
 
     with app.app_context():
-        return load_study(path).study.definition
+        return study_definition(load_study(path).study)
 
 
 def _record_listing(app, slug: str, platform: str, external_id: str) -> None:
@@ -130,7 +131,7 @@ def test_only_the_listings_own_ids_enter_a_verified_study(
 ):
     path = _study(tmp_path, verified_entry=True, platforms=[platform], recruiter=platform)
     definition = _load(app, path)
-    slug = definition["slug"]
+    slug = definition.slug
     made_up = _bot(app, definition, platform, "made-up")
     # Before FrameLab has created the listing nobody enters: no ID can match it yet.
     page = made_up.open(made_up.entry_url({param: issued}))
@@ -154,7 +155,7 @@ def test_only_the_listings_own_ids_enter_a_verified_study(
 
 def test_a_genuine_participant_completes_and_test_runs_still_enter(app, tmp_path):
     definition = _load(app, _study(tmp_path, verified_entry=True, platforms=["prolific"]))
-    slug = definition["slug"]
+    slug = definition.slug
     _record_listing(app, slug, "prolific", PROLIFIC_STUDY)
 
     class Genuine(Bot):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from webapp.bots import Bot, BotBehaviour, FlaskTransport
+from webapp.definition_cache import study_definition
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "stimuli" / "studies" / "sentiment-demo.yaml"
@@ -84,7 +85,7 @@ def load(app, path: Path) -> dict[str, Any]:
     from webapp.services.studies import load_study
 
     with app.app_context():
-        return load_study(path).study.definition
+        return study_definition(load_study(path).study)
 
 
 @pytest.fixture

@@ -210,7 +210,7 @@ def _drive(app, url: str, definition: dict) -> tuple[list[BotResult], list[float
                 results.append(result)
                 busy.append(bot.busy)
             if result.outcome == "study_full":
-                if _needed(app, definition["slug"]) == 0:
+                if _needed(app, definition.slug) == 0:
                     stop.set()
                 else:  # abandoned reservations still live: come back a little later
                     time.sleep(2.0)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from webapp.definition_cache import study_definition
+
 from .conftest import DEMO, ROOT
 
 EXPORT_DOC = ROOT / "docs" / "export.md"
@@ -17,7 +19,7 @@ def _definition(runner) -> dict:
     from webapp.services.studies import get_study
 
     with runner.app.app_context():
-        return get_study("sentiment-demo").definition
+        return study_definition(get_study("sentiment-demo"))
 
 
 def _read(path: Path) -> list[dict[str, str]]:

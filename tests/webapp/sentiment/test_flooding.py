@@ -37,7 +37,7 @@ def test_made_up_ids_that_never_label_cannot_make_the_study_full(app, small, bot
     with app.app_context():
         from webapp.models import utcnow
 
-        held = slot_report.idle_holds(get_study(definition["slug"]), utcnow())
+        held = slot_report.idle_holds(get_study(definition.slug), utcnow())
         assert (held.slots, held.people) == (2 * allocation.RESERVE_AHEAD, 2)
 
 
@@ -67,7 +67,7 @@ def test_the_dashboard_shows_slots_held_by_people_who_never_labelled(app, small,
         set_researcher("admin", PASSWORD, is_admin=True)  # admins see command-line studies
     console = app.test_client()
     assert login(console, "admin").status_code == 302
-    slug = definition["slug"]
+    slug = definition.slug
     live = console.get(f"/researcher/studies/{slug}/live.json").get_json()
     assert live["idle_holds"] == {"slots": allocation.RESERVE_AHEAD, "people": 1}
     page = console.get(f"/researcher/studies/{slug}").get_data(as_text=True)

@@ -94,7 +94,7 @@ def _check_exactly_five(app, definition, results: list[BotResult]) -> None:
     assert {r.outcome for r in results} == {"completed", "study_full"}, [
         r.error for r in results if r.outcome == "error"
     ]
-    gold = {g["item_id"] for b in definition["tasks"] for g in b.get("gold_items", [])}
+    gold = {g["item_id"] for b in definition.tasks for g in b.params.get("gold_items", [])}
     rows = [r for r in label_rows(app) if r[0] not in gold]
     confirmed: dict[str, list[int]] = {}
     for item_id, pid, state, _, _ in rows:

@@ -22,6 +22,7 @@ from sqlalchemy import and_, or_, select
 from wtforms import TextAreaField
 from wtforms.validators import InputRequired, Length, Optional
 
+from webapp.definition import TaskBlock
 from webapp.i18n import default_text
 from webapp.models import Annotation, AnnotationState, Participant, Study, TaskResponse
 from webapp.tasks import evaluation_slots as slots
@@ -168,14 +169,14 @@ class PairwisePreferenceTask(TaskType):
             "show_source": get_bool(body, "show_source", where, default=True),
         }
 
-    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+    def sync_slots(self, study: Study, block: TaskBlock) -> bool:
         return slots.sync_block_items(study, block)
 
-    def n_steps(self, block: dict[str, Any]) -> int:
-        return block["items_per_participant"]
+    def n_steps(self, block: TaskBlock) -> int:
+        return block.params["items_per_participant"]
 
-    def page_name(self, block: dict[str, Any], step: int) -> str:
-        return f"{block['id']}/{step}/prefer"
+    def page_name(self, block: TaskBlock, step: int) -> str:
+        return f"{block.id}/{step}/prefer"
 
     def enter(self, ctx: PageContext) -> SaveResult | None:
         from webapp.extensions import db
@@ -185,13 +186,13 @@ class PairwisePreferenceTask(TaskType):
             return result
         for annotation in result:
             rng = slots.block_rng(ctx, "side", annotation.trial_index)
-            order = balanced_order(annotation, ctx.block["id"], ctx.now, rng)
+            order = balanced_order(annotation, ctx.block.id, ctx.now, rng)
             item_id = slots.item_of(ctx.block, annotation)["item_id"]
             # The order is fixed at reservation: the page shows it and the export reads it.
             db.session.add(
                 TaskResponse(
                     participant_id=ctx.participant.id,
-                    block_id=ctx.block["id"],
+                    block_id=ctx.block.id,
                     task_type=self.name,
                     step=annotation.trial_index,
                     payload={"pair_id": item_id, "order": order},
@@ -206,15 +207,15 @@ class PairwisePreferenceTask(TaskType):
 
         class _Form(PageForm):
             choice = RadioField(
-                block["question"],
+                block.params["question"],
                 choices=["first", "second"],  # the template writes "Summary 1/2 is better"
                 validators=[InputRequired(REQUIRED)],
             )
 
-        if block["ask_reason"]:
+        if block.params["ask_reason"]:
             first = (
                 InputRequired(lazy_gettext("Please give a reason."))
-                if block["reason_required"]
+                if block.params["reason_required"]
                 else None
             )
             checks = [first or Optional(), Length(max=REASON_MAX)]
@@ -240,7 +241,7 @@ class PairwisePreferenceTask(TaskType):
             "shown": [s["text"] for s in shown],
             "position": ctx.step + 1,
             # The planned length: the batch is reserved in parts as answers come in.
-            "n_items": ctx.block["items_per_participant"],
+            "n_items": ctx.block.params["items_per_participant"],
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
@@ -252,7 +253,7 @@ class PairwisePreferenceTask(TaskType):
         position = form["choice"].data
         chosen = shown[0] if position == "first" else shown[1]
         reason = ""
-        if ctx.block["ask_reason"]:
+        if ctx.block.params["ask_reason"]:
             reason = (form["reason"].data or "").strip()
         annotation = slots.slot(ctx, ctx.step)
         assert annotation is not None
@@ -275,7 +276,7 @@ class PairwisePreferenceTask(TaskType):
         # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         """Summary ``a`` with ``p_choose_a``, or the first shown with ``p_position``."""
         b = bot.behaviour
         a_first = page.main["data-order"] == "a_first"

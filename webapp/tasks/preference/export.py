@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webapp.definition import TaskBlock
 from webapp.export_common import ExportScope
 from webapp.models import AnnotationState, Study
 from webapp.tasks import evaluation_slots as slots
@@ -62,7 +63,7 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
 }
 
 
-def preference_rows(scope: ExportScope, block: dict[str, Any]) -> list[dict[str, Any]]:
+def preference_rows(scope: ExportScope, block: TaskBlock) -> list[dict[str, Any]]:
     """One row per verdict of a ``pairwise_preference`` block.
 
     Returns
@@ -70,9 +71,9 @@ def preference_rows(scope: ExportScope, block: dict[str, Any]) -> list[dict[str,
     list of dict
         Keys :data:`PREFERENCE_LONG_COLUMNS` (plus platform ID columns on request).
     """
-    pairs = {it["item_id"]: it for it in block["items"]}
+    pairs = {it["item_id"]: it for it in block.params["items"]}
     rows = []
-    found = slots.answered_rows(scope, block["id"])
+    found = slots.answered_rows(scope, block.id)
     for a, item_row, p, response in found:
         pair = pairs.get(item_row.item_id)
         payload = response.payload
@@ -94,22 +95,22 @@ def preference_rows(scope: ExportScope, block: dict[str, Any]) -> list[dict[str,
     return rows
 
 
-def pair_rows(study: Study, block: dict[str, Any]) -> list[dict[str, Any]]:
+def pair_rows(study: Study, block: TaskBlock) -> list[dict[str, Any]]:
     """One row per pair of a ``pairwise_preference`` block, with texts and order counts.
 
     Counts are of confirmed verdicts by real (not test) participants (what the allocation counts).
     """
     counts: dict[str, dict[str, int]] = {
-        it["item_id"]: {"a_first": 0, "b_first": 0} for it in block["items"]
+        it["item_id"]: {"a_first": 0, "b_first": 0} for it in block.params["items"]
     }
     # Real participants, excluded ones too: what the allocation counts.
-    rows = slots.answered_rows(ExportScope(study, include_excluded=True), block["id"])
+    rows = slots.answered_rows(ExportScope(study, include_excluded=True), block.id)
     for a, item_row, _p, response in rows:
         order = response.payload.get("order")
         if a.state is AnnotationState.confirmed and item_row.item_id in counts and order:
             counts[item_row.item_id][order] += 1
     out = []
-    for it in block["items"]:
+    for it in block.params["items"]:
         c = counts[it["item_id"]]
         out.append(
             {
@@ -129,14 +130,14 @@ def pair_rows(study: Study, block: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def long_table(
-    scope: ExportScope, blocks: list[dict[str, Any]]
+    scope: ExportScope, blocks: list[TaskBlock]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The verdicts of every preference block (:func:`preference_rows`)."""
     return [r for b in blocks for r in preference_rows(scope, b)], list(PREFERENCE_LONG_COLUMNS)
 
 
 def pairs_table(
-    scope: ExportScope, blocks: list[dict[str, Any]]
+    scope: ExportScope, blocks: list[TaskBlock]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The pairs of every preference block (:func:`pair_rows`)."""
     return [r for b in blocks for r in pair_rows(scope.study, b)], list(PAIRS_COLUMNS)

@@ -20,6 +20,7 @@ from wtforms import ValidationError
 from wtforms.fields import Label
 from wtforms.validators import InputRequired
 
+from webapp.definition import TaskBlock
 from webapp.i18n import (
     DEFAULT_CURRENCY,
     DEFAULT_LANGUAGE,
@@ -29,8 +30,6 @@ from webapp.i18n import (
     format_money,
     money_affixes,
     parse_amount,
-    study_currency,
-    study_language,
 )
 from webapp.models import ChoiceResponse
 from webapp.services.design import FORMATS, Trial, block_formats, derive_sequence
@@ -246,6 +245,9 @@ class ProductChoiceTask(TaskType):
     # Choices are keyed by (participant, block, trial_index) and analysed by pair: several
     # blocks may run in one study when no pair is in two of them (check_with_blocks).
 
+    def bonus_answers(self, block: TaskBlock) -> int:
+        return len(block.params.get("pairs", []))
+
     def validate(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         check_keys(body, {"pairs", "formats", "labels", "prompt", "wtp"}, where)
         # A block without ``formats:`` keeps the two-format shape of earlier definitions.
@@ -303,73 +305,71 @@ class ProductChoiceTask(TaskType):
             doc.get("pairs"), file_where.at("pairs"), formats, legacy=legacy, named_at=named_at
         )
 
-    def check_with_blocks(
-        self, block: dict[str, Any], earlier: list[dict[str, Any]], where: Where
-    ) -> None:
+    def check_with_blocks(self, block: TaskBlock, earlier: list[TaskBlock], where: Where) -> None:
         """Refuse a second block that shares pairs with, or has other formats than, an earlier one.
 
         Answers are analysed by pair (the wide export has a column per pair), and a
         participant's one sequence picks the Latin-square row of every block, so every block
         needs as many formats.
         """
-        mine = {p["id"] for p in block["pairs"]}
+        mine = {p["id"] for p in block.params["pairs"]}
         k = len(block_formats(block))
         for other in earlier:
-            if other["type"] != self.name:
+            if other.type != self.name:
                 continue
-            shared = sorted(mine & {p["id"] for p in other["pairs"]})
+            shared = sorted(mine & {p["id"] for p in other.params["pairs"]})
             if shared:
                 raise where.at("pairs").error(
-                    f"pair id(s) {shared[:5]} are also in block {other['id']!r}: each pair may "
+                    f"pair id(s) {shared[:5]} are also in block {other.id!r}: each pair may "
                     "be in only one 'product_choice' block (answers are analysed by pair); give "
                     "this block other pairs or put them all in one block"
                 )
             if len(block_formats(other)) != k:
                 raise where.at("formats").error(
-                    f"{k} formats here but {len(block_formats(other))} in block {other['id']!r}: "
+                    f"{k} formats here but {len(block_formats(other))} in block {other.id!r}: "
                     "every product_choice block of a study needs the same number of formats "
                     "(each participant's sequence is one row of the Latin square in every block)"
                 )
 
-    def formats(self, block: dict[str, Any]) -> tuple[str, ...]:
+    def formats(self, block: TaskBlock) -> tuple[str, ...]:
         return block_formats(block)
 
-    def images(self, block: dict[str, Any]) -> list[dict[str, Any]]:
-        products = [pair[side] for pair in block["pairs"] for side in ("target", "control")]
+    def images(self, block: TaskBlock) -> list[dict[str, Any]]:
+        products = [pair[side] for pair in block.params["pairs"] for side in ("target", "control")]
         return [prod["image"] for prod in products if prod.get("image") is not None]
 
-    def wide(self, scope: Any, blocks: list[dict[str, Any]]) -> tuple[list[str], Any]:
+    def wide(self, scope: Any, blocks: list[TaskBlock]) -> tuple[list[str], Any]:
         return export.wide(scope, blocks)
 
-    def n_steps(self, block: dict[str, Any]) -> int:
-        return 2 * len(block["pairs"])
+    def n_steps(self, block: TaskBlock) -> int:
+        return 2 * len(block.params["pairs"])
 
-    def page_name(self, block: dict[str, Any], step: int) -> str:
-        return f"{block['id']}/{step // 2}/{'wtp' if step % 2 else 'choice'}"
+    def page_name(self, block: TaskBlock, step: int) -> str:
+        return f"{block.id}/{step // 2}/{'wtp' if step % 2 else 'choice'}"
 
     # -- helpers ------------------------------------------------------------------------------
     def trial(self, ctx: PageContext) -> Trial:
         """The trial this page belongs to, re-derived from the participant's seed."""
         p = ctx.participant
-        key = (ctx.study.definition_hash, p.seed, p.sequence, ctx.block["id"])
+        key = (ctx.study.definition_hash, p.seed, p.sequence, ctx.block.id)
         trials = _TRIALS.get(key)
         if trials is None:
             if len(_TRIALS) >= _TRIALS_MAX:
                 _TRIALS.clear()
             trials = _TRIALS[key] = tuple(
-                derive_sequence(ctx.definition, p.seed, p.sequence, ctx.block["id"])
+                derive_sequence(ctx.definition.tasks, p.seed, p.sequence, ctx.block.id)
             )
         return trials[ctx.step // 2]
 
     def _pair(self, ctx: PageContext, pair_id: str) -> dict[str, Any]:
-        return next(p for p in ctx.block["pairs"] if p["id"] == pair_id)
+        return next(p for p in ctx.block.params["pairs"] if p["id"] == pair_id)
 
     def _chose_target(self, ctx: PageContext, trial_index: int) -> bool | None:
         from webapp.extensions import db
 
         return db.session.scalar(
             _chose_target_query(),
-            {"participant": ctx.participant.id, "block": ctx.block["id"], "trial": trial_index},
+            {"participant": ctx.participant.id, "block": ctx.block.id, "trial": trial_index},
         )
 
     # -- the TaskType interface ---------------------------------------------------------------
@@ -378,16 +378,16 @@ class ProductChoiceTask(TaskType):
             return ChoiceForm(formdata=formdata)
         form = WtpForm(formdata=formdata)
         form.set_money(
-            ctx.block["wtp"]["max_premium"],
-            study_language(ctx.definition),
-            study_currency(ctx.definition),
+            ctx.block.params["wtp"]["max_premium"],
+            ctx.definition.language,
+            ctx.definition.payment.currency,
         )
         return form
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
         trial = self.trial(ctx)
         pair = self._pair(ctx, trial.pair_id)
-        n = len(ctx.block["pairs"])
+        n = len(ctx.block.params["pairs"])
         base = {"block": ctx.block, "trial": trial, "pair": pair, "n_trials": n}
         if ctx.step % 2 == 0:
             target, control = pair["target"], pair["control"]
@@ -405,13 +405,13 @@ class ProductChoiceTask(TaskType):
                 **base,
                 "kind": "choice",
                 "products": products,
-                "label": ctx.block["labels"][trial.format],
+                "label": ctx.block.params["labels"][trial.format],
             }
         chose_target = self._chose_target(ctx, trial.trial_index)
         assert chose_target is not None, "the WTP page always follows a saved choice"
         chosen = pair["target"] if chose_target else pair["control"]
         other = pair["control"] if chose_target else pair["target"]
-        language, currency = study_language(ctx.definition), study_currency(ctx.definition)
+        language, currency = ctx.definition.language, ctx.definition.payment.currency
         values = {
             "price": format_money(other["price"], language, currency),
             "chosen": chosen["manufacturer"],
@@ -424,9 +424,9 @@ class ProductChoiceTask(TaskType):
             "chosen": chosen,
             "other": other,
             "other_price": other["price"],
-            "question": fill(ctx.block["wtp"]["question"], values),
-            "max_premium": ctx.block["wtp"]["max_premium"],
-            "max_text": format_money(ctx.block["wtp"]["max_premium"], language, currency),
+            "question": fill(ctx.block.params["wtp"]["question"], values),
+            "max_premium": ctx.block.params["wtp"]["max_premium"],
+            "max_text": format_money(ctx.block.params["wtp"]["max_premium"], language, currency),
             "money_affixes": money_affixes(language, currency),
         }
 
@@ -442,7 +442,7 @@ class ProductChoiceTask(TaskType):
                 server_ms = int((ctx.now - ctx.shown_at).total_seconds() * 1000)
             row = {
                 "participant_id": ctx.participant.id,
-                "block_id": ctx.block["id"],
+                "block_id": ctx.block.id,
                 "trial_index": trial.trial_index,
                 "pair_id": trial.pair_id,
                 "format": trial.format,
@@ -458,16 +458,16 @@ class ProductChoiceTask(TaskType):
             return NEXT
         premium = parse_premium(
             form["premium"].data,
-            ctx.block["wtp"]["max_premium"],
-            study_language(ctx.definition),
-            study_currency(ctx.definition),
+            ctx.block.params["wtp"]["max_premium"],
+            ctx.definition.language,
+            ctx.definition.payment.currency,
         )
         # The choice's row exists: the WTP page is only shown after it (its template reads it).
         ctx.write(
             _SET_WTP,
             {
                 "w_participant": ctx.participant.id,
-                "w_block": ctx.block["id"],
+                "w_block": ctx.block.id,
                 "w_trial": trial.trial_index,
                 "w_usd": premium,
                 "w_rt": rt_ms,
@@ -476,7 +476,7 @@ class ProductChoiceTask(TaskType):
         )
         return NEXT
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         """The target with the bot's probability for the page's format; on the WTP page a
         premium drawn as a percent of the other price (``BotBehaviour``)."""
         b = bot.behaviour
@@ -485,7 +485,7 @@ class ProductChoiceTask(TaskType):
             mean = b.wtp_mean_pct + (b.wtp_target_shift_pct if bot.last_chose_target else 0.0)
             pct = max(0.0, bot.rng.gauss(mean, b.wtp_sd_pct))
             return {"premium": f"{min(maximum, price * pct / 100):.2f}"}
-        pair = next(p for p in block["pairs"] if p["id"] == page.main["data-pair"])
+        pair = next(p for p in block.params["pairs"] if p["id"] == page.main["data-pair"])
         radios = page.forms[0].radios("side")
         target = next(
             r for r in radios if r.get("data-manufacturer") == pair["target"]["manufacturer"]

@@ -13,9 +13,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from webapp.definition import TaskBlock
+from webapp.definition_cache import study_definition
 from webapp.export_common import ExportScope, column_name, iso_time
 from webapp.extensions import db
-from webapp.i18n import study_currency
 from webapp.models import ChoiceResponse, Participant, Study
 
 TASK = "product_choice"
@@ -93,16 +94,16 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
 
 
 def long_table(
-    scope: ExportScope, blocks: list[dict[str, Any]]
+    scope: ExportScope, blocks: list[TaskBlock]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per trial: the participant-level columns and the trial's (see
     :data:`LONG_CHOICE_COLUMNS`), by participant, then block (in study order) and trial."""
-    product_types = {p["id"]: p["product_type"] for b in blocks for p in b["pairs"]}
+    product_types = {p["id"]: p["product_type"] for b in blocks for p in b.params["pairs"]}
     # Each text's generation record, when the pairs file names it (``sources:``).
     sources = {
-        (b["id"], p["id"], role): p[role]["sources"]
+        (b.id, p["id"], role): p[role]["sources"]
         for b in blocks
-        for p in b["pairs"]
+        for p in b.params["pairs"]
         for role in ("target", "control")
         if "sources" in p[role]
     }
@@ -112,7 +113,7 @@ def long_table(
         .options(selectinload(Participant.choices), selectinload(Participant.identity))
         .order_by(Participant.id)
     )
-    currency = study_currency(scope.study.definition)
+    currency = study_definition(scope.study).payment.currency
     rows: list[dict[str, Any]] = []
     for p in db.session.scalars(scope.where(query)):
         base = {**scope.participant(p), "currency": currency}
@@ -156,12 +157,12 @@ def _choice_cells(
 
 
 def wide(
-    scope: ExportScope, blocks: list[dict[str, Any]]
+    scope: ExportScope, blocks: list[TaskBlock]
 ) -> tuple[list[str], Callable[[Participant], dict[str, Any]]]:
     """The choice counts (in every study's wide table, 0 without choices) and, per pair in
     study order, ``format__PAIR``, ``chose_target__PAIR`` and ``wtp_premium_pct__PAIR``."""
     columns = ["n_choices", "n_chose_target"]
-    for pair in (p["id"] for b in blocks for p in b["pairs"]):
+    for pair in (p["id"] for b in blocks for p in b.params["pairs"]):
         name = column_name(pair)
         columns += [f"format__{name}", f"chose_target__{name}", f"wtp_premium_pct__{name}"]
     by_participant: dict[int, list[ChoiceResponse]] = defaultdict(list)

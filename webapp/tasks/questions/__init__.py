@@ -13,8 +13,9 @@ from flask_babel import lazy_gettext, ngettext
 from wtforms import IntegerField
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, StopValidation
 
+from webapp.definition import TaskBlock
 from webapp.export_common import column_name
-from webapp.i18n import default_text, format_number, group_symbol, study_language
+from webapp.i18n import default_text, format_number, group_symbol
 from webapp.models import QuizAttempt, TaskResponse
 from webapp.tasks.base import (
     ENCODED_CHAR_BYTES,
@@ -68,7 +69,7 @@ def _write_response(
         _INSERT_RESPONSE,
         {
             "r_participant_id": ctx.participant.id,
-            "r_block_id": ctx.block["id"],
+            "r_block_id": ctx.block.id,
             "r_task_type": task_type,
             "r_step": ctx.step,
             "r_payload": payload,
@@ -209,11 +210,11 @@ def _n_correct(answers: dict[str, str], questions: list[dict[str, Any]]) -> int:
     return sum(answers[q["id"]] == q["correct"] for q in questions)
 
 
-def _bot_answers(block: dict[str, Any], wrong: bool = False) -> dict[str, str]:
+def _bot_answers(block: TaskBlock, wrong: bool = False) -> dict[str, str]:
     """The right answers (a wrong option for each when ``wrong``), as a bot sends them."""
     return {
         f"q_{q['id']}": next(o for o in q["options"] if (o != q["correct"]) == wrong)
-        for q in block["questions"]
+        for q in block.params["questions"]
     }
 
 
@@ -239,18 +240,18 @@ class QuizTask(TaskType):
         }
 
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
-        return _choice_form(ctx.block["questions"], formdata)
+        return _choice_form(ctx.block.params["questions"], formdata)
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
         used = ctx.participant.quiz_attempts
         return {
             "block": ctx.block,
             "attempt": used + 1,
-            "attempts_left": ctx.block["attempts"] - used,
+            "attempts_left": ctx.block.params["attempts"] - used,
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
-        questions = ctx.block["questions"]
+        questions = ctx.block.params["questions"]
         answers = _answers(form, questions)
         n_correct = _n_correct(answers, questions)
         passed = n_correct == len(questions)
@@ -259,7 +260,7 @@ class QuizTask(TaskType):
             _INSERT_ATTEMPT,
             {
                 "q_participant_id": ctx.participant.id,
-                "q_block_id": ctx.block["id"],
+                "q_block_id": ctx.block.id,
                 "q_attempt": attempts,
                 "q_answers": answers,
                 "q_n_correct": n_correct,
@@ -272,8 +273,8 @@ class QuizTask(TaskType):
         if passed:
             ctx.set_participant(quiz_passed=True)
             return NEXT
-        if attempts < ctx.block["attempts"]:
-            left = ctx.block["attempts"] - attempts
+        if attempts < ctx.block.params["attempts"]:
+            left = ctx.block.params["attempts"] - attempts
             wrong = ngettext(
                 "%(num)d answer was not correct.",
                 "%(num)d answers were not correct.",
@@ -286,11 +287,11 @@ class QuizTask(TaskType):
             )
             return SaveResult(Outcome.retry, f"{wrong} {again}")
         ctx.set_participant(quiz_passed=False)
-        if ctx.block["on_fail"] == "screen_out":
+        if ctx.block.params["on_fail"] == "screen_out":
             return SaveResult(Outcome.screen_out)
         return NEXT
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         return _bot_answers(block, wrong=bot.behaviour.fail_quiz)
 
 
@@ -311,10 +312,10 @@ class AttentionCheckTask(TaskType):
         }
 
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
-        return _choice_form(ctx.block["questions"], formdata)
+        return _choice_form(ctx.block.params["questions"], formdata)
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
-        questions = ctx.block["questions"]
+        questions = ctx.block.params["questions"]
         answers = _answers(form, questions)
         passed = _n_correct(answers, questions) == len(questions)
         # Several checks combine with AND: one failure marks the participant.
@@ -324,7 +325,7 @@ class AttentionCheckTask(TaskType):
         _write_response(ctx, self.name, {"answers": answers, "passed": passed}, rt_ms)
         return NEXT
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         return _bot_answers(block)
 
 
@@ -374,14 +375,14 @@ class DemographicsTask(TaskType):
             "questions": questions,
         }
 
-    def wide(self, scope: Any, blocks: list[dict[str, Any]]) -> tuple[list[str], Any]:
+    def wide(self, scope: Any, blocks: list[TaskBlock]) -> tuple[list[str], Any]:
         """A ``demo_QUESTION`` column per question, in study order."""
         from sqlalchemy import select
 
         from webapp.extensions import db
         from webapp.models import Participant
 
-        columns = [f"demo_{column_name(q['id'])}" for b in blocks for q in b["questions"]]
+        columns = [f"demo_{column_name(q['id'])}" for b in blocks for q in b.params["questions"]]
         answers: dict[int, dict[str, Any]] = {}
         rows = db.session.execute(
             select(TaskResponse.participant_id, TaskResponse.payload)
@@ -403,8 +404,8 @@ class DemographicsTask(TaskType):
         class _Form(PageForm):
             pass
 
-        language = study_language(ctx.definition)
-        for q in ctx.block["questions"]:
+        language = ctx.definition.language
+        for q in ctx.block.params["questions"]:
             need = (
                 [InputRequired(lazy_gettext("Please answer this question."))]
                 if q["required"]
@@ -442,13 +443,13 @@ class DemographicsTask(TaskType):
         return _Form(formdata=formdata)
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
-        answers = {q["id"]: form[f"q_{q['id']}"].data for q in ctx.block["questions"]}
+        answers = {q["id"]: form[f"q_{q['id']}"].data for q in ctx.block.params["questions"]}
         _write_response(ctx, self.name, {"answers": answers}, rt_ms)
         return NEXT
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         data = {}
-        for q in block["questions"]:
+        for q in block.params["questions"]:
             if q["kind"] == "choice":
                 value = bot.rng.choice(q["options"])
             elif q["kind"] == "number":

@@ -18,6 +18,7 @@ from typing import Any
 from flask_babel import lazy_gettext
 from wtforms.validators import InputRequired
 
+from webapp.definition import TaskBlock
 from webapp.i18n import N_, default_text
 from webapp.models import Study, TaskResponse
 from webapp.tasks import evaluation_slots as slots
@@ -225,14 +226,14 @@ class SummaryRatingTask(TaskType):
             "passages_open": open_,
         }
 
-    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+    def sync_slots(self, study: Study, block: TaskBlock) -> bool:
         return slots.sync_block_items(study, block)
 
-    def n_steps(self, block: dict[str, Any]) -> int:
-        return block["items_per_participant"]
+    def n_steps(self, block: TaskBlock) -> int:
+        return block.params["items_per_participant"]
 
-    def page_name(self, block: dict[str, Any], step: int) -> str:
-        return f"{block['id']}/{step}/rate"
+    def page_name(self, block: TaskBlock, step: int) -> str:
+        return f"{block.id}/{step}/rate"
 
     def enter(self, ctx: PageContext) -> SaveResult | None:
         result = slots.reserve(ctx)
@@ -249,7 +250,7 @@ class SummaryRatingTask(TaskType):
         if annotation is None:  # a page waiting for a slot asks nothing
             return PageForm(formdata=formdata)
         n = len(slots.item_of(ctx.block, annotation)["summaries"])
-        scale = ctx.block["scale"]
+        scale = ctx.block.params["scale"]
         # Plain-string choices (value = label): tuples are deprecated in WTForms 3.2.
         choices = [str(v) for v in range(scale["min"], scale["max"] + 1)]
 
@@ -257,7 +258,7 @@ class SummaryRatingTask(TaskType):
             pass
 
         for pos in range(n):
-            for dim in ctx.block["dimensions"]:
+            for dim in ctx.block.params["dimensions"]:
                 required = [InputRequired(REQUIRED)]
                 # The label names the row in the error summary ("Summary 2, Stance").
                 label = f"Summary {pos + 1}, {dim['name']}"
@@ -270,7 +271,7 @@ class SummaryRatingTask(TaskType):
         if annotation is None:  # enter found only slots that newcomers hold for now
             return waiting_context(ctx.block)
         item = slots.item_of(ctx.block, annotation)
-        scale = ctx.block["scale"]
+        scale = ctx.block.params["scale"]
         points = list(range(scale["min"], scale["max"] + 1))
         return {
             "block": ctx.block,
@@ -279,7 +280,7 @@ class SummaryRatingTask(TaskType):
             "points": list(zip(points, scale["labels"], strict=True)),
             "position": ctx.step + 1,
             # The planned length: the batch is reserved in parts as answers come in.
-            "n_items": ctx.block["items_per_participant"],
+            "n_items": ctx.block.params["items_per_participant"],
         }
 
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
@@ -293,7 +294,7 @@ class SummaryRatingTask(TaskType):
         order = self._order(ctx, item)
         ratings = {
             s["summary_id"]: {
-                d["id"]: int(form[f"r{pos}_{d['id']}"].data) for d in ctx.block["dimensions"]
+                d["id"]: int(form[f"r{pos}_{d['id']}"].data) for d in ctx.block.params["dimensions"]
             }
             for pos, s in enumerate(order)
         }
@@ -308,7 +309,7 @@ class SummaryRatingTask(TaskType):
         db.session.add(
             TaskResponse(
                 participant_id=ctx.participant.id,
-                block_id=ctx.block["id"],
+                block_id=ctx.block.id,
                 task_type=self.name,
                 step=ctx.step,
                 payload={
@@ -323,7 +324,7 @@ class SummaryRatingTask(TaskType):
         # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         """Each rating drawn around ``rating_mean`` (sd 1), rounded into the scale."""
         form, out = page.forms[0], {}
         for name in form.names():

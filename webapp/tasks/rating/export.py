@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webapp.definition import TaskBlock
 from webapp.export_common import ExportScope
 from webapp.tasks import evaluation_slots as slots
 from webapp.tasks.evaluation_slots import answer_cells
@@ -44,7 +45,7 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
 }
 
 
-def rating_rows(scope: ExportScope, block: dict[str, Any]) -> list[dict[str, Any]]:
+def rating_rows(scope: ExportScope, block: TaskBlock) -> list[dict[str, Any]]:
     """One row per (rater, summary, dimension) of a ``summary_rating`` block.
 
     Parameters
@@ -59,10 +60,10 @@ def rating_rows(scope: ExportScope, block: dict[str, Any]) -> list[dict[str, Any
         Keys :data:`RATING_LONG_COLUMNS` (plus platform ID columns on request), ordered by
         participant, page, position on the page and dimension.
     """
-    items = {it["item_id"]: it for it in block["items"]}
-    scale = block["scale"]
+    items = {it["item_id"]: it for it in block.params["items"]}
+    scale = block.params["scale"]
     rows = []
-    found = slots.answered_rows(scope, block["id"])
+    found = slots.answered_rows(scope, block.id)
     for a, item_row, p, response in found:
         item = items.get(item_row.item_id)
         payload = response.payload
@@ -71,7 +72,7 @@ def rating_rows(scope: ExportScope, block: dict[str, Any]) -> list[dict[str, Any
         summaries = {s["summary_id"]: s for s in item["summaries"]}
         for position, summary_id in enumerate(payload["order"]):
             summary = summaries.get(summary_id, {"system": None})
-            for dim in block["dimensions"]:
+            for dim in block.params["dimensions"]:
                 row = {
                     **answer_cells(scope, a, p),
                     "item_id": item["item_id"],
@@ -89,7 +90,7 @@ def rating_rows(scope: ExportScope, block: dict[str, Any]) -> list[dict[str, Any
 
 
 def long_table(
-    scope: ExportScope, blocks: list[dict[str, Any]]
+    scope: ExportScope, blocks: list[TaskBlock]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The rating rows of every rating block (:func:`rating_rows`)."""
     return [r for b in blocks for r in rating_rows(scope, b)], list(RATING_LONG_COLUMNS)

@@ -30,6 +30,7 @@ from sqlalchemy import select
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import InputRequired
 
+from webapp.definition import TaskBlock
 from webapp.i18n import default_text
 from webapp.models import (
     Annotation,
@@ -160,7 +161,7 @@ class SentimentQualificationTask(TaskType):
         return db.session.scalar(
             select(QualificationResult).where(
                 QualificationResult.scope == qualification_scope(ctx.study.owner_id),
-                QualificationResult.qualification == ctx.block["qualification"],
+                QualificationResult.qualification == ctx.block.params["qualification"],
                 QualificationResult.platform == ident.platform,
                 QualificationResult.external_id == ident.external_id,
             )
@@ -184,8 +185,8 @@ class SentimentQualificationTask(TaskType):
         alternated positive/negative), so the answers were guessable; the seed re-derives the
         order for the export and for a reloaded page.
         """
-        items = list(ctx.block["items"])
-        random.Random(f"{ctx.participant.seed}:{ctx.block['id']}:order").shuffle(items)
+        items = list(ctx.block.params["items"])
+        random.Random(f"{ctx.participant.seed}:{ctx.block.id}:order").shuffle(items)
         return items
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
@@ -195,8 +196,8 @@ class SentimentQualificationTask(TaskType):
         class _Form(PageForm):
             pass
 
-        choices = _choices(ctx.block["labels"])
-        for it in ctx.block["items"]:
+        choices = _choices(ctx.block.params["labels"])
+        for it in ctx.block.params["items"]:
             field = RadioField(it["text"], choices=choices, validators=[InputRequired(REQUIRED)])
             setattr(_Form, f"q_{it['item_id']}", field)
         return _Form(formdata=formdata)
@@ -204,16 +205,16 @@ class SentimentQualificationTask(TaskType):
     def save(self, ctx: PageContext, form: PageForm, rt_ms: int | None) -> SaveResult:
         from webapp.extensions import db
 
-        items = ctx.block["items"]
+        items = ctx.block.params["items"]
         answers = {it["item_id"]: form[f"q_{it['item_id']}"].data for it in items}
         n_correct = sum(answers[it["item_id"]] == it["base_sentiment"] for it in items)
         # Compare counts, not floats: 19/20 must fail a 100% requirement exactly.
-        passed = n_correct >= ctx.block["required_accuracy"] * len(items) - 1e-9
+        passed = n_correct >= ctx.block.params["required_accuracy"] * len(items) - 1e-9
         p = ctx.participant
         db.session.add(
             TaskResponse(
                 participant_id=p.id,
-                block_id=ctx.block["id"],
+                block_id=ctx.block.id,
                 task_type=self.name,
                 step=ctx.step,
                 payload={
@@ -231,7 +232,7 @@ class SentimentQualificationTask(TaskType):
             db.session.add(
                 QualificationResult(
                     scope=qualification_scope(ctx.study.owner_id),
-                    qualification=ctx.block["qualification"],
+                    qualification=ctx.block.params["qualification"],
                     platform=ident.platform,
                     external_id=ident.external_id,
                     passed=passed,
@@ -247,9 +248,9 @@ class SentimentQualificationTask(TaskType):
         p.end_reason = QUALIFICATION_FAILED
         return SaveResult(Outcome.screen_out)
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         """Every base sentiment, one of them wrong when the bot is to fail."""
-        items = block["items"]
+        items = block.params["items"]
         wrong = bot.rng.randrange(len(items)) if bot.behaviour.fail_quiz else -1
         return {
             f"q_{it['item_id']}": opposite(it["base_sentiment"])
@@ -266,6 +267,7 @@ class SentimentAnnotationTask(TaskType):
     template = "sentiment.html"
     acts_on_entry = True
     limits_slots = True
+    labels_items = True
     tables = (
         ExportTable("long", export.long_table, rank=1),
         ExportTable("items", export.items_table),
@@ -330,10 +332,11 @@ class SentimentAnnotationTask(TaskType):
             ),
         }
 
-    def sync_slots(self, study: Study, block: dict[str, Any]) -> bool:
+    def sync_slots(self, study: Study, block: TaskBlock) -> bool:
         from webapp.services.allocation import sync_block
 
-        rows = [(it, False) for it in block["items"]] + [(g, True) for g in block["gold_items"]]
+        body = block.params
+        rows = [(it, False) for it in body["items"]] + [(g, True) for g in body["gold_items"]]
         return sync_block(
             study,
             block,
@@ -350,11 +353,11 @@ class SentimentAnnotationTask(TaskType):
             ],
         )
 
-    def n_steps(self, block: dict[str, Any]) -> int:
-        return block["items_per_participant"] + block["n_gold"]
+    def n_steps(self, block: TaskBlock) -> int:
+        return block.params["items_per_participant"] + block.params["n_gold"]
 
-    def page_name(self, block: dict[str, Any], step: int) -> str:
-        return f"{block['id']}/{step}/label"
+    def page_name(self, block: TaskBlock, step: int) -> str:
+        return f"{block.id}/{step}/label"
 
     def _annotation(self, ctx: PageContext, trial_index: int) -> Annotation | None:
         from webapp.extensions import db
@@ -364,7 +367,7 @@ class SentimentAnnotationTask(TaskType):
             .join(AnnotationItem, AnnotationItem.id == Annotation.item_pk)
             .where(
                 Annotation.participant_id == ctx.participant.id,
-                AnnotationItem.block_id == ctx.block["id"],
+                AnnotationItem.block_id == ctx.block.id,
                 Annotation.trial_index == trial_index,
             )
         )
@@ -377,7 +380,7 @@ class SentimentAnnotationTask(TaskType):
         # A first small part of the batch, then the next part whenever the participant has
         # labelled what they hold: someone who never labels holds RESERVE_AHEAD slots, not a
         # whole batch. The plan comes from the participant's recorded seed (and the items got).
-        rng = random.Random(f"{ctx.participant.seed}:{ctx.block['id']}")
+        rng = random.Random(f"{ctx.participant.seed}:{ctx.block.id}")
         reserved = allocation.reserve_batch(
             ctx.study,
             ctx.block,
@@ -397,7 +400,7 @@ class SentimentAnnotationTask(TaskType):
         return SaveResult(Outcome.screen_out)
 
     def build_form(self, ctx: PageContext, formdata: Any) -> PageForm:
-        return label_form(ctx.block["labels"], formdata)
+        return label_form(ctx.block.params["labels"], formdata)
 
     def context(self, ctx: PageContext) -> dict[str, Any]:
         annotation = self._annotation(ctx, ctx.step)
@@ -424,13 +427,15 @@ class SentimentAnnotationTask(TaskType):
         # The next page reserves the next part of the batch on entry (or ends a partial batch).
         return NEXT
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         """Gold items as known; others against their base sentiment with ``p_shift``."""
         item_id = page.main["data-item"]
-        gold = next((g for g in block["gold_items"] if g["item_id"] == item_id), None)
+        gold = next((g for g in block.params["gold_items"] if g["item_id"] == item_id), None)
         if gold is not None:
             return {"label": gold["gold_label"]}
-        base = next(it for it in block["items"] if it["item_id"] == item_id)["base_sentiment"]
+        base = next(it for it in block.params["items"] if it["item_id"] == item_id)[
+            "base_sentiment"
+        ]
         shift = bot.rng.random() < bot.behaviour.p_shift
         return {"label": opposite(base) if shift else base}
 

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from webapp.definition import TaskBlock
 from webapp.export_common import ExportScope, iso_time
 from webapp.extensions import db
 from webapp.models import Annotation, AnnotationItem, Participant, Study, utcnow
@@ -63,7 +64,7 @@ CODEBOOK: dict[str, tuple[str, str, str]] = {
 
 
 def long_table(
-    scope: ExportScope, blocks: list[dict[str, Any]]
+    scope: ExportScope, blocks: list[TaskBlock]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per label (the sentiment study's ``long`` export), by participant and
     ``trial_index``; keys :data:`ANNOTATION_LONG_COLUMNS`.
@@ -137,7 +138,7 @@ def item_rows(study: Study) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def items_table(
-    scope: ExportScope, blocks: list[dict[str, Any]]
+    scope: ExportScope, blocks: list[TaskBlock]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The ``items`` table (:func:`item_rows`); it has no participants to scope."""
     return item_rows(scope.study)

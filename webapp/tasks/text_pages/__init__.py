@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webapp.definition import TaskBlock
 from webapp.i18n import N_, default_text
 from webapp.tasks.base import TaskType
 from webapp.validation import Where, check_keys, get_line, get_str
@@ -33,6 +34,7 @@ class ConsentTask(_TextTask):
     """Information sheet and consent; agreeing starts the session."""
 
     name = "consent"
+    position = "first"
     template = "consent.html"
     default_heading = N_("Consent to take part")
     default_button = N_("I agree, start the study")
@@ -45,7 +47,7 @@ class ConsentTask(_TextTask):
         )
         return out
 
-    def bot_answer(self, bot: Any, page: Any, block: dict[str, Any]) -> dict[str, str]:
+    def bot_answer(self, bot: Any, page: Any, block: TaskBlock) -> dict[str, str]:
         return {"agree": "y"}
 
 
@@ -61,6 +63,7 @@ class DebriefTask(_TextTask):
     """What the study was about; its button completes the session."""
 
     name = "debrief"
+    position = "last"
     template = "text.html"
     default_heading = N_("Thank you")
     default_button = N_("Finish and submit")
