@@ -15,7 +15,7 @@ This module is a leaf: no Flask, no models, no task types.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -52,16 +52,12 @@ class CompletionCodes:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {
-            "completed": self.completed,
-            "screened_out": self.screened_out,
-            "study_full": self.study_full,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> CompletionCodes:
         """Read the stored form."""
-        return cls(stored["completed"], stored["screened_out"], stored["study_full"])
+        return cls(**stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +110,12 @@ class Bonus:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {"amount": self.amount, "rule": self.rule, "max": self.max}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> Bonus:
         """Read the stored form."""
-        return cls(stored["amount"], stored["rule"], stored["max"])
+        return cls(**stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +128,7 @@ class Payment:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {"currency": self.currency, "base": self.base, "bonus": self.bonus.to_json()}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> Payment:
@@ -149,12 +145,12 @@ class AuthenticitySettings:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {"canary": self.canary, "reading_wpm": self.reading_wpm}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> AuthenticitySettings:
         """Read the stored form."""
-        return cls(stored["canary"], stored["reading_wpm"])
+        return cls(**stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,38 +173,14 @@ class RecruiterSettings:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {
-            "platform": self.platform,
-            "places": self.places,
-            "reward_cents": self.reward_cents,
-            "estimated_minutes": self.estimated_minutes,
-            "fee_rate": self.fee_rate,
-            "devices": list(self.devices),
-            "eligibility": _json(self.eligibility),
-            "qualifications": _json(self.qualifications),
-            "lifetime_hours": self.lifetime_hours,
-            "assignment_minutes": self.assignment_minutes,
-            "keywords": self.keywords,
-            "block_screened_out": self.block_screened_out,
-        }
+        return dict(_json(asdict(self)))
 
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> RecruiterSettings:
         """Read the stored form."""
-        return cls(
-            platform=stored["platform"],
-            places=stored["places"],
-            reward_cents=stored["reward_cents"],
-            estimated_minutes=stored["estimated_minutes"],
-            fee_rate=stored["fee_rate"],
-            devices=tuple(stored["devices"]),
-            eligibility=tuple(stored["eligibility"]),
-            qualifications=tuple(stored["qualifications"]),
-            lifetime_hours=stored["lifetime_hours"],
-            assignment_minutes=stored["assignment_minutes"],
-            keywords=stored["keywords"],
-            block_screened_out=stored["block_screened_out"],
-        )
+        lists = ("devices", "eligibility", "qualifications")
+        values: dict[str, Any] = {k: tuple(v) if k in lists else v for k, v in stored.items()}
+        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ class DefinitionCache:
 
 def definition_cache() -> DefinitionCache:
     """The current app's definition cache, of ``DEFINITION_CACHE_MB`` (made at first use)."""
-    cache = current_app.extensions.get("framelab_definitions")
+    cache: DefinitionCache | None = current_app.extensions.get("framelab_definitions")
     if cache is None:
         size = int(float(current_app.config["DEFINITION_CACHE_MB"]) * 1024 * 1024)
         cache = current_app.extensions.setdefault("framelab_definitions", DefinitionCache(size))

@@ -10,6 +10,7 @@ import pytest
 
 from tests.e2e.conftest import serve, without_time_limit
 from tests.webapp.conftest import ROOT, make_app
+from webapp.definition_cache import study_definition
 
 pytestmark = [pytest.mark.browser]
 PASSWORD = "correct horse battery"
@@ -46,7 +47,7 @@ def test_the_study_page_of_a_three_format_study_fits_375_px(tmp_path, chromium_p
         alice = set_researcher("alice", PASSWORD)
         study = load_study(_study(tmp_path)).study
         study.owner_id = alice.id
-        definition = study.definition
+        definition = study_definition(study)
         db.session.commit()
     for i in range(3):
         bot = Bot(

@@ -25,6 +25,7 @@ _REAL_BOTS = """
 import sys
 from webapp import create_app
 from webapp.bots import run_bots
+from webapp.definition_cache import study_definition
 from webapp.services.studies import get_study
 
 app = create_app()
