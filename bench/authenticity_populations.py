@@ -371,10 +371,11 @@ class SmolAgent:
 def run_http_bots(app: Any, base: str, n: int, seed: int) -> None:
     """``framelab bots`` over HTTP, arriving as real participants (no test mark)."""
     from webapp.bots import Bot, BotBehaviour, HttpTransport
+    from webapp.definition_cache import study_definition
     from webapp.services.studies import get_study
 
     with app.app_context():
-        definition = get_study(SLUG).definition
+        definition = study_definition(get_study(SLUG))
     for i in range(n):
         transport = HttpTransport(base)
         try:

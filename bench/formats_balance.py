@@ -40,6 +40,7 @@ SLUG = "product-choice-formats-demo"
 def _counts(app: Any) -> dict[str, Any]:
     from sqlalchemy import func, select
 
+    from webapp.definition_cache import study_definition
     from webapp.extensions import db
     from webapp.models import ChoiceResponse, Participant
     from webapp.services.design import block_formats
@@ -70,15 +71,16 @@ def _counts(app: Any) -> dict[str, Any]:
                 .subquery()
             )
         )
-        block = next(b for b in study.definition["tasks"] if b["type"] == "product_choice")
-        expected = sorted(f"{p['id']}|{f}" for p in block["pairs"] for f in block_formats(block))
+        block = next(b for b in study_definition(study).tasks if b.type == "product_choice")
+        pairs = block.params["pairs"]
+        expected = sorted(f"{p['id']}|{f}" for p in pairs for f in block_formats(block))
     return {
         "statuses": dict(statuses),
         "sequences": dict(sorted(sequences.items())),
         "cells": dict(sorted(cells.items())),
         "expected_cells": expected,
         "stored_twice": twice or 0,
-        "n_pairs": len(block["pairs"]),
+        "n_pairs": len(pairs),
     }
 
 

@@ -140,14 +140,15 @@ def demo_app(
                 dispose_engines()
 
 
-def demo_definition(app: Any, slug: str = "product-choice-demo") -> dict[str, Any]:
-    """The definition of a loaded demo study."""
+def demo_definition(app: Any, slug: str = "product-choice-demo") -> Any:
+    """The definition of a loaded demo study (a ``webapp.definition.StudyDefinition``)."""
+    from webapp.definition_cache import study_definition
     from webapp.services.studies import get_study
 
     with app.app_context():
         study = get_study(slug)
         assert study is not None, f"the demo study {slug} did not load"
-        return study.definition
+        return study_definition(study)
 
 
 # -- pgbench ------------------------------------------------------------------------------------

@@ -211,6 +211,7 @@ def partial_batches(
     submission, so the bot has no acknowledgement for that step. A block counts when the
     participant labelled some but fewer than its planned pages and has moved past it.
     """
+    from webapp.definition import TaskBlock
     from webapp.models import ParticipantStatus
     from webapp.tasks import get_task_type
 
@@ -220,7 +221,7 @@ def partial_batches(
         if task is None or block["type"] != SENTIMENT_TYPE:
             continue
         got = labelled.get((participant.id, block["id"]), 0)
-        planned = task.n_steps(block)
+        planned = task.n_steps(TaskBlock.from_json(block))
         left = participant.status is ParticipantStatus.completed or participant.block_index > index
         n += int(left and 0 < got < planned)
     return n
@@ -268,7 +269,7 @@ def audit_annotations(db: Any, studies: Mapping[int, Any], run: BotRun) -> dict[
             ):
                 lost += 1
                 violations.append(f"{bot.external_id}: label of {ack.item} lost")
-    ran = {b.definition.get("slug") for b in run.bots}
+    ran = {b.definition.slug for b in run.bots}
     for study in studies.values():
         if study.slug not in ran:
             continue
@@ -294,8 +295,7 @@ def audit_annotations(db: Any, studies: Mapping[int, Any], run: BotRun) -> dict[
             offered = sum(
                 1
                 for b in run.bots
-                if b.definition.get("slug") == study.slug
-                and any(a.kind == "sentiment" for a in b.acks)
+                if b.definition.slug == study.slug and any(a.kind == "sentiment" for a in b.acks)
             ) * int(block["items_per_participant"])
             full = offered >= quota * len(items)
             for item in items:

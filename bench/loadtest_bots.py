@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def pages_per_participant(definition: Mapping[str, Any]) -> int:
+def pages_per_participant(definition: Any) -> int:
     """Submissions one participant makes in a study: each block's pages, from its task type."""
     from webapp.tasks import get_task_type
 
     total = 0
-    for block in definition["tasks"]:
-        task = get_task_type(block["type"])
+    for block in definition.tasks:  # a webapp.definition.StudyDefinition
+        task = get_task_type(block.type)
         total += task.n_steps(block) if task is not None else 1
     return total
 
@@ -121,7 +121,7 @@ async def run_async_bots(
     run = run if run is not None else BotRun()
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(k: int, definition: Mapping[str, Any]) -> BotResult:
+    async def one(k: int, definition: Any) -> BotResult:
         if ramp_s > 0:
             await asyncio.sleep(ramp_s * k / max(1, len(plan)))
         transport = AsyncHttpTransport(base_url, timeout=120.0)
