@@ -15,7 +15,7 @@ import re
 import shutil
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 # Before anything imports numpy/torch: this 2-core machine is shared and oversubscribes.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -28,8 +28,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REQUIRE_ALL = os.environ.get("FRAMELAB_REQUIRE_ALL") == "1"
 
 # Property tests draw the same examples on every run (from each test's name): a failure is a
-# regression to fix, never the luck of one run's draw.
-settings.register_profile("framelab", derandomize=True)
+# regression to fix, never the luck of one run's draw. How long an example takes depends on the
+# machine's load, so neither a per-example deadline nor the too-slow health check may fail a run.
+settings.register_profile(
+    "framelab", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("framelab")
 
 
