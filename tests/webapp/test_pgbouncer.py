@@ -29,12 +29,6 @@ from webapp.definition_cache import study_definition
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def pgbouncer_url(pg_url: str):
     """A fresh database reached through a PgBouncer (transaction mode) started for the test."""
@@ -49,15 +43,17 @@ def pgbouncer_url(pg_url: str):
     direct = pg_url.rsplit("/", 1)[0] + f"/{name}"
     # Its own folder under /tmp: when PgBouncer drops to the postgres user it must reach it.
     folder = Path(tempfile.mkdtemp(prefix="framelab-pgbouncer-"))
-    port = _free_port()
+    # PgBouncer listens only on a Unix socket in that folder: no TCP port another process could
+    # take between choosing it and binding it, and the port number only names the socket file.
+    port = 6432
     (folder / "users.txt").write_text('"postgres" ""\n')
     (folder / "pgbouncer.ini").write_text(
         f"""[databases]
 {name} = host=127.0.0.1 port=5432 dbname={name}
 [pgbouncer]
-listen_addr = 127.0.0.1
+listen_addr =
 listen_port = {port}
-unix_socket_dir =
+unix_socket_dir = {folder}
 auth_type = trust
 auth_file = {folder / "users.txt"}
 pool_mode = transaction
@@ -74,15 +70,18 @@ max_client_conn = 200
         command[1:1] = ["-u", "postgres"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"pgbouncer exited: {proc.stdout.read().decode()}")
-                time.sleep(0.1)
-        yield direct, f"postgresql://postgres@127.0.0.1:{port}/{name}"
+        # Up when its socket accepts a connection; only its exit ends the wait otherwise.
+        while True:
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(str(folder / f".s.PGSQL.{port}"))
+                    break
+                except OSError:
+                    pass
+            if proc.poll() is not None:
+                pytest.fail(f"pgbouncer exited: {proc.stdout.read().decode()}")
+            time.sleep(0.1)
+        yield direct, f"postgresql://postgres@/{name}?host={folder}&port={port}"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
