@@ -159,7 +159,10 @@ def test_a_connection_the_server_ended_is_replaced_at_checkout(pg_url):
             db.session.remove()  # back to the pool, idle
             with admin.connect() as conn:
                 conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})
-            time.sleep(0.2)
+                # The call only signals the backend: wait until it is gone.
+                gone = text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid")
+                while conn.execute(gone, {"pid": old}).scalar_one():
+                    time.sleep(0.01)
             new = db.session.execute(text("SELECT pg_backend_pid()")).scalar_one()
     assert new != old
 
