@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import socket
+import re
 import statistics
 import subprocess
 import sys
@@ -41,12 +41,6 @@ RESERVATION_S = 20.0
 MAX_ARRIVALS = 3000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def gunicorn(tmp_path):
     """``gunicorn(database_url)`` starts the app under gunicorn (4 workers); returns its URL."""
@@ -56,7 +50,6 @@ def gunicorn(tmp_path):
     def start(database_url: str) -> str:
         import httpx
 
-        port = _free_port()
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
@@ -75,7 +68,7 @@ def gunicorn(tmp_path):
                 "--threads",
                 "4",
                 "--bind",
-                f"127.0.0.1:{port}",
+                "127.0.0.1:0",  # the system picks a free port, bound from then on
                 "--timeout",
                 "120",
                 "webapp:create_app()",
@@ -86,17 +79,24 @@ def gunicorn(tmp_path):
             stderr=subprocess.STDOUT,
         )
         procs.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        # It names the port once it listens; until a worker is up, requests wait in the queue.
+        # Only gunicorn's exit ends either wait otherwise.
+        listening = None
+        while listening is None:
             if proc.poll() is not None:
                 raise RuntimeError((tmp_path / "gunicorn.log").read_text())
+            text = (tmp_path / "gunicorn.log").read_text()
+            listening = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", text)
+            time.sleep(0.05)
+        url = listening.group(1)
+        while True:
             try:
-                httpx.get(f"{url}/s/none?participant=x", timeout=2)
+                httpx.get(f"{url}/s/none?participant=x", timeout=None)
                 return url
             except httpx.TransportError:
+                if proc.poll() is not None:
+                    raise RuntimeError((tmp_path / "gunicorn.log").read_text()) from None
                 time.sleep(0.2)
-        raise RuntimeError("gunicorn did not start")
 
     yield start
     for proc in procs:
@@ -137,7 +137,7 @@ class _Bot(Bot):
     def run(self, max_pages: int = 500) -> BotResult:
         page = self.open()
         for _ in range(max_pages):
-            if page.status == 503 and self.busy < 30:
+            if page.error_code == "E503-BUSY":
                 self.busy += 1
                 time.sleep(1.0)
                 # The consent form posts to /start, which has no page: use the link again.
