@@ -9,7 +9,7 @@ audit can compare the database with what participants were told was saved.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -111,6 +111,9 @@ class AsyncBot(Bot):
         Mean think time before each submission (exponential); 0 for none.
     retries : int
         Transient failures tolerated in a row before the bot gives up.
+    on_ack : callable, optional
+        Awaited with each acknowledged submission before the bot goes on (fault tests strike
+        from it, while the run is known to be under way).
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class AsyncBot(Bot):
         test_secret: str | None = None,
         think_s: float = 0.0,
         retries: int = 30,
+        on_ack: Callable[[Ack], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(  # type: ignore[arg-type]
             transport,
@@ -136,6 +140,7 @@ class AsyncBot(Bot):
         self.atransport = transport
         self.think_s = think_s
         self.retries = retries
+        self.on_ack = on_ack
         self.acks: list[Ack] = []
         self.timings: list[Timing] = []
         self.recoveries = 0
@@ -199,6 +204,8 @@ class AsyncBot(Bot):
                     page.main.get("data-item"),
                 )
             )
+            if self.on_ack is not None:
+                await self.on_ack(self.acks[-1])
         return new
 
     async def _recover(self, attempt: int) -> Page | None:

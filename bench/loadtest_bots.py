@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -81,6 +81,7 @@ async def run_async_bots(
     seed: int = 0,
     prefix: str = "LOAD",
     run: BotRun | None = None,
+    on_ack: Callable[[Any], Awaitable[None]] | None = None,
 ) -> BotRun:
     """Run bots on several studies at once over HTTP.
 
@@ -106,6 +107,9 @@ async def run_async_bots(
         Start of the bots' platform IDs.
     run : BotRun, optional
         Filled while the bots run (fault tests watch it to strike mid-run).
+    on_ack : callable, optional
+        Awaited by a bot with each submission the server acknowledged (an ``Ack``), before
+        that bot goes on; the other bots run meanwhile.
 
     Returns
     -------
@@ -132,6 +136,7 @@ async def run_async_bots(
             rng=random.Random(master.getrandbits(32) ^ k),
             external_id=f"{prefix}{seed:04d}x{k:05d}",
             think_s=think_ms / 1000.0,
+            on_ack=on_ack,
         )
         run.bots.append(bot)
         try:
