@@ -359,8 +359,9 @@ def test_preview_has_a_banner_a_page_list_and_a_way_back(app, study, make_resear
     assert "data-preview-bar" not in anonymous
 
 
-def test_a_timed_out_annotator_gives_their_reserved_slots_back(app):
-    """The sweep frees what the person held: their open reservations return to the pool."""
+def test_a_timed_out_annotator_gives_their_reserved_slots_back(app, clock):
+    """The sweep frees what the person held: their open reservations return to the pool.
+    The app's clock stands still, so "25 minutes ago" is exactly that when the sweep runs."""
     from tests.webapp.conftest import ROOT
     from webapp.bots import Bot, BotBehaviour, FlaskTransport
     from webapp.extensions import db

@@ -50,8 +50,10 @@ def _status(app, slug: str) -> dict[str, tuple[int, int, int]]:
 
 
 def test_reaching_the_task_reserves_a_first_part_then_the_rest_as_labels_come_in(
-    app, demo, bot_for
+    app, clock, demo, bot_for
 ):
+    # The app's clock stands still: the expiries compared below are exact, however long the
+    # requests took.
     bot = to_first_label(bot_for(demo, "alice"))
     assert bot.page.kind == "sentiment" and "Statement 1 of 11" in bot.page.text
     with app.app_context():
