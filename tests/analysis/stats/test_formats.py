@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.stats.choice import (
+    adjust_p,
     chi2_choice,
     choice_clustered,
     choice_effects,
@@ -112,6 +113,23 @@ def test_holm_runs_across_all_contrasts(four):
     m = len(p)
     holm = np.minimum(1, np.maximum.accumulate(p * (m - np.arange(m))))
     assert np.sort(out["p_adj"].to_numpy()) == pytest.approx(holm)
+
+
+def test_holm_is_statsmodels_holm_bit_for_bit():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(7)
+    for m in (1, 2, 5, 40):
+        p = rng.uniform(0, 0.2, m)
+        p[: m // 3] = p[0]  # ties
+        expected = multipletests(p, method="holm")[1]
+        assert adjust_p(p).tolist() == expected.tolist()
+        assert adjust_p(p, "h").tolist() == expected.tolist()
+    with_nan = adjust_p([0.01, np.nan, 0.04, 0.5])
+    assert np.isnan(with_nan[1])
+    assert (
+        with_nan[[0, 2, 3]].tolist() == multipletests([0.01, 0.04, 0.5], method="holm")[1].tolist()
+    )
 
 
 def test_separated_format_is_refused(four):
