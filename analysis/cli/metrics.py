@@ -45,16 +45,23 @@ def _records(inputs: Sequence[Path]):
         raise click.ClickException(str(exc)) from exc
 
 
-def _write(section, out: Path) -> dict[str, str]:
+def _write(section, out: Path, figures: bool = True) -> dict[str, str]:
     """Write a section's tables and figures; return figure name -> file name."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, table in section.tables.items():
+        write_csv(table, out / f"{name}.csv")
+    for note in section.notes:
+        click.echo(f"note: {note}", err=True)
+    return _draw(section, out) if figures else {}
+
+
+def _draw(section, out: Path) -> dict[str, str]:
+    """Draw a section's figures as PNGs in ``out``; return figure name -> file name."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
-    for name, table in section.tables.items():
-        write_csv(table, out / f"{name}.csv")
     images = {}
     for name, draw in section.figures.items():
         fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -65,8 +72,6 @@ def _write(section, out: Path) -> dict[str, str]:
             images[name] = f"{name}.png"
         finally:
             plt.close(fig)
-    for note in section.notes:
-        click.echo(f"note: {note}", err=True)
     return images
 
 
@@ -426,12 +431,13 @@ def extraction(inputs, out, lexicon, left_field, right_field, n_bins, high_arous
 @INPUT
 @OUT
 @click.option("--no-primacy", is_flag=True, help="Skip primacy (needs no embedding model).")
+@click.option("--no-figures", is_flag=True, help="Skip the PNGs (the CSVs and index.html only).")
 @with_options(EMBED_OPTIONS + PRIMACY_OPTIONS + HALLUCINATION_OPTIONS + OVERLAP_OPTIONS)
 @with_options(EXTRACTION_OPTIONS + POSITION_OPTIONS)
 @click.option("--k", "k", default=3, show_default=True, help="Position-bias segments.")
 @click.option("--any-judge", is_flag=True, help="Framing: pair labels from different judges.")
-def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, query_prefix,
-           passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
+def report(inputs, out, no_primacy, no_figures, embed_model, device, batch_size, prefix,
+           query_prefix, passage_prefix, e5, max_seq_length, chunk_words, unit, alpha,
            source_field, summary_field, cutoffs, pair_field, truth_field, date_field, undated,
            human_field, generated_field, length_filter, bins, summarizer_field, rephrased_field,
            lexicon, high_arousal, bertscore_model, bertscore_layers, reference_field, left_field,
@@ -473,7 +479,7 @@ def report(inputs, out, no_primacy, embed_model, device, batch_size, prefix, que
     sections = build_report(records, options=opts, embedder=embedder)
     images: dict[str, str] = {}
     for section in sections:
-        images.update(_write(section, out))
+        images.update(_write(section, out, figures=not no_figures))
     out.mkdir(parents=True, exist_ok=True)
     page = out / "index.html"
     page.write_text(render_html(sections, images), encoding="utf-8")

@@ -114,10 +114,12 @@ def test_metrics_report_tables(tmp_path):
     source.write_text("\n".join(records) + "\n")
     out = tmp_path / "out"
     result = CliRunner().invoke(
-        metrics, ["report", "-i", str(source), "-o", str(out), "--no-primacy",
+        metrics, ["report", "-i", str(source), "-o", str(out), "--no-primacy", "--no-figures",
                   "--lexicon", str(examples / "vad.txt")], catch_exceptions=False,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    # The tables are what this test reads: --no-figures leaves out the PNGs and their images.
+    assert not list(out.glob("*.png")) and "<img" not in (out / "index.html").read_text()
     assert_inert(out, MODEL, SCRAPED)
     holding = [name for name, cells in cells_of(out).items() if "'" + MODEL in cells]
     back = read_csv(out / holding[0])  # the package's reader gives the name back as it was
