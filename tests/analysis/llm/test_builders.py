@@ -88,7 +88,7 @@ def test_built_study_is_accepted_by_the_platform(tmp_path: Path) -> None:
     assert definition.slug == "built-demo"
     block = next(b.params for b in definition.tasks if b.type == "product_choice")
     assert [p["id"] for p in block["pairs"]] == ["kettle", "wireless-headphones"]
-    quiz = next(b for b in definition["tasks"] if b["type"] == "quiz")
+    quiz = next(b.params for b in definition.tasks if b.type == "quiz")
     assert quiz["questions"][0]["correct"] == "2"
 
 
