@@ -43,8 +43,8 @@ def _counts(app: Any) -> dict[str, Any]:
     from webapp.definition_cache import study_definition
     from webapp.extensions import db
     from webapp.models import ChoiceResponse, Participant
-    from webapp.services.design import block_formats
     from webapp.services.studies import get_study
+    from webapp.tasks import get_task_type
 
     with app.app_context():
         study = get_study(SLUG)
@@ -72,8 +72,9 @@ def _counts(app: Any) -> dict[str, Any]:
             )
         )
         block = next(b for b in study_definition(study).tasks if b.type == "product_choice")
-        pairs = block.params["pairs"]
-        expected = sorted(f"{p['id']}|{f}" for p in pairs for f in block_formats(block))
+        task = get_task_type(block.type)
+        pairs = task.pair_ids(block)
+        expected = sorted(f"{p}|{f}" for p in pairs for f in task.formats(block))
     return {
         "statuses": dict(statuses),
         "sequences": dict(sorted(sequences.items())),

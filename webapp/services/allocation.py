@@ -50,7 +50,7 @@ from webapp.models import (
     ParticipantStatus,
     Study,
 )
-from webapp.tasks.base import first_label_minutes
+from webapp.tasks.base import SlotRules, first_label_minutes
 
 # Every task type whose ``limits_slots`` is set hands out slots with this module: it syncs its
 # items (TaskType.sync_slots) and shares the rest: reserve_batch, record_label, study_is_full.
@@ -68,6 +68,13 @@ def annotation_blocks(study: Study) -> list[TaskBlock]:
     from webapp.tasks.registry import get_task_type
 
     return [b for b in study_definition(study).tasks if get_task_type(b.type).labels_items]
+
+
+def slot_rules(block: TaskBlock) -> SlotRules:
+    """How a slot-limited block hands out its items, as its task type reads it."""
+    from webapp.tasks.registry import get_task_type
+
+    return get_task_type(block.type).slot_rules(block)
 
 
 def slot_blocks(study: Study) -> list[TaskBlock]:
@@ -196,7 +203,7 @@ def _lock_candidates(
             AnnotationItem.block_id == block.id,
             AnnotationItem.is_gold.is_(False),
             AnnotationItem.id.not_in(seen),
-            taken < block.params["annotators_per_item"],
+            taken < slot_rules(block).annotators_per_item,
         )
         .limit(limit)
     )
@@ -301,9 +308,9 @@ def reserve_batch(
         item needs a label from this participant now (for a first part: the study is full
         for them).
     """
-    total = block.params["items_per_participant"]
-    n_gold = block.params.get("n_gold", 0)
-    gold_pks = _gold_for(study, block, rng)
+    rules = slot_rules(block)
+    total, n_gold = rules.items_per_participant, rules.n_gold
+    gold_pks = _gold_for(study, block, n_gold, rng)
     gold_at = dict(zip(sorted(rng.sample(range(1, total + n_gold), n_gold)), gold_pks, strict=True))
     have = sum(1 for i in range(start) if i not in gold_at)  # items already in the sequence
     want = total - have if limit is None else min(limit, total - have)
@@ -312,7 +319,7 @@ def reserve_batch(
     from webapp.tasks.registry import get_task_type
 
     get_task_type(block.type).sync_slots(study, block)
-    k = block.params["annotators_per_item"]
+    k = rules.annotators_per_item
     dialect = db.session.get_bind().dialect.name
     savepoint = db.session.begin_nested()
     locked = _lock_candidates(
@@ -342,7 +349,7 @@ def reserve_batch(
         index += 1
     # Tentative until the participant's first label: see first_label_minutes.
     labelled = db.session.scalar(select(_has_labelled(participant.id)))
-    minutes = block.params["reservation_minutes"] if labelled else first_label_minutes(block)
+    minutes = rules.reservation_minutes if labelled else first_label_minutes(block)
     expires = now + timedelta(minutes=minutes)
     out = []
     for i, (pk, gold) in enumerate(order, start=start):
@@ -360,8 +367,8 @@ def reserve_batch(
     return out
 
 
-def _gold_for(study: Study, block: TaskBlock, rng: random.Random) -> list[int]:
-    if not block.params.get("n_gold"):
+def _gold_for(study: Study, block: TaskBlock, n_gold: int, rng: random.Random) -> list[int]:
+    if not n_gold:
         return []
     pks = list(
         db.session.scalars(
@@ -374,7 +381,7 @@ def _gold_for(study: Study, block: TaskBlock, rng: random.Random) -> list[int]:
             .order_by(AnnotationItem.position)
         )
     )
-    return rng.sample(pks, block.params["n_gold"])
+    return rng.sample(pks, n_gold)
 
 
 def record_label(
@@ -415,8 +422,9 @@ def record_label(
     Annotation
         ``confirmed`` (counted) or ``surplus`` (kept, flagged, not counted).
     """
-    if label not in block.params["labels"]:
-        raise ValueError(f"label {label!r} is not one of {block.params['labels']}")
+    labels = slot_rules(block).labels
+    if label not in labels:
+        raise ValueError(f"label {label!r} is not one of {labels}")
     item = db.session.scalars(
         select(AnnotationItem).where(AnnotationItem.id == annotation.item_pk).with_for_update()
     ).one()
@@ -439,7 +447,7 @@ def _tentative(annotation: Annotation, block: TaskBlock) -> bool:
     """True for a reservation made before its holder's first label (shorter than usual)."""
     if annotation.expires_at is None:
         return False
-    full = timedelta(minutes=block.params["reservation_minutes"]) - timedelta(seconds=1)
+    full = timedelta(minutes=slot_rules(block).reservation_minutes) - timedelta(seconds=1)
     return annotation.expires_at - annotation.reserved_at < full
 
 
@@ -460,7 +468,7 @@ def _extend_tentative(
             Annotation.state == AnnotationState.reserved,
             Annotation.expires_at > now,
         )
-        .values(expires_at=now + timedelta(minutes=block.params["reservation_minutes"]))
+        .values(expires_at=now + timedelta(minutes=slot_rules(block).reservation_minutes))
         .execution_options(synchronize_session=False)
     )
 
@@ -540,7 +548,7 @@ def _firm_free_item(
         AnnotationItem.study_id == study.id,
         AnnotationItem.block_id == block.id,
         AnnotationItem.is_gold.is_(False),
-        _taken_count(now, firm=True) < block.params["annotators_per_item"],
+        _taken_count(now, firm=True) < slot_rules(block).annotators_per_item,
     )
     if participant is not None:
         seen = select(Annotation.item_pk).where(Annotation.participant_id == participant.id)

@@ -41,19 +41,6 @@ class Trial:
     target_side: str
 
 
-def block_formats(block: TaskBlock) -> tuple[str, ...]:
-    """The formats of a normalised product-choice block (``original``, ``summary`` by default).
-
-    Examples
-    --------
-    >>> block_formats(TaskBlock.of("c", "product_choice", {"pairs": []}))
-    ('original', 'summary')
-    >>> block_formats(TaskBlock.of("c", "product_choice", {"formats": ["original", "m"]}))
-    ('original', 'm')
-    """
-    return tuple(block.params.get("formats") or FORMATS)
-
-
 def sequences_for(n_formats: int) -> tuple[str, ...]:
     """The sequence letters of a design with ``n_formats`` formats.
 
@@ -152,16 +139,18 @@ def derive_sequence(
     ]
     if not found:
         raise ValueError(f"no product_choice block {block_id or ''} in the study")
-    pairs = found[0][0].params["pairs"]
-    formats = found[0][1]
+    from webapp.tasks.registry import get_task_type
+
+    block, formats = found[0]
+    pairs = get_task_type(block.type).pair_ids(block)
     k, sequences = len(formats), sequences_for(len(formats))
     if sequence not in sequences:
         raise ValueError(f"sequence must be one of {sequences}, got {sequence!r}")
     row = sequences.index(sequence)
     rng = random.Random(seed)
     by_format: dict[str, list[str]] = {f: [] for f in formats}
-    for j, pair in enumerate(pairs):
-        by_format[formats[(j + row) % k]].append(pair["id"])
+    for j, pair_id in enumerate(pairs):
+        by_format[formats[(j + row) % k]].append(pair_id)
     for ids in by_format.values():  # in the block's format order: the seed's draws are fixed
         rng.shuffle(ids)
     # Position i shows format (row + i) mod k: format row first, then the next, cyclically.

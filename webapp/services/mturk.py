@@ -35,7 +35,7 @@ from webapp.models import (
     PlatformIdentity,
     Study,
 )
-from webapp.services.allocation import annotation_blocks, confirm_import, sync_items
+from webapp.services.allocation import annotation_blocks, confirm_import, slot_rules, sync_items
 from webapp.services.entry import canonical_id
 
 EXTERNAL_QUESTION_NS = (
@@ -107,16 +107,17 @@ def layout_html(block: TaskBlock, title: str) -> str:
     ``crowd-classifier`` renders the categories as a radio group and returns the choice as
     ``Answer.sentiment.label`` in the batch results (the importer's default column).
     """
-    categories = ", ".join(f"'{label.title()}'" for label in block.params["labels"])
-    instructions = escape(block.params["instructions"] or block.params["prompt"])
-    k = block.params["annotators_per_item"]
+    rules = slot_rules(block)
+    categories = ", ".join(f"'{label.title()}'" for label in rules.labels)
+    instructions = escape(rules.instructions or rules.prompt)
+    k = rules.annotators_per_item
     return f"""<!-- FrameLab layout for MTurk (one statement per HIT), for a "Custom" project.
      ${{text}} comes from the input CSV. Set "Number of assignments per task" to {k}:
      MTurk then has {k} different workers label each statement. -->
 <script src="https://assets.crowd.aws/crowd-html-elements.js"></script>
 <crowd-form answer-format="flatten-objects">
   <crowd-classifier name="sentiment" categories="[{escape(categories, quote=False)}]"
-                    header="{escape(block.params["prompt"])}">
+                    header="{escape(rules.prompt)}">
     <classification-target>${{text}}</classification-target>
     <full-instructions header="{escape(title)}">
       <p>{instructions}</p>
@@ -150,14 +151,15 @@ def write_batch(study: Study, out_dir: str | Path) -> tuple[Path, Path, int]:
     out.mkdir(parents=True, exist_ok=True)
     layout = out / "layout.html"
     layout.write_text(layout_html(block, study.title), encoding="utf-8")
+    items = slot_rules(block).items
     extra: list[str] = []
-    for it in block.params["items"]:
+    for it in items:
         extra += [c for c in it["extra"] if c not in extra]
     input_csv = out / "input.csv"
     with input_csv.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(["item_id", "text", "base_sentiment", *extra])
-        for it in block.params["items"]:
+        for it in items:
             writer.writerow(
                 [
                     it["item_id"],
@@ -166,7 +168,7 @@ def write_batch(study: Study, out_dir: str | Path) -> tuple[Path, Path, int]:
                     *(it["extra"].get(c, "") for c in extra),
                 ]
             )
-    return layout, input_csv, len(block.params["items"])
+    return layout, input_csv, len(items)
 
 
 @dataclass
@@ -220,6 +222,7 @@ def _read_rows(
             "for custom names)"
         )
         return []
+    labels = slot_rules(block).labels
     items = {
         it.item_id: it
         for it in db.session.scalars(
@@ -272,8 +275,8 @@ def _read_rows(
             reasons.append(f"{item_col} {item_id!r} is not an item of this study")
         elif base != item.base_sentiment:
             reasons.append(f"{base_col} {base!r} differs from the item's {item.base_sentiment!r}")
-        if label not in block.params["labels"]:
-            reasons.append(f"{label_col} {label!r} is not one of {block.params['labels']}")
+        if label not in labels:
+            reasons.append(f"{label_col} {label!r} is not one of {labels}")
         rt_ms = None
         seconds = (raw.get("WorkTimeInSeconds") or "").strip()
         if seconds:
@@ -386,7 +389,7 @@ def import_batch_results(
                 row.item,
                 p,
                 row.label,
-                k=block.params["annotators_per_item"],
+                k=slot_rules(block).annotators_per_item,
                 trial_index=next_index[p.id],
                 rt_ms=row.rt_ms,
                 now=now,

@@ -29,7 +29,7 @@ from webapp.models import (
     ParticipantStatus,
     Study,
 )
-from webapp.services.allocation import annotation_blocks, sync_items
+from webapp.services.allocation import annotation_blocks, slot_rules, sync_items
 
 OPPOSITE = {"positive": "negative", "negative": "positive"}
 
@@ -157,7 +157,7 @@ def item_status(
     else:  # every item: by block, not by a list of keys as long as the study
         query = query.where(_of_blocks(study, blocks))
     counts = {pk: rest for pk, *rest in db.session.execute(query)}
-    k_of = {b.id: b.params["annotators_per_item"] for b in blocks}
+    k_of = {b.id: slot_rules(b).annotators_per_item for b in blocks}
     out = []
     for it in items:
         n_labels, n_surplus, n_reserved, n_shifted = counts.get(it.id, (0, 0, 0, 0))
@@ -191,7 +191,7 @@ def slot_totals(study: Study, now: datetime) -> dict[str, int] | None:
     blocks = _synced_blocks(study)
     if not blocks:
         return None
-    k_of = {b.id: b.params["annotators_per_item"] for b in blocks}
+    k_of = {b.id: slot_rules(b).annotators_per_item for b in blocks}
     n_items = dict(
         db.session.execute(
             select(AnnotationItem.block_id, func.count(AnnotationItem.id))

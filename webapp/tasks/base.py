@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -237,6 +237,21 @@ class ExportTable:
     rank: int = 0
 
 
+@dataclass(frozen=True)
+class SlotRules:
+    """What the allocation, the slot report and the MTurk batch read of a block of a
+    :attr:`TaskType.limits_slots` type, as its type validated them."""
+
+    labels: Sequence[str]  # the answers a slot may be confirmed with, lower-case
+    annotators_per_item: int  # k: the answers each item needs
+    items_per_participant: int  # non-gold items in one participant's batch
+    n_gold: int  # gold items mixed into one participant's batch
+    reservation_minutes: float
+    items: Sequence[Mapping[str, Any]]  # the non-gold items (``item_id``, ``text``, ...)
+    prompt: str  # the question on an item ("" where the type has none)
+    instructions: str
+
+
 # A codebook entry: column -> (type: int|float|str, meaning, allowed values).
 Codebook = Mapping[str, tuple[str, str, str]]
 
@@ -310,6 +325,28 @@ class TaskType:
     def bonus_answers(self, block: TaskBlock) -> int:
         """How many of the block's answers ``payment.bonus`` may reward, at most."""
         return 0
+
+    def slot_rules(self, block: TaskBlock) -> SlotRules:
+        """How a :attr:`limits_slots` block hands out its items: every such type validates
+        the keys read here (:func:`reservation_keys`, ...); other types have no slots."""
+        if not self.limits_slots:
+            raise TypeError(f"a {self.name!r} block has no slots")
+        body = block.params
+        return SlotRules(
+            labels=body["labels"],
+            annotators_per_item=body["annotators_per_item"],
+            items_per_participant=body["items_per_participant"],
+            n_gold=body.get("n_gold", 0),
+            reservation_minutes=body["reservation_minutes"],
+            items=body["items"],
+            prompt=body.get("prompt", ""),
+            instructions=body.get("instructions", ""),
+        )
+
+    def pair_ids(self, block: TaskBlock) -> tuple[str, ...]:
+        """The ids of the pairs whose :meth:`formats` the Latin square balances, in the
+        block's order (:func:`webapp.services.design.derive_sequence`); none by default."""
+        return ()
 
     def check_with_blocks(self, block: TaskBlock, earlier: list[TaskBlock], where: Where) -> None:
         """Refuse a validated ``block`` that cannot run beside the ``earlier`` blocks.

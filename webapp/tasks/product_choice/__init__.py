@@ -32,7 +32,7 @@ from webapp.i18n import (
     parse_amount,
 )
 from webapp.models import ChoiceResponse
-from webapp.services.design import FORMATS, Trial, block_formats, derive_sequence
+from webapp.services.design import FORMATS, Trial, derive_sequence
 from webapp.tasks.base import (
     NEXT,
     ExportTable,
@@ -313,7 +313,7 @@ class ProductChoiceTask(TaskType):
         needs as many formats.
         """
         mine = {p["id"] for p in block.params["pairs"]}
-        k = len(block_formats(block))
+        k = len(self.formats(block))
         for other in earlier:
             if other.type != self.name:
                 continue
@@ -324,15 +324,28 @@ class ProductChoiceTask(TaskType):
                     "be in only one 'product_choice' block (answers are analysed by pair); give "
                     "this block other pairs or put them all in one block"
                 )
-            if len(block_formats(other)) != k:
+            if len(self.formats(other)) != k:
                 raise where.at("formats").error(
-                    f"{k} formats here but {len(block_formats(other))} in block {other.id!r}: "
+                    f"{k} formats here but {len(self.formats(other))} in block {other.id!r}: "
                     "every product_choice block of a study needs the same number of formats "
                     "(each participant's sequence is one row of the Latin square in every block)"
                 )
 
     def formats(self, block: TaskBlock) -> tuple[str, ...]:
-        return block_formats(block)
+        """The block's formats (``original``, ``summary`` by default).
+
+        Examples
+        --------
+        >>> ProductChoiceTask().formats(TaskBlock.of("c", "product_choice", {"pairs": []}))
+        ('original', 'summary')
+        >>> body = {"formats": ["original", "m"]}
+        >>> ProductChoiceTask().formats(TaskBlock.of("c", "product_choice", body))
+        ('original', 'm')
+        """
+        return tuple(block.params.get("formats") or FORMATS)
+
+    def pair_ids(self, block: TaskBlock) -> tuple[str, ...]:
+        return tuple(p["id"] for p in block.params["pairs"])
 
     def images(self, block: TaskBlock) -> list[dict[str, Any]]:
         products = [pair[side] for pair in block.params["pairs"] for side in ("target", "control")]
