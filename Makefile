@@ -91,6 +91,11 @@ lint: install-dev
 	$(BIN)/mypy
 	$(BIN)/bandit -q -c pyproject.toml -r webapp framelab framelab_schema
 
+# Python's bytecode caches are kept between runs even where the environment turns them off
+# (PYTHONDONTWRITEBYTECODE): otherwise every pytest process compiles the project and its tests
+# again, about 6.5 CPU-s each.
+unexport PYTHONDONTWRITEBYTECODE
+
 # The whole suite on TEST_JOBS processes (pytest-xdist): every PostgreSQL test works in a
 # schema of its own and every server or browser on a port of its own.
 TEST_JOBS ?= 2
